@@ -1,0 +1,251 @@
+"""Safe YAML loading with a source position for every key and value.
+
+We let PyYAML parse and compose the node tree, then build plain Python values ourselves:
+- no tag may construct an object: only plain scalars, quoted strings, lists and mappings;
+- plain scalars follow the YAML 1.2 core schema (`1e-6` is a float, `yes` is a string);
+- duplicate keys and merge keys (`<<`) are errors;
+- the text size and the size after alias expansion are bounded, so a "billion laughs"
+  document is refused before anything is expanded.
+
+Positions are kept in side tables keyed by the value's path (a tuple of keys and indices), so
+later stages can point at the exact key or value that is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+from .diagnostics import Loc, error, remember_source
+
+MAX_TEXT_BYTES = 1 << 20  # a spec is a page of text, not a data file
+MAX_VALUES = 100_000  # values after alias expansion
+MAX_DEPTH = 64  # nesting of lists and mappings
+
+_PLAIN = "tag:archspec:plain"  # our marker for an untagged plain scalar
+_STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Composes nodes only; marks plain scalars so we resolve them by the 1.2 core schema."""
+
+    def resolve(self, kind, value, implicit):  # noqa: D102 - PyYAML hook
+        if kind is ScalarNode and implicit[0]:
+            return _PLAIN
+        return super().resolve(kind, value, implicit)
+
+
+_INT = re.compile(r"[-+]?[0-9]+\Z")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z")
+
+
+def resolve_plain(text: str) -> Any:
+    """A plain (unquoted) scalar: null, bool, int, float, else a string."""
+    if text in ("", "~", "null", "Null", "NULL"):
+        return None
+    if text in ("true", "True", "TRUE"):
+        return True
+    if text in ("false", "False", "FALSE"):
+        return False
+    if _INT.match(text):
+        return int(text)
+    if _FLOAT.match(text):
+        return float(text)
+    if text in (".inf", "+.inf", ".Inf", "+.Inf"):
+        return math.inf
+    if text in ("-.inf", "-.Inf"):
+        return -math.inf
+    return text
+
+
+@dataclass
+class Document:
+    """Plain values plus where each came from."""
+
+    file: str
+    data: Any
+    locs: dict[tuple, Loc] = field(default_factory=dict)  # value positions
+    key_locs: dict[tuple, Loc] = field(default_factory=dict)  # mapping-key positions
+    quoted: set[tuple] = field(default_factory=set)  # paths of quoted scalars
+
+    def loc(self, path: tuple, key: bool = False) -> Loc | None:
+        """Position of the value (or its key) at `path`, else of the nearest enclosing value."""
+        path = tuple(path)
+        if key and path in self.key_locs:
+            return self.key_locs[path]
+        while True:
+            if path in self.locs:
+                return self.locs[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+
+def _mark_loc(file: str, mark) -> Loc:
+    return Loc(file, mark.line + 1, mark.column + 1)
+
+
+def _expanded_size(node, memo: dict[int, int], depth: int, file: str) -> int:
+    """Number of values `node` becomes once aliases are expanded (memoised per node)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if depth > MAX_DEPTH:
+        raise error(f"nesting deeper than {MAX_DEPTH} levels", _mark_loc(file, node.start_mark))
+    memo[key] = 0  # a node reached again while being sized is a recursive alias
+    if isinstance(node, ScalarNode):
+        size = 1
+    elif isinstance(node, SequenceNode):
+        size = 1 + sum(_expanded_size(c, memo, depth + 1, file) for c in node.value)
+    else:
+        size = 1 + sum(
+            _expanded_size(k, memo, depth + 1, file) + _expanded_size(v, memo, depth + 1, file)
+            for k, v in node.value
+        )
+    memo[key] = min(size, MAX_VALUES + 1)
+    return memo[key]
+
+
+class _Builder:
+    def __init__(self, file: str):
+        self.doc = Document(file, None)
+        self.file = file
+
+    def loc(self, node) -> Loc:
+        return _mark_loc(self.file, node.start_mark)
+
+    def build(self, node, path: tuple) -> Any:
+        if len(path) > MAX_DEPTH:  # only a recursive alias gets here; the depth check caught the rest
+            raise error("an alias refers to the list or mapping that contains it", self.loc(node))
+        self.doc.locs[path] = self.loc(node)
+        if isinstance(node, ScalarNode):
+            if node.tag == _PLAIN:
+                return resolve_plain(node.value)
+            if node.tag == _STR:
+                self.doc.quoted.add(path)
+                return node.value
+            raise self.tag_error(node)
+        if isinstance(node, SequenceNode):
+            if node.tag != _SEQ:
+                raise self.tag_error(node)
+            return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
+        if node.tag != _MAP:
+            raise self.tag_error(node)
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = self.key(key_node)
+            if key in result:
+                first = self.doc.key_locs[path + (key,)]
+                raise error(
+                    f"duplicate key '{key}' (first given at line {first.line})",
+                    self.loc(key_node),
+                    hint="each key may appear once in a mapping; remove or rename one",
+                )
+            self.doc.key_locs[path + (key,)] = self.loc(key_node)
+            result[key] = self.build(value_node, path + (key,))
+        return result
+
+    def key(self, node) -> str:
+        if not isinstance(node, ScalarNode):
+            raise error("a mapping key must be a plain name, not a list or mapping", self.loc(node))
+        if node.tag == "tag:yaml.org,2002:merge" or (node.tag == _PLAIN and node.value == "<<"):
+            raise error(
+                "YAML merge keys (<<) are not supported",
+                self.loc(node),
+                hint="share structure with `blocks`, `params` or `extends` instead",
+            )
+        if node.tag not in (_PLAIN, _STR):
+            raise self.tag_error(node)
+        return node.value
+
+    def tag_error(self, node):
+        return error(
+            f"YAML tag '{node.tag}' is not allowed",
+            self.loc(node),
+            hint="a spec holds plain values only: numbers, strings, booleans, lists and mappings",
+        )
+
+
+def _check_depth(text: str, file: str) -> None:
+    """Refuse deep nesting from the event stream, before the (recursive) composer sees it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise error(f"nesting deeper than {MAX_DEPTH} levels", _mark_loc(file, event.start_mark))
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, file: str, text: str):
+    mark = exc.problem_mark or exc.context_mark
+    loc = _mark_loc(file, mark) if mark else Loc(file, 1, 1)
+    problem = exc.problem or exc.context or "invalid YAML"
+    hint = None
+    if "another document" in problem:
+        hint = "a spec is one YAML document: remove the second '---'"
+    lines = text.splitlines()
+    line = lines[loc.line - 1] if 0 < loc.line <= len(lines) else ""
+    if "${" in line and ("[" in line or "{" in line.replace("${", "")):
+        hint = 'inside [...] or {...} an expression must be quoted: "${...}"'
+    elif "\t" in line:
+        hint = "YAML indentation must use spaces, not tabs"
+    return error(f"YAML syntax: {problem}", loc, hint=hint)
+
+
+def load_text(text: str, file: str = "<string>") -> Document:
+    """Parse one YAML document into plain values with positions."""
+    remember_source(file, text)
+    if len(text.encode("utf-8", "replace")) > MAX_TEXT_BYTES:
+        raise error(f"file is larger than {MAX_TEXT_BYTES // 1024} KiB; a spec should be a short text", Loc(file, 1, 1))
+    try:
+        _check_depth(text, file)
+        root = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        raise _syntax_error(exc, file, text) from None
+    except yaml.YAMLError as exc:  # unmarked errors: rare, still the user's text
+        raise error(f"YAML syntax: {exc}", Loc(file, 1, 1)) from None
+    except RecursionError:
+        raise error(f"nesting deeper than {MAX_DEPTH} levels", Loc(file, 1, 1)) from None
+    if root is None:
+        raise error("the spec is empty", Loc(file, 1, 1), hint="start with `name:` and `graph:`")
+    size = _expanded_size(root, {}, 0, file)
+    if size > MAX_VALUES:
+        raise error(
+            f"the document expands to more than {MAX_VALUES} values",
+            _mark_loc(file, root.start_mark),
+            hint="anchors and aliases (&a / *a) are expanded; a spec should stay small",
+        )
+    builder = _Builder(file)
+    builder.doc.data = builder.build(root, ())
+    return builder.doc
+
+
+def load_file(path: str) -> Document:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TEXT_BYTES + 1)
+    except FileNotFoundError:
+        raise error(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise error(f"{path} is a directory, not a spec file") from None
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise error(f"file is larger than {MAX_TEXT_BYTES // 1024} KiB; a spec should be a short text", Loc(path, 1, 1))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise error("the file is not UTF-8 text", Loc(path, line, 1)) from None
+    return load_text(text, path)

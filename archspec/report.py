@@ -1,0 +1,95 @@
+"""The result of `archspec check`: per-node shapes and costs, totals, as a table or JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.cost import totals
+from compiler.ir import INPUT, Graph
+from compiler.types import TensorType
+
+
+def shape_list(t: TensorType) -> list:
+    return [d if isinstance(d, int) else str(d) for d in t.shape]
+
+
+def op_label(node) -> str:
+    kind = getattr(node.params, "kind", None)
+    return f"{node.op}/{kind}" if kind else node.op
+
+
+@dataclass
+class NodeRow:
+    path: str
+    op: str
+    shape: str
+    params: int
+    flops: int
+    activation_bytes: int
+    record: dict = field(repr=False, default_factory=dict)
+
+
+@dataclass
+class Report:
+    name: str
+    file: str | None
+    inputs: dict[str, TensorType]
+    outputs: dict[str, TensorType]
+    params: int
+    flops: int
+    nodes: list[NodeRow]
+    graph: Graph = field(repr=False)
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "Report":
+        rows = []
+        for node in graph.nodes():
+            if node.op == INPUT:
+                continue
+            c = graph.meta(node.name)["cost"]
+            record = {"path": node.name, "op": node.op, "kind": getattr(node.params, "kind", None),
+                      "shape": shape_list(node.type), "layout": node.type.layout,
+                      "grid": list(node.type.grid) if node.type.grid else None,
+                      "params": c.params, "flops": c.flops, "activation_bytes": c.activation_bytes,
+                      "line": node.loc.line if node.loc else None}
+            rows.append(NodeRow(node.name, op_label(node), node.type.describe(), c.params, c.flops,
+                                c.activation_bytes, record))
+        total = totals(graph)
+        inputs = {n.name: n.type for n in graph.inputs()}
+        outputs = {o.name: graph.node(o.node).type for o in graph.outputs}
+        return cls(graph.name, graph.file, inputs, outputs, total.params, total.flops, rows, graph)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "inputs": {k: shape_list(t) for k, t in self.inputs.items()},
+            "outputs": {k: shape_list(t) for k, t in self.outputs.items()},
+            "params": self.params,
+            "flops": self.flops,
+            "flops_convention": "per sample (batch 1); multiply-add = 2; matmul, conv and attention only",
+            "nodes": [row.record for row in self.nodes],
+        }
+
+    def table(self) -> str:
+        head = ("node", "op", "output", "params", "FLOPs")
+        body = [(r.path, r.op, r.shape, f"{r.params:,}", human(r.flops)) for r in self.nodes]
+        widths = [max(len(row[i]) for row in [head] + body) for i in range(len(head))]
+        align = ["<", "<", "<", ">", ">"]
+
+        def line(row):
+            return "  ".join(f"{cell:{a}{w}}" for cell, a, w in zip(row, align, widths)).rstrip()
+
+        ins = ", ".join(f"{k} {t.describe()}" for k, t in self.inputs.items())
+        outs = ", ".join(f"{k} {t.describe()}" for k, t in self.outputs.items())
+        rule = "-" * len(line(head))
+        return "\n".join([f"{self.name}: {ins} -> {outs}", line(head), rule, *map(line, body), rule,
+                          f"total: {self.params:,} params, {human(self.flops)}FLOPs per sample "
+                          "(multiply-add = 2; matmul, conv and attention)"])
+
+
+def human(n: int) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} "

@@ -1,0 +1,67 @@
+"""embed: token ids -> tokens. An embedding table (optionally shared with another embed
+node: `tie`), optionally scaled by sqrt(dim) as in the 2017 Transformer, plus positions
+(learned table, sinusoidal, or none)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..registry import Cost, Params, PositiveInt, Primitive, Rate, RuleError, one_input, register
+from ..types import Sym, TensorType, tokens
+
+
+class EmbedParams(Params):
+    vocab: PositiveInt | None = Field(None, description="vocabulary size (taken from `tie` when tied)")
+    dim: PositiveInt | None = Field(None, description="width of the tokens (taken from `tie` when tied)")
+    pos: Literal["learned", "sincos", "none"] = "learned"
+    max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover")
+    scale: bool = Field(False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.)")
+    dropout: Rate = 0.0
+    tie: str | None = Field(None, description="share the table of this other embed node")
+
+
+def table_shape(p: EmbedParams, ctx) -> tuple[int, int]:
+    """(vocab, dim) of the table, following `tie` to the node that owns it."""
+    if p.tie is None:
+        if p.vocab is None or p.dim is None:
+            missing = "vocab" if p.vocab is None else "dim"
+            raise RuleError(f"embed needs `{missing}` (or `tie` to share another embed's table)")
+        return p.vocab, p.dim
+    owner = ctx.node(p.tie)
+    if owner.op != "embed" or owner.params.tie is not None:
+        raise RuleError(f"`tie` must name an embed node that owns its table; {p.tie} is {owner.op}"
+                        + (" and is tied itself" if owner.op == "embed" else ""), field="tie")
+    vocab, dim = owner.params.vocab, owner.params.dim
+    for name, mine, theirs in (("vocab", p.vocab, vocab), ("dim", p.dim, dim)):
+        if mine is not None and mine != theirs:
+            raise RuleError(f"{name} {mine} differs from the tied table's {name} {theirs} ({p.tie})", field=name)
+    return vocab, dim
+
+
+def infer(p: EmbedParams, inputs: list[TensorType], ctx) -> TensorType:
+    (x,) = inputs
+    if x.layout != "ids":
+        raise RuleError(f"embed reads token ids, got {x.layout_name()}")
+    _, dim = table_shape(p, ctx)
+    length = x.length
+    longest = length.hi if isinstance(length, Sym) else length
+    if p.pos != "none":
+        if p.max_len is None:
+            raise RuleError(f"positions ({p.pos}) need `max_len`", field="pos")
+        if longest > p.max_len:
+            raise RuleError(f"sequences of up to {longest} tokens exceed max_len {p.max_len}", field="max_len",
+                            hint=f"raise max_len to {longest} or shorten the input")
+    if p.pos == "sincos" and dim % 2:
+        raise RuleError(f"sinusoidal positions need an even width, got {dim}", field="pos")
+    return tokens(length, dim)  # [B, L] -> [B, L, dim]
+
+
+def cost(p: EmbedParams, inputs, out: TensorType) -> Cost:
+    params = 0 if p.tie else p.vocab * p.dim
+    params += p.max_len * out.channels if p.pos == "learned" else 0
+    return Cost(params, 0)
+
+
+PRIMITIVE = register(Primitive("embed", EmbedParams, infer, cost, one_input, doc=__doc__))
