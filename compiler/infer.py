@@ -17,7 +17,7 @@ class RuleContext:
     def __init__(self, graph: Graph, node: Node):
         self.graph, self.current = graph, node
 
-    def node(self, name: str) -> Node:
+    def node_named(self, name: str) -> Node:
         return self.graph.node(name)
 
 

@@ -29,7 +29,7 @@ def table_shape(p: EmbedParams, ctx) -> tuple[int, int]:
             missing = "vocab" if p.vocab is None else "dim"
             raise RuleError(f"embed needs `{missing}` (or `tie` to share another embed's table)")
         return p.vocab, p.dim
-    owner = ctx.node(p.tie)
+    owner = ctx.node_named(p.tie)
     if owner.op != "embed" or owner.params.tie is not None:
         raise RuleError(f"`tie` must name an embed node that owns its table; {p.tie} is {owner.op}"
                         + (" and is tied itself" if owner.op == "embed" else ""), field="tie")

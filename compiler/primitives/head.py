@@ -70,7 +70,7 @@ def lm_vocab(p: LmHead, width: int, ctx) -> int:
         if p.vocab is None:
             raise RuleError("an lm head needs `vocab` (or `tie` to an embed table)")
         return p.vocab
-    owner = ctx.node(p.tie)
+    owner = ctx.node_named(p.tie)
     if owner.op != "embed" or owner.params.tie is not None:
         raise RuleError(f"`tie` must name an embed node that owns its table; {p.tie} is {owner.op}", field="tie")
     vocab, dim = owner.params.vocab, owner.params.dim

@@ -1,0 +1,60 @@
+"""embed (torch): token table (optionally shared), optional sqrt(dim) scale, positions."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from ..primitives.embed import table_shape
+from .common import Emitter, make, register_lowering
+
+
+def sinusoid_table(length: int, dim: int):
+    """Vaswani et al.: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...). [length, dim]"""
+    position = torch.arange(length, dtype=torch.float64)[:, None]  # [L, 1]
+    rate = torch.exp(torch.arange(0, dim, 2, dtype=torch.float64) * (-math.log(10000.0) / dim))  # [dim/2]
+    table = torch.zeros(length, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate)
+    return table.float()
+
+
+class TokenEmbed(nn.Module):
+    def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0):
+        super().__init__()
+        self.scale = math.sqrt(dim) if scale else None
+        self.tokens = None if tied else nn.Embedding(vocab, dim)  # a tied table is set by the lowering
+        self.pos = nn.Embedding(max_len, dim) if pos == "learned" else None
+        if pos == "sincos":
+            self.register_buffer("pos_table", sinusoid_table(max_len, dim), persistent=False)  # [max_len, dim]
+        else:
+            self.pos_table = None
+        self.drop = nn.Dropout(dropout) if dropout > 0 else None
+        for table in (self.tokens, self.pos):
+            if table is not None:
+                nn.init.normal_(table.weight, std=0.02)
+
+    def forward(self, ids):
+        x = self.tokens(ids)  # [B, L] -> [B, L, dim]
+        if self.scale is not None:
+            x = x * self.scale
+        if self.pos is not None:
+            x = x + self.pos.weight[: ids.shape[1]]
+        if self.pos_table is not None:
+            x = x + self.pos_table[: ids.shape[1]]
+        if self.drop is not None:
+            x = self.drop(x)
+        return x
+
+
+@register_lowering("embed")
+def lower(node, inputs, emit: Emitter, args):
+    p = node.params
+    vocab, dim = table_shape(p, emit)
+    emit.install(make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
+                      tied=p.tie is not None, dropout=p.dropout))
+    if p.tie is not None:
+        emit.tie("", "tokens", p.tie + ".tokens")
+    return emit.call("", *args)

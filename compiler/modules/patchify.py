@@ -1,0 +1,81 @@
+"""patchify (torch): convolution to patches, optional norm, class token, positions.
+Also the module of merge kind=conv (PVT v2's OverlapPatchEmbed): a conv and a norm."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ..primitives.patchify import as_image, geometry
+from .common import Emitter, make, register_lowering
+
+
+def sincos_2d(grid, dim: int, temperature: float = 10000.0):
+    """Fixed 2-D sin-cos positions (MAE, timm build_sincos2d_pos_embed): [H*W, dim]."""
+    h, w = grid
+    ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
+                            indexing="ij")
+    quarter = dim // 4
+    omega = 1.0 / temperature ** (torch.arange(quarter, dtype=torch.float32) / quarter)
+    out_y = ys.flatten()[:, None] * omega[None, :]  # [H*W, dim/4]
+    out_x = xs.flatten()[:, None] * omega[None, :]
+    return torch.cat([out_x.sin(), out_x.cos(), out_y.sin(), out_y.cos()], dim=1)  # [H*W, dim]
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, in_channels, dim, kernel, stride, padding, bias, grid, norm_eps=None, cls_token=False,
+                 pos="none", tokens_in=False, in_grid=None, dropout=0.0):
+        super().__init__()
+        self.grid, self.in_grid, self.tokens_in = tuple(grid), tuple(in_grid or ()), tokens_in
+        self.proj = nn.Conv2d(in_channels, dim, kernel, stride, padding, bias=bias)
+        self.norm = nn.LayerNorm(dim, eps=norm_eps) if norm_eps is not None else None
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if cls_token else None
+        positions = int(cls_token) + self.grid[0] * self.grid[1]
+        self.pos_embed = nn.Parameter(torch.zeros(1, positions, dim)) if pos == "learned" else None
+        if pos == "sincos":
+            table = sincos_2d(self.grid, dim)
+            if cls_token:
+                table = torch.cat([torch.zeros(1, dim), table])
+            self.register_buffer("pos_table", table[None], persistent=False)  # [1, positions, dim]
+        else:
+            self.pos_table = None
+        self.drop = nn.Dropout(dropout) if dropout > 0 else None
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+        if self.pos_embed is not None:
+            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+
+    def forward(self, x):
+        if self.tokens_in:  # a token grid read as an image
+            x = x.transpose(1, 2).reshape(x.shape[0], -1, self.in_grid[0], self.in_grid[1])  # [B,N,C] -> [B,C,H,W]
+        x = self.proj(x)  # [B, C, H, W] -> [B, dim, H', W']
+        x = x.flatten(2).transpose(1, 2)  # -> [B, H'W', dim]
+        if self.norm is not None:
+            x = self.norm(x)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # -> [B, 1 + H'W', dim]
+        if self.pos_embed is not None:
+            x = x + self.pos_embed
+        if self.pos_table is not None:
+            x = x + self.pos_table
+        if self.drop is not None:
+            x = self.drop(x)
+        return x
+
+
+def patch_embed_args(x, kernel, stride, padding, dim, grid):
+    channels, in_grid, _ = as_image(x, "patchify")
+    return dict(in_channels=channels, dim=dim, kernel=kernel, stride=stride, padding=padding, grid=grid,
+                tokens_in=x.layout == "tokens", in_grid=in_grid)
+
+
+@register_lowering("patchify")
+def lower(node, inputs, emit: Emitter, args):
+    p = node.params
+    kernel, stride, padding = geometry(p)
+    module = make(PatchEmbed, **patch_embed_args(inputs[0], kernel, stride, padding, p.dim, node.type.grid),
+                  bias=p.bias, norm_eps=p.norm_eps if p.norm else None, cls_token=p.cls_token, pos=p.pos,
+                  dropout=p.dropout)
+    emit.install(module)
+    return emit.call("", *args)
+
