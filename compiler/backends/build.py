@@ -1,0 +1,149 @@
+"""`archspec build`: check, lower, load weights, export, and write the artifacts, showing
+progress as it goes.
+
+Writes into OUTDIR (default build/<name>/):
+  report.json   the check report (shapes, params, FLOPs per node)
+  model.py      standalone readable source of the module (needs only torch)
+  weights.pt    its state dict (torch.load(..., weights_only=True))
+  model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
+  model.onnx    ONNX, opset 18, dynamic batch                 (--target onnx)
+  model.engine  serialized TensorRT engine                    (--target tensorrt)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..lower import lower
+from ..pipeline import check_spec
+from .export import export_program, example_inputs, max_abs_difference
+from .source import standalone_source
+
+
+@dataclass
+class Progress:
+    """One line per step on stderr: what it did and how long it took."""
+
+    total: int
+    stream: object = field(default_factory=lambda: sys.stderr)
+    step: int = 0
+
+    def run(self, title: str, fn, describe=lambda result: ""):
+        self.step += 1
+        print(f"[{self.step}/{self.total}] {title} ...", end="", file=self.stream, flush=True)
+        start = time.perf_counter()
+        result = fn()
+        detail = describe(result)
+        print(f" {time.perf_counter() - start:.1f} s{'  ' + detail if detail else ''}", file=self.stream, flush=True)
+        return result
+
+
+def parse_batch(text: str | None) -> tuple[int, int, int]:
+    """'8' -> (8, 8, 8); '1:8:64' -> (1, 8, 64); None -> (1, 8, 64)."""
+    if text is None:
+        return (1, 8, 64)
+    parts = text.split(":")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"--batch takes N or MIN:OPT:MAX, got {text!r}") from None
+    if len(values) == 1:
+        values = values * 3
+    if len(values) != 3 or not 1 <= values[0] <= values[1] <= values[2]:
+        raise ValueError(f"--batch takes N or MIN:OPT:MAX with 1 <= MIN <= OPT <= MAX, got {text!r}")
+    return tuple(values)  # type: ignore[return-value]
+
+
+def _size(path: str) -> str:
+    n = os.path.getsize(path)
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def build_command(spec, overrides, out=None, target="export", seed=0, weights=None, precision="fp32",
+                  batch=None, as_json=False) -> int:
+    from archspec.cli import UsageError
+
+    try:
+        batch_range = parse_batch(batch)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    steps = {"eager": 3, "export": 4, "onnx": 5, "tensorrt": 5}[target] + (1 if weights else 0)
+    progress = Progress(steps)
+    report = progress.run(f"check {spec}", lambda: check_spec(spec, overrides),
+                          lambda r: f"{r.params:,} params, {r.flops / 1e9:.2f} GFLOPs per sample")
+    graph = report.graph
+    gm = progress.run("lower to torch.fx", lambda: lower(graph, seed=seed),
+                      lambda m: f"{len(m.graph.nodes)} fx nodes, seed {seed}")
+    if weights:
+        from ..weights import load_weights
+
+        progress.run(f"load weights {weights}", lambda: load_weights(gm, weights, graph),
+                     lambda r: r.summary())
+    gm.eval()
+    outdir = out or os.path.join("build", report.name)
+    os.makedirs(outdir, exist_ok=True)
+    written = []
+
+    def write_sources():
+        for name, text in (("report.json", json.dumps(report.to_json(), indent=2)),
+                           ("model.py", standalone_source(gm, report.name, report.file))):
+            path = os.path.join(outdir, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            written.append(path)
+        path = os.path.join(outdir, "weights.pt")
+        torch.save(gm.state_dict(), path)
+        written.append(path)
+
+    progress.run(f"write report.json, model.py, weights.pt to {outdir}", write_sources)
+    exported = None
+    if target != "eager":
+        def export():
+            program = export_program(gm, graph, (batch_range[0], batch_range[2]))
+            path = os.path.join(outdir, "model.pt2")
+            torch.export.save(program, path)
+            written.append(path)
+            return program
+
+        exported = progress.run("torch.export (dynamic batch) -> model.pt2", export,
+                                lambda p: f"max |export - eager| {_export_gap(p, gm, graph):.2e}")
+    if target == "onnx":
+        from .onnx import export_onnx
+
+        path = os.path.join(outdir, "model.onnx")
+        progress.run("ONNX (opset 18, dynamic batch) -> model.onnx", lambda: export_onnx(gm, graph, path),
+                     lambda r: r.summary())
+        written.append(path)
+    if target == "tensorrt":
+        from .tensorrt import build_engine
+
+        result = progress.run(f"TensorRT engine ({precision}, batch {':'.join(map(str, batch_range))})",
+                              lambda: build_engine(exported, graph, outdir, precision, batch_range),
+                              lambda r: r.summary())
+        written.extend(result.files)
+        for line in result.notes:
+            print(f"note: {line}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"outdir": outdir, "files": {os.path.basename(p): os.path.getsize(p) for p in written}},
+                         indent=2))
+    else:
+        print(f"wrote {outdir}/: " + ", ".join(f"{os.path.basename(p)} ({_size(p)})" for p in written))
+    return 0
+
+
+def _export_gap(program, gm, graph) -> float:
+    """Run the exported program at another batch size than it was traced with, against eager."""
+    args = example_inputs(graph, batch=3)
+    with torch.no_grad():
+        return max_abs_difference(program.module()(*args), gm(*args))
+
