@@ -1,0 +1,1 @@
+"""hf_clip weight mapping: not written yet."""

@@ -1,0 +1,1 @@
+"""hf_pvt weight mapping: not written yet."""

@@ -1,0 +1,1 @@
+"""timm_pvt weight mapping: not written yet."""

@@ -1,0 +1,1 @@
+"""torch_transformer weight mapping: not written yet."""
