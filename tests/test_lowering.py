@@ -1,0 +1,154 @@
+"""Every spec through the whole pipeline: the lowered module agrees with the checker
+(torch's own shape propagation, parameter count, FlopCounterMode), trains, compiles with no
+graph breaks, exports with a dynamic batch, and reloads without archspec."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch.fx.passes.shape_prop import ShapeProp
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from compiler.backends.export import example_inputs, export_program, max_abs_difference
+from compiler.backends.source import standalone_source
+from compiler.types import Sym
+
+from .conftest import built
+
+# A loader that refuses archspec's packages, to prove an artifact does not need them.
+NO_ARCHSPEC = textwrap.dedent("""
+    import sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("archspec", "compiler"):
+                raise ImportError(f"{name} must not be needed")
+            return None
+    sys.meta_path.insert(0, Block())
+""")
+
+
+class TestPipeline:
+    def test_shapes_match_shape_propagation(self, spec_path):
+        report, gm = built(spec_path)
+        args = example_inputs(report.graph, batch=2)
+        ShapeProp(gm.eval()).propagate(*args)
+        graph = report.graph
+        checked = 0
+        for fx_node in gm.graph.nodes:
+            if not fx_node.meta.get("archspec_output"):
+                continue
+            ir_node = graph.node(fx_node.meta["archspec_node"])
+            sizes = {name: t for name, t in zip([n.name for n in graph.inputs()], args)}
+            expected = _expected_shape(ir_node.type.shape, sizes, graph)
+            assert list(fx_node.meta["tensor_meta"].shape) == expected, ir_node.name
+            checked += 1
+        assert checked == len(graph) - len(graph.inputs())
+
+    def test_parameter_count_matches_checker(self, spec_path):
+        report, gm = built(spec_path)
+        assert sum(p.numel() for p in gm.parameters()) == report.params
+
+    def test_flops_match_flop_counter(self, spec_path):
+        report, gm = built(spec_path)
+        args = example_inputs(report.graph, batch=1)
+        counter = FlopCounterMode(display=False)
+        # the math backend runs attention as matmuls, which FlopCounterMode counts on CPU
+        with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), counter:
+            gm.eval()(*args)
+        measured = counter.get_total_flops()
+        assert measured == pytest.approx(report.flops, rel=0.02), (measured, report.flops)
+
+    def test_backward_reaches_every_parameter(self, spec_path):
+        report, gm = built(spec_path)
+        gm.train()
+        gm.zero_grad(set_to_none=True)
+        out = gm(*example_inputs(report.graph, batch=2))
+        outs = out if isinstance(out, tuple) else (out,)
+        sum(o.float().square().mean() for o in outs).backward()
+        unreached = [n for n, p in gm.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+        gm.eval()
+        assert not unreached
+
+    def test_torch_compile_fullgraph(self, spec_path):
+        report, gm = built(spec_path)
+        args = example_inputs(report.graph, batch=2)
+        torch._dynamo.reset()
+        compiled = torch.compile(gm.eval(), fullgraph=True, backend="aot_eager")
+        with torch.no_grad():
+            assert max_abs_difference(compiled(*args), gm(*args)) < 1e-5
+
+    def test_export_dynamic_batch_and_reload(self, spec_path, tmp_path):
+        report, gm = built(spec_path)
+        program = export_program(gm, report.graph)
+        path = tmp_path / "model.pt2"
+        torch.export.save(program, path)
+        for batch in (1, 3):
+            args = example_inputs(report.graph, batch=batch)
+            with torch.no_grad():
+                assert max_abs_difference(program.module()(*args), gm.eval()(*args)) < 1e-5
+        args = example_inputs(report.graph, batch=3)
+        with torch.no_grad():
+            expected = gm(*args)
+        torch.save({"args": args, "expected": expected}, tmp_path / "io.pt")
+        script = NO_ARCHSPEC + textwrap.dedent(f"""
+            import torch
+            program = torch.export.load({str(path)!r})
+            io = torch.load({str(tmp_path / 'io.pt')!r}, weights_only=True)
+            with torch.no_grad():
+                out = program.module()(*io["args"])
+            outs = out if isinstance(out, tuple) else (out,)
+            exp = io["expected"] if isinstance(io["expected"], tuple) else (io["expected"],)
+            print(max(float((a - b).abs().max()) for a, b in zip(outs, exp)))
+        """)
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                                timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert float(result.stdout.strip().splitlines()[-1]) < 1e-5
+
+    def test_standalone_source_runs_without_archspec(self, spec_path, tmp_path):
+        report, gm = built(spec_path)
+        (tmp_path / "model.py").write_text(standalone_source(gm, report.name, report.file))
+        torch.save(gm.state_dict(), tmp_path / "weights.pt")
+        args = example_inputs(report.graph, batch=2)
+        with torch.no_grad():
+            expected = gm.eval()(*args)
+        torch.save({"args": args, "expected": expected}, tmp_path / "io.pt")
+        script = NO_ARCHSPEC + textwrap.dedent(f"""
+            import torch, model
+            m = model.{type(gm).__name__}().eval()
+            m.load_state_dict(torch.load("weights.pt", weights_only=True))
+            io = torch.load("io.pt", weights_only=True)
+            with torch.no_grad():
+                out = m(*io["args"])
+            outs = out if isinstance(out, tuple) else (out,)
+            exp = io["expected"] if isinstance(io["expected"], tuple) else (io["expected"],)
+            print(max(float((a - b).abs().max()) for a, b in zip(outs, exp)))
+        """)
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                                timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert float(result.stdout.strip().splitlines()[-1]) == 0.0
+
+
+def _expected_shape(shape, sizes, graph):
+    """The checker's shape with B and symbolic lengths made concrete for the example inputs."""
+    out = []
+    for d in shape:
+        if isinstance(d, Sym):
+            out.append(_sym_size(d, sizes, graph))
+        else:
+            out.append(d)
+    return out
+
+
+def _sym_size(sym, sizes, graph):
+    for node in graph.inputs():
+        for axis, d in enumerate(node.type.shape):
+            if isinstance(d, Sym) and d.name == sym.name:
+                return sizes[node.name].shape[axis]
+    raise AssertionError(f"no input carries {sym.name}")
