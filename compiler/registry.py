@@ -19,7 +19,7 @@ from .types import TensorType
 class Params(BaseModel):
     """Base of every primitive's parameters: strict types, unknown keys rejected, frozen."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 PositiveInt = Annotated[int, Field(gt=0)]

@@ -1,0 +1,39 @@
+"""How long `archspec check SPEC` takes as a new process, and that it imports no torch.
+
+    python tests/benchmarks/check_time.py [specs/swin_t.yaml] [--runs 15]
+
+Prints every run's wall time and the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("spec", nargs="?", default="specs/swin_t.yaml")
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    exe = shutil.which("archspec")
+    command = [exe, "check", args.spec] if exe else [sys.executable, "-m", "archspec", "check", args.spec]
+    subprocess.run(command, check=True, capture_output=True)  # warm the file cache
+    times = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    probe = ("import sys, archspec; archspec.check(sys.argv[1]); "
+             "print('torch imported' if 'torch' in sys.modules else 'no torch')")
+    torch_state = subprocess.run([sys.executable, "-c", probe, args.spec], capture_output=True, text=True).stdout
+    print(f"{' '.join(command[-2:])}: runs {', '.join(f'{t:.3f}' for t in times)} s")
+    print(f"median {statistics.median(times):.3f} s, min {min(times):.3f} s; {torch_state.strip()}")
+
+
+if __name__ == "__main__":
+    main()
