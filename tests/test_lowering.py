@@ -91,48 +91,42 @@ class TestPipeline:
             args = example_inputs(report.graph, batch=batch)
             with torch.no_grad():
                 assert max_abs_difference(program.module()(*args), gm.eval()(*args)) < 1e-5
-        args = example_inputs(report.graph, batch=3)
-        with torch.no_grad():
-            expected = gm(*args)
-        torch.save({"args": args, "expected": expected}, tmp_path / "io.pt")
-        script = NO_ARCHSPEC + textwrap.dedent(f"""
+        gap = run_without_archspec(tmp_path, gm, example_inputs(report.graph, batch=3), f"""
             import torch
             program = torch.export.load({str(path)!r})
-            io = torch.load({str(tmp_path / 'io.pt')!r}, weights_only=True)
-            with torch.no_grad():
-                out = program.module()(*io["args"])
-            outs = out if isinstance(out, tuple) else (out,)
-            exp = io["expected"] if isinstance(io["expected"], tuple) else (io["expected"],)
-            print(max(float((a - b).abs().max()) for a, b in zip(outs, exp)))
+            forward = program.module()
         """)
-        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                                timeout=600)
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert float(result.stdout.strip().splitlines()[-1]) < 1e-5
+        assert gap < 1e-5
 
     def test_standalone_source_runs_without_archspec(self, spec_path, tmp_path):
         report, gm = built(spec_path)
         (tmp_path / "model.py").write_text(standalone_source(gm, report.name, report.file))
         torch.save(gm.state_dict(), tmp_path / "weights.pt")
-        args = example_inputs(report.graph, batch=2)
-        with torch.no_grad():
-            expected = gm.eval()(*args)
-        torch.save({"args": args, "expected": expected}, tmp_path / "io.pt")
-        script = NO_ARCHSPEC + textwrap.dedent(f"""
+        gap = run_without_archspec(tmp_path, gm, example_inputs(report.graph, batch=2), f"""
             import torch, model
-            m = model.{type(gm).__name__}().eval()
-            m.load_state_dict(torch.load("weights.pt", weights_only=True))
-            io = torch.load("io.pt", weights_only=True)
-            with torch.no_grad():
-                out = m(*io["args"])
-            outs = out if isinstance(out, tuple) else (out,)
-            exp = io["expected"] if isinstance(io["expected"], tuple) else (io["expected"],)
-            print(max(float((a - b).abs().max()) for a, b in zip(outs, exp)))
+            forward = model.{type(gm).__name__}().eval()
+            forward.load_state_dict(torch.load("weights.pt", weights_only=True))
         """)
-        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                                timeout=600)
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert float(result.stdout.strip().splitlines()[-1]) == 0.0
+        assert gap == 0.0
+
+
+def run_without_archspec(folder, gm, args, setup: str) -> float:
+    """Run `setup` (which defines `forward`) on `args` in a fresh process that cannot import
+    archspec; return the max difference from what `gm` gives."""
+    with torch.no_grad():
+        expected = gm.eval()(*args)
+    torch.save({"args": args, "expected": expected}, folder / "io.pt")
+    script = NO_ARCHSPEC + textwrap.dedent(setup) + textwrap.dedent("""
+        io = torch.load("io.pt", weights_only=True)
+        with torch.no_grad():
+            out = forward(*io["args"])
+        outs = out if isinstance(out, tuple) else (out,)
+        exp = io["expected"] if isinstance(io["expected"], tuple) else (io["expected"],)
+        print(max(float((a - b).abs().max()) for a, b in zip(outs, exp)))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=folder, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return float(result.stdout.strip().splitlines()[-1])
 
 
 def _expected_shape(shape, sizes, graph):
