@@ -141,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except SpecError as exc:
         _print_errors(exc, as_json)
+        if getattr(exc, "is_bug", False):
+            if os.environ.get("ARCHSPEC_DEBUG") and exc.__cause__ is not None:
+                traceback.print_exception(exc.__cause__)
+            print("This is a bug in archspec, not a problem with your spec. Please report it.", file=sys.stderr)
+            return EXIT_BUG
         return EXIT_SPEC
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

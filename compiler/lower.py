@@ -43,8 +43,10 @@ def lower(graph: Graph, seed: int = 0) -> torch.fx.GraphModule:
             try:
                 out = LOWERINGS[node.op](node, inputs, emit, [values[name] for name in node.inputs])
             except Exception as exc:  # a failure inside lowering is reported at the node
-                raise error(f"lowering failed: {type(exc).__name__}: {exc}", node.loc, node.name,
-                            hint="this is likely a bug in archspec; the spec passed the checker") from exc
+                failure = error(f"lowering failed: {type(exc).__name__}: {exc}", node.loc, node.name,
+                                hint="the spec passed the checker, so this is a bug in archspec")
+                failure.is_bug = True
+                raise failure from exc
             out.meta["archspec_output"] = True
             values[node.name] = out
     for path, attribute, owner in ties:

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import torch
+
+from archspec.diagnostics import SpecError, error
 
 from ..lower import lower
 from ..pipeline import check_spec
@@ -34,14 +38,44 @@ class Progress:
     stream: object = field(default_factory=lambda: sys.stderr)
     step: int = 0
 
+    graph: object = None  # the IR, once checked: failures are located at its nodes
+
     def run(self, title: str, fn, describe=lambda result: ""):
         self.step += 1
         print(f"[{self.step}/{self.total}] {title} ...", end="", file=self.stream, flush=True)
         start = time.perf_counter()
-        result = fn()
+        try:
+            result = fn()
+        except SpecError:
+            print(" failed", file=self.stream, flush=True)
+            raise
+        except Exception as exc:  # a backend failure: located at the node it happened in
+            print(" failed", file=self.stream, flush=True)
+            raise located_failure(exc, self.graph, title) from exc
         detail = describe(result)
         print(f" {time.perf_counter() - start:.1f} s{'  ' + detail if detail else ''}", file=self.stream, flush=True)
         return result
+
+
+def located_failure(exc: Exception, graph, step: str) -> SpecError:
+    """A failure inside lowering or a backend, reported at the spec node it happened in.
+
+    fx nodes carry a stack trace 'File "<spec>", line N, in <node path>' that torch's
+    exporters repeat in their errors; this finds it. Such a failure is a bug (in archspec or
+    torch), not a problem with the spec: the CLI exits with 3 and says so.
+    """
+    text = f"{exc}\n" + "".join(traceback.format_exception(exc))
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    node = None
+    for match in re.finditer(r'File "([^"]+)", line (\d+), in ([\w.]+)', text):
+        if graph is not None and match.group(3) in graph:
+            node = graph.node(match.group(3))
+    message = f"{step} failed: {type(exc).__name__}: {first[:300]}"
+    failure = error(message, node.loc if node else None, node.name if node else None,
+                    hint="the spec passed the checker, so this is a bug in archspec or torch; "
+                         "set ARCHSPEC_DEBUG=1 for the full traceback")
+    failure.is_bug = True
+    return failure
 
 
 def parse_batch(text: str | None) -> tuple[int, int, int]:
@@ -81,7 +115,7 @@ def build_command(spec, overrides, out=None, target="export", seed=0, weights=No
     progress = Progress(steps)
     report = progress.run(f"check {spec}", lambda: check_spec(spec, overrides),
                           lambda r: f"{r.params:,} params, {r.flops / 1e9:.2f} GFLOPs per sample")
-    graph = report.graph
+    graph = progress.graph = report.graph
     gm = progress.run("lower to torch.fx", lambda: lower(graph, seed=seed),
                       lambda m: f"{len(m.graph.nodes)} fx nodes, seed {seed}")
     if weights:
