@@ -20,6 +20,7 @@ from .compose import parse_override
 from .diagnostics import SpecError, as_records, render
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 128 + 13  # as if killed by SIGPIPE, like other command-line tools
 
 
 class UsageError(Exception):
@@ -150,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `archspec check spec.yaml | head`: the reader left; not a bug
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the final flush at exit stays quiet
+        return EXIT_BROKEN_PIPE
     except Exception:  # noqa: BLE001 - the one place a traceback is shown
         traceback.print_exc()
         print("\nThis is a bug in archspec, not a problem with your spec. Please report it with the "

@@ -56,7 +56,14 @@ def _with_bases(doc: Document, chain: list[str]) -> Document:
     if len(chain) >= MAX_EXTENDS:
         raise error(f"more than {MAX_EXTENDS} levels of extends", loc)
     if not os.path.isfile(path):
-        raise error(f"extends: no such file {target}", loc, hint=f"paths are relative to {base_dir or '.'}")
+        folder = os.path.dirname(path) or "."
+        try:
+            siblings = sorted(f for f in os.listdir(folder) if f.endswith((".yaml", ".yml")))
+        except OSError:
+            siblings = []
+        hint = did_you_mean(os.path.basename(path), siblings)
+        hint = hint or f"paths in `extends` are relative to the folder of {os.path.basename(doc.file)}"
+        raise error(f"extends: no such file {target}", loc, hint=hint)
     base = _with_bases(load_file(path), chain + [here])
     if not isinstance(base.data, dict):
         raise error("the extended spec is not a mapping", loc)
@@ -142,8 +149,8 @@ def apply_overrides(doc: Document, overrides: Mapping[str, object]) -> Document:
             col = loc.col + shift if loc.line == 1 else loc.col
             out.locs[("params", key) + path] = Loc(COMMAND_LINE, line_no + loc.line - 1, col)
         out.quoted |= {("params", key) + p for p in parsed.quoted}
+    remember_source(COMMAND_LINE, "\n".join(lines))  # parsing a value above remembered only that value
     if problems:
         raise SpecError([d for p in problems for d in p.diagnostics])
     out.data["params"] = new_params
-    remember_source(COMMAND_LINE, "\n".join(lines))
     return out

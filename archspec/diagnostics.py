@@ -87,9 +87,15 @@ class Collector:
     """Gathers independent diagnostics so one run reports them all."""
 
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    _seen: set = field(default_factory=set, repr=False)
 
     def add(self, exc: SpecError) -> None:
-        self.diagnostics.extend(exc.diagnostics)
+        for diag in exc.diagnostics:
+            # The same problem at the same place (a repeated node or block): report it once.
+            key = (diag.loc, diag.message, diag.hint)
+            if key not in self._seen:
+                self._seen.add(key)
+                self.diagnostics.append(diag)
 
     def raise_if_any(self) -> None:
         if self.diagnostics:

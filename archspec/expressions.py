@@ -9,8 +9,10 @@ Everything is bounded: no list longer than MAX_LIST, no integer beyond 2**63.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
+import warnings
 from typing import Any, Callable
 
 from .diagnostics import did_you_mean
@@ -37,6 +39,8 @@ def has_expression(value: Any) -> bool:
 
 
 def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "boolean"
     return {int: "integer", float: "number", str: "string", list: "list"}.get(type(value), type(value).__name__)
@@ -66,6 +70,12 @@ def _as_int(value, what: str) -> int:
     return value
 
 
+def _round(value, ndigits=None):
+    if ndigits is not None and abs(_as_int(ndigits, "round's digits")) > 30:
+        raise ValueError(f"{ndigits} digits (allowed -30..30)")
+    return round(value) if ndigits is None else round(value, ndigits)
+
+
 def _numbers(args, name):
     items = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
     if not items:
@@ -82,7 +92,7 @@ FUNCTIONS: dict[str, Callable] = {
     "sum": lambda xs: sum(_numbers([xs], "sum")) if xs != [] else 0,
     "len": lambda x: len(x),
     "abs": abs,
-    "round": round,
+    "round": _round,
     "int": int,
     "float": float,
     "range": _range,
@@ -111,14 +121,67 @@ _COMPARE = {
 _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 
 
+def _check_value(value: Any, col: int) -> None:
+    """One scalar: a bounded integer, a finite real number."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise ExprError("integer too large", col)
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise ExprError("result is not a number (NaN)", col)
+        if math.isinf(value):
+            raise ExprError("number too large (infinite)", col)
+    if isinstance(value, complex):
+        raise ExprError("result is not a real number", col)
+
+
 def _check_size(value: Any, node: ast.AST) -> Any:
-    if isinstance(value, (list, str)) and len(value) > MAX_LIST:
-        raise ExprError(f"result has {len(value)} items (at most {MAX_LIST})", node.col_offset)
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-        raise ExprError("integer too large", node.col_offset)
-    if isinstance(value, float) and math.isnan(value):
-        raise ExprError("result is not a number (NaN)", node.col_offset)
+    """Refuse results that are huge, infinite or not real; lists count all their items, nested ones too
+    (`[[0]*10000]*10000` is small in memory but would be huge once printed or compared)."""
+    col = getattr(node, "col_offset", 0)
+    if isinstance(value, str):
+        if len(value) > MAX_LIST:
+            raise ExprError(f"result has {len(value)} characters (at most {MAX_LIST})", col)
+        return value
+    if not isinstance(value, list):
+        _check_value(value, col)
+        return value
+    count, stack = 0, [value]
+    while stack:
+        items = stack.pop()
+        count += len(items)
+        if count > MAX_LIST:
+            raise ExprError(f"result has more than {MAX_LIST} items", col)
+        for item in items:
+            if isinstance(item, list):
+                stack.append(item)
+            elif isinstance(item, str):
+                count += len(item)
+            else:
+                _check_value(item, col)
+    if count > MAX_LIST:
+        raise ExprError(f"result has more than {MAX_LIST} items", col)
     return value
+
+
+_DISALLOWED = {
+    "Attribute": "attribute access (a.b)",
+    "Lambda": "lambda",
+    "ListComp": "a comprehension",
+    "SetComp": "a comprehension",
+    "DictComp": "a comprehension",
+    "GeneratorExp": "a generator",
+    "Dict": "a mapping {...}",
+    "Set": "a set {...}",
+    "JoinedStr": "an f-string",
+    "FormattedValue": "an f-string",
+    "Starred": "* unpacking",
+    "NamedExpr": "assignment (:=)",
+    "Await": "await",
+    "Yield": "yield",
+    "YieldFrom": "yield",
+}
 
 
 class _Evaluator:
@@ -129,10 +192,20 @@ class _Evaluator:
     def eval(self, node: ast.AST) -> Any:
         method = getattr(self, "_" + type(node).__name__, None)
         if method is None:
-            what = type(node).__name__
-            raise ExprError(f"{what} is not allowed in an expression", getattr(node, "col_offset", 0),
-                            hint="expressions allow arithmetic, comparisons, indexing and min/max/len/sum/linspace")
+            raise self.disallowed(node)
+        if isinstance(node, (ast.Name, ast.Expression)):
+            return method(node)  # a value that exists already, or one checked below: walking it again is waste
         return _check_size(method(node), node)
+
+    @staticmethod
+    def disallowed(node: ast.AST) -> ExprError:
+        kind = type(node).__name__
+        what = _DISALLOWED.get(kind, kind)
+        if isinstance(node, ast.Attribute):
+            what = f"attribute access (.{node.attr})"
+        return ExprError(f"{what} is not allowed in an expression", getattr(node, "col_offset", 0),
+                         hint="expressions allow arithmetic, comparisons, indexing, a if c else b, "
+                              f"and the functions {', '.join(FUNCTIONS)}")
 
     def _Expression(self, node):
         return self.eval(node.body)
@@ -146,7 +219,13 @@ class _Evaluator:
         try:
             return self.lookup(node.id)
         except KeyError:
-            raise ExprError(f"unknown name '{node.id}'", node.col_offset, did_you_mean(node.id, self.names())) from None
+            known = self.names()
+            hint = did_you_mean(node.id, known)
+            if hint is None and node.id in FUNCTIONS:
+                hint = f"{node.id} is a function: call it, e.g. {node.id}(...)"
+            if hint is None:
+                hint = f"names here: {_some(known)}" if known else "no params are defined"
+            raise ExprError(f"unknown name '{node.id}'", node.col_offset, hint) from None
 
     def _List(self, node):
         return [self.eval(e) for e in node.elts]
@@ -154,6 +233,8 @@ class _Evaluator:
     _Tuple = _List
 
     def _UnaryOp(self, node):
+        if isinstance(node.op, ast.Invert):
+            raise ExprError("the operator ~ is not allowed", node.col_offset)
         value = self.eval(node.operand)
         if isinstance(node.op, ast.Not):
             return not value
@@ -164,7 +245,8 @@ class _Evaluator:
     def _BinOp(self, node):
         op = type(node.op)
         if op not in _BINARY:
-            raise ExprError("this operator is not allowed", node.col_offset)
+            raise ExprError("this operator is not allowed", node.col_offset,
+                            hint="operators: + - * / // % ** and comparisons")
         left, right = self.eval(node.left), self.eval(node.right)
         self._guard(op, left, right, node)
         try:
@@ -180,6 +262,8 @@ class _Evaluator:
 
     def _guard(self, op, left, right, node):
         """Refuse results that would be huge before computing them."""
+        if op is ast.Mod and isinstance(left, str):
+            raise ExprError("% works on numbers; string formatting is not allowed", node.col_offset)
         if op is ast.Pow and isinstance(right, (int, float)) and isinstance(left, (int, float)):
             if abs(right) > 64 and abs(left) > 1:
                 raise ExprError("exponent too large", node.col_offset)
@@ -206,6 +290,8 @@ class _Evaluator:
     def _Compare(self, node):
         left = self.eval(node.left)
         for op, comparator in zip(node.ops, node.comparators):
+            if type(op) not in _COMPARE:
+                raise ExprError("`is` is not allowed; compare with == or !=", node.col_offset)
             right = self.eval(comparator)
             try:
                 ok = _COMPARE[type(op)](left, right)
@@ -239,8 +325,13 @@ class _Evaluator:
         return target[index]
 
     def _Call(self, node):
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-            name = node.func.id if isinstance(node.func, ast.Name) else "this call"
+        if not isinstance(node.func, ast.Name):
+            if isinstance(node.func, (ast.Attribute, ast.Lambda)):
+                raise self.disallowed(node.func)
+            raise ExprError("only the named functions can be called", node.col_offset,
+                            hint=f"functions: {', '.join(FUNCTIONS)}")
+        if node.func.id not in FUNCTIONS:
+            name = node.func.id
             raise ExprError(f"unknown function '{name}'", node.col_offset,
                             did_you_mean(name, FUNCTIONS) or f"functions: {', '.join(FUNCTIONS)}")
         if node.keywords:
@@ -252,6 +343,20 @@ class _Evaluator:
             raise ExprError(f"{node.func.id}(): {exc}", node.col_offset) from None
 
 
+def _some(names: list[str], limit: int = 12) -> str:
+    names = list(dict.fromkeys(names))
+    more = f", ... ({len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(text: str) -> ast.Expression:
+    """The AST of an expression (cached: a repeated block evaluates the same texts many times)."""
+    with warnings.catch_warnings():  # e.g. SyntaxWarning for "\d": not the user's concern here
+        warnings.simplefilter("ignore")
+        return ast.parse(text, mode="eval")
+
+
 def evaluate(text: str, lookup: Callable[[str], Any], names: Callable[[], list[str]] = lambda: []) -> Any:
     """Evaluate one expression (the text between `${` and `}`)."""
     if len(text) > MAX_TEXT:
@@ -259,11 +364,13 @@ def evaluate(text: str, lookup: Callable[[str], Any], names: Callable[[], list[s
     if not text.strip():
         raise ExprError("empty expression")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = _parse(text.strip())
     except SyntaxError as exc:
-        offset = (exc.offset or 1) - 1 + (len(text) - len(text.lstrip()))
+        offset = (exc.offset - 1 if exc.offset else len(text.strip())) + (len(text) - len(text.lstrip()))
         raise ExprError(f"invalid expression: {exc.msg}", offset) from None
-    except (RecursionError, MemoryError, ValueError):
+    except ValueError as exc:  # e.g. a NUL character
+        raise ExprError(f"invalid expression: {exc}") from None
+    except (RecursionError, MemoryError):
         raise ExprError("expression too deeply nested") from None
     try:
         return _Evaluator(lookup, names).eval(tree)

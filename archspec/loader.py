@@ -13,7 +13,6 @@ later stages can point at the exact key or value that is wrong.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,11 +59,16 @@ def resolve_plain(text: str) -> Any:
         return int(text)
     if _FLOAT.match(text):
         return float(text)
-    if text in (".inf", "+.inf", ".Inf", "+.Inf"):
-        return math.inf
-    if text in ("-.inf", "-.Inf"):
-        return -math.inf
+    if text.lower() in _NOT_FINITE:
+        raise _NotFinite(text)
     return text
+
+
+_NOT_FINITE = (".inf", "+.inf", "-.inf", ".nan")
+
+
+class _NotFinite(ValueError):
+    """A YAML 1.2 infinity or NaN: no size, rate or epsilon of a network is one."""
 
 
 @dataclass
@@ -115,6 +119,17 @@ def _expanded_size(node, memo: dict[int, int], depth: int, file: str) -> int:
     return memo[key]
 
 
+def _too_big(node, memo: dict[int, int]):
+    """The innermost node that alone expands to more than MAX_VALUES (where to point)."""
+    while not isinstance(node, ScalarNode):
+        children = node.value if isinstance(node, SequenceNode) else [c for kv in node.value for c in kv]
+        big = next((c for c in children if memo.get(id(c), 0) > MAX_VALUES), None)
+        if big is None:
+            break
+        node = big
+    return node
+
+
 class _Builder:
     def __init__(self, file: str):
         self.doc = Document(file, None)
@@ -129,7 +144,11 @@ class _Builder:
         self.doc.locs[path] = self.loc(node)
         if isinstance(node, ScalarNode):
             if node.tag == _PLAIN:
-                return resolve_plain(node.value)
+                try:
+                    return resolve_plain(node.value)
+                except _NotFinite:
+                    raise error(f"'{node.value}' is not a finite number; a spec's values are finite",
+                                self.loc(node), hint="give a number, or quote it if it is meant as text") from None
             if node.tag == _STR:
                 self.doc.quoted.add(path)
                 return node.value
@@ -168,8 +187,11 @@ class _Builder:
         return node.value
 
     def tag_error(self, node):
+        tag = node.tag
+        if tag.startswith("tag:yaml.org,2002:"):
+            tag = "!!" + tag[len("tag:yaml.org,2002:"):]
         return error(
-            f"YAML tag '{node.tag}' is not allowed",
+            f"YAML tag '{tag}' is not allowed",
             self.loc(node),
             hint="a spec holds plain values only: numbers, strings, booleans, lists and mappings",
         )
@@ -195,10 +217,26 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str, text: str):
     if "another document" in problem:
         hint = "a spec is one YAML document: remove the second '---'"
     lines = text.splitlines()
+    if lines and loc.line > len(lines):  # the end of the text: point after its last character
+        loc = Loc(file, len(lines), len(lines[-1]) + 1)
     line = lines[loc.line - 1] if 0 < loc.line <= len(lines) else ""
-    if "${" in line and ("[" in line or "{" in line.replace("${", "")):
+    start = line.rfind("${", 0, loc.col)  # the expression the parser stumbled on, if any
+    if start < 0:
+        start = line.find("${")
+    if start > 0 and line[start - 1] in "\"'":
+        start = -1  # a quoted expression is fine; the problem is elsewhere
+    if start >= 0 and ("[" in line[:start] or "{" in line[:start]):
+        loc = Loc(file, loc.line, start + 1)
+        problem = "an unquoted ${...} inside [...] or {...}"
         hint = 'inside [...] or {...} an expression must be quoted: "${...}"'
-    elif "\t" in line:
+    elif start >= 0 and "mapping values" in problem and "}" not in line[start:loc.col - 1]:
+        loc = Loc(file, loc.line, start + 1)
+        problem = "an unquoted ${...} that holds ': '"
+        hint = 'quote the value ("${...}"): YAML reads ": " as the start of a mapping'
+    elif "\t" in line[: max(loc.col, 1)]:
+        col = line.index("\t") + 1
+        loc = Loc(file, loc.line, col)
+        problem = "a tab character where YAML expects spaces"
         hint = "YAML indentation must use spaces, not tabs"
     return error(f"YAML syntax: {problem}", loc, hint=hint)
 
@@ -219,11 +257,11 @@ def load_text(text: str, file: str = "<string>") -> Document:
         raise error(f"nesting deeper than {MAX_DEPTH} levels", Loc(file, 1, 1)) from None
     if root is None:
         raise error("the spec is empty", Loc(file, 1, 1), hint="start with `name:` and `graph:`")
-    size = _expanded_size(root, {}, 0, file)
-    if size > MAX_VALUES:
+    memo: dict[int, int] = {}
+    if _expanded_size(root, memo, 0, file) > MAX_VALUES:
         raise error(
-            f"the document expands to more than {MAX_VALUES} values",
-            _mark_loc(file, root.start_mark),
+            f"this value expands to more than {MAX_VALUES} values once its aliases are expanded",
+            _mark_loc(file, _too_big(root, memo).start_mark),
             hint="anchors and aliases (&a / *a) are expanded; a spec should stay small",
         )
     builder = _Builder(file)

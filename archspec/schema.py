@@ -8,7 +8,8 @@ validates everything around them.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union, get_args, get_origin
+import difflib
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -17,6 +18,7 @@ from .loader import Document
 
 FORMAT_VERSION = 1
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+Name = Annotated[str, Field(pattern=IDENTIFIER)]  # a key that names something: letters, digits, _
 
 
 class Strict(BaseModel):
@@ -32,9 +34,10 @@ class InputDecl(Strict):
 
 class BlockDef(Strict):
     doc: str = ""
-    params: dict[str, Any] = Field(default_factory=dict,
-                                   description="parameters with defaults; a null default means required")
-    inputs: list[str] = Field(default_factory=lambda: ["x"], description="names the block's nodes read its inputs by")
+    params: dict[Name, Any] = Field(default_factory=dict,
+                                    description="parameters with defaults; a null default means required")
+    inputs: list[Name] = Field(default_factory=lambda: ["x"], min_length=1,
+                               description="names the block's nodes read its inputs by")
     graph: list[dict[str, Any]] = Field(min_length=1)
 
 
@@ -43,13 +46,13 @@ class SpecDoc(Strict):
     name: str = Field(pattern=IDENTIFIER)
     doc: str = ""
     extends: str | None = Field(None, description="path of a spec this one starts from (relative to this file)")
-    params: dict[str, Any] = Field(default_factory=dict, description="named values, usable anywhere as ${name}")
-    dims: dict[str, list[int]] = Field(default_factory=dict,
-                                       description="symbolic sizes with their range, e.g. S: [1, 512]")
-    inputs: dict[str, Union[InputDecl, list[Union[int, str]]]] = Field(min_length=1)
-    blocks: dict[str, BlockDef] = Field(default_factory=dict)
+    params: dict[Name, Any] = Field(default_factory=dict, description="named values, usable anywhere as ${name}")
+    dims: dict[Name, list[int]] = Field(default_factory=dict,
+                                        description="symbolic sizes with their range, e.g. S: [1, 512]")
+    inputs: dict[Name, Union[InputDecl, list[Union[int, str]]]] = Field(min_length=1)
+    blocks: dict[Name, BlockDef] = Field(default_factory=dict)
     graph: list[dict[str, Any]] = Field(min_length=1)
-    outputs: Union[list[str], dict[str, str], None] = Field(
+    outputs: Union[list[str], dict[Name, str], None] = Field(
         None, description="nodes the compiled module returns (default: the last node)")
 
 
@@ -117,22 +120,25 @@ def _kinds(model: Any) -> list[str]:
     return [get_args(m.model_fields["kind"].annotation)[0] for m in get_args(model.__origin__)]
 
 
-def _data_path(loc: tuple, data: Any, model: Any) -> tuple:
-    """The part of a pydantic error loc that indexes into the data (drops union member labels)."""
+def _data_path(loc: tuple, data: Any, model: Any, err_type: str = "") -> tuple[tuple, bool]:
+    """The part of a pydantic error loc that indexes into the data (drops union member labels),
+    and whether the error is about a mapping's key (rather than its value)."""
     if _is_tagged_union(model) and loc and isinstance(data, dict) and loc[0] == data.get("kind"):
         loc = loc[1:]
-    path, node = [], data
+    path, node, is_key = [], data, False
     for i, part in enumerate(loc):
-        if isinstance(node, dict) and part in node:
+        if part == "[key]" and i == len(loc) - 1:
+            is_key = True
+        elif isinstance(node, dict) and part in node:
             path.append(part)
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             path.append(part)
             node = node[part]
-        elif isinstance(node, dict) and i == len(loc) - 1:
+        elif isinstance(node, dict) and i == len(loc) - 1 and err_type == "missing":
             path.append(part)  # a missing key
         # anything else is a union member's label: skip it
-    return tuple(path)
+    return tuple(path), is_key
 
 
 def _unwrap(annotation: Any, key: Any) -> Any:
@@ -167,6 +173,17 @@ def _model_holding(model: Any, path: tuple, data: Any) -> Any:
     return _select(model, data)
 
 
+def _other_kinds(path: tuple, model: Any) -> str | None:
+    """`window` under `kind: global`: say which kinds take that key."""
+    if len(path) != 1 or not _is_tagged_union(model):
+        return None
+    kinds = [get_args(m.model_fields["kind"].annotation)[0] for m in get_args(model.__origin__)
+             if path[0] in _field_names(m)]
+    if not kinds:
+        return None
+    return f"'{path[0]}' is a parameter of kind{'s' if len(kinds) > 1 else ''} {one_of(kinds)}"
+
+
 def _field_names(model: Any) -> list[str]:
     if isinstance(model, type) and issubclass(model, BaseModel):
         return [f.alias or name for name, f in model.model_fields.items()]
@@ -178,8 +195,32 @@ def diagnostics_from(exc: ValidationError, data: Any, doc: Document, base: tuple
     """Turn one pydantic ValidationError into plain diagnostics, one per offending value."""
     groups: dict[tuple, list[dict]] = {}
     for err in exc.errors(include_url=False):
-        groups.setdefault(_data_path(err["loc"], data, model), []).append(err)
-    return [_one(path, errs, data, doc, base, model, what, node_path) for path, errs in groups.items()]
+        groups.setdefault(_data_path(err["loc"], data, model, err["type"]), []).append(err)
+    # A value that one member of a union accepted as a container, with a problem inside it: report
+    # the problem inside, not that the value is not the other members' types.
+    deeper = [path for path, _ in groups]
+    groups = {(path, is_key): errs for (path, is_key), errs in groups.items()
+              if not (all(e["type"] in _EXPECTED for e in errs)
+                      and any(len(d) > len(path) and d[:len(path)] == path for d in deeper))}
+    # A misspelt key explains the required key it was meant to be: report only the misspelling.
+    meant = set()
+    for (path, is_key), errs in groups.items():
+        if any(e["type"] == "extra_forbidden" for e in errs):
+            allowed = _field_names(_model_holding(model, path, data))
+            close = difflib.get_close_matches(str(path[-1]), allowed, n=1, cutoff=0.6)
+            if close:
+                meant.add(path[:-1] + (close[0],))
+    return [_one(path, errs, data, doc, base, model, what, node_path, is_key)
+            for (path, is_key), errs in groups.items()
+            if not (path in meant and all(e["type"] == "missing" for e in errs))]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _expectation(err: dict) -> str:
@@ -188,19 +229,38 @@ def _expectation(err: dict) -> str:
     return _EXPECTED.get(err["type"], "")
 
 
-def _one(path, errs, data, doc, base, model, what, node_path) -> Diagnostic:
+_NAME_RULE = "letters, digits and _, not starting with a digit"
+
+# Node keys that also take an expression: say so instead of "or a string".
+_META_EXPECTED = {"repeat": "a whole number or an expression ${...}", "if": "true, false or an expression ${...}"}
+
+
+def _one(path, errs, data, doc, base, model, what, node_path, is_key=False) -> Diagnostic:
     name = "`" + ".".join(str(p) for p in path) + "`" if path else (what or "the value")
     where = f" in {what}" if what and path else ""
     types = {e["type"] for e in errs}
     first = errs[0]
     got = first.get("input")
     value_loc = doc.loc(base + path)
+    if is_key:
+        parent = "`" + ".".join(str(p) for p in path[:-1]) + "`" if path[:-1] else "the spec"
+        return Diagnostic(f"'{path[-1]}' is not a valid name in {parent}", doc.loc(base + path, key=True),
+                          node_path, f"names use {_NAME_RULE}")
     if "extra_forbidden" in types:
         allowed = _field_names(_model_holding(model, path, data))
-        hint = did_you_mean(path[-1], allowed) or (f"allowed keys: {one_of(allowed)}" if allowed else None)
+        hint = _other_kinds(path, model) or did_you_mean(path[-1], allowed) or (
+            f"allowed keys: {one_of(allowed)}" if allowed else None)
         return Diagnostic(f"unknown key '{path[-1]}'{where}", doc.loc(base + path, key=True), node_path, hint)
     if "missing" in types:
-        return Diagnostic(f"missing required {name}{where}", doc.loc(base + path[:-1]), node_path)
+        return Diagnostic(f"missing required {name}{where}", doc.loc(base + path[:-1], key=True), node_path)
+    if "too_short" in types:
+        return Diagnostic(f"{name} must not be empty", value_loc, node_path)
+    if "string_pattern_mismatch" in types and first.get("ctx", {}).get("pattern") == IDENTIFIER:
+        return Diagnostic(f"{name} must be a name ({_NAME_RULE}); got {describe_value(got)}", value_loc,
+                          node_path)
+    if model is NodeMeta and len(path) == 1 and path[0] in _META_EXPECTED:
+        return Diagnostic(f"{name} must be {_META_EXPECTED[path[0]]}; got {describe_value(got)}", value_loc,
+                          node_path)
     if types & {"union_tag_invalid", "union_tag_not_found"}:
         union = _model_holding(model, path + ("kind",), data) if path else model
         choices = _kinds(union) or _kinds(model)
@@ -227,8 +287,11 @@ def _one(path, errs, data, doc, base, model, what, node_path) -> Diagnostic:
                    for c in _expectation(e).replace(" or ", ", ").split(",")]
         hint = did_you_mean(got, choices)
     elif isinstance(got, float) and "an integer" in expected and got == int(got):
-        hint = "use // for integer division in expressions"
+        hint = f"write {int(got)}; in expressions, // divides to a whole number"
     elif isinstance(got, str) and any(t in expected for t in ("an integer", "a number")):
-        hint = "write numbers without quotes; expressions go in ${...}"
+        if (base + path) in doc.quoted and _is_number(got):
+            hint = "write numbers without quotes; expressions go in ${...}"
+    elif isinstance(got, str) and "true or false" in expected and got.lower() in ("yes", "no", "on", "off", "y", "n"):
+        hint = f"write true or false; '{got}' is a string in YAML 1.2"
     return Diagnostic(f"{name} must be {' or '.join(expected)}; got {describe_value(got)}", value_loc, node_path,
                       hint)

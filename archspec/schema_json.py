@@ -51,6 +51,10 @@ def spec_json_schema() -> dict[str, Any]:
     block = BlockDef.model_json_schema(ref_template=REF)
     block["properties"]["graph"]["items"] = {"$ref": "#/$defs/Node"}
     defs["BlockDef"] = block
+    # A spec that `extends` another inherits name, inputs and graph: only a standalone spec needs them.
+    required = top.pop("required", [])
+    top["if"] = {"required": ["extends"]}
+    top["else"] = {"required": required}
     top["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     top["title"] = "archspec spec"
     top["$defs"] = defs

@@ -12,8 +12,8 @@ path of the node that uses it: stages.2.blocks.1.attn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, get_args
 
 import networkx as nx
 from pydantic import ValidationError
@@ -25,7 +25,7 @@ from archspec.schema import META_KEYS, BlockDef, NodeMeta, SpecDoc, diagnostics_
 
 from . import primitives  # noqa: F401  (registers the primitives)
 from .ir import INPUT, Graph, Node, Output
-from .registry import PRIMITIVES
+from .registry import PRIMITIVES, kinds_of
 from .types import BATCH, Sym, TensorType, grid_tokens, ids, image, tokens, vector
 
 MAX_REPEAT = 10_000
@@ -36,6 +36,11 @@ REF_PARAMS = ("tie",)  # parameters that name another node
 
 class _Silent(Exception):
     """A problem already reported elsewhere (a failed param or node); stop quietly."""
+
+
+def at_node(exc: SpecError, node_path: str) -> SpecError:
+    """The same diagnostics, those without a node path given `node_path`."""
+    return SpecError([d if d.path else replace(d, path=node_path) for d in exc.diagnostics])
 
 
 # -- values: what a name in a scope stands for ---------------------------------------------------
@@ -57,6 +62,7 @@ class Ref:
     text: str  # "encoder", "stages.1.norm"
     scope: "Scope"
     loc: Loc | None
+    owner: str | None = None  # path of the node that holds the reference (None: `outputs`)
 
 
 @dataclass
@@ -101,7 +107,8 @@ class Params:
             raise KeyError(name)
         if name in self.stack:
             cycle = " -> ".join(self.stack[self.stack.index(name):] + [name])
-            raise error(f"param '{name}' depends on itself: {cycle}", self.doc.loc(("params", name)))
+            raise error(f"param '{name}' depends on itself: {cycle}", self.doc.loc(("params", name)),
+                        hint="give one of them a value that does not depend on the others")
         self.stack.append(name)
         try:
             self.values[name] = evaluate_value(self.raw[name], ("params", name), Env(self), self.doc)
@@ -180,8 +187,10 @@ class Expander:
     def run(self) -> Graph:
         for name in self.spec.params:
             self._try(self.params.get, name)
+        self.check_block_names()
         self.errors.raise_if_any()
         self.graph.dims = self.symbolic_dims()
+        self.errors.raise_if_any()
         top = Scope(None)
         chain = None
         for name in self.spec.inputs:
@@ -209,6 +218,14 @@ class Expander:
             pass
         return None
 
+    def check_block_names(self) -> None:
+        for name in self.spec.blocks:
+            taken = ("a primitive" if name in PRIMITIVES else "the key of inline groups" if name == GROUP
+                     else f"the node key `{name}`" if name in META_KEYS else None)
+            if taken:
+                self.errors.add(error(f"block '{name}' has the name of {taken}",
+                                      self.doc.loc(("blocks", name), key=True), hint="give the block another name"))
+
     def symbolic_dims(self) -> dict[str, Sym]:
         dims = {"B": BATCH}
         for name, bounds in self.spec.dims.items():
@@ -232,7 +249,8 @@ class Expander:
         shape = [self.input_dim(v, shape_path + (i,)) for i, v in enumerate(shape_raw)]
         loc = self.doc.loc(shape_path)
         if not shape or shape[0] is not BATCH:
-            raise error(f"input '{name}' must start with the batch dim B", loc, hint="e.g. [B, 3, 224, 224]")
+            raise error(f"input '{name}' must start with the batch dim B", self.doc.loc(shape_path + (0,)),
+                        hint=f"e.g. [B, {', '.join(str(d) for d in shape[1:]) or '3, 224, 224'}]")
         rank = len(shape)
         grid = None if isinstance(decl, list) else decl.grid
         if dtype == "int64":
@@ -293,7 +311,7 @@ class Expander:
         known = list(PRIMITIVES) + list(self.spec.blocks) + [GROUP]
         for op in ops:
             if op not in known:
-                hint = did_you_mean(op, known + list(META_KEYS)) or f"ops: {one_of(known)}"
+                hint = did_you_mean(op, known + list(META_KEYS)) or _parameter_of(op) or f"ops: {one_of(known)}"
                 raise error(f"unknown op '{op}'", self.doc.loc(path + (op,), key=True), hint=hint)
         if not ops:
             raise error("this node has no op", self.doc.loc(path),
@@ -329,15 +347,18 @@ class Expander:
         op, meta = self.split(raw, path)
         name = self.node_id(op, meta, scope, path, defaults)
         scope.where[name] = self.doc.loc(path)
-        inputs = self.node_inputs(meta, path, scope, chain)
-        if meta.if_ is not None and not self.condition(meta.if_, path + ("if",), env):
-            scope.names[name] = Alias(inputs[0])
-            return scope.names[name]
-        value = self.repeated(op, raw.get(op), meta, path, scope, env, prefix + name, inputs)
+        try:
+            inputs = self.node_inputs(meta, path, scope, chain, prefix + name)
+            if meta.if_ is not None and not self.condition(meta.if_, path + ("if",), env):
+                scope.names[name] = Alias(inputs[0])
+                return scope.names[name]
+            value = self.repeated(op, raw.get(op), meta, path, scope, env, prefix + name, inputs)
+        except SpecError as exc:
+            raise at_node(exc, prefix + name) from None
         scope.names[name] = value
         return value
 
-    def node_inputs(self, meta: NodeMeta, path: tuple, scope: Scope, chain) -> list:
+    def node_inputs(self, meta: NodeMeta, path: tuple, scope: Scope, chain, node_path: str) -> list:
         if meta.from_ is None:
             if chain is None:
                 raise error("this node has nothing to read", self.doc.loc(path), hint="give `from: <input or node>`")
@@ -346,13 +367,14 @@ class Expander:
         if not refs:
             raise error("`from` is empty", self.doc.loc(path + ("from",)))
         base = path + ("from",)
-        return [Ref(r, scope, self.doc.loc(base if isinstance(meta.from_, str) else base + (i,)))
+        return [Ref(r, scope, self.doc.loc(base if isinstance(meta.from_, str) else base + (i,)), node_path)
                 for i, r in enumerate(refs)]
 
     def condition(self, raw, path: tuple, env: Env) -> bool:
         value = evaluate_value(raw, path, env, self.doc)
         if not isinstance(value, bool):
-            raise error(f"`if` must be true or false, got {value!r}", self.doc.loc(path))
+            raise error(f"`if` must be true or false, got {value!r}", self.doc.loc(path),
+                        hint="write a condition, e.g. ${depth > 0}")
         return value
 
     def repeated(self, op, body, meta: NodeMeta, path, scope, env, node_path, inputs):
@@ -379,11 +401,14 @@ class Expander:
     def instantiate(self, op, body, path, scope, env, node_path, inputs):
         if len(self.pending) > MAX_NODES:
             raise error(f"the spec expands to more than {MAX_NODES} nodes", self.doc.loc(path))
-        if op == GROUP:
-            return self.group(body, path, scope, env, node_path, inputs)
-        if op in self.spec.blocks:
-            return self.block(op, body, path, env, node_path, inputs)
-        return self.primitive(op, body, path, scope, env, node_path, inputs)
+        try:
+            if op == GROUP:
+                return self.group(body, path, scope, env, node_path, inputs)
+            if op in self.spec.blocks:
+                return self.block(op, body, path, env, node_path, inputs)
+            return self.primitive(op, body, path, scope, env, node_path, inputs)
+        except SpecError as exc:
+            raise at_node(exc, node_path) from None
 
     def group(self, body, path, scope, env, node_path, inputs):
         if not isinstance(body, list) or not body:
@@ -399,11 +424,12 @@ class Expander:
         block: BlockDef = self.spec.blocks[name]
         if name in self.block_stack:
             loop = " -> ".join(self.block_stack[self.block_stack.index(name):] + [name])
-            raise error(f"block '{name}' uses itself: {loop}", self.doc.loc(path + (name,), key=True))
+            raise error(f"block '{name}' uses itself: {loop}", self.doc.loc(path + (name,), key=True),
+                        hint="a block cannot contain itself; use `repeat` for depth")
         if len(inputs) != len(block.inputs):
             raise error(f"block '{name}' reads {len(block.inputs)} input(s) ({one_of(block.inputs)}), "
                         f"this node gives {len(inputs)}", self.doc.loc(path + ("from",)),
-                        hint=f"from: [{', '.join(block.inputs)}]")
+                        hint=f"name one node for each of {one_of(block.inputs)}: `from: [node, ...]`")
         args = self.block_args(name, block, body, path, env)
         inner = Scope(None)
         for input_name, value in zip(block.inputs, inputs):
@@ -433,7 +459,8 @@ class Expander:
             if key in args:
                 continue
             if default is None:
-                raise error(f"block '{name}' needs parameter '{key}'", self.doc.loc(base))
+                raise error(f"block '{name}' needs parameter '{key}'", self.doc.loc(base, key=True),
+                            hint=f"give it a value: `{name}: {{{key}: ...}}`")
             args[key] = evaluate_value(default, ("blocks", name, "params", key), Env(self.params, (args,)), self.doc)
         return args
 
@@ -445,25 +472,25 @@ class Expander:
             raise error(f"{op} takes a mapping of parameters", self.doc.loc(base),
                         hint=f"e.g. `- {op}: {{...}}`")
         values = evaluate_value(raw, base, env, self.doc)
-        refs = {k: Ref(v, scope, self.doc.loc(base + (k,))) for k, v in values.items()
+        refs = {k: Ref(v, scope, self.doc.loc(base + (k,)), node_path) for k, v in values.items()
                 if k in REF_PARAMS and isinstance(v, str)}
         try:
             params = prim.adapter().validate_python(values)
         except ValidationError as exc:
             kind = values.get("kind") if isinstance(values, dict) else None
-            what = f"{op} (kind {kind})" if isinstance(kind, str) else op
+            what = f"{op} (kind {kind})" if kind in (kinds_of(prim.params) or []) else op
             raise SpecError(diagnostics_from(exc, values, self.doc, base, prim.params, what, node_path)) from None
         expected = prim.input_names(params)
         if len(inputs) != len(expected):
             kind = f" (kind {params.kind})" if hasattr(params, "kind") else ""
             raise error(f"{op}{kind} reads {len(expected)} input(s) ({one_of(expected)}), "
                         f"this node gives {len(inputs)}", self.doc.loc(path + ("from",)), node_path,
-                        hint=f"from: [{', '.join(expected)}]")
+                        hint=f"name one node for each of {one_of(expected)}: `from: [node, ...]`")
         param_locs = {k: self.doc.loc(base + (k,)) for k in values}
         from_path = path + ("from",)
         from_loc = self.doc.locs.get(from_path)
-        self.pending.append(Pending(node_path, op, params, list(inputs), refs, self.doc.loc(path), param_locs,
-                                    from_loc))
+        self.pending.append(Pending(node_path, op, params, list(inputs), refs, self.doc.loc(base, key=True),
+                                    param_locs, from_loc))
         return Out(node_path)
 
     # -- references ---------------------------------------------------------------------------
@@ -480,7 +507,7 @@ class Expander:
         if isinstance(value, Ref):
             key = (value.text, id(value.scope))
             if key in seen:
-                raise error(f"'{value.text}' refers to itself through skipped nodes", value.loc)
+                raise error(f"'{value.text}' refers to itself through skipped nodes", value.loc, value.owner)
             return self.resolve(self.lookup(value), seen | {key})
         raise RuntimeError(f"expand: unexpected value {value!r}")
 
@@ -491,7 +518,8 @@ class Expander:
             scope = scope.parent
         if scope is None:
             hint = did_you_mean(first, ref.scope.visible())
-            raise error(f"unknown node '{first}'", ref.loc, hint=hint or f"known here: {one_of(ref.scope.visible())}")
+            raise error(f"unknown node '{first}'", ref.loc, ref.owner,
+                        hint=hint or f"known here: {one_of(ref.scope.visible())}")
         value, walked = scope.names[first], first
         for part in rest:
             while isinstance(value, Alias) and isinstance(value.target, Group):
@@ -499,8 +527,10 @@ class Expander:
             members = value.members if isinstance(value, Group) else {}
             if part not in members:
                 known = one_of(members) if members else "nothing"
-                raise error(f"'{walked}' has no member '{part}' (it has {known})", ref.loc,
-                            hint=did_you_mean(part, members))
+                hint = did_you_mean(part, members)
+                if hint is None and members and all(k.isdigit() for k in members):
+                    hint = f"'{walked}' is repeated: name one repetition, e.g. {walked}.{list(members)[-1]}.{part}"
+                raise error(f"'{walked}' has no member '{part}' (it has {known})", ref.loc, ref.owner, hint=hint)
             value, walked = members[part], f"{walked}.{part}"
         return value
 
@@ -538,6 +568,9 @@ class Expander:
         if spec is None:
             name = self.resolve(last)
             return [Output("output", name, self.doc.loc(("graph",)))] if name else []
+        if not spec:
+            raise error("`outputs` is empty", self.doc.loc(("outputs",)),
+                        hint="name the nodes the model returns, or leave `outputs` out to return the last node")
         items = spec.items() if isinstance(spec, dict) else [(t.replace(".", "_"), t) for t in spec]
         outs = []
         for i, (out_name, text) in enumerate(items):
@@ -547,6 +580,18 @@ class Expander:
             if node is not None:
                 outs.append(Output(out_name, node, loc))
         return outs
+
+
+def _parameter_of(key: str) -> str | None:
+    """A hint for a primitive's parameter written where an op belongs (`- ratio: 4` for `- mlp: ...`)."""
+    owners = []
+    for name, prim in PRIMITIVES.items():
+        models = get_args(prim.params.__origin__) if kinds_of(prim.params) else (prim.params,)
+        if any(key in m.model_fields for m in models):
+            owners.append(name)
+    if not owners:
+        return None
+    return f"'{key}' is a parameter of {one_of(owners)}; put it under its op, e.g. `{owners[0]}: {{{key}: ...}}`"
 
 
 def validate(doc: Document) -> SpecDoc:

@@ -34,7 +34,8 @@ def infer(graph: Graph) -> Graph:
         try:
             out = PRIMITIVES[node.op].infer(node.params, inputs, RuleContext(graph, node))
         except RuleError as exc:
-            errors.add(error(exc.message, node.param_loc(exc.field), node.name, exc.hint))
+            # A rule that names no parameter is about the node's inputs: point at its `from`, if it has one.
+            errors.add(error(exc.message, node.param_loc(exc.field or "from"), node.name, exc.hint))
             failed.add(node.name)
             continue
         graph.set_type(node.name, out)

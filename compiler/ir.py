@@ -34,7 +34,10 @@ class Node:
     type: TensorType | None = None
 
     def param_loc(self, name: str | None) -> Loc | None:
-        """Where a parameter was written (its value), else where the node was."""
+        """Where a parameter was written (its value), else where the node was. `from` names
+        the node's `from:` (for rules about a second input, e.g. cross attention's memory)."""
+        if name == "from" and self.from_loc is not None:
+            return self.from_loc
         if name and name in self.param_locs:
             return self.param_locs[name]
         return self.loc

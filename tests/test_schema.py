@@ -1,0 +1,198 @@
+"""The spec schema: the JSON Schema `archspec schema` prints for editors, and the pydantic
+validation whose errors become plain, located diagnostics."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from archspec.cli import main
+from archspec.compose import compose
+from archspec.diagnostics import Loc, SpecError
+from archspec.loader import load_file, load_text
+from compiler.expand import expand, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted((ROOT / "specs").glob("*.yaml")) + sorted((ROOT / "specs" / "examples").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    proc = subprocess.run([sys.executable, "-m", "archspec", "schema"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def validator(schema):
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_schema_is_a_valid_draft_2020_12_schema(schema):
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_schema_command_in_process(capsys, schema):
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == schema
+
+
+def test_schema_knows_every_primitive(schema):
+    node = schema["$defs"]["Node"]["properties"]
+    for op in ("patchify", "embed", "attention", "mlp", "merge", "head", "norm", "graph", "id", "from", "repeat",
+               "as", "if"):
+        assert op in node, op
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_schema_accepts_every_shipped_spec(path, validator):
+    errors = [e.message for e in validator.iter_errors(load_file(str(path)).data)]
+    assert errors == []
+
+
+def data(name: str = "vit_b16") -> dict:
+    return copy.deepcopy(load_file(str(ROOT / "specs" / f"{name}.yaml")).data)
+
+
+def node(doc: dict, node_id: str) -> dict:
+    def walk(nodes):
+        for n in nodes:
+            if n.get("id") == node_id:
+                return n
+            found = walk(n.get("graph", []))
+            if found:
+                return found
+    return walk(doc["graph"])
+
+
+def test_schema_rejects_an_unknown_primitive_key(validator):
+    doc = data()
+    node(doc, "attn")["attention"]["heds"] = 12
+    assert not validator.is_valid(doc)
+    doc = data()
+    node(doc, "patch_embed")["patchify"]["ptch"] = 16
+    assert not validator.is_valid(doc)
+
+
+def test_schema_rejects_an_unknown_kind_and_top_level_key(validator):
+    doc = data()
+    node(doc, "head")["head"]["kind"] = "classifier"
+    assert not validator.is_valid(doc)
+    doc = data()
+    doc["parms"] = {}
+    assert not validator.is_valid(doc)
+
+
+def test_schema_accepts_expressions_in_parameters(validator):
+    doc = data()
+    node(doc, "attn")["attention"]["qkv_bias"] = "${depth > 2}"
+    assert validator.is_valid(doc)
+    node(doc, "attn")["attention"]["qkv_bias"] = "yes"  # a string that is not an expression
+    assert not validator.is_valid(doc)
+
+
+def test_schema_requires_name_inputs_graph_unless_extending(validator):
+    assert not validator.is_valid({"name": "x"})
+    assert validator.is_valid({"extends": "base.yaml", "params": {"depth": 3}})
+
+
+def test_the_checker_and_the_schema_agree_on_every_shipped_spec():
+    for path in SPECS:
+        validate(compose(str(path)))  # raises SpecError if pydantic disagrees
+
+
+# -- pydantic errors as diagnostics ------------------------------------------------------------
+
+
+def diags(text: str):
+    with pytest.raises(SpecError) as info:
+        expand(load_text(text, "s.yaml"))
+    return info.value.diagnostics
+
+
+OK_INPUTS = "inputs:\n  x: [B, 4, 8]\n"
+
+
+def test_unknown_key_with_did_you_mean():
+    (d,) = diags("name: s\nparms: {}\n" + OK_INPUTS + "graph: [{norm: {}}]\n")
+    assert (d.message, d.hint, d.loc) == ("unknown key 'parms' in the spec", "did you mean 'params'?",
+                                          Loc("s.yaml", 2, 1))
+
+
+def test_missing_keys_point_at_the_mapping_that_lacks_them():
+    got = [(d.message, d.loc) for d in diags("name: s\n")]
+    assert got == [("missing required `inputs` in the spec", Loc("s.yaml", 1, 1)),
+                   ("missing required `graph` in the spec", Loc("s.yaml", 1, 1))]
+    (d,) = diags("name: s\ninputs:\n  x: {dtype: int64}\ngraph: [{norm: {}}]\n")
+    assert (d.message, d.loc) == ("missing required `inputs.x.shape` in the spec", Loc("s.yaml", 3, 3))
+
+
+def test_a_misspelt_required_key_is_reported_once():
+    got = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, hedas: 2}\n")
+    assert [(d.message, d.hint) for d in got] == [("unknown key 'hedas' in attention (kind global)",
+                                                   "did you mean 'heads'?")]
+
+
+def test_a_missing_required_parameter():
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - id: a\n    attention: {kind: global}\n")
+    assert (d.message, d.path, d.loc) == ("missing required `heads` in attention (kind global)", "a",
+                                          Loc("s.yaml", 6, 5))
+
+
+def test_unknown_kind():
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: windw, heads: 2}\n")
+    assert (d.message, d.hint, d.loc) == ("unknown kind 'windw' of attention", "did you mean 'window'?",
+                                          Loc("s.yaml", 5, 23))
+
+
+def test_a_key_of_another_kind():
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, heads: 2, window: 7}\n")
+    assert d.hint == "'window' is a parameter of kinds window, shifted"
+
+
+def test_one_error_for_a_union_not_one_per_member():
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph: [{norm: {}}]\noutputs: {a: norm, b: 5}\n")
+    assert (d.message, d.loc) == ("`outputs.b` must be a string; got 5", Loc("s.yaml", 5, 23))
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph: [{norm: {}}]\noutputs: 7\n")
+    assert d.message == "`outputs` must be a list or a mapping; got 7"
+
+
+def test_empty_collections():
+    got = [d.message for d in diags("name: s\ninputs: {}\ngraph: []\n")]
+    assert got == ["`inputs` must not be empty", "`graph` must not be empty"]
+
+
+@pytest.mark.parametrize("text, message, loc", [
+    ("name: 2d\n", "`name` must be a name (letters, digits and _, not starting with a digit); got '2d'",
+     Loc("s.yaml", 1, 7)),
+    ("name: s\nparams: {my-width: 3}\n", "'my-width' is not a valid name in `params`", Loc("s.yaml", 2, 10)),
+    ("name: s\nblocks: {1st: {graph: [{norm: {}}]}}\n", "'1st' is not a valid name in `blocks`", Loc("s.yaml", 2, 10)),
+])
+def test_names_must_be_identifiers(text, message, loc):
+    got = [d for d in diags(text + OK_INPUTS + "graph: [{norm: {}}]\n") if d.message == message]
+    assert [d.loc for d in got] == [loc]
+
+
+def test_node_keys_that_take_expressions_say_so():
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - repeat: 2.5\n    norm: {}\n")
+    assert d.message == "`repeat` must be a whole number or an expression ${...}; got 2.5"
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - if: [1]\n    norm: {}\n")
+    assert d.message == "`if` must be true, false or an expression ${...}; got a list"
+
+
+def test_number_hints():
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, heads: '2'}\n")
+    assert (d.message, d.hint) == ("`heads` must be an integer; got '2'",
+                                   "write numbers without quotes; expressions go in ${...}")
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, heads: two}\n")
+    assert d.hint is None  # unquoted text: nothing to unquote
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, heads: 2, qkv_bias: no}\n")
+    assert d.hint == "write true or false; 'no' is a string in YAML 1.2"
