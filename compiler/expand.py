@@ -25,7 +25,7 @@ from archspec.schema import META_KEYS, BlockDef, NodeMeta, SpecDoc, diagnostics_
 
 from . import primitives  # noqa: F401  (registers the primitives)
 from .ir import INPUT, Graph, Node, Output
-from .registry import PRIMITIVES, kinds_of
+from .registry import MAX_SIZE, PRIMITIVES, kinds_of
 from .types import BATCH, Sym, TensorType, grid_tokens, ids, image, tokens, vector
 
 MAX_REPEAT = 10_000
@@ -234,8 +234,9 @@ class Expander:
                 self.errors.add(error("`B` is the batch and is always symbolic; declare other dims", loc))
             elif name in self.spec.params:
                 self.errors.add(error(f"dim '{name}' has the name of a param", loc, hint="rename one of them"))
-            elif len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1]:
-                self.errors.add(error(f"dim '{name}' needs a range [min, max] with 1 <= min <= max", loc))
+            elif len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1] <= MAX_SIZE:
+                self.errors.add(error(f"dim '{name}' needs a range [min, max] with 1 <= min <= max <= {MAX_SIZE:,}",
+                                      loc))
             else:
                 dims[name] = Sym(name, bounds[0], bounds[1])
         return dims
@@ -287,6 +288,8 @@ class Expander:
                 raise error(exc.message, self.doc.loc(path), hint=hint) from None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise error(f"a size must be a positive integer, got {value!r}", self.doc.loc(path))
+        if value > MAX_SIZE:
+            raise error(f"a size of {value} is beyond archspec's limit of {MAX_SIZE:,}", self.doc.loc(path))
         return value
 
     # -- graphs and nodes -------------------------------------------------------------------

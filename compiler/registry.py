@@ -22,8 +22,9 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegInt = Annotated[int, Field(ge=0)]
+MAX_SIZE = 1 << 24  # no width, length or count in a sane spec is larger
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_SIZE)]
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE)]
 Rate = Annotated[float, Field(ge=0.0, lt=1.0, description="a probability in [0, 1)")]
 Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="LayerNorm epsilon")]
 NormPlace = Literal["pre", "post", "res_post", "none"]
@@ -80,7 +81,38 @@ def attention_flops(queries: int, keys: int, width: int) -> int:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Divisors of n, ascending; O(sqrt(n))."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def trace_text(x: TensorType) -> str:
+    """' (image 240 / patch 4 / merge 2)': how a grid came about, for error messages."""
+    return f" ({' / '.join(x.trace)})" if x.trace else ""
+
+
+def suggest_input(x: TensorType, grid: int, multiple: int) -> str:
+    """' or an input of 224': the nearest square image whose grid here is a multiple of `multiple`."""
+    if not x.trace or not x.trace[0].startswith("image ") or "x" in x.trace[0]:
+        return ""
+    image = int(x.trace[0].split()[1])
+    if image % grid:
+        return ""
+    step = image // grid * multiple
+    candidates = [k * step for k in (image // step, image // step + 1) if k > 0]
+    best = min(candidates, key=lambda s: (abs(s - image), s))
+    return f" or an input of {best}"
 
 
 def norm_params(width: int) -> int:

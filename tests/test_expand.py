@@ -429,7 +429,8 @@ def test_symbolic_dims():
 
 @pytest.mark.parametrize("dims, message", [
     ("{B: [1, 4]}", "`B` is the batch and is always symbolic; declare other dims"),
-    ("{L: [5, 1]}", "dim 'L' needs a range [min, max] with 1 <= min <= max"),
+    ("{L: [5, 1]}", "dim 'L' needs a range [min, max] with 1 <= min <= max <= 16,777,216"),
+    ("{L: [1, 99999999]}", "dim 'L' needs a range [min, max] with 1 <= min <= max <= 16,777,216"),
     ("{width: [1, 4]}", "dim 'width' has the name of a param"),
 ])
 def test_bad_dims(dims, message):

@@ -65,6 +65,11 @@ class Emitter:
         self.root, self.graph, self.ir, self.node, self.ties = root, graph, ir, node, ties
         self.stem = node.name.replace(".", "_")
 
+    @property
+    def current(self):
+        """The IR node being lowered (the shape rules' helpers read it as their context)."""
+        return self.node
+
     def node_named(self, name: str):
         """Another IR node (the shape rules' helpers look up tied tables this way)."""
         return self.ir.node(name)
@@ -115,7 +120,11 @@ def emit_sublayer(emit: Emitter, body: nn.Module, p, width: int, x, *extra):
     """
     emit.install(body)
     if p.norm != "none":
-        emit.install(layer_norm(width, p.norm_eps), "norm")
+        norm = layer_norm(width, p.norm_eps)
+        if p.norm == "res_post":  # Swin v2 (and timm) zero this norm: every block starts as the identity
+            nn.init.zeros_(norm.weight)
+            nn.init.zeros_(norm.bias)
+        emit.install(norm, "norm")
     if p.drop_path > 0:
         emit.install(make(DropPath, rate=p.drop_path), "drop_path")
 

@@ -19,7 +19,8 @@ from typing import Annotated, Literal, Union
 from pydantic import Field
 
 from ..registry import (Cost, Eps, NonNegInt, PositiveInt, Primitive, Rate, RuleError, Sublayer, attention_flops,
-                        divisors, linear_flops, linear_params, norm_params, register)
+                        divisors, linear_flops, linear_params, norm_params, plural, register, suggest_input,
+                        trace_text)
 from ..types import Sym, TensorType, dim_value
 
 
@@ -90,29 +91,21 @@ def check_heads(p: AttentionBase, width: int) -> None:
 
 def need_grid(x: TensorType, kind: str) -> tuple[int, int]:
     if x.layout != "tokens" or x.grid is None:
-        raise RuleError(f"{kind} attention needs a token grid, got {x.layout_name()}", field="kind")
+        hint = ("patchify the image first" if x.layout == "image"
+                else "patchify an image, or declare the input's `grid: [H, W]`")
+        raise RuleError(f"{kind} attention needs a token grid, got {x.layout_name()}", field="kind", hint=hint)
     if x.prefix:
-        raise RuleError(f"{kind} attention cannot run over class tokens; these tokens have {x.prefix}", field="kind",
+        raise RuleError(f"{kind} attention cannot run over class tokens; these tokens have "
+                        f"{plural(x.prefix, 'class token')}", field="kind",
                         hint="use global attention, or patchify without cls_token")
     return x.grid
 
 
-def suggest_input(x: TensorType, grid: int, window: int) -> str:
-    """'or an input of 224': the nearest image size whose grid here the window divides."""
-    if not x.trace or not x.trace[0].startswith("image "):
-        return ""
-    size = x.trace[0].split()[1]
-    if "x" in size or int(size) % grid:
-        return ""
-    image, factor = int(size), int(size) // grid
-    step = factor * window
-    candidates = [k * step for k in (image // step, image // step + 1) if k > 0]
-    best = min(candidates, key=lambda s: (abs(s - image), s))
-    return f" or an input of {best}"
-
-
 def window_geometry(p: WindowAttention, grid: tuple[int, int], x: TensorType | None = None):
     """Effective (window, shift) per grid dimension, as timm computes them."""
+    if p.kind == "shifted" and p.window < 2:
+        raise RuleError(f"a shifted window needs a window of at least 2 (its shift, window // 2, is 0)",
+                        field="window", hint="use kind: window for 1x1 windows")
     shift = (p.shift if p.shift is not None else p.window // 2) if p.kind == "shifted" else 0
     if p.kind == "shifted" and not 0 < shift < p.window:
         raise RuleError(f"shift {shift} must lie between 0 and the window {p.window}", field="shift")
@@ -124,7 +117,7 @@ def window_geometry(p: WindowAttention, grid: tuple[int, int], x: TensorType | N
             continue
         if size % p.window:
             fits = [d for d in divisors(size) if 1 < d < size][-6:]
-            trace = f" ({' / '.join(x.trace)})" if x is not None and x.trace else ""
+            trace = trace_text(x) if x is not None else ""
             more = suggest_input(x, size, p.window) if x is not None else ""
             raise RuleError(f"window {p.window} does not divide the {grid[0]}x{grid[1]} token grid{trace}",
                             field="window",
@@ -141,15 +134,17 @@ def sra_keys(p: SraAttention, x: TensorType) -> int | Sym:
     h, w = need_grid(x, "sra (sr_ratio > 1)")
     if h % p.sr_ratio or w % p.sr_ratio:
         fits = [d for d in divisors(min(h, w)) if h % d == 0 and w % d == 0]
-        raise RuleError(f"sr_ratio {p.sr_ratio} does not divide the {h}x{w} token grid", field="sr_ratio",
-                        hint=f"use a ratio that divides the grid ({', '.join(map(str, fits))})")
+        raise RuleError(f"sr_ratio {p.sr_ratio} does not divide the {h}x{w} token grid{trace_text(x)}",
+                        field="sr_ratio", hint=f"use a ratio that divides the grid ({', '.join(map(str, fits))})"
+                                               f"{suggest_input(x, h, p.sr_ratio)}")
     return (h // p.sr_ratio) * (w // p.sr_ratio)
 
 
 def infer(p, inputs: list[TensorType], ctx) -> TensorType:
     x = inputs[0]
     if x.layout != "tokens":
-        raise RuleError(f"attention reads tokens, got {x.layout_name()}")
+        raise RuleError(f"attention reads tokens, got {x.layout_name()}",
+                        hint="patchify the image first" if x.layout == "image" else None)
     check_heads(p, x.channels)
     if p.kind in ("window", "shifted"):
         if p.bias == "cpb" and p.window == 1 and p.pretrained_window == 0:
@@ -162,10 +157,10 @@ def infer(p, inputs: list[TensorType], ctx) -> TensorType:
     elif p.kind == "cross":
         memory = inputs[1]
         if memory.layout != "tokens":
-            raise RuleError(f"cross attention's memory must be tokens, got {memory.layout_name()}")
+            raise RuleError(f"cross attention's memory must be tokens, got {memory.layout_name()}", field="from")
         if memory.channels != x.channels:
             raise RuleError(f"memory width {memory.channels} differs from the query width {x.channels}",
-                            hint="project the memory to the same width first")
+                            hint="project the memory to the same width first", field="from")
     return x  # same shape
 
 

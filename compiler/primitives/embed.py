@@ -22,6 +22,20 @@ class EmbedParams(Params):
     tie: str | None = Field(None, description="share the table of this other embed node")
 
 
+def tied_table(tie: str, ctx) -> tuple[int, int]:
+    """(vocab, dim) of the embed node `tie` names, which must own its table."""
+    if tie == ctx.current.name:
+        raise RuleError("an embed cannot tie to itself", field="tie", hint="name the embed node that owns the table")
+    owner = ctx.node_named(tie)
+    if owner.op != "embed":
+        raise RuleError(f"`tie` must name an embed node; {tie} is {owner.op}", field="tie",
+                        hint="tie to the embed node whose table you want to share")
+    if owner.params.tie is not None:
+        raise RuleError(f"`tie` must name the embed node that owns the table; {tie} shares {owner.params.tie}'s",
+                        field="tie", hint=f"tie to {owner.params.tie}")
+    return owner.params.vocab, owner.params.dim
+
+
 def table_shape(p: EmbedParams, ctx) -> tuple[int, int]:
     """(vocab, dim) of the table, following `tie` to the node that owns it."""
     if p.tie is None:
@@ -29,11 +43,7 @@ def table_shape(p: EmbedParams, ctx) -> tuple[int, int]:
             missing = "vocab" if p.vocab is None else "dim"
             raise RuleError(f"embed needs `{missing}` (or `tie` to share another embed's table)")
         return p.vocab, p.dim
-    owner = ctx.node_named(p.tie)
-    if owner.op != "embed" or owner.params.tie is not None:
-        raise RuleError(f"`tie` must name an embed node that owns its table; {p.tie} is {owner.op}"
-                        + (" and is tied itself" if owner.op == "embed" else ""), field="tie")
-    vocab, dim = owner.params.vocab, owner.params.dim
+    vocab, dim = tied_table(p.tie, ctx)
     for name, mine, theirs in (("vocab", p.vocab, vocab), ("dim", p.dim, dim)):
         if mine is not None and mine != theirs:
             raise RuleError(f"{name} {mine} differs from the tied table's {name} {theirs} ({p.tie})", field=name)

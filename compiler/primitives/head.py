@@ -17,6 +17,7 @@ from pydantic import Field
 from ..registry import (Cost, Eps, NonNegInt, Params, PositiveInt, Primitive, RuleError, linear_flops,
                         linear_params, norm_params, register)
 from ..types import TensorType, dim_value, matrix, tokens, vector
+from .embed import tied_table
 
 Pool = Literal["cls", "mean", "eos", "none"]
 
@@ -70,10 +71,7 @@ def lm_vocab(p: LmHead, width: int, ctx) -> int:
         if p.vocab is None:
             raise RuleError("an lm head needs `vocab` (or `tie` to an embed table)")
         return p.vocab
-    owner = ctx.node_named(p.tie)
-    if owner.op != "embed" or owner.params.tie is not None:
-        raise RuleError(f"`tie` must name an embed node that owns its table; {p.tie} is {owner.op}", field="tie")
-    vocab, dim = owner.params.vocab, owner.params.dim
+    vocab, dim = tied_table(p.tie, ctx)
     if dim != width:
         raise RuleError(f"the tied table ({p.tie}) is {dim} wide but the tokens are {width}", field="tie")
     if p.vocab is not None and p.vocab != vocab:
@@ -96,9 +94,10 @@ def infer(p, inputs: list[TensorType], ctx) -> TensorType:
         if p.pool == "eos":
             ids = inputs[1]
             if ids.layout != "ids":
-                raise RuleError(f"eos pooling reads token ids as its second input, got {ids.layout_name()}")
+                raise RuleError(f"eos pooling reads token ids as its second input, got {ids.layout_name()}",
+                                field="from")
             if ids.length != x.length:
-                raise RuleError(f"{ids.length} token ids for {x.length} tokens")
+                raise RuleError(f"{ids.length} token ids for {x.length} tokens", field="from")
         width = p.project or x.channels
         if p.pool == "none":
             return tokens(x.length, width, x.grid, x.prefix, x.trace)  # [B, N, C] -> [B, N, width]
@@ -106,9 +105,10 @@ def infer(p, inputs: list[TensorType], ctx) -> TensorType:
     image, text = inputs
     for name, t in (("image", image), ("text", text)):
         if t.layout != "vector":
-            raise RuleError(f"contrastive logits read two feature vectors; the {name} input is {t.layout_name()}")
+            raise RuleError(f"contrastive logits read two feature vectors; the {name} input is {t.layout_name()}",
+                            field="from", hint="end each tower with a features head")
     if image.channels != text.channels:
-        raise RuleError(f"image features are {image.channels} wide but text features {text.channels}",
+        raise RuleError(f"image features are {image.channels} wide but text features {text.channels}", field="from",
                         hint="project both towers to the same width (features head `project`)")
     return matrix()  # [B, D], [B, D] -> [B, B]
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field
 
 from ..registry import (Cost, Eps, NonNegInt, Params, PositiveInt, Primitive, RuleError, linear_params, norm_params,
-                        one_input, register)
+                        one_input, register, trace_text)
 from ..types import TensorType, grid_tokens
 from .patchify import as_image, conv_grid
 
@@ -48,7 +48,7 @@ def infer(p, inputs: list[TensorType], ctx) -> TensorType:
         if x.layout != "tokens":
             raise RuleError(f"concat merge reads a token grid, got {x.layout_name()}")
         if h % 2 or w % 2:
-            raise RuleError(f"concat merge needs an even grid, got {h}x{w}", field="kind",
+            raise RuleError(f"concat merge needs an even grid, got {h}x{w}{trace_text(x)}", field="kind",
                             hint="choose an input size whose grid stays even at every merge")
         return grid_tokens((h // 2, w // 2), out_width(p, channels), trace=trace + ("merge 2",))  # [B, HW/4, dim]
     grid = conv_grid((h, w), p.kernel, p.stride, p.padding)

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..registry import (Cost, PositiveInt, Primitive, Rate, RuleError, Sublayer, hidden_width, linear_flops,
-                        linear_params, norm_params, one_input, register)
+from ..registry import (MAX_SIZE, Cost, PositiveInt, Primitive, Rate, RuleError, Sublayer, hidden_width,
+                        linear_flops, linear_params, norm_params, one_input, register)
 from ..types import TensorType
 
 Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "relu"]
@@ -35,11 +35,16 @@ def infer(p: MlpParams, inputs: list[TensorType], ctx) -> TensorType:
     (x,) = inputs
     if x.layout != "tokens":
         raise RuleError(f"mlp reads tokens, got {x.layout_name()}")
-    if hidden_of(p, x.channels) < 1:
+    hidden = hidden_of(p, x.channels)
+    if hidden < 1:
         raise RuleError(f"ratio {p.ratio} gives an empty hidden layer for width {x.channels}", field="ratio")
+    if hidden > MAX_SIZE:
+        raise RuleError(f"ratio {p.ratio} gives a hidden layer of {hidden} (at most {MAX_SIZE})", field="ratio")
     if p.dwconv and (x.grid is None or x.prefix):
-        why = f"these tokens have {x.prefix} class token(s)" if x.prefix else "these tokens have no grid"
-        raise RuleError(f"the depthwise conv needs a token grid without class tokens; {why}", field="dwconv")
+        why = (f"these tokens have {x.prefix} class token{'s' if x.prefix > 1 else ''}" if x.prefix
+               else "these tokens have no grid")
+        raise RuleError(f"the depthwise conv needs a token grid without class tokens; {why}", field="dwconv",
+                        hint=None if x.prefix else "patchify an image, or declare the input's `grid: [H, W]`")
     if p.extra_relu and not p.dwconv:
         raise RuleError("extra_relu goes with dwconv", field="extra_relu")
     return x  # same shape

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..registry import (Cost, Eps, NonNegInt, Params, PositiveInt, Primitive, Rate, RuleError, divisors,
-                        norm_params, one_input, register)
+                        norm_params, one_input, plural, register)
 from ..types import TensorType, grid_tokens
 
 
@@ -56,7 +56,8 @@ def as_image(x: TensorType, what: str) -> tuple[int, tuple[int, int], tuple[str,
     if x.layout == "tokens" and x.grid and not x.prefix:
         return x.channels, x.grid, x.trace
     if x.layout == "tokens" and x.prefix:
-        raise RuleError(f"{what} needs a token grid without class tokens; these tokens have {x.prefix}")
+        raise RuleError(f"{what} needs a token grid without class tokens; these tokens have "
+                        f"{plural(x.prefix, 'class token')}")
     raise RuleError(f"{what} needs an image or a token grid, got {x.layout_name()}")
 
 
