@@ -7,7 +7,6 @@ with the offending source line and a caret; `--json` prints them as records.
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 
@@ -104,6 +103,8 @@ class Collector:
 
 def did_you_mean(word: str, choices) -> str | None:
     """A hint naming the closest known word, if one is close enough."""
+    import difflib  # only when a hint is wanted: keeps `archspec check` start-up short
+
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
 

@@ -22,7 +22,7 @@ Name = Annotated[str, Field(pattern=IDENTIFIER)]  # a key that names something: 
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True, defer_build=True)
 
 
 class InputDecl(Strict):
