@@ -11,12 +11,13 @@ from ..types import Sym
 EXAMPLE_BATCH = 2  # not 0 or 1, which torch.export would specialise on
 
 
-def example_inputs(graph: Graph, batch: int = EXAMPLE_BATCH) -> tuple[torch.Tensor, ...]:
-    """One tensor per graph input: random images/tokens, token ids in [0, 2)."""
+def example_inputs(graph: Graph, batch: int = EXAMPLE_BATCH, longest: bool = False) -> tuple[torch.Tensor, ...]:
+    """One tensor per graph input: random images/tokens, token ids in [0, 2). Symbolic
+    lengths are short (8), or with `longest` as long as they may be (what costs are for)."""
     generator = torch.Generator().manual_seed(0)
     tensors = []
     for node in graph.inputs():
-        shape = [batch] + [_example_size(d) for d in node.type.shape[1:]]
+        shape = [batch] + [d.hi if longest and isinstance(d, Sym) else _example_size(d) for d in node.type.shape[1:]]
         if node.type.dtype == "int64":
             tensors.append(torch.randint(0, 2, shape, generator=generator))
         else:
