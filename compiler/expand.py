@@ -78,6 +78,7 @@ class Scope:
         self.parent = parent
         self.names: dict[str, Any] = {}
         self.where: dict[str, Loc | None] = {}
+        self.skipped: set[str] = set()  # ids of nodes whose `if` is false: an active node may take them
 
     def visible(self) -> list[str]:
         scope, names = self, []
@@ -329,10 +330,11 @@ class Expander:
             raise SpecError(diagnostics_from(exc, meta_raw, self.doc, path, NodeMeta, "node")) from None
         return ops[0], meta
 
-    def node_id(self, op: str, meta: NodeMeta, scope: Scope, path: tuple, defaults: dict) -> str:
+    def node_id(self, op: str, meta: NodeMeta, scope: Scope, path: tuple, defaults: dict, active: bool) -> str:
         if meta.id is not None:
             name = meta.id
-            if name in scope.names:
+            # alternatives may share an id when at most one of them is kept (`if`)
+            if name in scope.names and active and name not in scope.skipped:
                 first = scope.where.get(name)
                 at = f" (first at line {first.line})" if first else ""
                 raise error(f"id '{name}' is used twice in this graph{at}", self.doc.loc(path + ("id",)),
@@ -348,17 +350,23 @@ class Expander:
 
     def expand_node(self, raw, path: tuple, scope: Scope, env: Env, prefix: str, chain, defaults: dict):
         op, meta = self.split(raw, path)
-        name = self.node_id(op, meta, scope, path, defaults)
-        scope.where[name] = self.doc.loc(path)
+        try:
+            active = meta.if_ is None or self.condition(meta.if_, path + ("if",), env)
+        except SpecError as exc:
+            raise at_node(exc, prefix + (meta.id or op)) from None
+        name = self.node_id(op, meta, scope, path, defaults, active)
         try:
             inputs = self.node_inputs(meta, path, scope, chain, prefix + name)
-            if meta.if_ is not None and not self.condition(meta.if_, path + ("if",), env):
-                scope.names[name] = Alias(inputs[0])
-                return scope.names[name]
+            if not active:  # the node stands for its input
+                if name not in scope.names:
+                    scope.names[name], scope.where[name] = Alias(inputs[0]), self.doc.loc(path)
+                    scope.skipped.add(name)
+                return Alias(inputs[0])
             value = self.repeated(op, raw.get(op), meta, path, scope, env, prefix + name, inputs)
         except SpecError as exc:
             raise at_node(exc, prefix + name) from None
-        scope.names[name] = value
+        scope.names[name], scope.where[name] = value, self.doc.loc(path)
+        scope.skipped.discard(name)
         return value
 
     def node_inputs(self, meta: NodeMeta, path: tuple, scope: Scope, chain, node_path: str) -> list:

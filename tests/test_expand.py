@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import archspec
 from archspec.compose import compose
 from archspec.diagnostics import Loc, SpecError
 from compiler.expand import MAX_REPEAT, expand
@@ -585,3 +586,40 @@ def test_the_reference_opens_with_a_spec_that_checks():
 def test_set_window_from_an_expression():
     g = expand(compose(SWIN, {"window": "${img // 32}"}))
     assert g.node("stages.0.blocks.0.attn").params.window == 7
+
+
+def test_alternatives_may_share_an_id_when_one_is_kept():
+    text = """
+name: alt
+params: {linear: true}
+inputs:
+  x: {shape: [B, 16, 8], grid: [4, 4]}
+graph:
+  - id: attn
+    if: ${not linear}
+    attention: {kind: sra, heads: 2, sr_ratio: 2}
+  - id: attn
+    if: ${linear}
+    attention: {kind: linear_sra, heads: 2, pool: 2}
+  - id: out
+    from: attn
+    norm: {}
+"""
+    graph = archspec.check(text).graph
+    assert graph.node("attn").params.kind == "linear_sra"
+    assert graph.node("out").inputs == ("attn",)
+    graph = archspec.check(text, overrides={"linear": "false"}).graph
+    assert graph.node("attn").params.kind == "sra"
+
+
+def test_two_kept_nodes_may_not_share_an_id():
+    text = """
+name: alt
+inputs:
+  x: [B, 4, 8]
+graph:
+  - {id: a, norm: {}}
+  - {id: a, if: "${1 > 0}", norm: {}}
+"""
+    with pytest.raises(archspec.SpecError, match="id 'a' is used twice"):
+        archspec.check(text)
