@@ -5,7 +5,7 @@ additive attn_mask; the causal mask is SDPA's is_causal. Buffers that depend onl
 
 Converter note (TensorRT, dynamic batch): the per-window mask is broadcast to the batch with
 `expand`, never `repeat` (a repeat by a symbolic batch does not convert); see
-tests/test_lowering.py::test_window_mask_uses_expand.
+tests/test_tensorrt.py::test_window_mask_uses_expand.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class TablePositionBias(nn.Module):
 
     def forward(self):
         area = self.index.shape[0]
-        return self.table[self.index.view(-1)].view(area, area, -1).permute(2, 0, 1)  # [h, A, A]
+        return self.table[self.index.view(-1)].view(area, area, -1).permute(2, 0, 1).contiguous()  # [h, A, A]
 
 
 class ContinuousPositionBias(nn.Module):
@@ -212,7 +212,7 @@ class ContinuousPositionBias(nn.Module):
     def forward(self):
         area = self.index.shape[0]
         table = self.mlp(self.coords).view(-1, self.mlp[2].out_features)  # [(2wh-1)(2ww-1), h]
-        bias = table[self.index.view(-1)].view(area, area, -1).permute(2, 0, 1)  # [h, A, A]
+        bias = table[self.index.view(-1)].view(area, area, -1).permute(2, 0, 1).contiguous()  # [h, A, A]
         return 16 * torch.sigmoid(bias)
 
 
@@ -263,8 +263,8 @@ class WindowAttention(nn.Module):
     def attn_mask(self, batch):
         """One additive mask: position bias [h, A, A] plus shift mask [nW, 1, A, A]."""
         mask = self.position_bias() if self.position_bias is not None else None
-        if self.shift_mask is None:
-            return mask
+        if self.shift_mask is None:  # 4-D: SDPA's CPU kernel takes a slow path for a 3-D mask
+            return mask[None] if mask is not None else None  # [1, h, A, A]
         if mask is None:
             mask = self.shift_mask.expand(-1, self.heads, -1, -1)
         else:
