@@ -8,6 +8,8 @@ Writes into OUTDIR (default build/<name>/):
   model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
   model.onnx    ONNX, opset 18, dynamic batch                 (--target onnx)
   model.engine  serialized TensorRT engine                    (--target tensorrt)
+  tensorrt.json the engine's bindings, shape profile, versions (--target tensorrt)
+  model.trt.pt2 torch-tensorrt program, on a CUDA machine      (--target tensorrt)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from archspec.diagnostics import SpecError, error
 
 from ..lower import lower
 from ..pipeline import check_spec
-from .export import export_program, example_inputs, max_abs_difference
+from .export import EXAMPLE_BATCH, example_inputs, export_program, max_abs_difference
 from .source import standalone_source
 
 
@@ -111,7 +113,13 @@ def build_command(spec, overrides, out=None, target="export", seed=0, weights=No
         batch_range = parse_batch(batch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    steps = {"eager": 3, "export": 4, "onnx": 5, "tensorrt": 5}[target] + (1 if weights else 0)
+    if target == "tensorrt":
+        from .tensorrt import STEPS as tensorrt_steps, load_torch_tensorrt
+
+        load_torch_tensorrt()  # say what to install before any work
+    else:
+        tensorrt_steps = 0
+    steps = {"eager": 3, "export": 4, "onnx": 5, "tensorrt": 4 + tensorrt_steps}[target] + (1 if weights else 0)
     progress = Progress(steps)
     report = progress.run(f"check {spec}", lambda: check_spec(spec, overrides),
                           lambda r: f"{r.params:,} params, {r.flops / 1e9:.2f} GFLOPs per sample")
@@ -143,7 +151,7 @@ def build_command(spec, overrides, out=None, target="export", seed=0, weights=No
     exported = None
     if target != "eager":
         def export():
-            program = export_program(gm, graph, (batch_range[0], batch_range[2]))
+            program = export_program(gm, graph, _export_range(batch_range))
             path = os.path.join(outdir, "model.pt2")
             torch.export.save(program, path)
             written.append(path)
@@ -161,9 +169,8 @@ def build_command(spec, overrides, out=None, target="export", seed=0, weights=No
     if target == "tensorrt":
         from .tensorrt import build_engine
 
-        result = progress.run(f"TensorRT engine ({precision}, batch {':'.join(map(str, batch_range))})",
-                              lambda: build_engine(exported, graph, outdir, precision, batch_range),
-                              lambda r: r.summary())
+        reuse = exported if _export_range(batch_range) == (batch_range[0], batch_range[2]) else None
+        result = build_engine(gm, graph, outdir, precision, batch_range, program=reuse, progress=progress)
         written.extend(result.files)
         for line in result.notes:
             print(f"note: {line}", file=sys.stderr)
@@ -173,6 +180,13 @@ def build_command(spec, overrides, out=None, target="export", seed=0, weights=No
     else:
         print(f"wrote {outdir}/: " + ", ".join(f"{os.path.basename(p)} ({_size(p)})" for p in written))
     return 0
+
+
+def _export_range(batch_range) -> tuple[int, int] | None:
+    """model.pt2's batch range: the --batch range when it is one torch.export can trace
+    (a real range holding the example batch); else the spec's own dynamic batch."""
+    lo, _, hi = batch_range
+    return (lo, hi) if lo < hi and lo <= EXAMPLE_BATCH <= hi else None
 
 
 def _export_gap(program, gm, graph) -> float:
