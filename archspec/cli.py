@@ -98,6 +98,11 @@ def cmd_check(args) -> int:
         from compiler.backends.tensorrt import coverage_report
 
         coverage = coverage_report(report, batch=args.batch)
+    if coverage is not None and not coverage.complete:
+        if not args.json:
+            print(report.table())
+            print(coverage.summary())
+        raise SpecError(coverage.diagnostics())  # --json: the errors alone, as for any failed check
     if args.json:
         out = report.to_json()
         if coverage is not None:
@@ -107,8 +112,6 @@ def cmd_check(args) -> int:
         print(report.table())
         if coverage is not None:
             print(coverage.summary())
-    if coverage is not None and not coverage.complete:
-        raise SpecError(coverage.diagnostics())
     return EXIT_OK
 
 
