@@ -165,5 +165,20 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BUG
 
 
+def run() -> None:
+    """The console entry point: main(), then exit without tearing the interpreter down.
+
+    Everything is written and flushed by then; skipping the teardown (freeing networkx's and
+    pydantic's objects one by one) saves about a third of `archspec check`'s time.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
