@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
 EXAMPLES = sorted((ROOT / "specs" / "examples").glob("*.yaml"))
 ALL_SPECS = SPECS + EXAMPLES
+
+# Prepended to a script run in a fresh interpreter: a loader that refuses archspec's packages, to
+# prove an artifact (model.pt2, model.py, a TensorRT program) does not need them.
+NO_ARCHSPEC = textwrap.dedent("""
+    import sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("archspec", "compiler"):
+                raise ImportError(f"{name} must not be needed")
+            return None
+    sys.meta_path.insert(0, Block())
+""")
 
 
 def spec_id(path: Path) -> str:

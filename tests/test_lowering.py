@@ -18,19 +18,7 @@ from compiler.backends.export import example_inputs, export_program, max_abs_dif
 from compiler.backends.source import standalone_source
 from compiler.types import Sym
 
-from .conftest import built
-
-# A loader that refuses archspec's packages, to prove an artifact does not need them.
-NO_ARCHSPEC = textwrap.dedent("""
-    import sys
-    class Block:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("archspec", "compiler"):
-                raise ImportError(f"{name} must not be needed")
-            return None
-    sys.meta_path.insert(0, Block())
-""")
-
+from .conftest import NO_ARCHSPEC, built
 
 class TestPipeline:
     def test_shapes_match_shape_propagation(self, spec_path):

@@ -25,7 +25,7 @@ from compiler.backends.cuda_stub import gpu_present
 from compiler.lower import lower
 from compiler.modules.attention import WindowAttention
 
-from .conftest import ALL_SPECS, ROOT, built, spec_id
+from .conftest import ALL_SPECS, NO_ARCHSPEC, ROOT, built, spec_id
 
 HAVE_TRT = importlib.util.find_spec("torch_tensorrt") is not None
 needs_trt = pytest.mark.skipif(not HAVE_TRT, reason="torch-tensorrt is not installed (pip install "
@@ -295,16 +295,6 @@ def test_a_conversion_failure_names_the_op_and_the_spec_node(can_build, tmp_path
 
 
 # -- GPU: compile, save, reload without archspec, compare with eager --------------------------------------
-
-NO_ARCHSPEC = textwrap.dedent("""
-    import sys
-    class Block:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("archspec", "compiler"):
-                raise ImportError(f"{name} must not be needed")
-            return None
-    sys.meta_path.insert(0, Block())
-""")
 
 
 @pytest.mark.gpu
