@@ -34,7 +34,7 @@ class Sublayer(Params):
     """A transformer sub-layer with its norm and residual.
 
     norm: pre      x + drop_path(f(norm(x)))      ViT, Swin v1, PVT, CLIP
-    norm: post     norm(x + f(x))                 the 2017 Transformer
+    norm: post     norm(x + drop_path(f(x)))      the 2017 Transformer
     norm: res_post x + drop_path(norm(f(x)))      Swin v2
     norm: none     x + drop_path(f(x))
     """

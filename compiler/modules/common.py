@@ -114,7 +114,7 @@ def emit_sublayer(emit: Emitter, body: nn.Module, p, width: int, x, *extra):
     """Install `body` at the node's path with its norm, and emit norm / body / residual add:
 
     pre       x + drop_path(body(norm(x)))
-    post      norm(x + body(x))
+    post      norm(x + drop_path(body(x)))
     res_post  x + drop_path(norm(body(x)))
     none      x + drop_path(body(x))
     """
@@ -135,7 +135,7 @@ def emit_sublayer(emit: Emitter, body: nn.Module, p, width: int, x, *extra):
         h = emit.call("", emit.call("norm", x), *extra)
         return emit.function(operator.add, x, drop(h), role="add")
     if p.norm == "post":
-        h = emit.function(operator.add, x, emit.call("", x, *extra), role="add")
+        h = emit.function(operator.add, x, drop(emit.call("", x, *extra)), role="add")
         return emit.call("norm", h, role="norm_out")
     if p.norm == "res_post":
         h = emit.call("norm", emit.call("", x, *extra))
