@@ -30,6 +30,20 @@ def spec_id(path: Path) -> str:
     return path.stem if path.parent.name == "specs" else f"examples/{path.stem}"
 
 
+def perturb_constants(model, seed: int = 0):
+    """Noise on every parameter whose values are all equal (LayerNorm 1/0, zero biases,
+    zero-initialised res-post norms, logit scales), so that the comparison sees them."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            flat = p.detach().flatten()
+            if bool((flat == flat[0]).all()):
+                p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    return model
+
+
 @functools.lru_cache(maxsize=1)
 def built(path: str):
     """(report, GraphModule) of a spec, built once per spec (the last one is cached)."""

@@ -12,7 +12,7 @@ import torch
 import archspec
 from compiler.backends.build import located_failure, parse_batch
 
-from .conftest import ROOT
+from .conftest import ROOT, perturb_constants
 
 SMALL = str(ROOT / "specs" / "vit_b16.yaml")
 SHRINK = ["--set", "depth=2", "--set", "dim=64", "--set", "heads=2", "--set", "img=64"]
@@ -23,7 +23,7 @@ def run_cli(*args, cwd=None):
                           timeout=900)
 
 
-def test_build_writes_artifacts_that_plain_torch_loads(tmp_path):
+def test_build_writes_artifacts_and_the_program_runs_at_any_batch(tmp_path):
     result = run_cli("build", SMALL, *SHRINK, "-o", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "[4/4] torch.export" in result.stderr  # progress is shown
@@ -31,9 +31,12 @@ def test_build_writes_artifacts_that_plain_torch_loads(tmp_path):
         assert (tmp_path / name).is_file(), name
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["name"] == "vit_b16" and report["outputs"]["output"] == ["B", 1000]
-    program = torch.export.load(tmp_path / "model.pt2")
+    program = torch.export.load(tmp_path / "model.pt2")  # (reloading without archspec: test_lowering.py)
+    eager = archspec.build(SMALL, overrides={"depth": 2, "dim": 64, "heads": 2, "img": 64}, seed=0).eval()
     for batch in (1, 4):
-        assert program.module()(torch.randn(batch, 3, 64, 64)).shape == (batch, 1000)
+        x = torch.randn(batch, 3, 64, 64)
+        with torch.no_grad():
+            assert torch.allclose(program.module()(x), eager(x), atol=1e-5)
 
 
 def test_build_refuses_a_bad_spec_with_the_checker_diagnostics(tmp_path):
@@ -52,6 +55,7 @@ def test_weights_in_reference_naming_give_the_reference_outputs(tmp_path):
     timm = pytest.importorskip("timm")
     reference = timm.create_model("vit_base_patch16_224", pretrained=False, depth=2, embed_dim=64, num_heads=2,
                                   img_size=64).eval()
+    perturb_constants(reference)  # LayerNorms and biases away from 1 and 0, so a swapped one shows
     torch.save(reference.state_dict(), tmp_path / "timm.pth")
     result = run_cli("build", SMALL, *SHRINK, "--target", "eager", "--weights", str(tmp_path / "timm.pth"),
                      "-o", str(tmp_path / "out"))

@@ -147,6 +147,7 @@ CORE = {"name": "fuzz", "inputs": {"x": "[B, 3, 32, 32]"},
 def test_the_document_writer_writes_specs():
     """The writer's output is real YAML: the core alone checks, nested params included."""
     doc = dict(CORE, params={"a": [1, {"b": 2, "c": [3]}], "d": {}})
+    # by hand: patchify 3*4*4*64 + 64 = 3,136; LayerNorm 128; qkv 64*192 + 192 = 12,480; proj 64*64 + 64 = 4,160
     assert check_text(to_yaml(doc).lstrip("\n")).params == 19_904
 
 
@@ -217,8 +218,8 @@ def test_mutated_vit(text):
 def test_mutations_reach_every_outcome():
     """The mutation fuzz is not vacuous: unmutated specs pass, and a mutation can fail in the loader,
     in the schema and in a shape rule."""
-    assert check_text(SWIN).params == 28_288_354
-    assert check_text(VIT).params == 86_567_656
+    assert check_text(SWIN).params == 28_288_354  # timm swin_tiny_patch4_window7_224
+    assert check_text(VIT).params == 86_567_656  # timm vit_base_patch16_224
     assert isinstance(check_text(SWIN.replace("window: 7", "window: 5")), SpecError)  # shape rule
     assert isinstance(check_text(SWIN.replace("classes: 1000", "clases: 1000")), SpecError)  # unknown key
     assert isinstance(check_text(SWIN.replace("  patch: 4", "\tpatch: 4")), SpecError)  # YAML syntax

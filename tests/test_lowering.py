@@ -14,7 +14,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from compiler.backends.export import example_inputs, export_program, max_abs_difference
+from compiler.backends.export import example_inputs, export_program, max_abs_difference, other_lengths
 from compiler.backends.source import standalone_source
 from compiler.types import Sym
 
@@ -23,7 +23,7 @@ from .conftest import NO_ARCHSPEC, built
 class TestPipeline:
     def test_shapes_match_shape_propagation(self, spec_path):
         report, gm = built(spec_path)
-        args = example_inputs(report.graph, batch=2)
+        args = example_inputs(report.graph, batch=2, lengths=other_lengths(report.graph))  # unequal lengths
         ShapeProp(gm.eval()).propagate(*args)
         graph = report.graph
         checked = 0
@@ -49,7 +49,7 @@ class TestPipeline:
         with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), counter:
             gm.eval()(*args)
         measured = counter.get_total_flops()
-        assert measured == pytest.approx(report.flops, rel=0.02), (measured, report.flops)
+        assert measured == pytest.approx(report.flops, rel=0.02), (measured, report.flops)  # the lowering issue: 2%
 
     def test_backward_reaches_every_parameter(self, spec_path):
         report, gm = built(spec_path)
@@ -75,11 +75,12 @@ class TestPipeline:
         program = export_program(gm, report.graph)
         path = tmp_path / "model.pt2"
         torch.export.save(program, path)
-        for batch in (1, 3):
-            args = example_inputs(report.graph, batch=batch)
+        other = other_lengths(report.graph)  # the traced lengths are 8: these show they are dynamic too
+        for batch, lengths in ((1, None), (3, other)):
+            args = example_inputs(report.graph, batch=batch, lengths=lengths)
             with torch.no_grad():
                 assert max_abs_difference(program.module()(*args), gm.eval()(*args)) < 1e-5
-        gap = run_without_archspec(tmp_path, gm, example_inputs(report.graph, batch=3), f"""
+        gap = run_without_archspec(tmp_path, gm, example_inputs(report.graph, batch=3, lengths=other), f"""
             import torch
             program = torch.export.load({str(path)!r})
             forward = program.module()
@@ -110,7 +111,7 @@ def run_without_archspec(folder, gm, args, setup: str) -> float:
             out = forward(*io["args"])
         outs = out if isinstance(out, tuple) else (out,)
         exp = io["expected"] if isinstance(io["expected"], tuple) else (io["expected"],)
-        print(max(float((a - b).abs().max()) for a, b in zip(outs, exp)))
+        print(float(torch.stack([(a - b).abs().max() for a, b in zip(outs, exp, strict=True)]).max()))
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=folder, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

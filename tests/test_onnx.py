@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from compiler.backends.export import example_inputs
-from compiler.backends.onnx import export_onnx
-
-from .conftest import ALL_SPECS, built, spec_id
-
 onnx = pytest.importorskip("onnx")
 onnxruntime = pytest.importorskip("onnxruntime")
+
+from compiler.backends.export import example_inputs, other_lengths  # noqa: E402
+from compiler.backends.onnx import export_onnx  # noqa: E402
+
+from .conftest import ALL_SPECS, built, spec_id  # noqa: E402
 
 ATOL = 1e-4
 
@@ -39,8 +39,9 @@ def test_onnx_matches_eager_with_a_dynamic_batch(spec_path, tmp_path):
 
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     gm.eval()
-    for batch in (1, 3):  # neither is the traced batch (2)
-        args = example_inputs(graph, batch=batch)
+    # neither batch is the traced one (2); the second run also changes the sequence lengths (traced at 8)
+    for batch, lengths in ((1, None), (3, other_lengths(graph))):
+        args = example_inputs(graph, batch=batch, lengths=lengths)
         outs = session.run(None, {n.name: a.numpy() for n, a in zip(graph.inputs(), args)})
         with torch.no_grad():
             expected = gm(*args)
@@ -49,5 +50,5 @@ def test_onnx_matches_eager_with_a_dynamic_batch(spec_path, tmp_path):
         for got, want in zip(outs, expected):
             assert tuple(got.shape) == tuple(want.shape)
             gap = float((torch.from_numpy(got) - want).abs().max())
-            print(f"{report.name} batch {batch}: max |onnxruntime - eager| {gap:.2e}")
+            print(f"{report.name} batch {batch} lengths {lengths}: max |onnxruntime - eager| {gap:.2e}")
             assert gap < ATOL

@@ -21,7 +21,9 @@ import torch
 import archspec
 from archspec.diagnostics import SpecError
 from compiler.backends import tensorrt as T
+from compiler.backends.build import parse_batch
 from compiler.backends.cuda_stub import gpu_present
+from compiler.backends.export import example_inputs
 from compiler.lower import lower
 from compiler.modules.attention import WindowAttention
 
@@ -214,7 +216,7 @@ def test_engine_builds_for_a_small_variant(family, can_build, tmp_path):
     if gpu_present():
         assert result.max_difference is not None
         if precision == "fp32":
-            assert result.max_difference < T.FP32_TOLERANCE
+            assert result.max_difference < GPU_FP32_ATOL
 
 
 def test_build_target_tensorrt_cli(can_build, tmp_path):
@@ -297,6 +299,12 @@ def test_a_conversion_failure_names_the_op_and_the_spec_node(can_build, tmp_path
 # -- GPU: compile, save, reload without archspec, compare with eager --------------------------------------
 
 
+# The issue's bound for fp32 (atol 1e-3), fixed here rather than read from the backend. fp16 is to be
+# reported, not bounded: 0.1 only catches a broken engine (those are off by O(1) on these outputs).
+GPU_FP32_ATOL = 1e-3
+GPU_FP16_SANITY = 0.1
+
+
 @pytest.mark.gpu
 @requires_cuda
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -305,23 +313,29 @@ def test_gpu_engine_matches_eager_and_reloads_without_archspec(family, precision
     spec, overrides, _, batch = FAMILIES[family]
     report, gm = small(spec, overrides)
     result = T.build_engine(gm, report.graph, str(tmp_path), precision, batch)
+    bound = GPU_FP32_ATOL if precision == "fp32" else GPU_FP16_SANITY
     print(f"{family} {precision}: max |TensorRT - eager| {result.max_difference:.2e}")
-    if precision == "fp32":
-        assert result.max_difference < T.FP32_TOLERANCE
-    else:
-        assert result.max_difference == result.max_difference  # reported, and not NaN
+    assert result.max_difference < bound  # False for NaN too
     saved = tmp_path / "model.trt.pt2"
     assert saved.is_file() and (tmp_path / "model.engine").is_file()
+    args = example_inputs(report.graph, batch=parse_batch(batch)[1])
+    with torch.no_grad():
+        expected = gm.eval()(*args)
+    torch.save({"args": args, "expected": expected}, tmp_path / "io.pt")
     dtype = {"fp32": "torch.float32", "fp16": "torch.float16"}[precision]
     script = NO_ARCHSPEC + textwrap.dedent(f"""
-        import json, torch, torch_tensorrt
-        meta = json.load(open({str(tmp_path / 'tensorrt.json')!r}))
+        import torch, torch_tensorrt
         module = torch.export.load({str(saved)!r}).module()
-        args = [torch.randint(0, 2, i["opt"]).cuda() if i["dtype"] == "int64"
-                else torch.randn(i["opt"], dtype={dtype}).cuda() for i in meta["inputs"]]
-        out = module(*args)
+        io = torch.load({str(tmp_path / 'io.pt')!r}, weights_only=True)
+        args = [a.cuda().to({dtype}) if a.is_floating_point() else a.cuda() for a in io["args"]]
+        with torch.no_grad():
+            out = module(*args)
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        print(all(bool(torch.isfinite(o.float()).all()) for o in outs))
+        exp = io["expected"] if isinstance(io["expected"], tuple) else (io["expected"],)
+        print(float(torch.stack([(o.float().cpu() - e).abs().max() for o, e in zip(outs, exp, strict=True)]).max()))
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0 and run.stdout.strip().endswith("True"), run.stderr[-2000:]
+    assert run.returncode == 0, run.stderr[-2000:]
+    gap = float(run.stdout.strip().splitlines()[-1])
+    print(f"{family} {precision}, reloaded without archspec: max |TensorRT - eager| {gap:.2e}")
+    assert gap < bound

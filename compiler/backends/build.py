@@ -28,7 +28,7 @@ from archspec.diagnostics import SpecError, error
 
 from ..lower import lower
 from ..pipeline import check_spec
-from .export import EXAMPLE_BATCH, example_inputs, export_program, max_abs_difference
+from .export import EXAMPLE_BATCH, example_inputs, export_program, max_abs_difference, other_lengths
 from .source import standalone_source
 
 
@@ -158,7 +158,7 @@ def build_command(spec, overrides, out=None, target="export", seed=0, weights=No
             return program
 
         exported = progress.run("torch.export (dynamic batch) -> model.pt2", export,
-                                lambda p: f"max |export - eager| {_export_gap(p, gm, graph):.2e}")
+                                lambda p: f"max |export - eager| {_export_gap(p, gm, graph, batch_range):.2e}")
     if target == "onnx":
         from .onnx import export_onnx
 
@@ -189,9 +189,11 @@ def _export_range(batch_range) -> tuple[int, int] | None:
     return (lo, hi) if lo < hi and lo <= EXAMPLE_BATCH <= hi else None
 
 
-def _export_gap(program, gm, graph) -> float:
-    """Run the exported program at another batch size than it was traced with, against eager."""
-    args = example_inputs(graph, batch=3)
+def _export_gap(program, gm, graph, batch_range) -> float:
+    """Run the exported program at another batch size (and lengths) than it was traced with, against eager."""
+    lo, hi = _export_range(batch_range) or (graph.dims["B"].lo, graph.dims["B"].hi)
+    batch = EXAMPLE_BATCH + 1 if EXAMPLE_BATCH + 1 <= hi else lo
+    args = example_inputs(graph, batch=batch, lengths=other_lengths(graph))
     with torch.no_grad():
         return max_abs_difference(program.module()(*args), gm(*args))
 

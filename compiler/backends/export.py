@@ -3,6 +3,8 @@ lengths where the spec declares ranges), saved as .pt2 and loadable with plain t
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import torch
 
 from ..ir import Graph
@@ -11,24 +13,47 @@ from ..types import Sym
 EXAMPLE_BATCH = 2  # not 0 or 1, which torch.export would specialise on
 
 
-def example_inputs(graph: Graph, batch: int = EXAMPLE_BATCH, longest: bool = False) -> tuple[torch.Tensor, ...]:
-    """One tensor per graph input: random images/tokens, token ids in [0, 2). Symbolic
-    lengths are short (8), or with `longest` as long as they may be (what costs are for)."""
+def example_inputs(graph: Graph, batch: int = EXAMPLE_BATCH, longest: bool = False,
+                   lengths: Mapping[str, int] | None = None) -> tuple[torch.Tensor, ...]:
+    """One tensor per graph input: random images/tokens, and token ids drawn from the whole
+    vocabulary of the embed nodes that read them. Symbolic lengths are `lengths[name]`, else
+    short (8), or with `longest` as long as they may be (what costs are for)."""
     generator = torch.Generator().manual_seed(0)
     tensors = []
     for node in graph.inputs():
-        shape = [batch] + [d.hi if longest and isinstance(d, Sym) else _example_size(d) for d in node.type.shape[1:]]
+        shape = [batch] + [_example_size(d, longest, lengths or {}) for d in node.type.shape[1:]]
         if node.type.dtype == "int64":
-            tensors.append(torch.randint(0, 2, shape, generator=generator))
+            tensors.append(torch.randint(0, _vocabulary(graph, node.name), shape, generator=generator))
         else:
             tensors.append(torch.randn(shape, generator=generator))
     return tuple(tensors)
 
 
-def _example_size(dim) -> int:
-    if isinstance(dim, Sym):
-        return min(dim.hi, max(dim.lo, 8))
-    return dim
+def other_lengths(graph: Graph) -> dict[str, int]:
+    """Sizes for the symbolic lengths that differ from the traced ones (8) and from each other:
+    running an export at these shows that its lengths really are dynamic."""
+    names = sorted(graph.dims.keys() - {"B"})
+    return {name: min(graph.dims[name].hi, max(graph.dims[name].lo, 5 + 6 * i)) for i, name in enumerate(names)}
+
+
+def _example_size(dim, longest: bool, lengths: Mapping[str, int]) -> int:
+    if not isinstance(dim, Sym):
+        return dim
+    if longest:
+        return dim.hi
+    return lengths.get(dim.name, min(dim.hi, max(dim.lo, 8)))
+
+
+def _vocabulary(graph: Graph, input_name: str) -> int:
+    """The smallest vocabulary among the embed tables that read this input (2 if none does)."""
+    sizes = []
+    for reader in graph.nx.successors(input_name):
+        params = graph.node(reader).params
+        if graph.node(reader).op != "embed":
+            continue
+        owner = graph.node(params.tie).params if params.tie is not None else params
+        sizes.append(owner.vocab)
+    return min(sizes, default=2)
 
 
 def dynamic_shapes(graph: Graph, batch_range: tuple[int, int] | None = None) -> dict:
@@ -60,6 +85,9 @@ def export_program(gm: torch.fx.GraphModule, graph: Graph,
 
 
 def max_abs_difference(a, b) -> float:
+    """The largest |a - b| over all outputs; NaN if any difference is NaN (max() would hide it)."""
     a = a if isinstance(a, (tuple, list)) else (a,)
     b = b if isinstance(b, (tuple, list)) else (b,)
-    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} outputs compared with {len(b)}")
+    return float(torch.stack([(x.float() - y.float()).abs().max() for x, y in zip(a, b)]).max())

@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from archspec.diagnostics import error
 
 from ..ir import Graph
-from .export import dynamic_shapes, example_inputs
+from .export import dynamic_shapes, example_inputs, max_abs_difference, other_lengths
 
 OPSET = 18
 
@@ -53,16 +53,15 @@ def export_onnx(gm: torch.fx.GraphModule, graph: Graph, path: str, verify: bool 
 
 
 def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3) -> float | None:
-    """Max |onnxruntime - eager| at a batch size the export was not traced with."""
+    """Max |onnxruntime - eager| at a batch size (and sequence lengths) the export was not traced with."""
     try:
         import onnxruntime
     except ImportError:
         return None
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-    args = example_inputs(graph, batch=batch)
+    args = example_inputs(graph, batch=batch, lengths=other_lengths(graph))
     feeds = {n.name: a.numpy() for n, a in zip(graph.inputs(), args)}
     outs = session.run(None, feeds)
     with torch.no_grad():
         expected = gm(*args)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    return max(float(abs(torch.from_numpy(o) - e).max()) for o, e in zip(outs, expected))
+    return max_abs_difference(tuple(torch.from_numpy(o) for o in outs), expected)
