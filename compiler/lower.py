@@ -14,7 +14,7 @@ import torch
 import torch.fx
 import torch.nn as nn
 
-from archspec.diagnostics import error
+from archspec.diagnostics import Loc, error
 
 from .ir import INPUT, Graph
 from .modules import LOWERINGS
@@ -59,3 +59,32 @@ def lower(graph: Graph, seed: int = 0) -> torch.fx.GraphModule:
                            "inputs": [n.name for n in graph.inputs()],
                            "outputs": [o.name for o in graph.outputs]}
     return gm
+
+
+_TRACE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<path>\S+)')
+
+
+def locate(graph: Graph, stack_trace: str | None, module_paths=()) -> tuple[str | None, Loc | None]:
+    """The archspec node an fx node (or a traceback) came from: lowering writes a stack trace
+    'File "<spec>", line N, in <node path>' on every fx node (Emitter._mark), which torch's
+    exporters repeat in their errors; exported graphs also keep the module stack, whose paths
+    are node paths or lie inside one."""
+    for match in reversed(list(_TRACE.finditer(stack_trace or ""))):
+        if match["path"] in graph:
+            node = graph.node(match["path"])
+            return node.name, node.loc or Loc(match["file"], int(match["line"]), 1)
+    for path in reversed(list(module_paths)):
+        path = re.sub(r"^L\['self'\]\.?", "", path or "")
+        parts = path.split(".") if path else []
+        while parts:
+            candidate = ".".join(parts)
+            if candidate in graph:
+                return candidate, graph.node(candidate).loc
+            parts.pop()
+    return None, None
+
+
+def module_paths_of(node) -> list[str]:
+    """The module paths torch.export keeps on an fx node (innermost last)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return [value[0] for value in stack.values()]

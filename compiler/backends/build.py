@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 import traceback
@@ -26,7 +25,7 @@ import torch
 
 from archspec.diagnostics import SpecError, error
 
-from ..lower import lower
+from ..lower import locate, lower
 from ..pipeline import check_spec
 from .export import EXAMPLE_BATCH, example_inputs, export_program, max_abs_difference, other_lengths
 from .source import standalone_source
@@ -62,18 +61,15 @@ class Progress:
 def located_failure(exc: Exception, graph, step: str) -> SpecError:
     """A failure inside lowering or a backend, reported at the spec node it happened in.
 
-    fx nodes carry a stack trace 'File "<spec>", line N, in <node path>' that torch's
-    exporters repeat in their errors; this finds it. Such a failure is a bug (in archspec or
-    torch), not a problem with the spec: the CLI exits with 3 and says so.
+    The traceback repeats the spec frames lowering writes on fx nodes; lower.locate reads
+    them. Such a failure is a bug (in archspec or torch), not a problem with the spec: the
+    CLI exits with 3 and says so.
     """
     text = f"{exc}\n" + "".join(traceback.format_exception(exc))
     first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-    node = None
-    for match in re.finditer(r'File "([^"]+)", line (\d+), in ([\w.]+)', text):
-        if graph is not None and match.group(3) in graph:
-            node = graph.node(match.group(3))
+    path, loc = locate(graph, text) if graph is not None else (None, None)
     message = f"{step} failed: {type(exc).__name__}: {first[:300]}"
-    failure = error(message, node.loc if node else None, node.name if node else None,
+    failure = error(message, loc, path,
                     hint="the spec passed the checker, so this is a bug in archspec or torch; "
                          "set ARCHSPEC_DEBUG=1 for the full traceback")
     failure.is_bug = True

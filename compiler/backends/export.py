@@ -7,7 +7,9 @@ from typing import Mapping
 
 import torch
 
+from ..infer import RuleContext
 from ..ir import Graph
+from ..primitives.embed import table_shape
 from ..types import Sym
 
 EXAMPLE_BATCH = 2  # not 0 or 1, which torch.export would specialise on
@@ -46,13 +48,8 @@ def _example_size(dim, longest: bool, lengths: Mapping[str, int]) -> int:
 
 def _vocabulary(graph: Graph, input_name: str) -> int:
     """The smallest vocabulary among the embed tables that read this input (2 if none does)."""
-    sizes = []
-    for reader in graph.nx.successors(input_name):
-        params = graph.node(reader).params
-        if graph.node(reader).op != "embed":
-            continue
-        owner = graph.node(params.tie).params if params.tie is not None else params
-        sizes.append(owner.vocab)
+    readers = [graph.node(name) for name in graph.nx.successors(input_name)]
+    sizes = [table_shape(n.params, RuleContext(graph, n))[0] for n in readers if n.op == "embed"]
     return min(sizes, default=2)
 
 

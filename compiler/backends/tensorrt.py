@@ -35,7 +35,6 @@ import json
 import logging
 import operator
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +52,7 @@ from archspec.diagnostics import Diagnostic, Loc, SpecError, error
 
 from ..ir import Graph
 from ..types import Sym
+from ..lower import locate, module_paths_of
 from .cuda_stub import gpu_present, no_gpu_answers, plan_only_runtime
 from .export import dynamic_shapes, example_inputs, max_abs_difference
 
@@ -342,33 +342,6 @@ def _op_name(target) -> str:
     return getattr(target, "__name__", str(target))
 
 
-_TRACE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<path>\S+)')
-
-
-def locate(graph: Graph, stack_trace: str | None, module_paths=()) -> tuple[str | None, Loc | None]:
-    """The archspec node an fx node came from: lowering writes a stack trace
-    'File "<spec>", line N, in <node path>' on every fx node; exported graphs also keep the
-    module stack, whose paths are node paths or lie inside one."""
-    for match in reversed(list(_TRACE.finditer(stack_trace or ""))):
-        if match["path"] in graph:
-            node = graph.node(match["path"])
-            return node.name, node.loc or Loc(match["file"], int(match["line"]), 1)
-    for path in reversed(list(module_paths)):
-        path = re.sub(r"^L\['self'\]\.?", "", path or "")
-        parts = path.split(".") if path else []
-        while parts:
-            candidate = ".".join(parts)
-            if candidate in graph:
-                return candidate, graph.node(candidate).loc
-            parts.pop()
-    return None, None
-
-
-def _module_paths(node) -> list[str]:
-    stack = node.meta.get("nn_module_stack") or {}
-    return [value[0] for value in stack.values()]
-
-
 def check_coverage(program: torch.export.ExportedProgram, graph: Graph, precision: str = "fp32",
                    batch=None) -> CoverageReport:
     """Lower `program` as torch-tensorrt does before converting and ask its partitioner about
@@ -406,7 +379,7 @@ def check_coverage(program: torch.export.ExportedProgram, graph: Graph, precisio
                         reason = why
                         break
             if reason:
-                path, loc = locate(graph, node.meta.get("stack_trace"), _module_paths(node))
+                path, loc = locate(graph, node.meta.get("stack_trace"), module_paths_of(node))
                 report.fallbacks.append(Fallback(op, node.name, path, loc, reason))
     report.seconds = time.perf_counter() - start
     return report
@@ -712,7 +685,7 @@ def _failed_node(exc: BaseException) -> dict | None:
             tb = tb.tb_next
         if found is not None:
             return {"op": _op_name(found.target), "fx_node": found.name,
-                    "stack_trace": found.meta.get("stack_trace"), "module_paths": _module_paths(found)}
+                    "stack_trace": found.meta.get("stack_trace"), "module_paths": module_paths_of(found)}
         exc = exc.__cause__ or exc.__context__
     return None
 
