@@ -3,29 +3,174 @@
     import archspec
     report = archspec.check("specs/swin_t.yaml")          # shapes, params, FLOPs (no torch)
     model = archspec.build("specs/swin_t.yaml", seed=0)   # a torch.fx.GraphModule
+    report = archspec.check_text(yaml_text)               # a spec given as text
 
-`spec` is a path or YAML text; `overrides` maps param names to values, like `--set`.
+`overrides` maps param names to values, like `--set`. Problems with the spec (or a
+checkpoint) raise `SpecError` (its `diagnostics` carry file, line, column, node path, message
+and hint); arguments of the wrong Python type raise `TypeError` with a plain message, and an
+argument of the right type with a value no build can take (a seed out of range, a mapping
+without weights) raises `UsageError`.
+
+This package's floors (each imports only from those below it; tests/test_layers.py):
+  core/ -> primitives/ -> language/ -> compiler/ (torch: modules, lowering, weights)
+  -> compiler/backends/ -> this face (this file, pipeline.py, report.py, cli/).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
-from .diagnostics import Diagnostic, Loc, SpecError
+from .core.errors import Diagnostic, InternalError, Loc, SpecError, UsageError
 
 __version__ = "0.1.0"
-__all__ = ["check", "build", "SpecError", "Diagnostic", "Loc", "__version__"]
+__all__ = ["check", "check_text", "build", "build_text", "SpecError", "InternalError", "UsageError", "Diagnostic",
+           "Loc", "__version__"]
 
 
-def check(spec, overrides: Mapping[str, Any] | None = None):
-    """Check a spec: every shape, parameter count and FLOP count. Raises SpecError."""
-    from compiler.pipeline import check_spec
-
-    return check_spec(spec, overrides)
+SEED_MAX = 2**64 - 1  # torch.manual_seed's range (0 .. 2^64 - 1)
+PLAIN_TYPES = (str, int, float, bool, type(None), list, dict)
+_WALK_LIMIT = 100_000  # values of an override looked at for their types (the language bounds the rest)
 
 
-def build(spec, overrides: Mapping[str, Any] | None = None, seed: int = 0, weights=None):
-    """Build a spec into a torch.fx.GraphModule (eval mode off: a fresh, trainable model)."""
-    from compiler.pipeline import build_spec
+def _path_argument(function: str, path) -> str:
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError(f"archspec.{function}: `path` must be a file path (str or os.PathLike), got "
+                        f"{type(path).__name__}; for a spec held in a string use archspec.{function}_text")
+    if "\n" in path and not os.path.exists(path):
+        raise TypeError(f"archspec.{function}: `path` holds a line break, so it looks like YAML text rather than "
+                        f"a file path; for a spec held in a string use archspec.{function}_text")
+    return path
 
-    return build_spec(spec, overrides, seed=seed, weights=weights)
+
+def _text_argument(function: str, text) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"archspec.{function}: `text` must be the spec's YAML as a str, got {type(text).__name__}")
+    return text
+
+
+def _name_argument(function: str, name) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"archspec.{function}: `name` must be a str (the file name errors show), got "
+                        f"{type(name).__name__}")
+    return name
+
+
+def _overrides_argument(function: str, overrides) -> Mapping[str, Any] | None:
+    if overrides is None:
+        return None
+    if not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides):
+        raise TypeError(f"archspec.{function}: `overrides` must be a mapping of param names to values "
+                        f"(like --set), got {type(overrides).__name__}")
+    for key, value in overrides.items():
+        wrong = _not_plain(value)
+        if wrong is not None:
+            raise TypeError(f"archspec.{function}: overrides[{key!r}] holds {wrong}; values are plain data "
+                            f"(str, int, float, bool, None, lists and dicts of them), or YAML text as for --set")
+    return overrides
+
+
+def _not_plain(value) -> str | None:
+    """What the first value inside `value` that is not plain data is (None: all are plain).
+    Walked without recursion and bounded: a value nested too deep or too large is the
+    language's to refuse, with a located error."""
+    stack, seen = [value], 0
+    while stack and seen < _WALK_LIMIT:
+        item = stack.pop()
+        seen += 1
+        if not isinstance(item, PLAIN_TYPES):
+            return f"a value of type {type(item).__name__}"
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                return "a dict whose keys are not all str"
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _seed_argument(function: str, seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"archspec.{function}: `seed` must be an int, got {type(seed).__name__}")
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"archspec.{function}: `seed` must lie in 0 .. 2^64 - 1 (torch's range), got {seed}")
+    return seed
+
+
+def _weights_argument(function: str, weights):
+    if weights is None or isinstance(weights, Mapping):
+        return weights
+    if isinstance(weights, os.PathLike):
+        weights = os.fspath(weights)
+    if not isinstance(weights, str):
+        raise TypeError(f"archspec.{function}: `weights` must be a checkpoint's path (str or os.PathLike) or a "
+                        f"state dict (a mapping of names to tensors), got {type(weights).__name__}")
+    return weights
+
+
+def _mapping_argument(function: str, mapping, weights):
+    if mapping is None:
+        return None
+    if isinstance(mapping, os.PathLike):
+        mapping = os.fspath(mapping)
+    if not isinstance(mapping, str):
+        raise TypeError(f"archspec.{function}: `mapping` must be the path of a weight mapping file (str or "
+                        f"os.PathLike), got {type(mapping).__name__}")
+    if weights is None:
+        raise UsageError(f"archspec.{function}: `mapping` names how a checkpoint is named, and no `weights` "
+                         f"were given; pass weights=FILE too")
+    return mapping
+
+
+def check(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None):
+    """Check the spec in the file at `path`: every shape, parameter count and FLOP count.
+    Returns a Report; raises SpecError."""
+    from .pipeline import check_file
+
+    return check_file(_path_argument("check", path), _overrides_argument("check", overrides))
+
+
+def check_text(text: str, overrides: Mapping[str, Any] | None = None, *, name: str = "<spec>"):
+    """Check a spec given as YAML text (`name` is the file name its errors show)."""
+    from .pipeline import check_text as check_yaml
+
+    return check_yaml(_text_argument("check_text", text), _overrides_argument("check_text", overrides),
+                      _name_argument("check_text", name))
+
+
+def _build_arguments(function: str, overrides, seed, weights, mapping) -> dict:
+    """The arguments build and build_text share, checked before any work."""
+    weights = _weights_argument(function, weights)
+    return {"overrides": _overrides_argument(function, overrides), "seed": _seed_argument(function, seed),
+            "weights": weights, "mapping": _mapping_argument(function, mapping, weights)}
+
+
+def build(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None, seed: int = 0, weights=None,
+          mapping: str | os.PathLike | None = None):
+    """Build the spec at `path` into a torch.fx.GraphModule (a fresh, trainable model);
+    `weights` is a checkpoint file or state dict in archspec's naming or in one of the spec's
+    mapping files' (`mappings:`); `mapping` is one more mapping file to try (see
+    specs/mappings/README.md)."""
+    from .budget import check_build_memory
+    from .pipeline import check_file, lower_report
+
+    path = _path_argument("build", path)
+    args = _build_arguments("build", overrides, seed, weights, mapping)
+    report = check_file(path, args.pop("overrides"))
+    check_build_memory(report, runs_model=False)
+    return lower_report(report, **args)
+
+
+def build_text(text: str, overrides: Mapping[str, Any] | None = None, seed: int = 0, weights=None, *,
+               name: str = "<spec>", mapping: str | os.PathLike | None = None):
+    """`build` for a spec given as YAML text."""
+    from .budget import check_build_memory
+    from .pipeline import check_text as check_yaml, lower_report
+
+    text, name = _text_argument("build_text", text), _name_argument("build_text", name)
+    args = _build_arguments("build_text", overrides, seed, weights, mapping)
+    report = check_yaml(text, args.pop("overrides"), name)
+    check_build_memory(report, runs_model=False)
+    return lower_report(report, **args)

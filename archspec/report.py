@@ -5,18 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler.cost import totals
-from compiler.ir import INPUT, Graph
-from compiler.types import TensorType
+from .core.errors import Diagnostic
+from .core.ir import Graph
+from .core.types import TensorType
+from .primitives.cost import totals
 
 
 def shape_list(t: TensorType) -> list:
     return [d if isinstance(d, int) else str(d) for d in t.shape]
-
-
-def op_label(node) -> str:
-    kind = getattr(node.params, "kind", None)
-    return f"{node.op}/{kind}" if kind else node.op
 
 
 @dataclass
@@ -40,25 +36,27 @@ class Report:
     flops: int
     nodes: list[NodeRow]
     graph: Graph = field(repr=False)
+    warnings: list[Diagnostic] = field(default_factory=list)
 
     @classmethod
     def from_graph(cls, graph: Graph) -> "Report":
         rows = []
         for node in graph.nodes():
-            if node.op == INPUT:
+            if node.is_input:
                 continue
-            c = graph.meta(node.name)["cost"]
-            record = {"path": node.name, "op": node.op, "kind": getattr(node.params, "kind", None),
+            c = node.meta["cost"]
+            record = {"path": node.name, "op": node.op.primitive, "kind": node.op.kind,
                       "shape": shape_list(node.type), "layout": node.type.layout,
                       "grid": list(node.type.grid) if node.type.grid else None,
                       "params": c.params, "flops": c.flops, "activation_bytes": c.activation_bytes,
                       "line": node.loc.line if node.loc else None}
-            rows.append(NodeRow(node.name, op_label(node), node.type.describe(), c.params, c.flops,
+            rows.append(NodeRow(node.name, node.op.label, node.type.describe(), c.params, c.flops,
                                 c.activation_bytes, record))
         total = totals(graph)
         inputs = {n.name: n.type for n in graph.inputs()}
-        outputs = {o.name: graph.node(o.node).type for o in graph.outputs}
-        return cls(graph.name, graph.file, inputs, outputs, total.params, total.flops, rows, graph)
+        outputs = {o.name: graph.type_of(o.node) for o in graph.outputs}
+        return cls(graph.name, graph.file, inputs, outputs, total.params, total.flops, rows, graph,
+                   list(graph.warnings))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +67,7 @@ class Report:
             "flops": self.flops,
             "flops_convention": "per sample (batch 1); multiply-add = 2; matmul, conv and attention only",
             "nodes": [row.record for row in self.nodes],
+            "warnings": [w.record() for w in self.warnings],
         }
 
     def table(self) -> str:

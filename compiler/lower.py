@@ -1,64 +1,160 @@
 """lower: IR -> torch.fx.GraphModule.
 
-One submodule per IR node, installed at its dotted path; each primitive's lowering emits its
-fx nodes (a sub-layer's norm, body and residual add separately, so `gm.code` reads like the
-paper). Every fx node records the IR node it belongs to (`meta["archspec_node"]`) and a stack
-trace pointing at the spec's file:line. The same seed gives the same weights.
+A pass of the IR interpreter builds every node's module with its lowering rule
+(lowering.py; one rule per op, in compiler/modules/) and installs it at the node's dotted
+path; a sub-layer's module holds its norm and residual. hierarchy.py then turns every repeat,
+repetition, block use and inline group into a module whose forward computes that part, so the
+module tree is the call tree. The root is an `ArchspecModel` (model.py), a GraphModule.
+
+Every call of a node's module records the node (`meta["archspec_node"]`) and a stack trace
+pointing at the spec's file:line, which torch's exporters repeat in their errors. The same
+seed gives the same weights.
 """
 
 from __future__ import annotations
 
+import operator
 import re
 
 import torch
 import torch.fx
 import torch.nn as nn
 
-from archspec.diagnostics import Loc, error
+from archspec.core.errors import InternalError, Loc, bug
+from archspec.core.interpreter import Interpreter
+from archspec.core.ir import Graph, NodeView
 
-from .ir import INPUT, Graph
-from .modules import LOWERINGS
-from .modules.common import Emitter
+from .hierarchy import OBJECTIVES, Hierarchy
+from .interface import interface_meta
+from .lowering import LoweringContext, rule_for
+from .model import ArchspecModel
 
 
 def class_name(spec_name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", spec_name) if part) or "Model"
 
 
+def install(root: nn.Module, path: str, module: nn.Module) -> None:
+    """Place `module` at a dotted path, creating empty parents."""
+    *parents, leaf = path.split(".")
+    for part in parents:
+        if not hasattr(root, part):
+            root.add_module(part, nn.Module())
+        root = getattr(root, part)
+    root.add_module(leaf, module)
+
+
+class Lowering(Interpreter):
+    """Builds each node's module and installs it: the network's under `root`, the losses of
+    the objectives under `objective_root` (they have no parameters and are not part of forward)."""
+
+    def __init__(self, graph: Graph):
+        super().__init__(graph)
+        self.root = nn.Module()
+        self.objective_root = nn.Module()
+        self.ties: list[tuple[str, str, str]] = []
+
+    def placeholder(self, node: NodeView):
+        return None
+
+    def call(self, node: NodeView, args: list):
+        inputs = [self.graph.type_of(name) for name in node.inputs]
+        rule = rule_for(node.op)
+        if rule is None:
+            raise bug(f"{node.op.label} has no lowering (its torch side is not installed)", node.loc, node.name)
+        try:
+            module = rule(node.params, inputs, LoweringContext(self.graph, node, self.ties))
+        except InternalError:
+            raise
+        except Exception as exc:  # a failure inside lowering is a bug, reported at the node
+            raise bug(f"lowering failed: {type(exc).__name__}: {exc}", node.loc, node.name,
+                      hint="the spec passed the checker, so this is a bug in archspec") from exc
+        if node.name.startswith(OBJECTIVES + "."):
+            install(self.objective_root, node.name[len(OBJECTIVES) + 1:], module)
+        else:
+            install(self.root, node.name, module)
+        return None
+
+    def output(self) -> torch.fx.GraphModule:
+        for path, attribute, owner in self.ties:
+            setattr(self.root.get_submodule(path), attribute, self.root.get_submodule(owner))
+        hierarchy = Hierarchy(self.graph, self.root, self.mark)
+        inputs = [n.name for n in self.graph.inputs()]
+        forward = hierarchy.build("", force=(inputs, [o.node for o in self.graph.outputs]))
+        gm = ArchspecModel(self.root, forward, class_name=class_name(self.graph.name))
+        gm.graph.lint()
+        gm.meta["archspec"] = {"name": self.graph.name, "file": self.graph.file, "inputs": inputs,
+                               "targets": [n.name for n in self.graph.targets()],
+                               "outputs": [o.name for o in self.graph.outputs],
+                               "output_nodes": [o.node for o in self.graph.outputs],
+                               "node_paths": [n.name for n in self.graph.nodes() if not n.is_input
+                                              and not n.name.startswith(OBJECTIVES + ".")],
+                               "objectives": [o.name for o in self.graph.objectives]}
+        gm.meta["archspec"].update(interface_meta(self.graph))
+        if self.graph.objectives:
+            gm.__dict__["_objective"] = torch.fx.GraphModule(self.objective_root, self.objective_graph())
+        features = features_graph(gm)
+        if features is not None:
+            gm.__dict__["_features"] = torch.fx.GraphModule(gm, features)
+        return gm
+
+    def mark(self, fx_node: torch.fx.Node, name: str) -> torch.fx.Node:
+        """Tie an fx call to its IR node: meta, and a stack frame at the spec's file:line."""
+        fx_node.meta["archspec_node"] = name
+        fx_node.meta["archspec_output"] = True
+        loc = self.graph.record(name).loc
+        if loc:
+            fx_node.stack_trace = f'  File "{loc.file}", line {loc.line}, in {name}\n'
+        return fx_node
+
+    def objective_graph(self) -> torch.fx.Graph:
+        """(weighted total, each objective's value) from forward's outputs, then the inputs and
+        the targets (what ArchspecModel.losses passes)."""
+        fx = torch.fx.Graph()
+        env = {}
+        for out in self.graph.outputs:  # one placeholder per distinct output node
+            if out.node not in env:
+                env[out.node] = fx.placeholder("out_" + out.name)
+        for node in self.graph.inputs() + self.graph.targets():
+            env[node.name] = fx.placeholder(node.name)
+        values = []
+        for objective in self.graph.objectives:
+            args = tuple(env[s] for s in self.graph.inputs_of(objective.node))
+            values.append(self.mark(fx.call_module(objective.node[len(OBJECTIVES) + 1:], args), objective.node))
+        total = None
+        for objective, value in zip(self.graph.objectives, values):
+            weight = self.graph.record(objective.node).params.weight
+            term = value if weight == 1.0 else fx.call_function(operator.mul, (value, weight))
+            total = term if total is None else fx.call_function(operator.add, (total, term))
+        fx.output((total, *values))
+        return fx
+
+
+def features_graph(gm: torch.fx.GraphModule) -> torch.fx.Graph | None:
+    """forward up to the head: the root graph returning what the head reads (None when the
+    head is not called at the top level)."""
+    head = gm.meta["archspec"].get("head")
+    if head is None:
+        return None
+    graph = torch.fx.Graph()
+    env = {}
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            break
+        env[node] = graph.node_copy(node, lambda a: env[a])
+    reads = next((n for n in gm.graph.nodes if n.meta.get("archspec_node") == head["reads"]), None)
+    if reads is None:
+        return None
+    graph.output(env[reads])
+    graph.owning_module = gm  # for eliminate_dead_code's purity check of module calls
+    graph.eliminate_dead_code()
+    return graph
+
+
 def lower(graph: Graph, seed: int = 0) -> torch.fx.GraphModule:
-    root = nn.Module()
-    fx_graph = torch.fx.Graph()
-    values: dict[str, torch.fx.Node] = {}
-    ties: list[tuple[str, str, str]] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for node in graph.nodes():
-            if node.op == INPUT:
-                placeholder = fx_graph.placeholder(node.name)
-                placeholder.meta["archspec_node"] = node.name
-                values[node.name] = placeholder
-                continue
-            inputs = [graph.node(name).type for name in node.inputs]
-            emit = Emitter(root, fx_graph, graph, node, ties)
-            try:
-                out = LOWERINGS[node.op](node, inputs, emit, [values[name] for name in node.inputs])
-            except Exception as exc:  # a failure inside lowering is reported at the node
-                failure = error(f"lowering failed: {type(exc).__name__}: {exc}", node.loc, node.name,
-                                hint="the spec passed the checker, so this is a bug in archspec")
-                failure.is_bug = True
-                raise failure from exc
-            out.meta["archspec_output"] = True
-            values[node.name] = out
-    for path, attribute, owner in ties:
-        setattr(root.get_submodule(path), attribute, root.get_submodule(owner))
-    outputs = [values[o.node] for o in graph.outputs]
-    fx_graph.output(outputs[0] if len(outputs) == 1 else tuple(outputs))
-    gm = torch.fx.GraphModule(root, fx_graph, class_name=class_name(graph.name))
-    gm.graph.lint()
-    gm.meta["archspec"] = {"name": graph.name, "file": graph.file,
-                           "inputs": [n.name for n in graph.inputs()],
-                           "outputs": [o.name for o in graph.outputs]}
-    return gm
+        return Lowering(graph).run()
 
 
 _TRACE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<path>\S+)')
@@ -66,9 +162,9 @@ _TRACE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<path>\S
 
 def locate(graph: Graph, stack_trace: str | None, module_paths=()) -> tuple[str | None, Loc | None]:
     """The archspec node an fx node (or a traceback) came from: lowering writes a stack trace
-    'File "<spec>", line N, in <node path>' on every fx node (Emitter._mark), which torch's
-    exporters repeat in their errors; exported graphs also keep the module stack, whose paths
-    are node paths or lie inside one."""
+    'File "<spec>", line N, in <node path>' on every call of a node's module (Lowering.mark),
+    which torch's exporters repeat in their errors; exported graphs also keep the module stack,
+    whose paths are node paths or lie inside one."""
     for match in reversed(list(_TRACE.finditer(stack_trace or ""))):
         if match["path"] in graph:
             node = graph.node(match["path"])

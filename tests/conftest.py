@@ -44,11 +44,35 @@ def perturb_constants(model, seed: int = 0):
     return model
 
 
+def run_capturing(model, args, names=None):
+    """(the model's output, {node path: that node's output}) for the named IR nodes (default:
+    every node with a module), read with forward hooks on the modules at their paths: the
+    module tree is the call tree, so each node's module computes exactly that node."""
+    import torch
+
+    paths = names if names is not None else [p for p, _ in model.named_modules()
+                                              if p and p in model.meta["archspec"]["node_paths"]]
+    captured, hooks = {}, []
+    for path in paths:
+        def keep(module, inputs, output, path=path):
+            captured[path] = output
+        hooks.append(model.get_submodule(path).register_forward_hook(keep))
+    try:
+        with torch.no_grad():
+            out = model(*args)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    missing = set(paths) - set(captured)
+    assert not missing, f"no output seen for {sorted(missing)}"
+    return out, captured
+
+
 @functools.lru_cache(maxsize=1)
 def built(path: str):
     """(report, GraphModule) of a spec, built once per spec (the last one is cached)."""
     import archspec
-    from compiler.lower import lower
+    from archspec.compiler.lower import lower
 
     report = archspec.check(path)
     return report, lower(report.graph, seed=0)

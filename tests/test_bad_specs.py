@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import archspec
-from archspec.compose import parse_override
+from archspec.language.compose import parse_override
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "bad_specs"
@@ -180,7 +180,7 @@ def test_cli_json(path, cli_results):
     assert result["code"] == 1, result
     records = json.loads(result["stdout"])["errors"]
     for record in records:
-        assert set(record) == {"file", "line", "col", "path", "message", "hint"}
+        assert set(record) == {"severity", "file", "line", "col", "path", "message", "hint"}
         assert isinstance(record["file"], str) and isinstance(record["message"], str)
         assert isinstance(record["line"], int) and isinstance(record["col"], int)
     got = [Expected(record_headline(r), r["hint"]) for r in records]

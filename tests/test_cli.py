@@ -66,12 +66,12 @@ def test_help_exits_0(capsys):
 
 
 def test_a_bug_in_archspec_exits_3_and_says_so(capsys, monkeypatch):
-    import compiler.pipeline
+    import archspec.cli.commands.check
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("oops")
 
-    monkeypatch.setattr(compiler.pipeline, "check_spec", broken)
+    monkeypatch.setattr(archspec.cli.commands.check, "check_file", broken)
     code, out, err = run(capsys, "check", SWIN)
     assert code == EXIT_BUG == 3
     assert "Traceback" in err and "This is a bug in archspec, not a problem with your spec" in err
@@ -111,9 +111,9 @@ def test_json_errors(capsys):
     assert code == 1 and err == ""
     (record,) = json.loads(out)["errors"]
     assert record == {
-        "file": BAD, "line": 23, "col": 57, "path": "stages.0.blocks.attn",
+        "severity": "error", "file": BAD, "line": 23, "col": 57, "path": "stages.0.blocks.attn",
         "message": "window 5 does not divide the 56x56 token grid (image 224 / patch 4)",
-        "hint": "use a window that divides 56 (2, 4, 7, 8, 14, 28) or an input of 220"}
+        "hint": "use a window that divides 56 and passes the whole spec (2, 4, 7, 14, 28) or an input of 200 or 240"}
 
 
 def test_errors_quote_the_line_with_a_caret(capsys):
@@ -123,7 +123,7 @@ def test_errors_quote_the_line_with_a_caret(capsys):
                         "grid (image 240 / patch 4)")
     assert lines[1] == " 34 |           window: ${window}"
     assert lines[2] == "    |                   ^"
-    assert lines[3] == "  hint: use a window that divides 60 (6, 10, 12, 15, 20, 30) or an input of 252"
+    assert lines[3] == "  hint: use an input of 224 or 448: no window that divides 60 passes the whole spec"
 
 
 # -- --set -----------------------------------------------------------------------------------------

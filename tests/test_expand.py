@@ -9,11 +9,16 @@ from pathlib import Path
 import pytest
 
 import archspec
-from archspec.compose import compose
-from archspec.diagnostics import Loc, SpecError
-from compiler.expand import MAX_REPEAT, expand
+from archspec.language.compose import compose
+from archspec.language.loader import load_file, load_text
+from archspec.core.errors import Loc, SpecError
+from archspec.language.expand import MAX_REPEAT, expand
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def compose_path(path, overrides=None):
+    return compose(load_file(path), overrides)
 
 
 def spec(body: str) -> str:
@@ -21,7 +26,7 @@ def spec(body: str) -> str:
 
 
 def ir(text: str, overrides=None):
-    return expand(compose(spec(text), overrides))
+    return expand(compose(load_text(spec(text), "<spec>"), overrides))
 
 
 def errors(text: str, overrides=None):
@@ -58,7 +63,7 @@ def test_default_ids_skip_taken_names():
 
 
 def test_swin_paths():
-    g = expand(compose(str(ROOT / "specs" / "swin_t.yaml")))
+    g = expand(compose_path(str(ROOT / "specs" / "swin_t.yaml")))
     paths = names(g)
     assert paths[:4] == ["image", "patch_embed", "stages.0.blocks.0.attn", "stages.0.blocks.0.mlp"]
     assert "stages.2.blocks.5.mlp" in paths and "stages.2.blocks.6.attn" not in paths
@@ -173,7 +178,7 @@ def test_ids_are_scoped_per_graph():
 
 
 def test_two_inputs_and_cross_attention():
-    g = expand(compose(str(ROOT / "specs" / "transformer_base.yaml")))
+    g = expand(compose_path(str(ROOT / "specs" / "transformer_base.yaml")))
     assert g.node("decoder.layers.0.cross_attn").inputs == ("decoder.layers.0.self_attn", "encoder.norm")
     assert g.node("decoder.layers.1.self_attn").inputs == ("decoder.layers.0.mlp",)
     assert g.node("tgt_embed").params.tie == "src_embed"  # `tie` names a node: resolved to its path
@@ -484,7 +489,7 @@ def family(tmp_path):
 
 
 def test_extends_overrides_params_key_by_key(family):
-    g = expand(compose(str(family / "wide" / "child.yaml")))
+    g = expand(compose_path(str(family / "wide" / "child.yaml")))
     assert g.name == "child"
     assert names(g) == ["x", "layers.0.mlp", "layers.1.mlp", "layers.2.mlp"]
     assert g.node("layers.0.mlp").params.ratio == 2.0  # inherited
@@ -497,7 +502,7 @@ def test_extends_replaces_the_graph(family):
         graph:
           - norm: {}
         """)
-    assert names(expand(compose(str(family / "other.yaml")))) == ["x", "norm"]
+    assert names(expand(compose_path(str(family / "other.yaml")))) == ["x", "norm"]
 
 
 def test_errors_point_into_the_file_that_wrote_the_value(family):
@@ -507,20 +512,20 @@ def test_errors_point_into_the_file_that_wrote_the_value(family):
         params: {ratio: "${1 / 0}"}
         """)
     with pytest.raises(SpecError) as info:
-        expand(compose(str(family / "bad.yaml")))
+        expand(compose_path(str(family / "bad.yaml")))
     assert info.value.loc == Loc(str(family / "bad.yaml"), 3, 20)
 
 
 def test_chained_extends_and_set(family):
     write(family / "wide" / "grandchild.yaml", "extends: child.yaml\nname: gc\nparams: {ratio: 4.0}\n")
-    g = expand(compose(str(family / "wide" / "grandchild.yaml"), {"depth": "1"}))
+    g = expand(compose_path(str(family / "wide" / "grandchild.yaml"), {"depth": "1"}))
     assert names(g) == ["x", "layers.0.mlp"] and g.node("layers.0.mlp").params.ratio == 4.0
 
 
 def test_extends_missing_file_suggests(family):
     write(family / "typo.yaml", "extends: bsae.yaml\nname: t\n")
     with pytest.raises(SpecError) as info:
-        compose(str(family / "typo.yaml"))
+        compose_path(str(family / "typo.yaml"))
     assert (info.value.message, info.value.hint) == ("extends: no such file bsae.yaml", "did you mean 'base.yaml'?")
     assert info.value.loc == Loc(str(family / "typo.yaml"), 1, 10)
 
@@ -529,7 +534,7 @@ def test_extends_loop(tmp_path):
     write(tmp_path / "a.yaml", "extends: b.yaml\nname: a\n")
     write(tmp_path / "b.yaml", "extends: a.yaml\nname: b\n")
     with pytest.raises(SpecError) as info:
-        compose(str(tmp_path / "a.yaml"))
+        compose_path(str(tmp_path / "a.yaml"))
     assert info.value.message == "extends forms a loop: a.yaml -> b.yaml -> a.yaml"
     assert info.value.loc == Loc(str(tmp_path / "b.yaml"), 1, 10)
 
@@ -540,19 +545,19 @@ SWIN = str(ROOT / "specs" / "swin_t.yaml")
 
 
 def test_set_values_are_yaml():
-    g = expand(compose(SWIN, {"depths": "[2, 2, 18, 2]", "img": "256", "window": "8"}))
+    g = expand(compose_path(SWIN, {"depths": "[2, 2, 18, 2]", "img": "256", "window": "8"}))
     assert "stages.2.blocks.17.mlp" in names(g)
     assert g.node("image").type.shape[2] == 256 and g.node("stages.0.blocks.0.attn").params.window == 8
 
 
 def test_set_takes_expressions_and_plain_values():
-    g = expand(compose(SWIN, {"img": "${2 * 112}", "classes": 10}))
+    g = expand(compose_path(SWIN, {"img": "${2 * 112}", "classes": 10}))
     assert g.node("image").type.shape[2] == 224 and g.node("head").params.classes == 10
 
 
 def test_set_unknown_param():
     with pytest.raises(SpecError) as info:
-        compose(SWIN, {"img": "256", "windw": "8"})
+        compose_path(SWIN, {"img": "256", "windw": "8"})
     (d,) = info.value.diagnostics
     assert (d.message, d.hint, d.loc) == ("--set: unknown parameter 'windw'", "did you mean 'window'?",
                                           Loc("<command line>", 2, 1))
@@ -560,7 +565,7 @@ def test_set_unknown_param():
 
 def test_set_value_with_bad_yaml_points_into_the_command_line():
     with pytest.raises(SpecError) as info:
-        compose(SWIN, {"depths": "[2, 2"})
+        compose_path(SWIN, {"depths": "[2, 2"})
     d = info.value.diagnostics[0]
     assert d.loc.file == "<command line>" and d.loc.line == 1 and d.loc.col > len("depths=")
     assert d.message.startswith("YAML syntax:")
@@ -568,7 +573,7 @@ def test_set_value_with_bad_yaml_points_into_the_command_line():
 
 def test_set_expression_errors_point_into_the_command_line():
     with pytest.raises(SpecError) as info:
-        expand(compose(SWIN, {"img": "${224 // 0}"}))
+        expand(compose_path(SWIN, {"img": "${224 // 0}"}))
     assert info.value.loc == Loc("<command line>", 1, 7)
     assert info.value.message == "division by zero"
 
@@ -579,12 +584,12 @@ def test_the_reference_opens_with_a_spec_that_checks():
 
     text = (ROOT / "specs" / "README.md").read_text()
     example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
-    report = archspec.check(example)
+    report = archspec.check_text(example)
     assert report.name == "tiny_vit" and report.params == 5_717_416  # timm's vit_tiny_patch16_224
 
 
 def test_set_window_from_an_expression():
-    g = expand(compose(SWIN, {"window": "${img // 32}"}))
+    g = expand(compose_path(SWIN, {"window": "${img // 32}"}))
     assert g.node("stages.0.blocks.0.attn").params.window == 7
 
 
@@ -605,10 +610,10 @@ graph:
     from: attn
     norm: {}
 """
-    graph = archspec.check(text).graph
+    graph = archspec.check_text(text).graph
     assert graph.node("attn").params.kind == "linear_sra"
     assert graph.node("out").inputs == ("attn",)
-    graph = archspec.check(text, overrides={"linear": "false"}).graph
+    graph = archspec.check_text(text, overrides={"linear": "false"}).graph
     assert graph.node("attn").params.kind == "sra"
 
 
@@ -622,4 +627,4 @@ graph:
   - {id: a, if: "${1 > 0}", norm: {}}
 """
     with pytest.raises(archspec.SpecError, match="id 'a' is used twice"):
-        archspec.check(text)
+        archspec.check_text(text)

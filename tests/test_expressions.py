@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from archspec.expressions import MAX_INT, MAX_LIST, MAX_TEXT, ExprError, evaluate, has_expression, interpolate
+from archspec.language.expressions import MAX_INT, MAX_LIST, MAX_TEXT, ExprError, evaluate, has_expression, interpolate
 
 NAMES = {"dim": 96, "depths": [2, 2, 6, 2], "heads": [3, 6, 12, 24], "s": 2, "b": 1, "ratio": 4.0,
          "shifted": True, "kind": "window", "grid": [[1, 2], [3, 4]]}

@@ -22,12 +22,20 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import archspec
-from archspec.diagnostics import SpecError, render
-from archspec.expressions import MAX_INT, MAX_LIST, ExprError, evaluate
+from archspec.core.errors import SpecError
+from archspec.core.render import render
+from archspec.language.expressions import MAX_INT, MAX_LIST, ExprError, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
-SWIN = (ROOT / "specs" / "swin_t.yaml").read_text()
-VIT = (ROOT / "specs" / "vit_b16.yaml").read_text()
+
+def as_text(name: str) -> str:
+    """A shipped spec as text, without its `mappings:` line (its files are relative to specs/)."""
+    lines = (ROOT / "specs" / name).read_text().splitlines(keepends=True)
+    return "".join(line for line in lines if not line.startswith("mappings:"))
+
+
+SWIN = as_text("swin_t.yaml")
+VIT = as_text("vit_b16.yaml")
 
 # Wall-clock bound of one example: a hang fails the test instead of stalling CI. Generous, because
 # a legal spec may be large (a mutation can make 10,000 blocks: ~20,000 nodes, seconds to check).
@@ -56,12 +64,10 @@ def time_limit(seconds: float):
 
 
 def check_text(text: str):
-    """archspec.check on YAML text; returns the report or the SpecError, raises anything else."""
-    if "\n" not in text:
-        text += "\n"  # a string without a newline could be taken for a path
+    """archspec.check_text; returns the report or the SpecError, raises anything else."""
     with time_limit(SECONDS):
         try:
-            return archspec.check(text)
+            return archspec.check_text(text)
         except SpecError as exc:
             lines = len(text.splitlines()) + 1  # YAML also breaks lines at \r, \x85, \u2028, \u2029
             for diag in exc.diagnostics:
@@ -342,7 +348,7 @@ def test_huge_sizes_do_not_hang():
             "graph:\n  - attention: {kind: global, heads: 2}\n")
     with time_limit(2):
         with pytest.raises(SpecError, match="beyond archspec's limit"):
-            archspec.check(text)
+            archspec.check_text(text)
 
 
 def test_large_sizes_under_the_limit_do_not_hang():
@@ -350,4 +356,39 @@ def test_large_sizes_under_the_limit_do_not_hang():
             "graph:\n  - attention: {kind: global, heads: 2}\n")
     with time_limit(2):
         with pytest.raises(SpecError, match="heads do not divide"):
-            archspec.check(text)
+            archspec.check_text(text)
+
+
+# -- (d) the fuzz job's cases: every entry point, every mutator ------------------------------------------
+
+# ARCHSPEC_FUZZ_LONG=1: the long run (200,000 cases, an hour or more on one core); otherwise a sample.
+FUZZ_JOB_CASES = 200_000 if os.environ.get("ARCHSPEC_FUZZ_LONG") == "1" else \
+    int(os.environ.get("ARCHSPEC_FUZZ_CASES", 200))
+
+
+def test_the_fuzz_job_finds_no_crash_no_hang_and_no_memory_blowup():
+    """tests/fuzz/: mutated specs through check/check_text/build_text, wrong argument types,
+    hostile command lines; each case in a watched worker (hang: over 2 s, confirmed alone;
+    memory: a peak over 1 GB)."""
+    from .fuzz.run import Watch, confirm, summary
+
+    seed = int(os.environ.get("ARCHSPEC_FUZZ_SEED", 11))
+    results = Watch(seed).run(list(range(FUZZ_JOB_CASES)))
+    hangs, memory = confirm(seed, results)
+    found = summary(seed, results, hangs, memory, 0)
+    assert found["cases"] == FUZZ_JOB_CASES
+    assert (found["crashes"], found["hangs_over_2s"], found["memory_over_1GB"]) == (0, 0, 0), (
+        found["crash_list"], found["hang_list"], found["memory_list"])
+    assert set(found["kinds"]) >= {"check_text", "cli"}  # the sample reaches the API and the command line
+
+
+def test_every_fuzz_mutator_changes_specs():
+    import random as random_
+
+    from .fuzz import mutators, seeds
+
+    text = seeds.TINY["tiny_swin"]
+    for name, mutate in mutators.SPEC_MUTATORS.items():
+        changed = sum((mutate(random_.Random(i), text, VIT) if name == "splice" else
+                       mutate(random_.Random(i), text)) != text for i in range(20))
+        assert changed >= 10, name

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from archspec.diagnostics import Loc, SpecError
-from archspec.loader import MAX_DEPTH, MAX_TEXT_BYTES, load_file, load_text
+from archspec.core.errors import Loc, SpecError
+from archspec.language.loader import MAX_DEPTH, MAX_TEXT_BYTES, load_file, load_text
 
 
 def load(text: str):

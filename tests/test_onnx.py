@@ -12,8 +12,8 @@ import torch
 onnx = pytest.importorskip("onnx")
 onnxruntime = pytest.importorskip("onnxruntime")
 
-from compiler.backends.export import example_inputs, other_lengths  # noqa: E402
-from compiler.backends.onnx import export_onnx  # noqa: E402
+from archspec.compiler.backends.export import example_inputs, other_lengths  # noqa: E402
+from archspec.compiler.backends.onnx import export_onnx  # noqa: E402
 
 from .conftest import ALL_SPECS, built, spec_id  # noqa: E402
 

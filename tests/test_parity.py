@@ -30,10 +30,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
-from compiler.backends.export import example_inputs
-from compiler.weights import load_weights
+from archspec.compiler.backends.export import example_inputs
+from archspec.compiler.weights.load import load_weights
 
-from .conftest import EXAMPLES, ROOT, perturb_constants, spec_id
+from .conftest import EXAMPLES, ROOT, perturb_constants, run_capturing, spec_id
 
 ATOL = 1e-5
 FLOPS_REL = 0.01
@@ -49,23 +49,6 @@ def param_count(module: nn.Module) -> int:
 
 def images(batch: int, size: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(seed))
-
-
-def run_capturing(gm: torch.fx.GraphModule, args, names=()):
-    """The module's output and the outputs of the named IR nodes (read off the fx graph)."""
-    captured = {}
-
-    class Capture(torch.fx.Interpreter):
-        def run_node(self, n):
-            out = super().run_node(n)
-            if n.meta.get("archspec_output") and n.meta.get("archspec_node") in names:
-                captured[n.meta["archspec_node"]] = out
-            return out
-
-    out = Capture(gm).run(*args)
-    missing = set(names) - set(captured)
-    assert not missing, f"no fx output for {missing}"
-    return out, captured
 
 
 def count_flops(fn) -> int:

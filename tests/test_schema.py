@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 
 from archspec.cli import main
-from archspec.compose import compose
-from archspec.diagnostics import Loc, SpecError
-from archspec.loader import load_file, load_text
-from compiler.expand import expand, validate
+from archspec.language.compose import compose
+from archspec.core.errors import Loc, SpecError
+from archspec.language.loader import load_file, load_text
+from archspec.language.expand import expand, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").glob("*.yaml")) + sorted((ROOT / "specs" / "examples").glob("*.yaml"))
@@ -33,6 +33,10 @@ def schema() -> dict:
 @pytest.fixture(scope="module")
 def validator(schema):
     return jsonschema.Draft202012Validator(schema)
+
+
+def compose_path(path, overrides=None):
+    return compose(load_file(path), overrides)
 
 
 def test_schema_is_a_valid_draft_2020_12_schema(schema):
@@ -106,7 +110,7 @@ def test_schema_requires_name_inputs_graph_unless_extending(validator):
 
 def test_the_checker_and_the_schema_agree_on_every_shipped_spec():
     for path in SPECS:
-        validate(compose(str(path)))  # raises SpecError if pydantic disagrees
+        validate(compose_path(str(path)))  # raises SpecError if pydantic disagrees
 
 
 # -- pydantic errors as diagnostics ------------------------------------------------------------
@@ -155,7 +159,7 @@ def test_unknown_kind():
 
 def test_a_key_of_another_kind():
     (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, heads: 2, window: 7}\n")
-    assert d.hint == "'window' is a parameter of kinds window, shifted"
+    assert d.hint == "'window' is a parameter of kinds window, shifted, sliding"
 
 
 def test_one_error_for_a_union_not_one_per_member():
@@ -196,3 +200,53 @@ def test_number_hints():
     assert d.hint is None  # unquoted text: nothing to unquote
     (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, heads: 2, qkv_bias: no}\n")
     assert d.hint == "write true or false; 'no' is a string in YAML 1.2"
+
+
+# -- as strict as a static schema can be (issue 13) --------------------------------------------
+def swin_with(change) -> dict:
+    doc = data("swin_t")
+    change(doc["blocks"]["swin_block"]["graph"])
+    return doc
+
+
+def rename(mapping: dict, old: str, new: str) -> None:
+    mapping[new] = mapping.pop(old)
+
+
+def test_a_kind_given_as_an_expression_still_allows_only_the_kinds_keys(validator):
+    assert validator.is_valid(swin_with(lambda g: None))
+    doc = swin_with(lambda g: rename(g[0]["attention"], "window", "windw"))
+    assert "${'shifted' if shifted else 'window'}" in str(doc)
+    errors = list(validator.iter_errors(doc))
+    assert errors and any("windw" in e.message or "windw" in str(e.instance) for e in errors)
+    doc = swin_with(lambda g: g[0]["attention"].update(shift="${window // 2}"))  # a key of the shifted kind
+    assert validator.is_valid(doc)
+
+
+def test_an_op_one_typo_away_from_a_primitive_is_refused(validator):
+    doc = swin_with(lambda g: rename(g[1], "mlp", "mpl"))
+    assert not validator.is_valid(doc)
+    for typo in ("attnetion", "atention", "nrom", "patchfy", "grpah"):
+        doc = data()
+        rename(node(doc, "attn"), "attention", typo)
+        assert not validator.is_valid(doc), typo
+    doc = data()
+    doc["blocks"] = {"ffn": {"graph": [{"mlp": {"ratio": 4.0}}]}}
+    doc["graph"].insert(1, {"ffn": {}})  # short block names stay free
+    assert validator.is_valid(doc)
+
+
+def test_a_schema_for_one_spec_knows_its_blocks(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "archspec", "schema", "specs/swin_s.yaml"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    own = jsonschema.Draft202012Validator(json.loads(proc.stdout))
+    assert own.is_valid(data("swin_t"))
+    doc = data("swin_t")
+    doc["graph"][1]["graph"][1]["swin_blok"] = doc["graph"][1]["graph"][1].pop("swin_block")
+    assert not own.is_valid(doc)  # no typo rule needed: the spec has no block of that name
+    doc = data("swin_t")
+    doc["graph"][1]["graph"][1]["swin_block"]["heds"] = 3
+    assert not own.is_valid(doc)  # nor a parameter of that name
+    assert subprocess.run([sys.executable, "-m", "archspec", "schema", "nope.yaml"], capture_output=True,
+                          cwd=ROOT, timeout=60).returncode == 2

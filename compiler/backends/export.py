@@ -1,31 +1,50 @@
 """torch.export backend: an ExportedProgram with a dynamic batch (and dynamic sequence
-lengths where the spec declares ranges), saved as .pt2 and loadable with plain torch."""
+lengths where the spec declares ranges), saved as .pt2 and loadable with plain torch.
+
+The batch range is the caller's (`archspec build --batch MIN:OPT:MAX`, default 1:8:64).
+Optionally (`size_range`) the height and width of the image inputs are dynamic too, each any
+multiple of `step` from `min` to `max` (`SizeRange`; the face takes the range and step from
+the size solver, archspec/sizes.py, so that every size in it passes the checker). The lowered
+modules hold their token grid as plain numbers (`grid`; `in_grid` for a patch embedding that
+reads tokens as an image); while tracing, a forward around the model's sets each to the grid
+the input's symbolic size gives, so the program computes every grid from the input. Only some
+architectures are truly size-free: PVT v2 (no position embedding; convolutions, sr-attention,
+depthwise-conv MLPs) exports this way; learned or sin-cos position embeddings (ViT, DeiT, CLIP,
+PVT v1) and Swin's shifted-window masks fix the grid, and export says so.
+"""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Mapping
 
 import torch
 
-from ..infer import RuleContext
-from ..ir import Graph
-from ..primitives.embed import table_shape
-from ..types import Sym
+from archspec.core.errors import UsageError
+from archspec.core.ir import Graph
+from archspec.core.types import Sym
+from archspec.primitives.grids import conv_grid
+from archspec.primitives.infer import GraphContext
+from archspec.primitives.ops.patchify import geometry
 
 EXAMPLE_BATCH = 2  # not 0 or 1, which torch.export would specialise on
 
 
 def example_inputs(graph: Graph, batch: int = EXAMPLE_BATCH, longest: bool = False,
-                   lengths: Mapping[str, int] | None = None) -> tuple[torch.Tensor, ...]:
-    """One tensor per graph input: random images/tokens, and token ids drawn from the whole
-    vocabulary of the embed nodes that read them. Symbolic lengths are `lengths[name]`, else
-    short (8), or with `longest` as long as they may be (what costs are for)."""
+                   lengths: Mapping[str, int] | None = None, size=None) -> tuple[torch.Tensor, ...]:
+    """One tensor per graph input: random images/tokens, and integer inputs drawn from the whole
+    range their readers accept (an embed's vocabulary). Symbolic lengths are `lengths[name]`, else
+    short (8), or with `longest` as long as they may be (what costs are for). `size` gives images
+    another height and width: N (square) or (H, W)."""
     generator = torch.Generator().manual_seed(0)
     tensors = []
     for node in graph.inputs():
         shape = [batch] + [_example_size(d, longest, lengths or {}) for d in node.type.shape[1:]]
+        if size is not None and node.type.layout == "image":
+            shape[2:] = [size, size] if isinstance(size, int) else list(size)
         if node.type.dtype == "int64":
-            tensors.append(torch.randint(0, _vocabulary(graph, node.name), shape, generator=generator))
+            tensors.append(torch.randint(0, value_bound(graph, node.name), shape, generator=generator))
         else:
             tensors.append(torch.randn(shape, generator=generator))
     return tuple(tensors)
@@ -46,15 +65,57 @@ def _example_size(dim, longest: bool, lengths: Mapping[str, int]) -> int:
     return lengths.get(dim.name, min(dim.hi, max(dim.lo, 8)))
 
 
-def _vocabulary(graph: Graph, input_name: str) -> int:
-    """The smallest vocabulary among the embed tables that read this input (2 if none does)."""
-    readers = [graph.node(name) for name in graph.nx.successors(input_name)]
-    sizes = [table_shape(n.params, RuleContext(graph, n))[0] for n in readers if n.op == "embed"]
-    return min(sizes, default=2)
+def value_bound(graph: Graph, input_name: str) -> int:
+    """Integer inputs hold 0 .. this - 1: the smallest bound its readers' ops state
+    (Op.value_range: an embed's vocabulary), or 2 when none states one."""
+    bounds = []
+    for reader in graph.readers(input_name):
+        node = graph.node(reader)
+        for slot, source in enumerate(node.inputs):
+            if source == input_name:
+                bound = node.op.value_range(node.params, slot, GraphContext(graph, node))
+                if bound is not None:
+                    bounds.append(bound)
+    return min(bounds, default=2)
 
 
-def dynamic_shapes(graph: Graph, batch_range: tuple[int, int] | None = None) -> dict:
-    """torch.export dynamic_shapes: B (and declared symbolic dims) per input."""
+@dataclass(frozen=True)
+class SizeRange:
+    """Image heights and widths from `min` to `max` that are multiples of `step` (each side on
+    its own: 224x288 is in 32:320 step 32)."""
+
+    min: int
+    max: int
+    step: int = 1
+
+    def __post_init__(self):
+        if not 1 <= self.step <= self.max or not 1 <= self.min <= self.max:
+            raise UsageError(f"a size range needs 1 <= MIN <= MAX and 1 <= STEP <= MAX, got {self}")
+        lo, hi = self.steps
+        if max(lo, 2) >= hi:  # torch.export needs two sizes or more, and specialises on one step
+            raise UsageError(f"a dynamic size needs two multiples of {self.step} or more between {self.min} and "
+                             f"{self.max} (and beyond {self.step}); export at one size instead")
+
+    @property
+    def steps(self) -> tuple[int, int]:
+        """The range of size // step."""
+        return -(-self.min // self.step), self.max // self.step
+
+    def example(self, preferred: int) -> int:
+        """A size to trace with: `preferred` when it is in the range, else one near it; never
+        one step (torch.export would specialise on 1)."""
+        lo, hi = self.steps
+        k = min(max(round(preferred / self.step), lo, 2), hi)
+        return k * self.step
+
+    def __str__(self) -> str:
+        return f"{self.min}:{self.max}" + (f" step {self.step}" if self.step > 1 else "")
+
+
+def dynamic_shapes(graph: Graph, batch_range: tuple[int, int] | None = None,
+                   size_range: SizeRange | None = None) -> dict:
+    """torch.export dynamic_shapes: B (and declared symbolic dims) per input; with `size_range`
+    also the height and width of every image input (step * a Dim, one per side)."""
     dims: dict[str, torch.export.Dim] = {}
     spec = {}
     for node in graph.inputs():
@@ -65,6 +126,13 @@ def dynamic_shapes(graph: Graph, batch_range: tuple[int, int] | None = None) -> 
                 if d.name not in dims:
                     dims[d.name] = torch.export.Dim(_dim_name(d.name), min=lo, max=hi)
                 axes[axis] = dims[d.name]
+        if size_range is not None and node.type.layout == "image":
+            for axis, side in ((2, "height"), (3, "width")):
+                if side not in dims:
+                    lo, hi = size_range.steps
+                    steps = torch.export.Dim(f"{side}_steps", min=max(lo, 2), max=hi)
+                    dims[side] = steps * size_range.step if size_range.step > 1 else steps
+                axes[axis] = dims[side]
         spec[node.name] = axes
     return spec
 
@@ -73,12 +141,164 @@ def _dim_name(name: str) -> str:
     return "batch" if name == "B" else name
 
 
-def export_program(gm: torch.fx.GraphModule, graph: Graph,
-                   batch_range: tuple[int, int] | None = None) -> torch.export.ExportedProgram:
+def export_program(gm: torch.fx.GraphModule, graph: Graph, batch_range: tuple[int, int] | None = None,
+                   size_range: SizeRange | None = None) -> torch.export.ExportedProgram:
+    """The model as an ExportedProgram: dynamic batch; with `size_range`, dynamic image height and
+    width too (UsageError when the model fixes its grid)."""
     gm.eval()
-    args = example_inputs(graph)
-    with torch.no_grad():
-        return torch.export.export(gm, args, dynamic_shapes=dynamic_shapes(graph, batch_range), strict=False)
+    if size_range is None:
+        args = example_inputs(graph)
+        with torch.no_grad():
+            program = torch.export.export(gm, args, dynamic_shapes=dynamic_shapes(graph, batch_range), strict=False)
+        return with_spec_frames(program, graph)
+    images = [i for i, node in enumerate(graph.inputs()) if node.type.layout == "image"]
+    if not images:
+        raise UsageError(f"{graph.name} has no image input: a size range applies to images")
+    own = graph.inputs()[images[0]].type.shape[2]
+    args = example_inputs(graph, size=size_range.example(own))
+    sized = _sized(gm, graph, images[0])
+    try:
+        with torch.no_grad():
+            program = torch.export.export(sized, args, dynamic_shapes=dynamic_shapes(graph, batch_range, size_range),
+                                          strict=False)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch's guard and tracing errors, said plainly
+        raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): torch.export finds its "
+                         f"model fixed to one grid ({_first_line(exc)}); position embeddings and window masks are "
+                         "made for one grid: export it at one size instead") from exc
+    finally:
+        sized.restore()
+    _runs_at_another_size(program, graph, size_range, size_range.example(own))
+    return with_spec_frames(program, graph)
+
+
+def _runs_at_another_size(program, graph: Graph, size_range: SizeRange, traced: int) -> None:
+    """torch.export may keep a size fixed by a runtime assertion instead of failing (a learned
+    position table for 197 tokens): run the program once at another size to find out."""
+    lo, hi = size_range.steps
+    other = next((k * size_range.step for k in range(max(lo, 2), hi + 1) if k * size_range.step != traced), None)
+    if other is None:
+        return
+    try:
+        with torch.no_grad():
+            program.module()(*example_inputs(graph, batch=1, size=other))
+    except Exception as exc:  # noqa: BLE001 - a guard of the program, said plainly
+        raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): the exported program runs "
+                         f"only at {traced}x{traced} ({_first_line(exc)}); position embeddings and window masks "
+                         "are made for one grid: export it at one size instead") from exc
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
+class _SizedModel(torch.nn.Module):
+    """The model for tracing with a dynamic image size: the same modules, parameters and
+    buffers under the same names, and a forward that first gives each grid-holding module the
+    grid the image's (symbolic) size gives, then runs the model's own forward code.
+
+    (torch.export traces neither forward hooks nor a forward patched on a GraphModule: it
+    needs a module of its own. The grids are restored afterwards, by `restore`.)"""
+
+    def __init__(self, gm: torch.nn.Module, graph: Graph, image_slot: int):
+        super().__init__()
+        for name, module in gm.named_children():
+            self.add_module(name, module)
+        for name, param in gm.named_parameters(recurse=False):
+            self.register_parameter(name, param)
+        for name, buffer in gm.named_buffers(recurse=False):
+            self.register_buffer(name, buffer)
+        self.__dict__["graph"], self.__dict__["slot"] = graph, image_slot
+        self.__dict__["code"] = type(gm).forward
+        self.__dict__["saved"] = {}
+        for node in graph.nodes():
+            module = _submodule(self, node.name)
+            if module is not None and getattr(module, "grid", None) is not None:
+                self.saved[node.name] = (module, module.grid, getattr(module, "in_grid", None))
+
+    def set_grids(self, image) -> None:
+        grids = grids_for(self.graph, (image.shape[2], image.shape[3]))
+        for name, (module, _, _) in self.saved.items():
+            node = self.graph.node(name)
+            if hasattr(module, "in_grid"):  # a patch embedding: its output grid, and the grid it reads
+                module.grid = grids[name]
+                if module.in_grid:
+                    module.in_grid = grids[node.inputs[0]]
+            else:  # every other module holds the grid of what it reads
+                module.grid = grids[node.inputs[0]]
+
+    def restore(self) -> None:
+        for module, grid, in_grid in self.saved.values():
+            module.grid = grid
+            if in_grid is not None:
+                module.in_grid = in_grid
+
+
+def _sized(gm: torch.nn.Module, graph: Graph, image_slot: int) -> _SizedModel:
+    """A _SizedModel whose forward has the model's own signature (export matches inputs by name)."""
+    code = type(gm).forward
+
+    @functools.wraps(code)
+    def forward(self, *args, **kwargs):
+        self.set_grids(args[self.slot])
+        return self.code(self, *args, **kwargs)
+
+    cls = type(f"Sized{type(gm).__name__}", (_SizedModel,), {"forward": forward})
+    return cls(gm, graph, image_slot)
+
+
+def _submodule(root: torch.nn.Module, name: str):
+    try:
+        return root.get_submodule(name)
+    except AttributeError:
+        return None
+
+
+def grids_for(graph: Graph, size) -> dict:
+    """Each node's token grid for an image of `size` (H, W), which may be symbolic: the ops that
+    change a grid (patchify, merge) by their geometry, the others pass their input's on."""
+    grids: dict = {}
+    for node in graph.nodes():
+        if node.is_input:
+            grids[node.name] = tuple(size) if node.type.layout == "image" else node.type.grid
+            continue
+        source = grids.get(node.inputs[0]) if node.inputs else None
+        before = graph.type_of(node.inputs[0]).grid if node.inputs else None
+        before = before or (graph.type_of(node.inputs[0]).shape[2:] if node.inputs and
+                            graph.type_of(node.inputs[0]).layout == "image" else None)
+        if node.type.grid is None:
+            grids[node.name] = None
+        elif node.op.primitive == "patchify":
+            grids[node.name] = conv_grid(source, *geometry(node.params))
+        elif node.op.label == "merge/conv":
+            grids[node.name] = conv_grid(source, node.params.kernel, node.params.stride, node.params.padding)
+        elif node.op.label == "merge/concat":
+            grids[node.name] = (source[0] // 2, source[1] // 2)
+        elif before is not None and tuple(before) == tuple(node.type.grid):
+            grids[node.name] = source
+        else:
+            raise UsageError(f"{graph.name} cannot take a dynamic image size: {node.name} ({node.op.label}) "
+                             "changes the grid in a way export does not follow")
+    return grids
+
+
+def with_spec_frames(program: torch.export.ExportedProgram, graph: Graph) -> torch.export.ExportedProgram:
+    """Add to every exported op's stack trace a frame 'File "<spec>", line N, in <node path>' for
+    the spec node it came from (read from the module stack torch.export records): later passes
+    (TensorRT's lowering, decompositions) drop the module stack but keep stack traces, so a
+    failure there can still be located at the spec."""
+    from ..lower import locate, module_paths_of
+
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        path, loc = locate(graph, None, module_paths_of(node))
+        if path is not None and loc is not None:
+            frame = f'  File "{loc.file}", line {loc.line}, in {path}\n'
+            node.meta["stack_trace"] = (node.meta.get("stack_trace") or "").rstrip("\n") + "\n" + frame
+    return program
 
 
 def max_abs_difference(a, b) -> float:
@@ -88,3 +308,19 @@ def max_abs_difference(a, b) -> float:
     if len(a) != len(b):
         raise ValueError(f"{len(a)} outputs compared with {len(b)}")
     return float(torch.stack([(x.float() - y.float()).abs().max() for x, y in zip(a, b)]).max())
+
+
+def export_range(batch) -> tuple[int, int] | None:
+    """model.pt2's batch range for a BatchRange: the range itself when torch.export can trace it
+    (a real range holding the example batch); else None, the spec's own dynamic batch."""
+    lo, hi = batch.min, batch.max
+    return (lo, hi) if lo < hi and lo <= EXAMPLE_BATCH <= hi else None
+
+
+def gap_at_other_sizes(program, gm, graph: Graph, batch) -> float:
+    """Run the exported program at another batch size (and lengths) than it was traced with, against eager."""
+    lo, hi = export_range(batch) or (graph.dims["B"].lo, graph.dims["B"].hi)
+    size = EXAMPLE_BATCH + 1 if EXAMPLE_BATCH + 1 <= hi else lo
+    args = example_inputs(graph, batch=size, lengths=other_lengths(graph))
+    with torch.no_grad():
+        return max_abs_difference(program.module()(*args), gm(*args))

@@ -1,9 +1,10 @@
 """model.py: a standalone, readable Python source of a built model.
 
 It holds the source of every module class the model uses (copied from compiler/modules/,
-with the helpers they call), a class whose __init__ builds the same module tree, and the
-fx-generated forward. It imports only torch, so a user can read, edit and run it without
-archspec:
+with the helpers they call), one class per kind of group (a block, a repetition, a repeat:
+its fx-generated forward; repetitions of one block share a class), and a model class whose
+__init__ builds the same module tree and whose forward is the root's. It imports only torch,
+so a user can read, edit and run it without archspec:
 
     from model import SwinT
     model = SwinT()
@@ -47,11 +48,24 @@ def _install(root, path, module):
             root.add_module(part, nn.Module())
         root = getattr(root, part)
     root.add_module(leaf, module)
+
+
+class _Stack(nn.Module):
+    """A repeat: its repetitions are the children 0, 1, ... (indexable like nn.ModuleList)."""
+
+    def __getitem__(self, index):
+        return getattr(self, str(index % len(self)))
+
+    def __len__(self):
+        return sum(1 for name, _ in self.named_children() if name.isdigit())
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
 '''
 
 
 def _is_ours(obj) -> bool:
-    return getattr(obj, "__module__", "").startswith("compiler.modules")
+    return getattr(obj, "__module__", "").startswith("archspec.compiler.modules")
 
 
 def _dependencies(obj, seen: dict) -> None:
@@ -86,12 +100,39 @@ def _literal(value) -> str:
     return repr(value)
 
 
+def _group_classes(gm: torch.fx.GraphModule) -> tuple[dict[str, str], dict[str, str]]:
+    """(class source by class name, class name by module path) of the group modules: one class
+    per distinct forward, named after the block or the path (a second shape of one name gets _2)."""
+    from ..hierarchy import Group, Stack
+
+    sources: dict[str, str] = {}
+    by_code: dict[tuple[str, str], str] = {}
+    classes: dict[str, str] = {}
+    for path, module in gm.named_modules():
+        if not path or not isinstance(module, (Group, Stack)):
+            continue
+        base = type(module).__name__
+        code = module.code.strip("\n")
+        key = (base, code)
+        if key not in by_code:
+            name, n = base, 1
+            while name in sources:
+                n += 1
+                name = f"{base}_{n}"
+            parent = "_Stack" if isinstance(module, Stack) else "nn.Module"
+            sources[name] = f"class {name}({parent}):\n" + textwrap.indent(code, "    ") + "\n"
+            by_code[key] = name
+        classes[path] = by_code[key]
+    return sources, classes
+
+
 def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> str:
     made = [(path, m) for path, m in gm.named_modules(remove_duplicate=False) if hasattr(m, "_archspec_args")]
     classes: dict[str, str | None] = {}
     for _, module in made:
         if _is_ours(type(module)):
             _dependencies(type(module), classes)
+    groups, group_of = _group_classes(gm)
     ties = []
     seen_ids: dict[int, str] = {}
     for path, module in gm.named_modules(remove_duplicate=False):
@@ -101,7 +142,10 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
     cls = gm.__class__.__name__
     lines = [HEADER.format(name=name, file=file or "a spec", cls=cls), INSTALL]
     lines += ["\n\n" + src for src in classes.values() if src]
+    lines += ["\n\n" + src for src in groups.values()]
     lines.append(f"\n\nclass {cls}(nn.Module):\n    def __init__(self):\n        super().__init__()\n")
+    for path, group in group_of.items():  # parents come before their children in named_modules
+        lines.append(f"        _install(self, {path!r}, {group}())\n")
     for path, module in made:
         lines.append(f"        _install(self, {path!r}, {_call(module)})\n")
     for path, owner in ties:

@@ -48,13 +48,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from archspec.diagnostics import Diagnostic, Loc, SpecError, error
+from archspec.core.errors import Diagnostic, Loc, SpecError, UsageError, bug, error
+from archspec.core.ir import Graph
+from archspec.core.types import Sym
 
-from ..ir import Graph
-from ..types import Sym
 from ..lower import locate, module_paths_of
+from .batch import BatchRange
 from .cuda_stub import gpu_present, no_gpu_answers, plan_only_runtime
-from .export import dynamic_shapes, example_inputs, max_abs_difference
+from .export import dynamic_shapes, example_inputs, max_abs_difference, with_spec_frames
 
 INSTALL_HINT = ("pip install 'archspec[tensorrt-rtx]' (RTX-class GPUs; builds engines even on a machine "
                 "without a GPU) or 'archspec[tensorrt]' (data-centre GPUs; needs a CUDA GPU to build)")
@@ -72,49 +73,9 @@ _KNOWN_FAILURES = [
 _HINTS = {  # what to write in the primitive's module instead
     "aten.gather.default": "gather has no dynamic-shape converter; use index_select or x[index], "
                            "or build for a static batch (--batch N)",
-    "aten.repeat.default": "broadcast with expand(batch, ...) instead of repeat (as compiler/modules/attention.py "
+    "aten.repeat.default": "broadcast with expand(batch, ...) instead of repeat (as compiler/modules/attention/window.py "
                            "does for the shift mask)",
 }
-
-
-# -- batch -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BatchRange:
-    min: int
-    opt: int
-    max: int
-
-    @classmethod
-    def of(cls, batch) -> "BatchRange":
-        """None (1:8:64), 'N', 'MIN:OPT:MAX', an int, a (min, opt, max) tuple or a BatchRange."""
-        if isinstance(batch, BatchRange):
-            return batch
-        if isinstance(batch, int):
-            return cls(batch, batch, batch)
-        if batch is None or isinstance(batch, str):
-            from .build import parse_batch
-
-            return cls(*parse_batch(batch))
-        lo, opt, hi = batch
-        return cls(int(lo), int(opt), int(hi))
-
-    @property
-    def static(self) -> bool:
-        return self.min == self.max
-
-    @property
-    def example(self) -> int:
-        """The batch to trace with: inside the range and, when dynamic, not 1 (which
-        torch.export would specialise on)."""
-        return self.min if self.static else max(self.min, min(self.max, max(self.opt, 2)))
-
-    def __str__(self) -> str:
-        return str(self.min) if self.static else f"{self.min}:{self.opt}:{self.max}"
-
-    def describe(self) -> str:
-        return f"static batch {self.min}" if self.static else f"batch {self}"
 
 
 # -- torch-tensorrt --------------------------------------------------------------------------------
@@ -215,7 +176,7 @@ def export_for_tensorrt(model: torch.nn.Module, graph: Graph, precision: str = "
         dyn = {name: {axis: d for axis, d in axes.items() if not _is_batch_axis(graph, name, axis)}
                for name, axes in dyn.items()}
     with torch.no_grad(), _quiet():
-        return torch.export.export(model, args, dynamic_shapes=dyn, strict=False)
+        return with_spec_frames(torch.export.export(model, args, dynamic_shapes=dyn, strict=False), graph)
 
 
 def _is_batch_axis(graph: Graph, name: str, axis: int) -> bool:
@@ -385,7 +346,7 @@ def check_coverage(program: torch.export.ExportedProgram, graph: Graph, precisio
     return report
 
 
-def coverage_report(report, batch=None, precision: str = "fp32", seed: int = 0) -> CoverageReport:
+def coverage_report(graph: Graph, batch=None, precision: str = "fp32", seed: int = 0) -> CoverageReport:
     """`archspec check SPEC --target tensorrt`: lower the checked spec, export it for the batch
     (None: 1:8:64, 'N' or 'MIN:OPT:MAX') and check that every op converts. Builds nothing."""
     from ..lower import lower
@@ -393,13 +354,11 @@ def coverage_report(report, batch=None, precision: str = "fp32", seed: int = 0) 
     try:
         batch = BatchRange.of(batch)
     except ValueError as exc:
-        from archspec.cli import UsageError
-
         raise UsageError(str(exc)) from None
     load_torch_tensorrt()  # the install hint before any work
-    model = lower(report.graph, seed=seed)
-    program = export_for_tensorrt(model, report.graph, precision, batch)
-    return check_coverage(program, report.graph, precision, batch)
+    model = lower(graph, seed=seed)
+    program = export_for_tensorrt(model, graph, precision, batch)
+    return check_coverage(program, graph, precision, batch)
 
 
 # -- engine ----------------------------------------------------------------------------------------
@@ -517,7 +476,7 @@ def _run_job(job: dict, graph: Graph, timeout: float | None) -> EngineResult:
                          "attention decomposed into matmul/softmax (decompose_attention=True)")
         result = retry
     if result.get("crashed"):
-        raise _bug(f"the TensorRT builder crashed ({result['crashed']}) and made no engine, also with attention "
+        raise bug(f"the TensorRT builder crashed ({result['crashed']}) and made no engine, also with attention "
                     f"decomposed; last output: {result.get('tail') or '(none)'}",
                     Loc(graph.file, 1, 1) if graph.file else None,
                     hint="try --precision fp16 or a static batch (--batch N); this is a TensorRT bug, "
@@ -527,7 +486,7 @@ def _run_job(job: dict, graph: Graph, timeout: float | None) -> EngineResult:
         path, loc = locate(graph, node.get("stack_trace"), node.get("module_paths") or ())
         op = node.get("op")
         what = f"{op} did not convert to TensorRT" if op else "TensorRT could not build the engine"
-        raise _bug(f"{what}: {result.get('error', 'unknown error')}",
+        raise bug(f"{what}: {result.get('error', 'unknown error')}",
                     loc or (Loc(graph.file, 1, 1) if graph.file else None), path,
                     hint=_HINTS.get(op or "", "torch-tensorrt's coverage check passed but conversion failed; "
                                               "see the message above"))
@@ -539,21 +498,13 @@ def _run_job(job: dict, graph: Graph, timeout: float | None) -> EngineResult:
                      "; it was not run here (tensorrt.json names its bindings and shapes)")
     gap = result.get("max_difference")
     if gap is not None and job["precision"] == "fp32" and not gap <= FP32_TOLERANCE:  # NaN included
-        raise _bug(f"the TensorRT engine disagrees with eager: max |TensorRT - eager| = {gap:.2e} > "
+        raise bug(f"the TensorRT engine disagrees with eager: max |TensorRT - eager| = {gap:.2e} > "
                     f"{FP32_TOLERANCE:g} (fp32)", Loc(graph.file, 1, 1) if graph.file else None,
                     hint="this is likely a TensorRT or archspec bug; the files were written anyway")
     if gap is not None and job["precision"] == "fp16":
         notes.append(f"fp16 engine vs fp32 eager: max |difference| = {gap:.2e}")
     return EngineResult(files, notes, result["backend"], job["precision"], BatchRange(*job["batch"]),
                         result["bytes"], result["build_seconds"], gap)
-
-
-def _bug(*args, **kwargs) -> SpecError:
-    """A failure after the coverage check passed: a bug in archspec or TensorRT, not in the
-    spec (the CLI exits with 3 and says so)."""
-    failure = error(*args, **kwargs)
-    failure.is_bug = True
-    return failure
 
 
 def _spawn(job: dict, timeout: float | None) -> dict:
@@ -564,7 +515,7 @@ def _spawn(job: dict, timeout: float | None) -> dict:
     if os.path.exists(out):
         os.remove(out)
     try:
-        proc = subprocess.run([sys.executable, "-m", "compiler.backends.tensorrt", path], capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "archspec.compiler.backends.tensorrt", path], capture_output=True,
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise error(f"the TensorRT engine build took longer than {timeout:.0f} s and was stopped") from None

@@ -7,8 +7,10 @@ import math
 import torch
 import torch.nn as nn
 
-from ..primitives.embed import table_shape
-from .common import Emitter, make, register_lowering
+from archspec.primitives.ops.embed import EMBED, table_shape
+
+from ..lowering import lowering
+from .common import make
 
 
 def sinusoid_table(length: int, dim: int):
@@ -22,22 +24,25 @@ def sinusoid_table(length: int, dim: int):
 
 
 class TokenEmbed(nn.Module):
-    def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0):
+    def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None):
         super().__init__()
         self.scale = math.sqrt(dim) if scale else None
         self.tokens = None if tied else nn.Embedding(vocab, dim)  # a tied table is set by the lowering
         self.pos = nn.Embedding(max_len, dim) if pos == "learned" else None
+        self.types = nn.Embedding(types, dim) if types else None
         if pos == "sincos":
             self.register_buffer("pos_table", sinusoid_table(max_len, dim), persistent=False)  # [max_len, dim]
         else:
             self.pos_table = None
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
-        for table in (self.tokens, self.pos):
+        for table in (self.tokens, self.pos, self.types):
             if table is not None:
                 nn.init.normal_(table.weight, std=0.02)
 
-    def forward(self, ids):
+    def forward(self, ids, types=None):
         x = self.tokens(ids)  # [B, L] -> [B, L, dim]
+        if self.types is not None:
+            x = x + self.types(types)
         if self.scale is not None:
             x = x * self.scale
         if self.pos is not None:
@@ -49,12 +54,10 @@ class TokenEmbed(nn.Module):
         return x
 
 
-@register_lowering("embed")
-def lower(node, inputs, emit: Emitter, args):
-    p = node.params
-    vocab, dim = table_shape(p, emit)
-    emit.install(make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
-                      tied=p.tie is not None, dropout=p.dropout))
+@lowering(EMBED)
+def lower(p, inputs, ctx):
+    vocab, dim = table_shape(p, ctx)
     if p.tie is not None:
-        emit.tie("", "tokens", p.tie + ".tokens")
-    return emit.call("", *args)
+        ctx.tie("tokens", p.tie + ".tokens")
+    return make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
+                tied=p.tie is not None, dropout=p.dropout, types=p.types)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..primitives.patchify import as_image, geometry
-from .common import Emitter, make, register_lowering
+from archspec.primitives.grids import as_image
+from archspec.primitives.ops.patchify import PATCHIFY, geometry
+
+from ..lowering import lowering
+from .common import Conv2d, eager_inference, make
 
 
 def sincos_2d(grid, dim: int, temperature: float = 10000.0):
@@ -27,15 +30,16 @@ class PatchEmbed(nn.Module):
                  pos="none", tokens_in=False, in_grid=None, dropout=0.0):
         super().__init__()
         self.grid, self.in_grid, self.tokens_in = tuple(grid), tuple(in_grid or ()), tokens_in
-        self.proj = nn.Conv2d(in_channels, dim, kernel, stride, padding, bias=bias)
+        self.proj = Conv2d(in_channels, dim, kernel, stride, padding, bias=bias)
         self.norm = nn.LayerNorm(dim, eps=norm_eps) if norm_eps is not None else None
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if cls_token else None
-        positions = int(cls_token) + self.grid[0] * self.grid[1]
+        prefix = int(cls_token)  # true: one class token; a count: that many (DeiT: class and distillation)
+        self.cls_token = nn.Parameter(torch.zeros(1, prefix, dim)) if prefix else None
+        positions = prefix + self.grid[0] * self.grid[1]
         self.pos_embed = nn.Parameter(torch.zeros(1, positions, dim)) if pos == "learned" else None
         if pos == "sincos":
             table = sincos_2d(self.grid, dim)
-            if cls_token:
-                table = torch.cat([torch.zeros(1, dim), table])
+            if prefix:
+                table = torch.cat([torch.zeros(prefix, dim), table])
             self.register_buffer("pos_table", table[None], persistent=False)  # [1, positions, dim]
         else:
             self.pos_table = None
@@ -46,14 +50,16 @@ class PatchEmbed(nn.Module):
             nn.init.trunc_normal_(self.pos_embed, std=0.02)
 
     def forward(self, x):
-        if self.tokens_in:  # a token grid read as an image
-            x = x.transpose(1, 2).reshape(x.shape[0], -1, self.in_grid[0], self.in_grid[1])  # [B,N,C] -> [B,C,H,W]
+        if self.tokens_in:  # a token grid read as an image: [B, N, C] -> [B, C, H, W], channels-last (a view)
+            x = x.reshape(x.shape[0], self.in_grid[0], self.in_grid[1], -1).permute(0, 3, 1, 2)
+        elif eager_inference(self, x) and x.dim() == 4:  # a channels-last output is the tokens (no copy)
+            x = x.contiguous(memory_format=torch.channels_last)
         x = self.proj(x)  # [B, C, H, W] -> [B, dim, H', W']
         x = x.flatten(2).transpose(1, 2)  # -> [B, H'W', dim]
         if self.norm is not None:
             x = self.norm(x)
         if self.cls_token is not None:
-            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # -> [B, 1 + H'W', dim]
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # -> [B, prefix + H'W', dim]
         if self.pos_embed is not None:
             x = x + self.pos_embed
         if self.pos_table is not None:
@@ -69,13 +75,10 @@ def patch_embed_args(x, kernel, stride, padding, dim, grid):
                 tokens_in=x.layout == "tokens", in_grid=in_grid)
 
 
-@register_lowering("patchify")
-def lower(node, inputs, emit: Emitter, args):
-    p = node.params
+@lowering(PATCHIFY)
+def lower(p, inputs, ctx):
     kernel, stride, padding = geometry(p)
-    module = make(PatchEmbed, **patch_embed_args(inputs[0], kernel, stride, padding, p.dim, node.type.grid),
-                  bias=p.bias, norm_eps=p.norm_eps if p.norm else None, cls_token=p.cls_token, pos=p.pos,
-                  dropout=p.dropout)
-    emit.install(module)
-    return emit.call("", *args)
+    return make(PatchEmbed, **patch_embed_args(inputs[0], kernel, stride, padding, p.dim, ctx.node.type.grid),
+                bias=p.bias, norm_eps=p.norm_eps if p.norm else None, cls_token=p.cls_token, pos=p.pos,
+                dropout=p.dropout)
 

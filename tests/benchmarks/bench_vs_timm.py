@@ -30,7 +30,7 @@ def build_pair(spec: str):
     import timm
 
     import archspec
-    from compiler.weights import load_weights
+    from archspec.compiler.weights.load import load_weights
 
     reference = timm.create_model(PAIRS[spec], pretrained=False).eval()
     ours = archspec.build(str(ROOT / "specs" / f"{spec}.yaml")).eval()

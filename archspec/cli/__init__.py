@@ -1,0 +1,6 @@
+"""The `archspec` command (floor 6, the face): argument parsing and exit codes (main.py),
+one module per command, progress lines (progress.py) and printing diagnostics (output.py)."""
+
+from .main import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_OK, EXIT_SPEC, EXIT_USAGE, main, run
+
+__all__ = ["main", "run", "EXIT_OK", "EXIT_SPEC", "EXIT_USAGE", "EXIT_BUG", "EXIT_BROKEN_PIPE"]

@@ -1,0 +1,409 @@
+"""The output folder of `archspec build`, written so that nothing is ever half there or lost.
+
+A build writes into a fresh staging folder beside the target (`.NAME.archspec-partial-PID-XXXX`)
+and, once every artifact is written, puts it in place in one step: a rename when the target
+does not exist, else an atomic exchange of the two folders (Linux renameat2 RENAME_EXCHANGE;
+elsewhere two renames, with a moment where the target is absent). So a reader that opens the
+folder sees one complete build, the old or the new, never a mix; a build that fails or is
+interrupted leaves the previous build as it was (or none) and removes its staging folder.
+
+The folder is archspec's: `manifest.json` lists the files a build wrote (size, and sha256 of
+the small ones). The next build replaces them all, so an artifact it does not write again
+(`model.onnx` after an `--target eager` rebuild) is gone; anything else found in the folder,
+a file the user put there or an artifact the user edited since, is carried into the new
+folder (an edited artifact the new build writes again is kept beside it as NAME.edited).
+Nothing archspec did not write is ever deleted: a non-empty folder that is no archspec build
+is refused, not replaced.
+
+Builds into the same target commit one at a time (a lock on the parent folder); staging
+folders of builds killed outright (SIGKILL, power loss) are cleaned by a later build.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ..core.errors import UsageError
+
+MANIFEST = "manifest.json"
+PARTIAL_MARKER = ".archspec-partial"  # in a staging folder: everything here is this build's
+HASHED_BYTES = 16 << 20  # artifacts up to this size are hashed (text a user may edit: model.py, report.json)
+LEGACY_ARTIFACTS = frozenset({"report.json", "model.py", "weights.pt", "model.pt2", "model.onnx", "model.onnx.data",
+                              "model.engine", "tensorrt.json", "model.trt.pt2", "report.html", "graph.svg"})
+_STAGING = re.compile(r"\.(?P<name>.+)\.archspec-(?:partial|old)-(?P<pid>\d+)-[A-Za-z0-9_]+\Z")
+
+
+# -- the target ------------------------------------------------------------------------------------
+
+
+def resolve_target(path: str) -> str:
+    """The folder a build goes to: symbolic links followed; a usage error for one it cannot be."""
+    target = os.path.realpath(os.path.abspath(path))
+    parent = os.path.dirname(target)
+    if parent == target:
+        raise UsageError(f"-o {path}: the root of the file system cannot be a build folder")
+    if os.path.lexists(target) and not os.path.isdir(target):
+        raise UsageError(f"-o {path}: {target} exists and is not a folder; give a folder for the artifacts")
+    longest = name_max(parent)
+    if len(os.fsencode(os.path.basename(target))) > longest:
+        raise UsageError(f"-o {path}: the folder's name is longer than this file system allows ({longest} bytes)")
+    cwd = os.path.realpath(os.getcwd())
+    if os.path.isdir(target) and (cwd == target or cwd.startswith(target + os.sep)):
+        raise UsageError(f"-o {path}: a build replaces its folder whole, and you are inside {target}; "
+                         "run archspec from another folder")
+    return target
+
+
+def name_max(folder: str) -> int:
+    """The longest file name the file system of `folder` (or its nearest existing parent) takes."""
+    while folder and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    try:
+        return os.pathconf(folder or "/", "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def check_replaceable(target: str, shown: str) -> None:
+    """An existing target must be a build folder (or empty) that archspec may replace."""
+    if not os.path.isdir(target):
+        return
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise UsageError(f"-o {shown}: cannot write into {target}: permission denied")
+    if os.listdir(target) and previous_build(target) is None:
+        raise UsageError(f"-o {shown}: {target} holds files archspec did not write and is no archspec build "
+                         f"folder (it has no {MANIFEST}); give a new or empty folder, so that nothing of yours "
+                         "is replaced")
+
+
+def make_parent(parent: str, shown: str) -> None:
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"-o {shown}: {parent} exists and is not a folder") from None
+    except OSError as exc:
+        raise UsageError(f"-o {shown}: cannot create {parent}: {exc.strerror or exc}") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"-o {shown}: cannot write into {parent}: permission denied")
+
+
+# -- what a folder holds -----------------------------------------------------------------------------
+
+
+@dataclass
+class Previous:
+    """An existing build folder: which of its entries archspec wrote, and which it wrote as they are now."""
+
+    files: dict[str, dict] = field(default_factory=dict)  # name -> manifest record (legacy: {})
+
+    def ours(self, folder: str, name: str) -> bool:
+        """Whether entry `name` is archspec's artifact, unchanged since archspec wrote it."""
+        if name == MANIFEST:
+            return True
+        if name not in self.files:
+            return False
+        record = self.files[name]
+        return not record or not edited(os.path.join(folder, name), record)
+
+
+def previous_build(folder: str) -> Previous | None:
+    """The build in `folder` by its manifest; a folder of an archspec from before manifests (it
+    holds archspec's report.json) by the artifact names archspec writes; None for any other."""
+    manifest = read_manifest(folder)
+    if manifest is not None:
+        return Previous(manifest)
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return None
+    if "report.json" in names and is_archspec_report(os.path.join(folder, "report.json")):
+        return Previous({name: {} for name in names & LEGACY_ARTIFACTS})
+    return None
+
+
+def is_archspec_report(path: str) -> bool:
+    """Whether `path` is a report.json that archspec wrote (its FLOP convention says so)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "flops_convention" in data and isinstance(data.get("nodes"), list)
+
+
+def read_manifest(folder: str) -> dict[str, dict] | None:
+    """name -> record from folder/manifest.json; None when absent or not a manifest of ours."""
+    try:
+        with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        return None
+    return {name: record if isinstance(record, dict) else {} for name, record in files.items()
+            if isinstance(name, str) and name == os.path.basename(name) and name not in ("", ".", "..")}
+
+
+def record_of(path: str) -> dict:
+    """What the manifest keeps of an artifact: its size, and the sha256 of a small one."""
+    size = os.path.getsize(path)
+    record = {"bytes": size}
+    if os.path.isfile(path) and size <= HASHED_BYTES:
+        record["sha256"] = file_sha256(path)
+    return record
+
+
+def edited(path: str, record: dict) -> bool:
+    """Whether the artifact at `path` changed since its manifest record was taken."""
+    try:
+        if os.path.getsize(path) != record.get("bytes"):
+            return True
+        return "sha256" in record and file_sha256(path) != record["sha256"]
+    except OSError:
+        return True
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# -- one build's output --------------------------------------------------------------------------------
+
+
+class OutputDir:
+    """The staging folder of one build and its commit into the target.
+
+        out = OutputDir.prepare("build/swin_t")   # usage errors before any work
+        ... write into out.staging ...
+        files = out.commit(info)                 # or out.discard() on failure
+    """
+
+    def __init__(self, target: str, staging: str, shown: str):
+        self.target, self.staging, self.shown = target, staging, shown
+        self.committed = False
+        self.notes: list[str] = []  # what the commit did that the user should know
+
+    @classmethod
+    def prepare(cls, path: str) -> "OutputDir":
+        target = resolve_target(path)
+        parent = os.path.dirname(target)
+        make_parent(parent, path)
+        check_replaceable(target, path)
+        try:
+            staging = tempfile.mkdtemp(prefix=staging_prefix(target, "partial"), dir=parent)
+        except OSError as exc:
+            raise UsageError(f"-o {path}: cannot write into {parent}: {exc.strerror or exc}") from None
+        with open(os.path.join(staging, PARTIAL_MARKER), "w", encoding="utf-8") as f:
+            f.write(f"archspec build {os.getpid()}: partial output, removed when the build ends\n")
+        return cls(target, staging, path)
+
+    def path(self, name: str) -> str:
+        """Where the build writes artifact `name`."""
+        return os.path.join(self.staging, name)
+
+    def discard(self) -> None:
+        """Remove the staging folder (the build failed or was interrupted); the target is untouched."""
+        if not self.committed:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+    def commit(self, info: dict | None = None) -> dict[str, dict]:
+        """Write the manifest and put the staging folder in place of the target, atomically;
+        carry over what was not archspec's. Returns the manifest's files (name -> record)."""
+        os.remove(os.path.join(self.staging, PARTIAL_MARKER))
+        files = {name: record_of(os.path.join(self.staging, name)) for name in sorted(os.listdir(self.staging))}
+        write_json(os.path.join(self.staging, MANIFEST), {"written_by": "archspec build", "files": files,
+                                                          **({"build": info} if info else {})})
+        with signals_held(), locked(os.path.dirname(self.target)):
+            clean_stale(os.path.dirname(self.target), os.path.basename(self.target))
+            check_replaceable(self.target, self.shown)  # another build may have put something there since
+            try:
+                old = self.swap_in()
+            except OSError as exc:  # the system refused (a full disk, a read-only mount): nothing was replaced
+                raise UsageError(f"-o {self.shown}: cannot put the build in place at {self.target}: "
+                                 f"{exc.strerror or exc}") from None
+            self.committed = True
+            if old is not None:
+                self.carry_over(old)
+                leftovers = remove_build(old)
+                if leftovers:
+                    self.notes.append(f"could not remove the previous build's {', '.join(leftovers)} from {old}")
+        return files
+
+    def swap_in(self) -> str | None:
+        """Put the staging folder at the target; the old target's folder (now elsewhere), if any."""
+        self.match_mode()
+        try:
+            os.rename(self.staging, self.target)  # no target yet (or an empty folder): one rename
+            return None
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        if exchange(self.staging, self.target):
+            return self.staging
+        old = tempfile.mkdtemp(prefix=staging_prefix(self.target, "old"), dir=os.path.dirname(self.target))
+        os.rmdir(old)
+        os.rename(self.target, old)  # no atomic exchange here: the target is absent for a moment
+        os.rename(self.staging, self.target)
+        return old
+
+    def match_mode(self) -> None:
+        """The new folder gets the old one's permissions (a fresh one: the umask's), not mkdtemp's 0700."""
+        try:
+            mode = stat.S_IMODE(os.stat(self.target).st_mode)
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o777 & ~umask
+        os.chmod(self.staging, mode)
+
+    def carry_over(self, old: str) -> None:
+        """Move what the old folder holds that archspec did not write (or that was edited since)
+        into the new one, under a free name if the new build wrote one of the same name."""
+        previous = previous_build(old) or Previous()
+        for name in sorted(os.listdir(old)):
+            if previous.ours(old, name):
+                continue
+            destination = name
+            if os.path.lexists(os.path.join(self.target, name)):
+                destination = free_name(self.target, f"{name}.edited" if name in previous.files else f"{name}.kept")
+                self.notes.append(f"kept your {name} as {destination}")
+            os.rename(os.path.join(old, name), os.path.join(self.target, destination))
+
+
+def short_name(name: str) -> str:
+    """The target's name as staging folders carry it (short enough for any file system)."""
+    return name[:100]
+
+
+def staging_prefix(target: str, kind: str) -> str:
+    """`.NAME.archspec-KIND-PID-`: beside the target, hidden, and telling whose it is."""
+    return f".{short_name(os.path.basename(target))}.archspec-{kind}-{os.getpid()}-"
+
+
+def free_name(folder: str, name: str) -> str:
+    candidate, n = name, 1
+    while os.path.lexists(os.path.join(folder, candidate)):
+        n += 1
+        candidate = f"{name}.{n}"
+    return candidate
+
+
+def remove_build(folder: str) -> list[str]:
+    """Remove a build folder's own entries, then the folder if that left it empty; what could not go.
+    A staging folder (it holds the partial marker) is all archspec's; an old build folder is
+    archspec's by its manifest (carry_over has moved the rest out)."""
+    if os.path.exists(os.path.join(folder, PARTIAL_MARKER)):
+        shutil.rmtree(folder, ignore_errors=True)
+        return []
+    previous = previous_build(folder) or Previous()
+    left = []
+    names = sorted(os.listdir(folder), key=lambda n: n != MANIFEST)  # the manifest first: no longer a build
+    for name in names:
+        if name != MANIFEST and name not in previous.files:
+            left.append(name)
+            continue
+        path = os.path.join(folder, name)
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+        except OSError:
+            left.append(name)
+    if not left:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+    return left
+
+
+def clean_stale(parent: str, name: str) -> None:
+    """Remove the staging folders of builds of `name` whose process is gone (killed outright)."""
+    for entry in os.listdir(parent):
+        match = _STAGING.match(entry)
+        if match and match["name"] == short_name(name) and not process_alive(int(match["pid"])):
+            remove_build(os.path.join(parent, entry))
+
+
+def process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def write_json(path: str, data) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+
+
+# -- the system calls ----------------------------------------------------------------------------------
+
+
+def exchange(a: str, b: str) -> bool:
+    """Swap the paths `a` and `b` atomically (Linux renameat2 with RENAME_EXCHANGE); False where
+    the system or the file system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), b)
+
+
+@contextmanager
+def locked(folder: str):
+    """An exclusive lock on `folder` (flock on the folder itself: no lock file is left behind)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock on this system: commits are still atomic, just not serialised
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def signals_held():
+    """SIGINT and SIGTERM wait while the folders are swapped (delivered right after)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -1,0 +1,90 @@
+"""`archspec bench SPEC`: how fast the built model runs, on each target and precision asked
+for, timed side by side in one process.
+
+    archspec bench specs/swin_t.yaml --target eager onnx --batch 1 8 --threads 2
+    archspec bench specs/vit_b16.yaml --target eager --precision fp32 bf16 --json
+
+Per target, precision and batch: the median and range of the per-call latency over
+interleaved rounds (the order rotating, so that the machine's slow spells fall on all alike),
+throughput, peak memory (growth of the resident set over the first calls), and the model's
+FLOP rate as a share of a matmul probe's rate measured in the same rounds. Lower precisions
+and exported targets also show their deviation from fp32 eager (max |difference|, and top-1
+agreement on random inputs for classifiers). ONNX Runtime runs archspec's optimised graph
+(`export_onnx(optimize=True)`) with intra-op spinning off. A target that cannot run here
+(TensorRT without a CUDA GPU, bf16 ONNX on a CPU) is listed with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ...core.errors import UsageError
+from ...pipeline import check_file
+from .common import add_spec_arguments, overrides_of, spec_path
+
+NAME = "bench"
+HELP = "time the built model on each target and precision (latency, throughput, memory, matmul share)"
+
+TARGETS = ["eager", "compile", "onnx", "tensorrt"]
+PRECISIONS = ["fp32", "bf16", "fp16", "int8"]
+
+
+def add_arguments(parser) -> None:
+    add_spec_arguments(parser)
+    parser.add_argument("--target", nargs="+", default=["eager"], choices=TARGETS, metavar="TARGET",
+                        help="one or more of eager, compile (torch.compile), onnx (ONNX Runtime), tensorrt "
+                             "(default eager); several are timed in the same interleaved rounds")
+    parser.add_argument("--batch", nargs="+", type=int, default=[1], metavar="N", help="batch sizes (default 1)")
+    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=PRECISIONS, metavar="P",
+                        help="fp32 (default), bf16, fp16 (CUDA), int8 (ONNX Runtime); each with each target")
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads for torch and ONNX Runtime "
+                                                                  "(default: torch's)")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds (default 9)")
+    parser.add_argument("--samples", type=int, default=32,
+                        help="random inputs for the top-1 agreement of lower precisions (default 32)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="eager/compile device")
+    parser.add_argument("--reuse-memory", action="store_true",
+                        help="glibc: keep freed memory for reuse, so that eager's large temporaries cost no page "
+                             "faults (process-wide: applies to every target alike)")
+    parser.add_argument("--weights", metavar="FILE", help="load weights first (as for build)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights (default 0)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def run(args) -> int:
+    if any(b < 1 for b in args.batch):
+        raise UsageError("--batch takes sizes of 1 or more")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError("--threads takes 1 or more")
+    if args.rounds < 1:
+        raise UsageError("--rounds takes 1 or more")
+    report = check_file(spec_path(args), overrides_of(args))
+    import torch
+
+    from ...compiler.backends.bench import Variant, run_bench
+    from ...compiler.lower import lower
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no CUDA GPU on this machine")
+    log = (lambda s: None) if args.json else (lambda s: print(f"... {s}", file=sys.stderr, flush=True))
+    if args.reuse_memory:
+        from ...compiler.backends.timing import reuse_freed_memory
+
+        if not reuse_freed_memory():
+            log("--reuse-memory: not glibc (or mallopt failed); the default allocator stays")
+    model = lower(report.graph, seed=args.seed)
+    if args.weights:
+        from ...compiler.weights.load import load_weights
+
+        load_weights(model, args.weights, report.graph)
+    model.eval()
+    variants = [Variant(t, p) for t in dict.fromkeys(args.target) for p in dict.fromkeys(args.precision)]
+    result = run_bench(model, report.graph, report.flops, variants, sorted(set(args.batch)), threads=args.threads,
+                       rounds=args.rounds, device=args.device, samples=args.samples, log=log)
+    if args.json:
+        print(json.dumps({"spec": report.name, "flops_per_sample": report.flops, **result.to_json()}, indent=2))
+    else:
+        print(f"{report.name}: {report.flops / 1e9:.2f} GFLOPs per sample")
+        print(result.table())
+    return 0

@@ -1,0 +1,356 @@
+"""`archspec build`: check, lower, load weights, export, and write the artifacts, showing
+progress as it goes.
+
+The artifacts are written into a staging folder and put in place at the end, in one step
+(artifacts.py): OUTDIR holds exactly one complete build, the previous one until the new one
+is done. Interrupted (Ctrl-C, SIGTERM), a build removes its staging folder, leaves OUTDIR as
+it was and exits with 130 (SIGINT) or 143 (SIGTERM).
+
+Writes into OUTDIR (default build/<name>/):
+  manifest.json the files this build wrote, and what made them
+  report.json   the check report (shapes, params, FLOPs per node), and under "build" the
+                spec's path and sha256, the overrides, the archspec and torch versions
+  model.py      standalone readable source of the module (needs only torch), headed by the same
+  weights.pt    its state dict (torch.load(..., weights_only=True))
+  model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
+  model.onnx    ONNX, opset 18, dynamic batch                 (--target onnx)
+  model.engine  serialized TensorRT engine                    (--target tensorrt)
+  tensorrt.json the engine's bindings, shape profile, versions (--target tensorrt)
+  model.trt.pt2 torch-tensorrt program, on a CUDA machine      (--target tensorrt)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ... import __version__
+from ...budget import check_build_memory
+from ...core.errors import UsageError
+from ...language.loader import MAX_TEXT_BYTES, read_regular_file
+from ...pipeline import check_file
+from ..artifacts import OutputDir
+from ..progress import Progress
+from .common import add_spec_arguments, overrides_of, spec_path
+
+SEED_MAX = 2**64 - 1  # torch.manual_seed's range
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
+
+STEPS = {"eager": 3, "export": 4, "onnx": 5, "tensorrt": 4}  # progress lines before TensorRT's own
+
+
+@dataclass
+class BuildOptions:
+    spec: str
+    overrides: dict | None = None
+    out: str | None = None
+    target: str = "export"
+    seed: int = 0
+    weights: str | None = None
+    mapping: str | None = None  # --map: one more weight mapping file
+    precision: str = "fp32"
+    batch: str | None = None
+    as_json: bool = False
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the build is (a BaseException, like KeyboardInterrupt, so that no
+    `except Exception` on the way swallows it)."""
+
+
+@contextmanager
+def sigterm_raises():
+    """SIGTERM raises Terminated in the main thread while the build runs."""
+    def on_sigterm(signum, frame):
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread: the default action stays
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class LineStream:
+    """stderr for the progress lines, knowing whether a line is left open (a step under way)."""
+
+    def __init__(self, stream):
+        self.stream, self.at_line_start = stream, True
+
+    def write(self, text: str) -> int:
+        if text:
+            self.at_line_start = text.endswith("\n")
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@dataclass
+class Build:
+    """One run of `archspec build`: the steps in order, each a method."""
+
+    options: BuildOptions
+    written: list[str] = field(default_factory=list)
+    output: OutputDir | None = None
+
+    def run(self) -> int:
+        self.stream = LineStream(sys.stderr)
+        with sigterm_raises():
+            try:
+                return self.steps()
+            except (KeyboardInterrupt, Terminated) as exc:
+                return self.interrupted(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            finally:
+                if self.output is not None:
+                    self.output.discard()
+
+    def interrupted(self, signum) -> int:
+        """The one line an interrupted build ends with; OUTDIR holds the previous build (or none)."""
+        if not self.stream.at_line_start:
+            print(" interrupted", file=self.stream, flush=True)
+        name = signal.Signals(signum).name
+        if self.output is not None and self.output.committed:
+            where = f"the build was complete: {self.output.target} holds it"
+        elif self.output is not None and os.path.isdir(self.output.target):
+            where = f"{self.output.target} holds the previous build, unchanged"
+        elif self.output is not None:
+            where = f"{self.output.target} was not created"
+        else:
+            where = "nothing was written"
+        print(f"archspec build: interrupted by {name}; {where}", file=sys.stderr, flush=True)
+        return EXIT_SIGNAL[signum]
+
+    def steps(self) -> int:
+        o = self.options
+        self.check_options()
+        if o.out:  # a folder that cannot be written is a usage error before any work
+            self.output = OutputDir.prepare(o.out)
+        tensorrt_steps = self.tensorrt_preflight()
+        self.progress = Progress(STEPS[o.target] + tensorrt_steps + (1 if o.weights else 0), stream=self.stream)
+        self.spec_sha256 = spec_sha256(o.spec)
+        self.check()
+        if self.output is None:
+            self.output = OutputDir.prepare(os.path.join("build", self.report.name))
+        self.lower()
+        if o.weights:
+            self.load_weights()
+        self.model.eval()
+        self.write_artifacts()
+        self.files = self.output.commit(self.provenance())
+        for note in self.output.notes:
+            print(f"note: {note}", file=sys.stderr)
+        self.summary()
+        return 0
+
+    def check_options(self) -> None:
+        """Usage errors in the options, before any work."""
+        from ...compiler.backends.batch import BatchRange
+
+        if not 0 <= self.options.seed <= SEED_MAX:
+            raise UsageError(f"--seed must be a whole number from 0 to {SEED_MAX} (2^64 - 1), got {self.options.seed}")
+        try:
+            self.batch = BatchRange.parse(self.options.batch)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    def write_artifacts(self) -> None:
+        """Every artifact of the target, into the staging folder."""
+        o = self.options
+        self.outdir = self.output.staging
+        self.progress.run(f"write report.json, model.py, weights.pt to {self.output.shown}", self.write_sources)
+        program = self.export() if o.target != "eager" else None
+        if o.target == "onnx":
+            self.onnx()
+        if o.target == "tensorrt":
+            self.tensorrt(program)
+
+    def provenance(self) -> dict:
+        """What made this build: the spec and its hash, the overrides, the options, the versions."""
+        import torch
+
+        o = self.options
+        return {"spec": o.spec, "spec_file": os.path.abspath(o.spec), "spec_sha256": self.spec_sha256,
+                "overrides": dict(o.overrides or {}), "target": o.target, "seed": o.seed, "weights": o.weights,
+                "archspec": __version__, "torch": torch.__version__}
+
+    # -- steps -------------------------------------------------------------------------------
+    def tensorrt_preflight(self) -> int:
+        """Say what to install before any work; the number of progress lines TensorRT adds."""
+        if self.options.target != "tensorrt":
+            return 0
+        from ...compiler.backends.tensorrt import STEPS as tensorrt_steps, load_torch_tensorrt
+
+        load_torch_tensorrt()
+        return tensorrt_steps
+
+    def check(self) -> None:
+        o = self.options
+        self.report = self.progress.run(f"check {o.spec}", lambda: check_file(o.spec, o.overrides),
+                                        lambda r: f"{r.params:,} params, {r.flops / 1e9:.2f} GFLOPs per sample")
+        self.graph = self.progress.graph = self.report.graph
+
+    def lower(self) -> None:
+        from ...compiler.lower import lower
+
+        check_build_memory(self.report, runs_model=self.options.target != "eager")
+        seed = self.options.seed
+        self.model = self.progress.run("lower to torch.fx", lambda: lower(self.graph, seed=seed),
+                                       lambda m: f"{len(m.graph.nodes)} fx nodes, seed {seed}")
+
+    def load_weights(self) -> None:
+        from ...compiler.weights.load import load_weights
+
+        weights, mappings = self.options.weights, [self.options.mapping] if self.options.mapping else []
+        self.progress.run(f"load weights {weights}", lambda: load_weights(self.model, weights, self.graph, mappings),
+                          lambda fit: fit.summary())
+
+    def write_sources(self) -> None:
+        import torch
+
+        from ...compiler.backends.source import standalone_source
+
+        info = self.provenance()
+        report = {**self.report.to_json(), "build": info}
+        source = standalone_source(self.model, self.report.name, one_line(self.report.file or "a spec"))
+        for name, text in (("report.json", json.dumps(report, indent=2)), ("model.py", with_provenance(source, info))):
+            self._write_text(name, text)
+        path = os.path.join(self.outdir, "weights.pt")
+        torch.save(self.model.state_dict(), path)
+        self.written.append(path)
+
+    def _write_text(self, name: str, text: str) -> None:
+        path = os.path.join(self.outdir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        self.written.append(path)
+
+    def export(self):
+        import torch
+
+        from ...compiler.backends.export import export_program, export_range, gap_at_other_sizes
+
+        def run():
+            program = export_program(self.model, self.graph, export_range(self.batch))
+            path = os.path.join(self.outdir, "model.pt2")
+            torch.export.save(program, path)
+            self.written.append(path)
+            return program
+
+        return self.progress.run(
+            "torch.export (dynamic batch) -> model.pt2", run,
+            lambda p: f"max |export - eager| {gap_at_other_sizes(p, self.model, self.graph, self.batch):.2e}")
+
+    def onnx(self) -> None:
+        from ...compiler.backends.onnx import export_onnx
+
+        path = os.path.join(self.outdir, "model.onnx")
+        self.progress.run("ONNX (opset 18, dynamic batch) -> model.onnx",
+                          lambda: export_onnx(self.model, self.graph, path), lambda r: r.summary())
+        self.written.append(path)
+
+    def tensorrt(self, program) -> None:
+        from ...compiler.backends.export import export_range
+        from ...compiler.backends.tensorrt import build_engine
+
+        batch = self.batch
+        reuse = program if export_range(batch) == (batch.min, batch.max) else None
+        result = build_engine(self.model, self.graph, self.outdir, self.options.precision, batch, program=reuse,
+                              progress=self.progress)
+        self.written.extend(result.files)
+        for line in result.notes:
+            print(f"note: {line}", file=sys.stderr)
+
+    def summary(self) -> None:
+        """What was written, in the order written (the manifest last)."""
+        written = [os.path.basename(p) for p in self.written]
+        names = written + [n for n in self.files if n not in written] + ["manifest.json"]
+        sizes = {n: os.path.getsize(os.path.join(self.output.target, n)) for n in names}
+        shown = self.output.shown
+        if self.options.as_json:
+            print(json.dumps({"outdir": shown, "files": sizes}, indent=2))
+        else:
+            print(f"wrote {shown.rstrip(os.sep)}/: {', '.join(f'{n} ({file_size(sizes[n])})' for n in names)}")
+
+
+def spec_sha256(path: str) -> str | None:
+    """The sha256 of the spec file's bytes (None when it is no regular file or cannot be read: the
+    check says why). A FIFO is never opened for reading here: that would wait for a writer."""
+    try:
+        return hashlib.sha256(read_regular_file(path, MAX_TEXT_BYTES)).hexdigest()
+    except (OSError, ValueError):
+        return None
+
+
+def one_line(text: str) -> str:
+    """Text safe inside a comment or docstring of model.py: control characters, backslashes and
+    quotes escaped (a spec path or a --set value may hold a line break or \"\"\", which would
+    otherwise end the comment or the docstring and put code in the file)."""
+    return json.dumps(str(text), ensure_ascii=False)[1:-1].replace('\\"', "'")
+
+
+def with_provenance(source: str, info: dict) -> str:
+    """model.py headed by comments saying what made it, and ending with the same as a dict."""
+    overrides = " ".join(f"--set {one_line(k)}={one_line(v)}" for k, v in info["overrides"].items()) or "none"
+    head = (f"# Built by archspec {info['archspec']} with torch {info['torch']}\n"
+            f"# spec: {one_line(info['spec'])} (sha256 {info['spec_sha256']})\n"
+            f"# overrides: {overrides}\n")
+    return f"{head}{source.rstrip()}\n\n\nARCHSPEC_BUILD = {info!r}  # what made this file\n"
+
+
+def file_size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def mapping_argument(args) -> str | None:
+    """--map FILE: a usage error when the file is missing or there are no --weights to map."""
+    if args.mapping is None:
+        return None
+    if not args.weights:
+        raise UsageError("--map needs --weights: it says how the checkpoint's tensors are named")
+    if not os.path.isfile(args.mapping):
+        raise UsageError(f"--map: no such file: {args.mapping}")
+    return args.mapping
+
+
+NAME = "build"
+HELP = "build the spec into a torch module and write artifacts"
+
+
+def add_arguments(parser) -> None:
+    add_spec_arguments(parser)
+    parser.add_argument("-o", "--out", metavar="OUTDIR", help="output folder (default build/<name>/)")
+    parser.add_argument("--target", default="export", choices=["eager", "export", "onnx", "tensorrt"],
+                        help="eager: model.py and report only; export: + model.pt2 (default); "
+                             "onnx: + model.onnx; tensorrt: + a TensorRT engine")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights (default 0)")
+    parser.add_argument("--weights", metavar="FILE", help="load weights (.pth/.pt/.safetensors, archspec or "
+                                                          "reference naming)")
+    parser.add_argument("--map", dest="mapping", metavar="FILE",
+                        help="with --weights: a weight mapping file (YAML) for a checkpoint named another way, "
+                             "tried after the spec's own (see specs/mappings/README.md)")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16"], help="TensorRT precision")
+    parser.add_argument("--batch", default=None, help="batch size N or range MIN:OPT:MAX (default 1:8:64)")
+    parser.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+
+def run(args) -> int:
+    spec, overrides = spec_path(args), overrides_of(args)
+    if args.out is not None and not args.out.strip():
+        raise UsageError("-o needs a folder name")
+    return Build(BuildOptions(spec, overrides, out=args.out, target=args.target, seed=args.seed, weights=args.weights,
+                              mapping=mapping_argument(args), precision=args.precision, batch=args.batch,
+                              as_json=args.json)).run()

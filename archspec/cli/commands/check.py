@@ -1,0 +1,96 @@
+"""`archspec check SPEC`: every shape, parameter and FLOP count; optionally TensorRT coverage,
+or (`--sizes MIN:MAX`) the square input sizes at which the whole spec passes."""
+
+from __future__ import annotations
+
+import json
+
+from ...core.errors import SpecError, UsageError
+from ...pipeline import check_file
+from ..output import print_warnings
+from .common import add_spec_arguments, overrides_of, spec_path
+
+NAME = "check"
+HELP = "check every shape; print params and FLOPs per node"
+DEFAULT_SIZES = "1:1024"
+
+
+def add_arguments(parser) -> None:
+    add_spec_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the report (or the errors) as JSON")
+    parser.add_argument("--target", choices=["tensorrt"], help="also check that every op converts to this target")
+    parser.add_argument("--batch", default=None, help="with --target: a batch size N or a range MIN:OPT:MAX")
+    parser.add_argument("--sizes", nargs="?", const=DEFAULT_SIZES, default=None, metavar="MIN:MAX",
+                        help=f"list the square input sizes in MIN:MAX (default {DEFAULT_SIZES}) at which the whole "
+                             "spec passes")
+
+
+def run(args) -> int:
+    if args.sizes is not None:
+        if args.target:
+            raise UsageError("--sizes lists input sizes; check --target separately")
+        return list_sizes(args)
+    report = check_file(spec_path(args), overrides_of(args))
+    coverage = None
+    if args.target == "tensorrt":
+        from ...compiler.backends.tensorrt import coverage_report
+
+        coverage = coverage_report(report.graph, batch=args.batch)
+    if coverage is not None and not coverage.complete:
+        if not args.json:
+            print(report.table())
+            print(coverage.summary())
+        raise SpecError(coverage.diagnostics())  # --json: the errors alone, as for any failed check
+    if args.json:
+        out = report.to_json()
+        if coverage is not None:
+            out["tensorrt"] = coverage.to_json()
+        print(json.dumps(out, indent=2))
+        return 0
+    print(report.table())
+    if coverage is not None:
+        print(coverage.summary())
+    print_warnings(report.warnings)
+    return 0
+
+
+def size_range(text: str) -> tuple[int, int]:
+    from ...sizes import LARGEST_SIZE
+
+    lo, sep, hi = text.partition(":")
+    try:
+        bounds = (int(lo), int(hi)) if sep else None
+    except ValueError:
+        bounds = None
+    if bounds is None or not 1 <= bounds[0] <= bounds[1] <= LARGEST_SIZE:
+        raise UsageError(f"--sizes takes MIN:MAX with 1 <= MIN <= MAX <= {LARGEST_SIZE}, got {text!r}")
+    return bounds
+
+
+def list_sizes(args) -> int:
+    """`--sizes`: the square input sizes in the range at which the whole spec passes."""
+    from ...pipeline import attempt_file
+    from ...sizes import SizeSolver, describe_sizes, find_knob
+
+    lo, hi = size_range(args.sizes)
+    path = spec_path(args)
+    attempt = attempt_file(path, overrides_of(args))
+    if attempt.graph is None:
+        raise attempt.error
+    knob = find_knob(attempt.document, attempt.graph)
+    if knob is None:
+        raise UsageError(f"--sizes: {path} has no square image input [B, C, N, N] whose size is a number or a param")
+    sizes = SizeSolver(attempt.document, knob).sizes(lo, hi)
+    failed = not sizes and attempt.error is not None  # nothing passes: say why the spec's own size fails
+    if args.json:
+        out = {"name": attempt.graph.name, "input": knob.input, "param": knob.param, "range": [lo, hi], "sizes": sizes}
+        if failed:
+            out["errors"] = [d.record() for d in attempt.error.diagnostics]
+        print(json.dumps(out, indent=2))
+        return 1 if failed else 0
+    how = f" (--set {knob.param}=N)" if knob.param else ""
+    print(f"{attempt.graph.name}: square sizes of input '{knob.input}' from {lo} to {hi} that pass{how}: "
+          f"{describe_sizes(sizes, lo, hi)}")
+    if failed:
+        raise attempt.error
+    return 0

@@ -1,0 +1,34 @@
+"""Arguments several commands share: the spec and its --set overrides."""
+
+from __future__ import annotations
+
+import os
+
+from ...core.errors import UsageError
+from ...language.compose import parse_override
+
+
+def add_spec_arguments(parser) -> None:
+    parser.add_argument("spec", metavar="SPEC", help="path of a YAML spec")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a param (repeatable), e.g. --set img=256 --set depths=[2,2,18,2]")
+
+
+def overrides_of(args) -> dict[str, str] | None:
+    result = {}
+    for text in args.overrides:
+        try:
+            key, value = parse_override(text)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        result[key] = value
+    return result or None
+
+
+def spec_path(args) -> str:
+    path = args.spec
+    if not os.path.exists(path):
+        raise UsageError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory; give a spec file")
+    return path

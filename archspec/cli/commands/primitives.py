@@ -1,0 +1,122 @@
+"""`archspec primitives [NAME]`: every primitive, its kinds and their options (type, default,
+doc), read from the registry the checker uses, so it is never out of date; `--json` too."""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any
+
+from ...core.errors import UsageError
+
+NAME = "primitives"
+HELP = "list every primitive, kind and option with its default and doc"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("name", nargs="?", metavar="PRIMITIVE", help="only this primitive (e.g. attention)")
+    parser.add_argument("--json", action="store_true", help="print the list as JSON")
+
+
+def run(args) -> int:
+    from ...primitives import registry
+
+    names = registry.primitives()
+    if args.name is not None:
+        if args.name not in names:
+            from ...core.words import did_you_mean
+
+            hint = did_you_mean(args.name, names)
+            raise UsageError(f"no primitive '{args.name}'" + (f"; {hint}" if hint else f"; primitives: {', '.join(names)}"))
+        names = [args.name]
+    listing = [describe(name) for name in names]
+    if args.json:
+        print(json.dumps(listing, indent=2))
+    else:
+        print("\n\n".join(text(p) for p in listing))
+    return 0
+
+
+def describe(primitive: str) -> dict:
+    from ...primitives import registry
+
+    kinds = registry.kinds(primitive) if registry.has_kinds(primitive) else [None]
+    ops = [registry.op(primitive, kind) for kind in kinds]
+    return {"primitive": primitive, "doc": _first_line(ops[0].doc) if kinds == [None] else "",
+            "default_kind": registry.default_kind(primitive) if kinds != [None] else None,
+            "kinds": [{"kind": op.kind, "doc": _first_line(op.doc), "plugin": op.plugin,
+                       "options": [_option(n, f) for n, f in op.Params.model_fields.items() if n != "kind"]}
+                      for op in ops]}
+
+
+def _first_line(doc: str) -> str:
+    return doc.strip().split("\n")[0] if doc else ""
+
+
+def _option(name: str, field) -> dict:
+    required = field.is_required()
+    return {"name": field.alias or name, "type": type_text(field.annotation, field.metadata), "required": required,
+            "default": None if required else _plain(field.default), "doc": field.description or ""}
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool, type(None), list)) else str(value)
+
+
+def type_text(annotation, metadata=()) -> str:
+    """`int > 0`, `pre | post | res_post | none`, `bool | qv`, `number in [0, 1)`: a type for people."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " | ".join(str(a).lower() if isinstance(a, bool) else str(a) for a in args)
+    if origin is typing.Annotated:
+        return type_text(args[0], tuple(metadata) + tuple(args[1:]))
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        parts = [type_text(a, metadata if a is not type(None) else ()) for a in args]
+        return " | ".join("none" if p == "NoneType" else p for p in parts)
+    if origin in (list, tuple):
+        return f"list of {type_text(args[0])}" if args else "list"
+    base = {int: "int", float: "number", bool: "bool", str: "text"}.get(annotation, getattr(annotation, "__name__",
+                                                                                              str(annotation)))
+    return base + _bounds(metadata)
+
+
+def _bounds(metadata) -> str:
+    lo = hi = None
+    for m in metadata:
+        for attr, side in (("gt", "("), ("ge", "[")):
+            if getattr(m, attr, None) is not None:
+                lo = (side, getattr(m, attr))
+        for attr, side in (("lt", ")"), ("le", "]")):
+            if getattr(m, attr, None) is not None:
+                hi = (side, getattr(m, attr))
+    if lo and hi and hi[1] < 1 << 20:
+        return f" in {lo[0]}{lo[1]}, {hi[1]}{hi[0]}"
+    if lo:
+        return f" > {lo[1]}" if lo[0] == "(" else f" >= {lo[1]}"
+    return ""
+
+
+def text(p: dict) -> str:
+    head = p["primitive"] + (f": {p['doc']}" if p["doc"] else "")
+    if p["kinds"][0]["kind"] is not None:
+        names = [k["kind"] + (" (default)" if k["kind"] == p["default_kind"] else "") for k in p["kinds"]]
+        head += f"\n  kinds: {', '.join(names)}"
+    lines = [head]
+    for kind in p["kinds"]:
+        indent = "  "
+        if kind["kind"] is not None:
+            plugin = f" [plugin {kind['plugin']}]" if kind["plugin"] else ""
+            lines.append(f"  kind: {kind['kind']}: {kind['doc']}{plugin}")
+            indent = "    "
+        rows = [(o["name"], o["type"], "required" if o["required"] else _shown(o["default"]), o["doc"])
+                for o in kind["options"]]
+        widths = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
+        for row in rows:
+            lines.append(indent + "  ".join(f"{c:<{w}}" for c, w in zip(row[:3], widths)) + f"  {row[3]}".rstrip())
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)

@@ -1,0 +1,106 @@
+"""The `archspec` command.
+
+    archspec check SPEC [--set K=V]... [--json] [--target tensorrt]
+    archspec build SPEC [--set K=V]... [-o OUTDIR] [--target eager|export|onnx|tensorrt]
+                        [--weights FILE [--map FILE]] ...
+    archspec schema
+
+Exit codes: 0 fine, 1 the spec has errors, 2 usage (bad flag, missing file), 3 a bug in
+archspec (the only case that prints a Python traceback, and it says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+import traceback
+
+from .. import __version__
+from ..core.errors import InternalError, SpecError, UsageError
+from .output import print_errors
+
+EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 128 + 13  # as if killed by SIGPIPE, like other command-line tools
+BUG_NOTICE = "This is a bug in archspec, not a problem with your spec. Please report it."
+
+
+def commands() -> dict:
+    """The command modules (archspec/cli/commands/), in their listed order."""
+    from . import commands as package
+
+    names = [info.name for info in pkgutil.iter_modules(package.__path__) if info.name != "common"]
+    order = {name: i for i, name in enumerate(package.ORDER)}
+    found = {}
+    for name in sorted(names, key=lambda n: (order.get(n, len(order)), n)):
+        module = importlib.import_module(f"{package.__name__}.{name}")
+        found[module.NAME] = module
+    return found
+
+
+def _parser(found: dict) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="archspec", description="Transformer architectures as YAML graph specs.")
+    parser.add_argument("--version", action="version", version=f"archspec {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module in found.items():
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    found = commands()
+    parser = _parser(found)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed its usage (or the version)
+        return EXIT_USAGE if exc.code else EXIT_OK
+    command = found[args.command].run
+    as_json = getattr(args, "json", False)
+    try:
+        return command(args)
+    except UsageError as exc:
+        print(f"archspec {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SpecError as exc:
+        print_errors(exc, as_json)
+        return EXIT_SPEC
+    except InternalError as exc:
+        print_errors(exc, as_json)
+        if os.environ.get("ARCHSPEC_DEBUG") and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__)
+        print(BUG_NOTICE, file=sys.stderr)
+        return EXIT_BUG
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `archspec check spec.yaml | head`: the reader left; not a bug
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the final flush at exit stays quiet
+        return EXIT_BROKEN_PIPE
+    except Exception:  # noqa: BLE001 - the one place a traceback is shown
+        traceback.print_exc()
+        print("\nThis is a bug in archspec, not a problem with your spec. Please report it with the "
+              "traceback above and the spec.", file=sys.stderr)
+        return EXIT_BUG
+
+
+def run() -> None:
+    """The console entry point: main(), then exit without tearing the interpreter down.
+
+    Everything is written and flushed by then; skipping the teardown (freeing networkx's and
+    pydantic's objects one by one) saves about a third of `archspec check`'s time.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,52 @@
+"""Progress of a long command: one line per step on stderr, what it did and how long it took.
+A step that fails inside lowering or a backend is reported at the spec node it happened in."""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from ..core.errors import InternalError, LocatedError, UsageError, bug
+
+
+@dataclass
+class Progress:
+    total: int
+    stream: object = field(default_factory=lambda: sys.stderr)
+    step: int = 0
+    graph: object = None  # the IR, once checked: failures are located at its nodes
+
+    def run(self, title: str, fn, describe=lambda result: ""):
+        self.step += 1
+        print(f"[{self.step}/{self.total}] {title} ...", end="", file=self.stream, flush=True)
+        start = time.perf_counter()
+        try:
+            result = fn()
+        except (LocatedError, UsageError):
+            print(" failed", file=self.stream, flush=True)
+            raise
+        except Exception as exc:  # a backend failure: located at the node it happened in
+            print(" failed", file=self.stream, flush=True)
+            raise located_failure(exc, self.graph, title) from exc
+        detail = describe(result)
+        print(f" {time.perf_counter() - start:.1f} s{'  ' + detail if detail else ''}", file=self.stream, flush=True)
+        return result
+
+
+def located_failure(exc: Exception, graph, step: str) -> InternalError:
+    """A failure inside lowering or a backend, reported at the spec node it happened in.
+
+    The traceback repeats the spec frames lowering writes on fx nodes; lower.locate reads
+    them. Such a failure is a bug (in archspec or torch), not a problem with the spec: the
+    CLI exits with 3 and says so.
+    """
+    from ..compiler.lower import locate
+
+    text = f"{exc}\n" + "".join(traceback.format_exception(exc))
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    path, loc = locate(graph, text) if graph is not None else (None, None)
+    return bug(f"{step} failed: {type(exc).__name__}: {first[:300]}", loc, path,
+               hint="the spec passed the checker, so this is a bug in archspec or torch; "
+                    "set ARCHSPEC_DEBUG=1 for the full traceback")

@@ -1,0 +1,132 @@
+"""Tensor types that flow along the edges of the IR: a shape plus a layout.
+
+Layouts:
+- image   [B, C, H, W]
+- tokens  [B, N, C], optionally a grid (H, W) with N = prefix + H*W (prefix = class tokens)
+- ids     [B, L] integer token ids (or a 0/1 mask over a sequence)
+- mask    [B, H, W] integer 0/1 mask over a grid (1 = masked), e.g. SimMIM's patch mask
+- labels  [B] integer class labels (a training target)
+- vector  [B, C] (pooled features, class logits)
+- matrix  [B, B] (contrastive logits: images x texts)
+- scalar  [] (a loss)
+
+`B` is the symbolic batch; a learned parameter has 1 there (it broadcasts). Sequence lengths may be symbolic too (a `Sym` with a range).
+`trace` remembers how a grid came about ("image 224", "patch 4", "merge 2") so that errors
+can explain a grid size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A symbolic dimension with the range of sizes it may take."""
+
+    name: str
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        return self.name
+
+
+BATCH = Sym("B", 1, 1024)
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
+
+
+@dataclass(frozen=True)
+class TensorType:
+    layout: str
+    shape: tuple
+    dtype: str = "float32"
+    grid: tuple[int, int] | None = None
+    prefix: int = 0
+    trace: tuple[str, ...] = field(default=(), compare=False)
+
+    # -- accessors ---------------------------------------------------------------------
+    @property
+    def channels(self) -> int:
+        """C of an image, tokens or vector."""
+        return self.shape[1] if self.layout == "image" else self.shape[-1]
+
+    @property
+    def length(self):
+        """N of tokens, L of ids."""
+        return self.shape[1]
+
+    def describe(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape)
+        text = f"[{dims}]"
+        if self.grid:
+            text += f" {self.grid[0]}x{self.grid[1]}"
+            if self.prefix:
+                text += f"+{self.prefix}"
+        if self.dtype != "float32":
+            text += f" {self.dtype}"
+        return text
+
+    def layout_name(self) -> str:
+        if self.layout == "tokens" and self.grid:
+            return f"a {self.grid[0]}x{self.grid[1]} token grid"
+        return {"image": "an image", "tokens": "a token sequence", "ids": "token ids",
+                "vector": "a feature vector", "matrix": "a logit matrix", "mask": "a grid mask",
+                "labels": "class labels", "scalar": "a scalar"}[self.layout]
+
+    def max_numel(self) -> int:
+        """Elements per sample (batch 1), symbolic dims at their largest."""
+        total = 1
+        for d in self.shape[1:]:
+            total *= d.hi if isinstance(d, Sym) else d
+        return total
+
+    def nbytes(self) -> int:
+        return self.max_numel() * DTYPE_BYTES[self.dtype]
+
+
+def image(channels: int, height: int, width: int, trace=()) -> TensorType:
+    return TensorType("image", (BATCH, channels, height, width), trace=tuple(trace))
+
+
+def tokens(length, channels: int, grid=None, prefix: int = 0, trace=()) -> TensorType:
+    return TensorType("tokens", (BATCH, length, channels), grid=grid, prefix=prefix, trace=tuple(trace))
+
+
+def grid_tokens(grid: tuple[int, int], channels: int, prefix: int = 0, trace=()) -> TensorType:
+    return tokens(prefix + grid[0] * grid[1], channels, grid, prefix, trace)
+
+
+def ids(length) -> TensorType:
+    return TensorType("ids", (BATCH, length), dtype="int64")
+
+
+def grid_mask(grid: tuple[int, int]) -> TensorType:
+    return TensorType("mask", (BATCH, grid[0], grid[1]), dtype="int64", grid=tuple(grid))
+
+
+def labels() -> TensorType:
+    return TensorType("labels", (BATCH,), dtype="int64")
+
+
+def scalar() -> TensorType:
+    return TensorType("scalar", ())
+
+
+def vector(channels: int) -> TensorType:
+    return TensorType("vector", (BATCH, channels))
+
+
+def matrix() -> TensorType:
+    return TensorType("matrix", (BATCH, BATCH))
+
+
+def with_channels(t: TensorType, channels: int) -> TensorType:
+    """The same layout with another width (an MLP or projection output)."""
+    return replace(t, shape=t.shape[:-1] + (channels,))
+
+
+def dim_value(d) -> int:
+    """A concrete size for costing: the largest a symbolic dim may be."""
+    return d.hi if isinstance(d, Sym) else d

@@ -1,0 +1,75 @@
+"""A primitive node's parameters, checked against its op: the `kind` picks the op of a
+primitive with kinds, then the op's parameter model validates the values (already evaluated,
+so `${...}` may give any of them, `kind` included)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..core.errors import SpecError, error
+from ..core.words import did_you_mean, one_of
+from ..primitives import registry
+from ..primitives.base import Op
+from .loader import Document
+from .validation import diagnostics_from, field_names
+
+
+def op_for(primitive: str, values: dict, doc: Document, base: tuple, node_path: str) -> Op:
+    """The op a node of `primitive` with these parameter values runs."""
+    if not registry.has_kinds(primitive):
+        return registry.op(primitive)
+    kinds = registry.kinds(primitive)
+    if "kind" not in values and registry.default_kind(primitive) is not None:
+        return registry.op(primitive, registry.default_kind(primitive))
+    if "kind" not in values:
+        raise error(f"missing `kind` of {primitive}", doc.loc(base), node_path, f"kinds: {one_of(kinds)}")
+    kind = values["kind"]
+    if not isinstance(kind, str) or kind not in kinds:
+        shown = kind if isinstance(kind, str) else repr(kind)
+        raise error(f"unknown kind '{shown}' of {primitive}", doc.loc(base + ("kind",)), node_path,
+                    did_you_mean(shown, kinds) or f"kinds: {one_of(kinds)}")
+    return registry.op(primitive, kind)
+
+
+def where_key_belongs(op: Op, key: str) -> str | None:
+    """Where an unknown key of `op` belongs, when it is a parameter or an op elsewhere: `window`
+    under `kind: global` (other kinds of the same primitive), `qkv_bias` on mlp (another
+    primitive), `mask_token` under patchify (an op of its own). None: the key is nobody's, so a
+    did-you-mean over the op's own keys fits best."""
+    primitive = op.primitive
+    if registry.has_kinds(primitive):
+        kinds = [k for k in registry.kinds(primitive) if key in field_names(registry.op(primitive, k).Params)]
+        if kinds:
+            return f"'{key}' is a parameter of kind{'s' if len(kinds) > 1 else ''} {one_of(kinds)}"
+    owners = list(dict.fromkeys(o.primitive for o in registry.ops()
+                                if o.primitive != primitive and key in field_names(o.Params)))
+    if owners:
+        return f"'{key}' is a parameter of {one_of(owners)}, not of {primitive}"
+    if key in registry.primitives():
+        hint = f"'{key}' is an op: give it a node of its own (`- {key}: {{...}}`)"
+        short = [f for f in field_names(op.Params) if key.startswith(f) or f.startswith(key)]
+        return hint + (f"; or did you mean '{short[0]}'?" if short else "")
+    return None
+
+
+def node_params(primitive: str, values: Any, doc: Document, base: tuple, node_path: str) -> tuple[Op, Any]:
+    """(op, validated params) of a primitive node."""
+    if not isinstance(values, dict):
+        raise error(f"{primitive} takes a mapping of parameters", doc.loc(base), hint=f"e.g. `- {primitive}: {{...}}`")
+    op = op_for(primitive, values, doc, base, node_path)
+    try:
+        return op, op.adapter.validate_python(values)
+    except ValidationError as exc:
+        what = f"{primitive} (kind {op.kind})" if op.kind else primitive
+        raise SpecError(diagnostics_from(exc, values, doc, base, op.Params, what, node_path,
+                                         elsewhere=lambda key: where_key_belongs(op, key))) from None
+
+
+def misplaced_parameter(key: str) -> str | None:
+    """A hint for a primitive's parameter written where an op belongs (`- ratio: 4` for `- mlp: ...`)."""
+    owners = list(dict.fromkeys(o.primitive for o in registry.ops() if key in field_names(o.Params)))
+    if not owners:
+        return None
+    return f"'{key}' is a parameter of {one_of(owners)}; put it under its op, e.g. `{owners[0]}: {{{key}: ...}}`"

@@ -1,0 +1,89 @@
+"""The spec document's structure as pydantic models (validation.py turns their errors into
+located, plain-language diagnostics).
+
+Nodes of `graph` and of blocks are validated in expand (a node's op may be a user's block,
+and its parameters may hold `${...}` expressions that are evaluated first); this module
+validates everything around them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FORMAT_VERSION = 1
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+NAME_RULE = "letters, digits and _, not starting with a digit"
+Name = Annotated[str, Field(pattern=IDENTIFIER)]  # a key that names something: letters, digits, _
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True, defer_build=True)
+
+
+class InputDecl(Strict):
+    shape: list[Union[int, str]] = Field(
+        description="[B, ...]: integers, `B`, a dim declared under `dims`, or an expression over params")
+    dtype: Literal["float32", "int64"] = "float32"
+    grid: list[int] | None = Field(None, description="tokens input: the (H, W) grid the tokens lie on")
+
+
+class BlockDef(Strict):
+    doc: str = ""
+    params: dict[Name, Any] = Field(default_factory=dict,
+                                    description="parameters with defaults; a null default means required")
+    inputs: list[Name] = Field(default_factory=lambda: ["x"], min_length=1,
+                               description="names the block's nodes read its inputs by")
+    graph: list[dict[str, Any]] = Field(min_length=1)
+
+
+class InsertEdit(Strict):
+    before: str | None = Field(None, description="path of the base node to insert before")
+    after: str | None = Field(None, description="path of the base node to insert after")
+    nodes: list[dict[str, Any]] = Field(min_length=1, description="the nodes to insert")
+
+
+class SpecDoc(Strict):
+    archspec: Literal[1] = Field(FORMAT_VERSION, description="spec format version")
+    name: str = Field(pattern=IDENTIFIER)
+    doc: str = ""
+    extends: str | None = Field(None, description="path of a spec this one starts from (relative to this file)")
+    params: dict[Name, Any] = Field(default_factory=dict, description="named values, usable anywhere as ${name}")
+    dims: dict[Name, list[Union[int, str]]] = Field(
+        default_factory=dict, description="symbolic sizes with their range, e.g. S: [1, 512] (bounds may be "
+                                          "expressions over params)")
+    inputs: dict[Name, Union[InputDecl, list[Union[int, str]]]] = Field(min_length=1)
+    blocks: dict[Name, BlockDef] = Field(default_factory=dict)
+    graph: list[dict[str, Any]] = Field(min_length=1)
+    outputs: Union[list[str], dict[Name, str], None] = Field(
+        None, description="nodes the compiled module returns (default: the last node)")
+    targets: dict[Name, Union[InputDecl, list[Union[int, str]]]] = Field(
+        default_factory=dict, description="training targets the objectives read (after the inputs, in model.loss)")
+    objectives: list[dict[str, Any]] = Field(
+        default_factory=list, description="training losses: nodes of op `loss` reading outputs, inputs and targets")
+    requires: list[Name] = Field(
+        default_factory=list, description="plugins this spec needs: names of installed archspec plugins")
+    mappings: list[str] = Field(
+        default_factory=list, description="weight mapping files (relative to the file that names them) that map "
+                                          "reference checkpoints onto this model")
+    remove: list[str] = Field(default_factory=list, description="with extends: paths of base nodes to remove")
+    replace: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="with extends: base node path -> the node that takes its place")
+    insert: list[InsertEdit] = Field(default_factory=list,
+                                       description="with extends: nodes to insert before or after a base node")
+
+
+
+META_KEYS = ("id", "from", "repeat", "as", "if", "doc")
+
+
+class NodeMeta(Strict):
+    """The keys of a graph node besides its op."""
+
+    id: str | None = Field(None, pattern=IDENTIFIER, description="name of the node (its path segment)")
+    from_: Union[str, list[str], None] = Field(None, alias="from", description="node(s) this node reads")
+    repeat: Union[int, str, None] = Field(None, description="repeat the node N times, chained")
+    as_: str | None = Field(None, alias="as", pattern=IDENTIFIER, description="name of the repeat index (default i)")
+    if_: Union[bool, str, None] = Field(None, alias="if", description="keep the node only if this is true")
+    doc: str | None = None

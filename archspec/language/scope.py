@@ -1,0 +1,121 @@
+"""What a name in a spec's graph stands for, and how references are resolved.
+
+While expanding, a name in a scope stands for a value: a primitive node's output (`Out`), a
+group's (or block's or repeat's) members and the value reading it gives (`Group`), a skipped
+node that passes its input on (`Alias`), or a reference not yet resolved (`Ref`, from
+`from:`, `outputs` or a parameter naming a node). References may point forward, so they are
+resolved once every node exists (`Resolver`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import Loc, error
+from .hints import some, suggest
+from .values import POISON
+
+
+@dataclass
+class Out:
+    node: str  # a primitive node's output
+
+
+@dataclass
+class Group:
+    out: Any  # the value reading the group gives
+    members: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Ref:
+    text: str  # "encoder", "stages.1.norm"
+    scope: "Scope"
+    loc: Loc | None
+    owner: str | None = None  # path of the node that holds the reference (None: `outputs`)
+
+
+@dataclass
+class Alias:
+    target: Any  # a skipped node (if: false, repeat: 0) stands for its input
+
+
+class Scope:
+    def __init__(self, parent: "Scope | None"):
+        self.parent = parent
+        self.names: dict[str, Any] = {}
+        self.where: dict[str, Loc | None] = {}
+        self.skipped: set[str] = set()  # ids of nodes whose `if` is false: an active node may take them
+
+    def visible(self) -> list[str]:
+        scope, names = self, []
+        while scope:
+            names += list(scope.names)
+            scope = scope.parent
+        return names
+
+
+def resolve(value, memo: dict | None = None) -> str | None:
+    """The IR node a value stands for (None when it is poisoned).
+
+    Followed iteratively: a chain of skipped nodes (`if: false`, `repeat: 0`) and `from`
+    references through them may be as long as the spec is. `memo` (id of a value -> the value
+    and its node; holding the value keeps its id from being reused) makes resolving every node
+    of such a chain linear, not quadratic."""
+    memo = {} if memo is None else memo
+    walked: list = []  # the values followed, each standing for the node found at the end
+    seen: set = set()  # references followed, to refuse a loop among them
+    node = None
+    while True:
+        if value is POISON or value is None:
+            break
+        known = memo.get(id(value))
+        if known is not None and known[0] is value:
+            node = known[1]
+            break
+        if isinstance(value, Out):
+            node = value.node
+            break
+        walked.append(value)
+        if isinstance(value, Group):
+            value = value.out
+        elif isinstance(value, Alias):
+            value = value.target
+        elif isinstance(value, Ref):
+            key = (value.text, id(value.scope))
+            if key in seen:
+                raise error(f"'{value.text}' refers to itself through skipped nodes", value.loc, value.owner)
+            seen.add(key)
+            value = lookup(value)
+        else:
+            raise RuntimeError(f"expand: unexpected value {value!r}")
+    for followed in walked:
+        memo[id(followed)] = (followed, node)
+    return node
+
+
+def lookup(ref: Ref):
+    """The value a reference's text names: its first part in the nearest scope that has it,
+    then members of groups for the dotted rest."""
+    first, *rest = ref.text.split(".")
+    scope = ref.scope
+    while scope is not None and first not in scope.names:
+        scope = scope.parent
+    if scope is None:
+        visible = ref.scope.visible()
+        raise error(f"unknown node '{first}'", ref.loc, ref.owner,
+                    hint=suggest(first, visible) or f"known here: {some(visible)}")
+    value, walked = scope.names[first], first
+    for part in rest:
+        while isinstance(value, Alias) and isinstance(value.target, Group):
+            value = value.target
+        members = value.members if isinstance(value, Group) else {}
+        if part not in members:
+            known = some(members) if members else "nothing"
+            hint = suggest(part, members)
+            if hint is None and members and all(k.isdigit() for k in members):
+                hint = f"'{walked}' is repeated: name one repetition, e.g. {walked}.{list(members)[-1]}.{part}"
+            raise error(f"'{walked}' has no member '{part}' (it has {known})", ref.loc, ref.owner, hint=hint)
+        value, walked = members[part], f"{walked}.{part}"
+    return value

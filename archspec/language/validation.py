@@ -1,0 +1,282 @@
+"""pydantic's validation errors turned into located, plain-language diagnostics: one per
+offending value, pointing at the value (or the key) in the YAML, with a hint where one helps.
+
+`diagnostics_from` groups pydantic's errors by the value they are about, drops those another
+error explains (a misspelt key explains the "missing" key it was meant to be; a union
+member's "not a list" beside a real problem inside the value), and asks the explainers below,
+in order, to word each group.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from ..core.errors import Diagnostic
+from ..core.words import did_you_mean, one_of
+from .loader import Document
+from .schema import IDENTIFIER, NAME_RULE, NodeMeta
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "none_required": "empty (null)",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+
+# Node keys that also take an expression: say so instead of "or a string".
+_META_EXPECTED = {"repeat": "a whole number or an expression ${...}", "if": "true, false or an expression ${...}"}
+
+
+def describe_value(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    if isinstance(value, str):
+        return f"'{value}'" if len(value) < 40 else f"'{value[:37]}...'"
+    return repr(value)
+
+
+# -- where an error points ---------------------------------------------------------------------
+
+
+def _data_path(loc: tuple, data: Any, err_type: str = "") -> tuple[tuple, bool]:
+    """The part of a pydantic error loc that indexes into the data (drops union member labels),
+    and whether the error is about a mapping's key (rather than its value)."""
+    path, node, is_key = [], data, False
+    for i, part in enumerate(loc):
+        if part == "[key]" and i == len(loc) - 1:
+            is_key = True
+        elif isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and i == len(loc) - 1 and err_type == "missing":
+            path.append(part)  # a missing key
+        # anything else is a union member's label: skip it
+    return tuple(path), is_key
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The model behind a field annotation (through Optional, Union, list and dict)."""
+    origin = get_origin(annotation)
+    if origin is Union:
+        for arg in get_args(annotation):
+            found = _unwrap(arg)
+            if found is not None:
+                return found
+        return None
+    if origin in (list, dict):
+        return get_args(annotation)[-1]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _model_holding(model: Any, path: tuple) -> Any:
+    """The model whose mapping holds the last key of `path`."""
+    for part in path[:-1]:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get(part) or next(
+                (f for f in model.model_fields.values() if f.alias == part), None)
+            model = _unwrap(field.annotation) if field else None
+        elif get_origin(model) in (list, dict):
+            model = get_args(model)[-1]
+        if model is None:
+            return None
+    return model
+
+
+def field_names(model: Any) -> list[str]:
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [f.alias or name for name, f in model.model_fields.items()]
+    return []
+
+
+# -- wording one group of errors -------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    """The errors about one value, and what is needed to word them."""
+
+    path: tuple
+    errs: list[dict]
+    is_key: bool
+    doc: Document
+    base: tuple
+    model: Any
+    what: str
+    node_path: str | None
+    elsewhere: Callable[[str], str | None] | None  # a hint naming where an unknown key belongs
+
+    @property
+    def types(self) -> set[str]:
+        return {e["type"] for e in self.errs}
+
+    @property
+    def got(self) -> Any:
+        return self.errs[0].get("input")
+
+    @property
+    def name(self) -> str:
+        return "`" + ".".join(str(p) for p in self.path) + "`" if self.path else (self.what or "the value")
+
+    @property
+    def where(self) -> str:
+        return f" in {self.what}" if self.what and self.path else ""
+
+    def at(self, message: str, hint: str | None = None, key: bool = False, path: tuple | None = None) -> Diagnostic:
+        path = self.path if path is None else path
+        return Diagnostic(message, self.doc.loc(self.base + path, key=key), self.node_path, hint)
+
+
+def _bad_key(g: _Group) -> Diagnostic | None:
+    if not g.is_key:
+        return None
+    parent = "`" + ".".join(str(p) for p in g.path[:-1]) + "`" if g.path[:-1] else "the spec"
+    return g.at(f"'{g.path[-1]}' is not a valid name in {parent}", f"names use {NAME_RULE}", key=True)
+
+
+def _unknown_key(g: _Group) -> Diagnostic | None:
+    if "extra_forbidden" not in g.types:
+        return None
+    allowed = field_names(_model_holding(g.model, g.path))
+    key = g.path[-1]
+    hint = ((g.elsewhere(key) if g.elsewhere and len(g.path) == 1 else None) or did_you_mean(key, allowed)
+            or (f"allowed keys: {one_of(allowed)}" if allowed else None))
+    return g.at(f"unknown key '{key}'{g.where}", hint, key=True)
+
+
+def _missing(g: _Group) -> Diagnostic | None:
+    if "missing" not in g.types:
+        return None
+    return g.at(f"missing required {g.name}{g.where}", key=True, path=g.path[:-1])
+
+
+def _empty(g: _Group) -> Diagnostic | None:
+    return g.at(f"{g.name} must not be empty") if "too_short" in g.types else None
+
+
+def _not_a_name(g: _Group) -> Diagnostic | None:
+    if "string_pattern_mismatch" in g.types and g.errs[0].get("ctx", {}).get("pattern") == IDENTIFIER:
+        return g.at(f"{g.name} must be a name ({NAME_RULE}); got {describe_value(g.got)}")
+    return None
+
+
+def _meta_expression(g: _Group) -> Diagnostic | None:
+    if g.model is NodeMeta and len(g.path) == 1 and g.path[0] in _META_EXPECTED:
+        return g.at(f"{g.name} must be {_META_EXPECTED[g.path[0]]}; got {describe_value(g.got)}")
+    return None
+
+
+def _constraint(g: _Group) -> Diagnostic | None:
+    """A value of the right type outside its bounds (gt, le, ...)."""
+    constraint = [e for e in g.errs if e["type"] not in _EXPECTED and e["type"] != "literal_error"]
+    if not constraint:
+        return None
+    err = constraint[0]
+    message = err["msg"][0].lower() + err["msg"][1:]
+    message = message.replace("input should", "must").replace("value error, ", "")
+    return g.at(f"{g.name} {message}; got {describe_value(err.get('input'))}")
+
+
+def _expectation(err: dict) -> str:
+    if err["type"] == "literal_error":
+        return err.get("ctx", {}).get("expected", "")
+    return _EXPECTED.get(err["type"], "")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _wrong_type_hint(g: _Group, expected: list[str]) -> str | None:
+    got = g.got
+    if isinstance(got, str) and "true or false" in expected and got.lower() in ("yes", "no", "on", "off", "y", "n"):
+        return f"write true or false; '{got}' is a string in YAML 1.2"
+    if "literal_error" in g.types and isinstance(got, str):
+        choices = [c.strip(" '") for e in g.errs if e["type"] == "literal_error"
+                   for c in _expectation(e).replace(" or ", ", ").split(",")]
+        return did_you_mean(got, choices)
+    if isinstance(got, float) and "an integer" in expected and got == int(got):
+        return f"write {int(got)}; in expressions, // divides to a whole number"
+    if isinstance(got, str) and any(t in expected for t in ("an integer", "a number")):
+        if (g.base + g.path) in g.doc.quoted and _is_number(got):
+            return "write numbers without quotes; expressions go in ${...}"
+        return None
+    return None
+
+
+def _wrong_type(g: _Group) -> Diagnostic:
+    expected = []
+    for e in g.errs:
+        text = _expectation(e)
+        if text and text not in expected:
+            expected.append(text)
+    return g.at(f"{g.name} must be {' or '.join(expected)}; got {describe_value(g.got)}",
+                _wrong_type_hint(g, expected))
+
+
+_EXPLAINERS = (_bad_key, _unknown_key, _missing, _empty, _not_a_name, _meta_expression, _constraint)
+
+
+def _explain(g: _Group) -> Diagnostic:
+    for explain in _EXPLAINERS:
+        diag = explain(g)
+        if diag is not None:
+            return diag
+    return _wrong_type(g)
+
+
+# -- all errors of one validation ----------------------------------------------------------------
+
+
+def diagnostics_from(exc: ValidationError, data: Any, doc: Document, base: tuple, model: Any, what: str = "",
+                     node_path: str | None = None,
+                     elsewhere: Callable[[str], str | None] | None = None) -> list[Diagnostic]:
+    """Turn one pydantic ValidationError into plain diagnostics, one per offending value.
+
+    `elsewhere(key)` may name where an unknown top-level key belongs (another kind of the
+    same primitive)."""
+    groups: dict[tuple, list[dict]] = {}
+    for err in exc.errors(include_url=False):
+        groups.setdefault(_data_path(err["loc"], data, err["type"]), []).append(err)
+    # A value that one member of a union accepted as a container, with a problem inside it: report
+    # the problem inside, not that the value is not the other members' types.
+    deeper = [path for path, _ in groups]
+    groups = {(path, is_key): errs for (path, is_key), errs in groups.items()
+              if not (all(e["type"] in _EXPECTED for e in errs)
+                      and any(len(d) > len(path) and d[:len(path)] == path for d in deeper))}
+    # A misspelt key explains the required key it was meant to be: report only the misspelling.
+    meant = set()
+    for (path, _), errs in groups.items():
+        if any(e["type"] == "extra_forbidden" for e in errs):
+            allowed = field_names(_model_holding(model, path))
+            close = difflib.get_close_matches(str(path[-1]), allowed, n=1, cutoff=0.6)
+            if close:
+                meant.add(path[:-1] + (close[0],))
+    return [_explain(_Group(path, errs, is_key, doc, base, model, what, node_path, elsewhere))
+            for (path, is_key), errs in groups.items()
+            if not (path in meant and all(e["type"] == "missing" for e in errs))]

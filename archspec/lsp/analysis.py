@@ -1,0 +1,452 @@
+"""What the language server knows about one open spec, without any LSP machinery: its
+diagnostics (archspec's own, located), what a position's node computes (hover), and where a
+name used at a position is defined (go to definition).
+
+Positions here are 0-based (line, character), as in LSP; archspec's `Loc` is 1-based.
+
+- Diagnostics: every error and warning of `check`, at the key or value it points at; those in
+  another file (a base spec named by `extends`) are shown at the top of this one, naming where.
+- Hover: the node item under the cursor (a primitive, an inline group, a block use, or a node
+  inside a block definition) is matched to the IR nodes it became by its path pattern (ids,
+  any repeat copy, any use of the block), and shows their output shape, grid, params and FLOPs.
+- Definition: a `from:` entry, an `outputs` path or a node-naming parameter (`tie`) goes to
+  the node it names (looked up as expansion does: this graph, then the graphs around it; in a
+  block, its inputs); a block's name used as an op goes to its definition; `extends` to the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import Diagnostic, Loc, SpecError
+from ..core.ir import Graph
+from ..language.loader import Document, load_text
+from ..language.schema import META_KEYS
+from ..pipeline import Attempt, attempt_document
+from ..report import human
+
+REFERENCE_KEYS = ("from", "tie")  # values that name nodes (besides `outputs`)
+MOST_ROWS = 8
+
+
+@dataclass
+class Analysis:
+    path: str  # the file (its name in diagnostics; `extends` is read relative to it)
+    text: str
+    own: Document | None  # the file alone, as loaded (None: it is not valid YAML)
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class Place:
+    path: str  # a file
+    line: int  # 0-based
+    character: int
+
+
+@dataclass(frozen=True)
+class Found:
+    """A diagnostic placed in this file: 0-based range, severity, text."""
+
+    line: int
+    start: int
+    end: int
+    severity: str
+    message: str
+
+
+SPEC_KEY = re.compile(r"^(archspec|graph|extends|blocks)\s*:", re.MULTILINE)
+
+
+def looks_like_spec(text: str) -> bool:
+    """Whether a YAML text is an archspec spec (a top-level `archspec`, `graph`, `extends` or
+    `blocks` key): editors hand the server every YAML file, and CI files are none of its business."""
+    return bool(SPEC_KEY.search(text))
+
+
+def analyse(text: str, path: str) -> Analysis:
+    """Check the text of the spec at `path` (the editor's text, saved or not)."""
+    try:
+        own = load_text(text, path)
+    except SpecError as exc:
+        return Analysis(path, text, None, Attempt(None, None, exc))
+    return Analysis(path, text, own, attempt_document(own))
+
+
+# -- diagnostics -------------------------------------------------------------------------------------
+def diagnostics(analysis: Analysis) -> list[Found]:
+    found = []
+    lines = analysis.text.splitlines()
+    every = list(analysis.attempt.error.diagnostics) if analysis.attempt.error else []
+    if analysis.attempt.report is not None:
+        every += analysis.attempt.report.warnings
+    elif analysis.attempt.graph is not None:
+        every += analysis.attempt.graph.warnings
+    for d in every:
+        message = d.message if not d.path else f"{d.path}: {d.message}"
+        if d.hint:
+            message += f"\nhint: {d.hint}"
+        if d.loc is not None and _same_file(d.loc.file, analysis.path):
+            line = min(max(d.loc.line - 1, 0), max(len(lines) - 1, 0))
+            text = lines[line] if lines else ""
+            start = min(d.loc.col - 1, len(text))
+            found.append(Found(line, start, token_end(text, start), d.severity, message))
+        else:
+            where = f"{d.loc}: " if d.loc else ""
+            found.append(Found(0, 0, len(lines[0]) if lines else 0, d.severity, where + message))
+    return found
+
+
+def _same_file(a: str, b: str) -> bool:
+    return a == b or os.path.abspath(a) == os.path.abspath(b)
+
+
+def token_end(text: str, start: int) -> int:
+    """Where the key or value starting at `start` ends: an expression `${...}`, a quoted
+    string, or a plain scalar (up to `,` `]` `}` `#` or `: `)."""
+    rest = text[start:]
+    if rest.startswith("${"):
+        close = rest.find("}")
+        return start + (close + 1 if close >= 0 else len(rest))
+    if rest[:1] in ("'", '"'):
+        close = rest.find(rest[0], 1)
+        return start + (close + 1 if close >= 0 else len(rest))
+    match = re.match(r"[^,\]}#]*?(?=: |:$|[,\]}#]|\s*$)", rest)
+    end = start + (len(match.group(0).rstrip()) if match else len(rest.rstrip()))
+    return max(end, start + 1) if start < len(text) else start
+
+
+# -- where the cursor is -----------------------------------------------------------------------------
+def _at(doc: Document, line: int, character: int) -> tuple[tuple, bool] | None:
+    """The document path of the key or value under a 0-based position, and whether it is a key."""
+    best = None
+    for table, is_key in ((doc.locs, False), (doc.key_locs, True)):
+        for path, loc in table.items():
+            if loc.file != doc.file or loc.line - 1 != line or loc.col - 1 > character:
+                continue
+            if best is None or loc.col > best[0].col or (loc.col == best[0].col and is_key):
+                best = (loc, path, is_key)
+    return (best[1], best[2]) if best else None
+
+
+def _node_lists(data: Any) -> list[tuple]:
+    """Paths of every list of graph nodes: the graph, each block's graph, inline groups."""
+    found = []
+
+    def visit_list(path: tuple, items: Any) -> None:
+        if not isinstance(items, list):
+            return
+        found.append(path)
+        for i, item in enumerate(items):
+            if isinstance(item, dict) and isinstance(item.get("graph"), list):
+                visit_list(path + (i, "graph"), item["graph"])
+
+    if isinstance(data, dict):
+        visit_list(("graph",), data.get("graph"))
+        for name, block in (data.get("blocks") or {}).items() if isinstance(data.get("blocks"), dict) else ():
+            if isinstance(block, dict):
+                visit_list(("blocks", name, "graph"), block.get("graph"))
+        visit_list(("objectives",), data.get("objectives"))
+    return found
+
+
+def _value(data: Any, path: tuple) -> Any:
+    for key in path:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _item_at(doc: Document, lines: list[str], line: int) -> tuple | None:
+    """The innermost node item (its document path) whose text holds the 0-based `line`."""
+    best = None
+    for list_path in _node_lists(doc.data):
+        for i in range(len(_value(doc.data, list_path))):
+            loc = doc.locs.get(list_path + (i,))
+            if loc is None or loc.file != doc.file or loc.line - 1 > line:
+                continue
+            if _holds(lines, loc, line) and (best is None or loc.line > best[1].line or
+                                             (loc.line == best[1].line and loc.col > best[1].col)):
+                best = (list_path + (i,), loc)
+    return best[0] if best else None
+
+
+def _holds(lines: list[str], loc: Loc, line: int) -> bool:
+    """Whether the YAML item starting at `loc` runs on to `line` (by indentation)."""
+    indent = loc.col - 1
+    for text in lines[loc.line:line + 1]:
+        stripped = text.strip()
+        if stripped and not stripped.startswith("#") and len(text) - len(text.lstrip()) < indent:
+            return False
+    return True
+
+
+def _op_of(item: Any) -> str | None:
+    return next((k for k in item if k not in META_KEYS), None) if isinstance(item, dict) else None
+
+
+def _names(items: list) -> list[str | None]:
+    """Each item's name as expansion gives it: its id, else its op counted (norm, norm_1)."""
+    seen: set = {i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)}
+    counts: dict[str, int] = {}
+    names = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            names.append(item["id"])
+            continue
+        op = _op_of(item)
+        if op is None:
+            names.append(None)
+            continue
+        count = counts.get(op, 0)
+        name = op if count == 0 else f"{op}_{count}"
+        while name in seen:
+            count += 1
+            name = f"{op}_{count}"
+        counts[op] = count + 1
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+# -- hover -------------------------------------------------------------------------------------------
+def hover(analysis: Analysis, line: int, character: int) -> str | None:
+    """Markdown for the node item under the cursor: what the IR nodes it became compute."""
+    graph, doc = analysis.attempt.graph, analysis.own
+    if graph is None or doc is None:
+        return None
+    item = _item_at(doc, analysis.text.splitlines(), line)
+    if item is None:
+        return None
+    names = _matching_nodes(graph, doc.data, item)
+    if not names:
+        return None
+    raw = _value(doc.data, item)
+    op = _op_of(raw)
+    title = _names(_value(doc.data, item[:-1]))[item[-1]] or op
+    if op in _primitive_names():
+        return _node_hover(graph, title, names, analysis.attempt.error)
+    return _group_hover(graph, title, op, names, analysis.attempt.error)
+
+
+def _primitive_names() -> set[str]:
+    from ..primitives import registry
+
+    return set(registry.primitives())
+
+
+def _pattern(data: Any, item: tuple) -> tuple[str | None, str]:
+    """(the block whose definition holds the item, or None; a regex of the item's IR path
+    relative to the top or to a use of that block)."""
+    block = item[1] if item[0] == "blocks" else None
+    start = 3 if block else 1  # ("blocks", B, "graph", i, ...) or ("graph", i, ...)
+    segments = []
+    path = item[:start]
+    rest = item[start:]
+    while rest:
+        index, rest = rest[0], rest[1:]
+        names = _names(_value(data, path))
+        segments.append(re.escape(names[index] or "?"))
+        path = path + (index,)
+        if rest:  # into an inline group: ("graph", j)
+            path, rest = path + (rest[0],), rest[1:]
+    return block, r"(?:\.\d+)?\.".join(segments) + r"(?:\.\d+)?"
+
+
+def _matching_nodes(graph: Graph, data: Any, item: tuple) -> list[str]:
+    """The IR nodes the item became: itself and its copies, or every node inside it."""
+    block, rel = _pattern(data, item)
+    raw = _value(data, item)
+    op = _op_of(raw)
+    if block is None:
+        prefixes = [""]
+    else:
+        prefixes = [p + "." for p, g in graph.groups.items() if g.kind == "block" and g.block == block]
+    found = []
+    inside = op not in _primitive_names()
+    for node in graph.nodes():
+        if node.is_input:
+            continue
+        for prefix in prefixes:
+            if node.name.startswith(prefix) and re.fullmatch(rel + (r"\..+" if inside else ""),
+                                                            node.name[len(prefix):]):
+                found.append(node.name)
+                break
+    return found
+
+
+def _node_hover(graph: Graph, title: str, names: list[str], error: SpecError | None) -> str:
+    node = graph.node(names[0])
+    ops = list(dict.fromkeys(graph.node(n).op.label for n in names))
+    lines = [f"**{title}** \u00b7 `{' | '.join(ops)}`" + (f" \u00b7 {len(names)} nodes" if len(names) > 1 else "")]
+    if len(names) == 1:
+        lines += _one_node(graph, node.name, error)
+        return "\n\n".join(lines)
+    lines.append(_table(graph, names, error))
+    return "\n\n".join(lines)
+
+
+def _one_node(graph: Graph, name: str, error: SpecError | None) -> list[str]:
+    node = graph.node(name)
+    out = [f"`{name}`"]
+    failed = _errors_at(name, error)
+    if failed:
+        return out + [f"error: {d.message}" for d in failed]
+    if node.type is None:
+        return out + ["not checked: what it reads failed"]
+    grid = f" \u00b7 grid {node.type.grid[0]}x{node.type.grid[1]}" if node.type.grid else ""
+    prefix = f" (+{node.type.prefix} class token{'s' if node.type.prefix > 1 else ''})" if node.type.prefix else ""
+    out.append(f"output `{_shape(node)}`{grid}{prefix}")
+    cost = node.meta.get("cost")
+    if cost is not None:
+        out.append(f"params {cost.params:,} \u00b7 FLOPs {human(cost.flops).strip()} (per sample)")
+    return out
+
+
+def _shape(node) -> str:
+    return "[" + ", ".join(str(d) for d in node.type.shape) + "]"
+
+
+def _errors_at(name: str, error: SpecError | None) -> list[Diagnostic]:
+    return [d for d in (error.diagnostics if error else []) if d.path == name]
+
+
+def _table(graph: Graph, names: list[str], error: SpecError | None) -> str:
+    rows = ["| node | output | params | FLOPs |", "|---|---|---:|---:|"]
+    for name in names[:MOST_ROWS]:
+        node = graph.node(name)
+        cost = node.meta.get("cost")
+        failed = _errors_at(name, error)
+        shape = "error" if failed else (node.type.describe() if node.type else "not checked")
+        rows.append(f"| `{name}` | `{shape}` | {f'{cost.params:,}' if cost else ''} | "
+                    f"{human(cost.flops).strip() if cost else ''} |")
+    if len(names) > MOST_ROWS:
+        rows.append(f"| ... {len(names) - MOST_ROWS} more | | | |")
+    params, flops = _totals(graph, names)
+    rows.append(f"| **total** | | **{params:,}** | **{human(flops).strip()}** |")
+    return "\n".join(rows)
+
+
+def _totals(graph: Graph, names: list[str]) -> tuple[int, int]:
+    costs = [graph.node(n).meta.get("cost") for n in names]
+    return sum(c.params for c in costs if c), sum(c.flops for c in costs if c)
+
+
+def _group_hover(graph: Graph, title: str, op: str | None, names: list[str], error: SpecError | None) -> str:
+    what = "inline group" if op == "graph" else f"block `{op}`"
+    params, flops = _totals(graph, names)
+    last = graph.node(names[-1])
+    lines = [f"**{title}** \u00b7 {what} \u00b7 {len(names)} nodes",
+             f"params {params:,} \u00b7 FLOPs {human(flops).strip()} (per sample, all copies)"]
+    if last.type is not None:
+        lines.append(f"output `{last.type.describe()}` (`{last.name}`)")
+    failed = [d for n in names for d in _errors_at(n, error)]
+    lines += [f"error at `{d.path}`: {d.message}" for d in failed]
+    return "\n\n".join(lines)
+
+
+# -- definition --------------------------------------------------------------------------------------
+def definition(analysis: Analysis, line: int, character: int) -> Place | None:
+    doc = analysis.own
+    if doc is None:
+        return None
+    at = _at(doc, line, character)
+    if at is None:
+        return None
+    path, is_key = at
+    composed = analysis.attempt.document or doc
+    if is_key:
+        return _block_definition(composed, doc, path)
+    if path == ("extends",):
+        return _extended_file(doc)
+    if path[:1] == ("outputs",):
+        text = _value(doc.data, path)
+        return _resolve(composed, doc, ("graph", 0), text) if isinstance(text, str) else None
+    key_index = next((i for i in range(len(path) - 1, -1, -1) if path[i] in REFERENCE_KEYS), None)
+    if key_index is None:
+        return None
+    text = _value(doc.data, path)
+    if not isinstance(text, str):
+        return None
+    item = path[:key_index]
+    if path[key_index] != "from":
+        item = item[:-1]  # `tie` sits under the op's mapping: the item is one level up
+    return _resolve(composed, doc, item, text)
+
+
+def _block_definition(composed: Document, doc: Document, path: tuple) -> Place | None:
+    name = path[-1]
+    blocks = composed.data.get("blocks") if isinstance(composed.data, dict) else None
+    if not isinstance(blocks, dict) or name not in blocks or len(path) < 2 or not isinstance(path[-2], int):
+        return None
+    return _place(composed.key_locs.get(("blocks", name)))
+
+
+def _extended_file(doc: Document) -> Place | None:
+    target = _value(doc.data, ("extends",))
+    if not isinstance(target, str):
+        return None
+    base = os.path.dirname(doc.file) if os.path.isfile(doc.file) else os.getcwd()
+    full = os.path.normpath(os.path.join(base, target))
+    return Place(full, 0, 0) if os.path.isfile(full) else None
+
+
+def _resolve(composed: Document, doc: Document, item: tuple, text: str) -> Place | None:
+    """Where the node a reference names is written: looked up as expansion does, in the file
+    alone first and then in the spec composed with its bases."""
+    for source in (doc, composed):
+        place = _lookup(source, item, text.strip())
+        if place is not None:
+            return place
+    return None
+
+
+def _lookup(doc: Document, item: tuple, text: str) -> Place | None:
+    first, *rest = text.split(".")
+    data = doc.data
+    scope = item[:-1]  # the list that holds the item
+    while scope:
+        items = _value(data, scope)
+        if isinstance(items, list):
+            names = _names(items)
+            if first in names:
+                return _descend(doc, scope + (names.index(first),), [s for s in rest if not s.isdigit()])
+        if scope[0] == "blocks" and len(scope) == 3:  # a block's own inputs, then nothing outside it
+            inputs = _value(data, scope[:2] + ("inputs",)) or ["x"]
+            if first in inputs and isinstance(_value(data, scope[:2] + ("inputs",)), list):
+                return _place(doc.locs.get(scope[:2] + ("inputs", inputs.index(first))))
+            return None
+        scope = scope[:-2] if len(scope) >= 2 and isinstance(scope[-2], int) else ()
+    inputs = _value(data, ("inputs",))
+    if isinstance(inputs, dict) and first in inputs and not rest:
+        return _place(doc.key_locs.get(("inputs", first)))
+    return None
+
+
+def _descend(doc: Document, item: tuple, rest: list[str]) -> Place | None:
+    """From a node item, down through inline groups and block uses by the path's segments."""
+    for segment in rest:
+        raw = _value(doc.data, item)
+        op = _op_of(raw)
+        if op == "graph":
+            items_path = item + ("graph",)
+        elif isinstance(_value(doc.data, ("blocks", op)), dict):
+            items_path = ("blocks", op, "graph")
+        else:
+            return None
+        names = _names(_value(doc.data, items_path) or [])
+        if segment not in names:
+            return None
+        item = items_path + (names.index(segment),)
+    return _place(doc.locs.get(item))
+
+
+def _place(loc: Loc | None) -> Place | None:
+    if loc is None:
+        return None
+    return Place(os.path.abspath(loc.file), loc.line - 1, loc.col - 1)

@@ -1,0 +1,225 @@
+"""The pipeline in one place: load -> compose -> expand -> infer -> cost (-> lower, weights).
+
+Everything up to `cost` imports no torch; `lower_report` imports the torch floor when called.
+
+A failed check's hints are solved for the whole spec before they are shown (`solve_hints`):
+a shape rule sees one node, so its hint alone ("or an input of 252") may lead into the next
+error; the size solver (sizes.py) re-checks candidates and the hints name only input sizes and
+param values that pass every node. `attempt_*` give what a failed check still knows (the IR,
+typed and costed where the rules passed), for pictures and editors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from .core.errors import Diagnostic, SpecError
+from .core.interpreter import NodeFailed
+from .core.ir import Graph, NodeView
+from .language.compose import compose
+from .language.expand import expand
+from .language.loader import Document, load_file, load_text
+from .primitives.cost import Costing, cost
+from .primitives.grids import divisors
+from .primitives.infer import infer
+from .report import Report
+from .sizes import PASSES, SizeSolver, check_problems, find_knob, key_of, param_values_that_cure, problems_of
+
+
+def check_document(doc: Document, overrides: Mapping[str, Any] | None = None) -> Report:
+    doc = compose(doc, overrides)
+    try:
+        graph = cost(infer(expand(doc)))
+    except SpecError as exc:
+        raise solve_hints(exc, doc).with_sources(doc.sources) from None
+    return Report.from_graph(graph)
+
+
+def check_file(path: str, overrides: Mapping[str, Any] | None = None) -> Report:
+    return check_document(load_file(path), overrides)
+
+
+def check_text(text: str, overrides: Mapping[str, Any] | None = None, name: str = "<spec>") -> Report:
+    return check_document(load_text(text, name), overrides)
+
+
+def lower_report(report: Report, seed: int = 0, weights=None, mapping=None):
+    """The checked spec as a torch.fx.GraphModule, with weights loaded if given: in archspec's
+    naming, a naming of the spec's mapping files, or that of `mapping` (one more file)."""
+    from .compiler.lower import lower
+
+    model = lower(report.graph, seed=seed)
+    if weights is not None:
+        from .compiler.weights.load import load_weights
+
+        load_weights(model, weights, report.graph, [mapping] if mapping is not None else [])
+    return model
+
+
+# -- a check that may fail ---------------------------------------------------------------------
+@dataclass
+class Attempt:
+    """A check that may have failed: the report when it passed; else the error and the IR as far
+    as it got (None when the spec did not expand; else typed and costed where the rules passed)."""
+
+    report: Report | None
+    graph: Graph | None
+    error: SpecError | None
+    document: Document | None = None  # the composed spec, when it composed
+
+
+def attempt_document(doc: Document, overrides: Mapping[str, Any] | None = None) -> Attempt:
+    try:
+        doc = compose(doc, overrides)
+        graph = expand(doc)
+    except SpecError as exc:
+        return Attempt(None, None, exc.with_sources(doc.sources))
+    try:
+        return Attempt(Report.from_graph(cost(infer(graph))), graph, None, doc)
+    except SpecError as exc:
+        PartialCosting(graph).run()
+        return Attempt(None, graph, solve_hints(exc, doc).with_sources(doc.sources), doc)
+
+
+def attempt_file(path: str, overrides: Mapping[str, Any] | None = None) -> Attempt:
+    try:
+        doc = load_file(path)
+    except SpecError as exc:
+        return Attempt(None, None, exc)
+    return attempt_document(doc, overrides)
+
+
+def attempt_text(text: str, overrides: Mapping[str, Any] | None = None, name: str = "<spec>") -> Attempt:
+    try:
+        doc = load_text(text, name)
+    except SpecError as exc:
+        return Attempt(None, None, exc)
+    return attempt_document(doc, overrides)
+
+
+class PartialCosting(Costing):
+    """Costs of the nodes shape inference typed; the others (and their readers) are skipped."""
+
+    def call(self, node: NodeView, inputs):
+        if node.type is None:
+            raise NodeFailed()
+        return super().call(node, inputs)
+
+
+# -- hints solved for the whole spec -----------------------------------------------------------
+SIZE_CLAUSE = re.compile(r"\s*or an input (?:of \d+|that is a multiple of \d+)\s*$")
+SIZE_ONLY_HINTS = ("choose an input size whose grid stays even at every merge",)
+DIVISOR_HINT = re.compile(r"^use an? (?P<what>.+?) that divides (?P<n>\d+|the grid) "
+                          r"\((?P<values>\d+(?:, \d+)*)\)(?P<rest>.*)$")
+GRID_WORDS = re.compile(r"\b\d+x\d+\b|\bimage \d+")
+MOST_VALUES = 6
+SIZE_SECONDS, PARAM_SECONDS = 0.15, 0.1  # a failed check's hints take at most about 0.25 s
+
+
+def solve_hints(exc: SpecError, doc: Document) -> SpecError:
+    """`exc` with hints that name only sizes and param values passing the whole spec (as far
+    as the other errors allow: a value is named when it removes the problem and brings none)."""
+    diagnostics = exc.diagnostics
+    if not any(d.severity == "error" for d in diagnostics):
+        return exc
+    baseline = problems_of(exc)
+    try:
+        solved = [_solve_param(d, doc, baseline) for d in diagnostics]
+        solved = _solve_size(solved, doc, baseline)
+    except Exception:  # noqa: BLE001 - better hints must never cost the user the error itself
+        if os.environ.get("ARCHSPEC_DEBUG"):
+            raise
+        return exc
+    if solved == diagnostics:
+        return exc
+    return SpecError(solved, exc.sources)
+
+
+def _solve_size(diagnostics: list[Diagnostic], doc: Document, baseline) -> list[Diagnostic]:
+    """Each size-related hint names the nearest input sizes that cure its problem; a size no
+    check has confirmed is dropped from the hint."""
+    knob = find_knob(doc)
+    if knob is None or not any(_about_grids(d) for d in diagnostics):
+        return diagnostics
+    solver = SizeSolver(doc, knob)
+    if solver.problems(knob.size) != baseline:  # the failure is not one the solver reproduces
+        return [_without_size(d) for d in diagnostics]
+    sizes = solver.nearest(baseline, SIZE_SECONDS)
+    cured = {key for key in baseline if sizes and all(key not in solver.verify(s) for s in sizes)}
+    return [_with_sizes(d, sizes) if key_of(d) in cured else _without_size(d) for d in diagnostics]
+
+
+def _about_grids(d: Diagnostic) -> bool:
+    return d.severity == "error" and (bool(GRID_WORDS.search(d.message)) or d.hint in SIZE_ONLY_HINTS
+                                      or bool(d.hint and SIZE_CLAUSE.search(d.hint)))
+
+
+def _without_size(d: Diagnostic) -> Diagnostic:
+    if not d.hint or not SIZE_CLAUSE.search(d.hint):
+        return d
+    return replace(d, hint=SIZE_CLAUSE.sub("", d.hint) or None)
+
+
+def _with_sizes(d: Diagnostic, sizes: list[int]) -> Diagnostic:
+    sizes_text = " or ".join(map(str, sizes))
+    base = SIZE_CLAUSE.sub("", d.hint or "")
+    if not base or base in SIZE_ONLY_HINTS:
+        return replace(d, hint=f"use an input of {sizes_text}")
+    if base.startswith("no "):  # no value of the param passes: the size is the way out
+        return replace(d, hint=f"use an input of {sizes_text}: {base}")
+    if base.startswith("use "):
+        return replace(d, hint=f"{base} or an input of {sizes_text}")
+    return replace(d, hint=f"{base} (an input of {sizes_text} would pass)")
+
+
+def _solve_param(d: Diagnostic, doc: Document, baseline) -> Diagnostic:
+    """'use a window that divides 56 (2, 4, 7, 8, 14, 28)': when the value is a param of the
+    spec (`window: ${window}`), name only the divisors with which the whole spec passes."""
+    match = DIVISOR_HINT.match(d.hint or "") if d.severity == "error" else None
+    param = _param_at(doc, d) if match else None
+    if param is None:
+        return d
+    listed = [int(v) for v in match["values"].split(", ")]
+    candidates = [v for v in divisors(int(match["n"]))[1:-1]] if match["n"].isdigit() else listed
+    current = doc.data["params"][param]
+    candidates.sort(key=lambda v: (abs(v - current) if isinstance(current, int) else 0, v))
+    good = param_values_that_cure(doc, param, candidates, baseline, PARAM_SECONDS)
+    if good is None:
+        return d
+    what, n, rest = match["what"], match["n"], match["rest"]
+    if not good:
+        return replace(d, hint=f"no {what} that divides {n} passes the whole spec{rest}")
+    shown = ", ".join(map(str, sorted(good[:MOST_VALUES])))
+    return replace(d, hint=f"use a {what} that divides {n} and passes the whole spec ({shown}){rest}")
+
+
+def _param_at(doc: Document, d: Diagnostic) -> str | None:
+    """The spec param written as the whole value the diagnostic points at (`${window}`), if
+    it is one (and no block parameter of the same name hides it)."""
+    if d.loc is None:
+        return None
+    path = next((p for p, loc in doc.locs.items() if loc == d.loc), None)
+    value = _value_at(doc.data, path) if path is not None else None
+    name = value[2:-1].strip() if isinstance(value, str) and value.startswith("${") and value.endswith("}") else None
+    params = doc.data.get("params") if isinstance(doc.data, dict) else None
+    if not name or not isinstance(params, dict) or name not in params or not isinstance(params[name], int):
+        return None
+    if path[0] == "blocks" and len(path) > 1 and name in ((doc.data["blocks"].get(path[1]) or {}).get("params") or {}):
+        return None
+    return name
+
+
+def _value_at(data: Any, path: tuple) -> Any:
+    for key in path:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+__all__ = ["check_document", "check_file", "check_text", "lower_report", "Attempt", "attempt_document",
+           "attempt_file", "attempt_text", "solve_hints", "check_problems", "PASSES"]

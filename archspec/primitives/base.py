@@ -1,0 +1,162 @@
+"""What a primitive is: one `Op` object per primitive, or per kind of a primitive, carrying
+its parameter model and its rules (JAX's `Primitive` with `def_abstract_eval` is the model:
+every rule hangs on the object).
+
+    class Window(AttentionOp):            # archspec/primitives/ops/attention/window.py
+        kind = "window"
+        Params = WindowParams
+        def shape(self, p, inputs, ctx): ...
+        def cost(self, p, inputs, out, ctx): ...
+
+    WINDOW = register(Window())
+
+The torch side registers its lowering against the same object from its own file
+(archspec/compiler/modules/...), keyed by the object, not a string. Adding a primitive or a
+kind is a new file under archspec/primitives/ops/ (found by discovery, registry.py) plus its
+torch file; no switch elsewhere names it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from ..core.types import TensorType
+
+# -- parameter models --------------------------------------------------------------------------
+
+
+class Params(BaseModel):
+    """Base of every primitive's parameters: strict types, unknown keys rejected, frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+MAX_SIZE = 1 << 24  # no width, length or count in a sane spec is larger
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_SIZE)]
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE)]
+Rate = Annotated[float, Field(ge=0.0, lt=1.0, description="a probability in [0, 1)")]
+Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="LayerNorm epsilon")]
+NormPlace = Literal["pre", "post", "res_post", "none"]
+
+
+class Sublayer(Params):
+    """A transformer sub-layer with its norm and residual.
+
+    norm: pre      x + drop_path(f(norm(x)))      ViT, Swin v1, PVT, CLIP
+    norm: post     norm(x + drop_path(f(x)))      the 2017 Transformer
+    norm: res_post x + drop_path(norm(f(x)))      Swin v2
+    norm: none     x + drop_path(f(x))
+
+    With `layer_scale`, the branch is multiplied by a learned per-channel scale before the
+    residual add (LayerScale, CaiT / timm `ls1.gamma`): x + drop_path(gamma * f(norm(x))).
+    """
+
+    norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post or none")
+    norm_kind: Literal["layer", "rms"] = Field("layer", description="LayerNorm or RMSNorm (weight only)")
+    norm_eps: Eps = 1e-5
+    drop_path: Rate = Field(0.0, description="stochastic depth rate of this residual branch")
+    layer_scale: float | None = Field(None, gt=0, description="LayerScale: initial value of a learned per-channel "
+                                                              "scale of the branch (e.g. 1e-5); none: no scale")
+
+
+def sublayer_params(p: Sublayer, width: int) -> int:
+    """Parameters of a sub-layer's norm and LayerScale (its body's are the op's own)."""
+    norm = 0 if p.norm == "none" else (width if p.norm_kind == "rms" else 2 * width)
+    return norm + (width if p.layer_scale is not None else 0)
+
+
+# -- rule results ------------------------------------------------------------------------------
+
+
+class RuleError(Exception):
+    """A shape or consistency rule failed. `field` names the parameter to point at."""
+
+    def __init__(self, message: str, hint: str | None = None, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Per-node cost. FLOPs per sample (batch 1), multiply-add = 2 FLOPs, counting what
+    torch.utils.flop_counter.FlopCounterMode counts: matmuls, convolutions and attention
+    (Q K^T and A V); norms, activations, softmax and element-wise ops are not counted."""
+
+    params: int
+    flops: int
+
+
+class RuleContext(Protocol):
+    """What a rule may look at besides its parameters and inputs. Shape inference, costing
+    and lowering each give one (lowering's adds what it needs to build modules)."""
+
+    @property
+    def node(self) -> Any:
+        """The IR node the rule runs for (a core.ir.NodeView)."""
+
+    def node_named(self, name: str) -> Any:
+        """Another IR node, by path (e.g. the embed a `tie` names)."""
+
+    def readers(self, name: str) -> list[str]:
+        """The nodes that read the node `name`."""
+
+
+# -- the primitive object ----------------------------------------------------------------------
+
+
+class Op:
+    """One primitive, or one kind of a primitive. Subclass it, set the class attributes,
+    override the rules, and `register` an instance."""
+
+    primitive: ClassVar[str]  # the op key in a spec: attention, mlp, ...
+    kind: ClassVar[str | None] = None  # the `kind` it answers to; None for a primitive without kinds
+    Params: ClassVar[type[Params]]
+    refs: ClassVar[tuple[str, ...]] = ()  # parameters whose value names another node (`tie`)
+    variadic: ClassVar[bool] = False  # reads its last input any number of times (concat)
+    plugin: str | None = None  # the plugin that registered it (set by the registry); None: built in
+    default: ClassVar[bool] = False  # the kind a node gets when it gives no `kind`
+
+    @property
+    def label(self) -> str:
+        """`attention/window`; `norm` for a primitive without kinds or for its default kind."""
+        return f"{self.primitive}/{self.kind}" if self.kind and not self.default else self.primitive
+
+    @property
+    def doc(self) -> str:
+        return (type(self).__doc__ or "").strip()
+
+    def __repr__(self) -> str:
+        return f"<op {self.label}>"
+
+    @functools.cached_property
+    def adapter(self) -> TypeAdapter:
+        return TypeAdapter(self.Params)
+
+    # -- rules -------------------------------------------------------------------------------
+    def reads(self, p) -> tuple[str, ...]:
+        """Names of the inputs the node reads, given its params (one per `from` entry; with
+        `variadic`, the last name may be given any number of times, at least once)."""
+        return ("x",)
+
+    def accepts(self, p, count: int) -> bool:
+        """Whether the node may read `count` inputs."""
+        names = self.reads(p)
+        return count >= len(names) if self.variadic else count == len(names)
+
+    def shape(self, p, inputs: list[TensorType], ctx: RuleContext) -> TensorType:
+        """The output type, or RuleError."""
+        raise NotImplementedError(f"{self.label} has no shape rule")
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx: RuleContext) -> Cost:
+        raise NotImplementedError(f"{self.label} has no cost rule")
+
+    def value_range(self, p, slot: int, ctx: RuleContext) -> int | None:
+        """For an integer input at `slot`: the values it may hold are 0 .. this - 1 (an embed's
+        vocabulary). Example inputs for export are drawn from it. None: no bound."""
+        return None

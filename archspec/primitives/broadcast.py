@@ -1,0 +1,49 @@
+"""Element-wise ops on two tensors: their shapes must broadcast (numpy's rules: aligned on the
+right, each pair of sizes equal or one of them 1). A symbolic size broadcasts with itself and
+with 1 only. The result keeps the layout (grid, prefix tokens) of the operand that has the
+result's shape."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..core.types import Sym, TensorType
+from .base import RuleError
+
+
+def _text(shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _one(a, b):
+    """The broadcast of two sizes, or None when they do not broadcast."""
+    if a == b:
+        return a
+    if a == 1:
+        return b
+    if b == 1:
+        return a
+    return None
+
+
+def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
+    if x.dtype != y.dtype:
+        raise RuleError(f"{what} reads {x.dtype} and {y.dtype} tensors", field="from")
+    rank = max(len(x.shape), len(y.shape))
+    xs = (1,) * (rank - len(x.shape)) + tuple(x.shape)
+    ys = (1,) * (rank - len(y.shape)) + tuple(y.shape)
+    shape = []
+    for axis, (a, b) in enumerate(zip(xs, ys)):
+        size = _one(a, b)
+        if size is None:
+            why = "symbolic sizes that may differ" if isinstance(a, Sym) or isinstance(b, Sym) else f"{a} vs {b}"
+            raise RuleError(f"{what}: shapes {_text(x.shape)} and {_text(y.shape)} do not broadcast "
+                            f"(dimension {axis}: {why})", field="from",
+                            hint="element-wise ops need equal sizes, or 1 where one side is shared")
+        shape.append(size)
+    shape = tuple(shape)
+    for t in (x, y):
+        if tuple(t.shape) == shape:
+            return t
+    base = x if len(x.shape) >= len(y.shape) else y
+    return replace(base, shape=shape, grid=None, prefix=0)

@@ -1,0 +1,45 @@
+"""cost: parameters, FLOPs and activation bytes of every node, analytically (no torch).
+
+FLOPs follow torch.utils.flop_counter.FlopCounterMode: a multiply-add counts 2, and only
+matmuls, convolutions and attention products are counted. Figures are per sample (batch 1),
+symbolic lengths at their largest. Activation bytes are those of the node's output.
+Results: meta["cost"].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.interpreter import Interpreter
+from ..core.ir import Graph, NodeView
+from .infer import GraphContext
+
+
+@dataclass(frozen=True)
+class NodeCost:
+    params: int
+    flops: int
+    activation_bytes: int
+
+
+class Costing(Interpreter):
+    key = "cost"
+
+    def placeholder(self, node: NodeView) -> None:
+        return None
+
+    def call(self, node: NodeView, inputs) -> NodeCost:
+        types = [self.graph.type_of(name) for name in node.inputs]
+        c = node.op.cost(node.params, types, node.type, GraphContext(self.graph, node))
+        return NodeCost(c.params, c.flops, node.type.nbytes())
+
+
+def cost(graph: Graph) -> Graph:
+    Costing(graph).run()
+    return graph
+
+
+def totals(graph: Graph) -> NodeCost:
+    costs = [n.meta["cost"] for n in graph.nodes() if not n.is_input]
+    return NodeCost(sum(c.params for c in costs), sum(c.flops for c in costs),
+                    sum(c.activation_bytes for c in costs))

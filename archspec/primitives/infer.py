@@ -1,0 +1,49 @@
+"""infer: the output type of every node, by its op's shape rule (JAX's abstract evaluation:
+a table of small rules, here hung on each op object). Errors are located at the parameter
+the rule names, or at the node; nodes downstream of a failed node are skipped, not reported
+twice. Results: meta["type"]."""
+
+from __future__ import annotations
+
+from ..core.errors import Diagnostic
+from ..core.interpreter import Interpreter, NodeFailed
+from ..core.ir import Graph, NodeView
+from ..core.types import TensorType
+from .base import RuleError
+
+
+class GraphContext:
+    """The rule context of the torch-free passes (see base.RuleContext)."""
+
+    def __init__(self, graph: Graph, node: NodeView):
+        self.graph, self.node = graph, node
+
+    def node_named(self, name: str) -> NodeView:
+        return self.graph.node(name)
+
+    def readers(self, name: str) -> list[str]:
+        return self.graph.readers(name)
+
+
+def rule_failure(node: NodeView, exc: RuleError) -> NodeFailed:
+    # A rule that names no parameter is about the node's inputs: point at its `from`, if it has one.
+    return NodeFailed(Diagnostic(exc.message, node.param_loc(exc.field or "from"), node.name, exc.hint))
+
+
+class ShapeInference(Interpreter):
+    key = "type"
+
+    def placeholder(self, node: NodeView) -> TensorType:
+        return node.type  # inputs are typed when the IR is made
+
+    def call(self, node: NodeView, inputs: list[TensorType]) -> TensorType:
+        try:
+            return node.op.shape(node.params, inputs, GraphContext(self.graph, node))
+        except RuleError as exc:
+            raise rule_failure(node, exc) from None
+
+
+def infer(graph: Graph) -> Graph:
+    ShapeInference(graph).run()
+    graph.lint(inferred=True)
+    return graph

@@ -1,0 +1,2 @@
+"""attention: the multi-head attention sub-layer, one file per kind (common.py holds what the
+kinds share)."""

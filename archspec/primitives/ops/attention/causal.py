@@ -1,0 +1,31 @@
+"""causal: self-attention where token i attends to tokens 0..i (nn.Transformer decoder, CLIP
+text, GPT-2, Llama)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ....core.types import TensorType
+from ...registry import register
+from .sequence import SequenceAttention, SequenceParams, check_sequence
+
+
+class CausalParams(SequenceParams):
+    kind: Literal["causal"]
+    over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
+
+
+class CausalAttention(SequenceAttention):
+    """Each token attends to itself and earlier tokens (nn.Transformer decoder, CLIP text)."""
+
+    kind = "causal"
+    Params = CausalParams
+
+    def check(self, p, inputs: list[TensorType]) -> None:
+        check_sequence(inputs[0], self.kind, p)
+        super().check(p, inputs)
+
+
+CAUSAL = register(CausalAttention())

@@ -1,0 +1,97 @@
+"""What every attention kind shares: the parameters, the heads-divide-width rule, the grid
+requirement of the spatial kinds, and the cost of the projections.
+
+A kind subclasses `AttentionOp`, sets `kind` and `Params`, and overrides `check` (its own
+shape rules), `keys` (how many tokens keys and values are computed for) and `core_cost`
+(the attention products and whatever else the kind adds).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ....core.types import TensorType, dim_value
+from ....core.words import plural
+from ...base import Cost, Op, PositiveInt, Rate, RuleError, Sublayer, sublayer_params
+from ...counting import attention_flops, linear_flops, linear_params
+from ...grids import divisors
+
+
+class AttentionParams(Sublayer):
+    heads: PositiveInt = Field(description="number of attention heads; must divide the width")
+    qkv_bias: bool = True
+    proj_bias: bool = True
+    attn_drop: Rate = 0.0
+    proj_drop: Rate = 0.0
+
+
+def check_heads(p: AttentionParams, width: int) -> None:
+    if width % p.heads:
+        fits = [d for d in divisors(width) if d <= 64][-8:]
+        raise RuleError(f"{p.heads} heads do not divide the width {width}", field="heads",
+                        hint=f"use a number of heads that divides {width} ({', '.join(map(str, fits))})")
+
+
+def need_grid(x: TensorType, kind: str) -> tuple[int, int]:
+    if x.layout != "tokens" or x.grid is None:
+        hint = ("patchify the image first" if x.layout == "image"
+                else "patchify an image, or declare the input's `grid: [H, W]`")
+        raise RuleError(f"{kind} attention needs a token grid, got {x.layout_name()}", field="kind", hint=hint)
+    if x.prefix:
+        raise RuleError(f"{kind} attention cannot run over class tokens; these tokens have "
+                        f"{plural(x.prefix, 'class token')}", field="kind",
+                        hint="use global attention, or patchify without cls_token")
+    return x.grid
+
+
+def projection_params(width: int, p: AttentionParams, kv_width: int | None = None) -> int:
+    """qkv (or q + kv) and the output projection; keys and values are `kv_width` wide
+    (narrower than the queries with grouped-query attention)."""
+    kv_width = width if kv_width is None else kv_width
+    params = (width + 2 * kv_width) * width + linear_params(width, width, p.proj_bias)
+    if p.qkv_bias is True:
+        params += width + 2 * kv_width
+    elif p.qkv_bias == "qv":
+        params += width + kv_width
+    return params
+
+
+class AttentionOp(Op):
+    primitive = "attention"
+    Params = AttentionParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        x = inputs[0]
+        if x.layout != "tokens":
+            raise RuleError(f"attention reads tokens, got {x.layout_name()}",
+                            hint="patchify the image first" if x.layout == "image" else None)
+        check_heads(p, x.channels)
+        self.check(p, inputs)
+        return x  # same shape
+
+    def check(self, p, inputs: list[TensorType]) -> None:
+        """The kind's own shape rules (RuleError when one fails)."""
+
+    def keys(self, p, inputs: list[TensorType]) -> int:
+        """Tokens whose keys and values are computed."""
+        return dim_value(inputs[0].length)
+
+    def core_cost(self, p, inputs: list[TensorType]) -> Cost:
+        """The attention products, plus any parameters and FLOPs the kind adds."""
+        x = inputs[0]
+        return Cost(0, attention_flops(dim_value(x.length), self.keys(p, inputs), x.channels))
+
+    def kv_width(self, p, width: int) -> int:
+        """Width of the keys (and of the values)."""
+        return width
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        x = inputs[0]
+        width, queries = x.channels, dim_value(x.length)
+        kv_width = self.kv_width(p, width)
+        core = self.core_cost(p, inputs)
+        params = projection_params(width, p, kv_width) + sublayer_params(p, width) + core.params
+        flops = linear_flops(queries, width, width)  # q (or its part of qkv)
+        flops += linear_flops(self.keys(p, inputs), width, 2 * kv_width)  # k and v
+        flops += linear_flops(queries, width, width)  # output projection
+        return Cost(params, flops + core.flops)

@@ -1,0 +1,22 @@
+"""global: multi-head self-attention, every token attends to every token (timm ViT Attention)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ...registry import register
+from .sequence import SequenceAttention, SequenceParams
+
+
+class GlobalParams(SequenceParams):
+    kind: Literal["global"]
+
+
+class GlobalAttention(SequenceAttention):
+    """All tokens attend to all tokens (timm ViT)."""
+
+    kind = "global"
+    Params = GlobalParams
+
+
+GLOBAL = register(GlobalAttention())

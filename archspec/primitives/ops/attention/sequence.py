@@ -1,0 +1,81 @@
+"""What the sequence kinds (global, causal, sliding, cross) share: grouped-query attention,
+rotary position embeddings, query/key normalisation, separate q/k/v biases and a key-padding
+mask input."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field
+
+from ....core.types import TensorType
+from ...base import Cost, Eps, PositiveInt, RuleError
+from .common import AttentionOp, AttentionParams
+
+
+class SequenceParams(AttentionParams):
+    qkv_bias: Union[bool, Literal["qv"]] = Field(True, description="true, false, or qv (query and value biases only)")
+    kv_heads: PositiveInt | None = Field(
+        None, description="heads of keys and values (grouped-query attention; 1: multi-query); default: heads")
+    qk_norm: Literal["none", "layer", "rms"] = Field("none", description="normalise each head's queries and keys")
+    qk_norm_eps: Eps = 1e-6
+    rope_theta: float | None = Field(None, gt=0, description="rotary position embedding base (e.g. 10000); none: no "
+                                                             "rotary embedding")
+    rope_dims: PositiveInt | None = Field(None, description="dims of each head the rotation covers (default: all)")
+    padding_mask: bool = Field(False, description="read a key-padding mask [B, L] as the last input: 1 keeps a "
+                                                  "key, 0 hides it")
+
+
+class SequenceAttention(AttentionOp):
+    """The rules of the options every sequence kind takes."""
+
+    Params = SequenceParams
+
+    def reads(self, p) -> tuple[str, ...]:
+        return self.streams(p) + (("mask",) if p.padding_mask else ())
+
+    def streams(self, p) -> tuple[str, ...]:
+        """The token streams the kind reads (before the padding mask)."""
+        return ("x",)
+
+    def kv_width(self, p, width: int) -> int:
+        return width // p.heads * (p.kv_heads or p.heads)
+
+    def core_cost(self, p, inputs: list[TensorType]) -> Cost:
+        core = super().core_cost(p, inputs)
+        head = inputs[0].channels // p.heads
+        norms = {"none": 0, "layer": 2 * 2 * head, "rms": 2 * head}[p.qk_norm]  # q_norm and k_norm
+        return Cost(core.params + norms, core.flops)
+
+    def check(self, p, inputs: list[TensorType]) -> None:
+        x = inputs[0]
+        head = x.channels // p.heads
+        if p.kv_heads is not None and p.heads % p.kv_heads:
+            raise RuleError(f"{p.kv_heads} key/value heads do not divide the {p.heads} query heads", field="kv_heads",
+                            hint="each key/value head serves an equal group of query heads")
+        if p.rope_theta is None and p.rope_dims is not None:
+            raise RuleError("rope_dims goes with rope_theta", field="rope_dims")
+        if p.rope_theta is not None:
+            dims = p.rope_dims or head
+            if dims > head or dims % 2:
+                raise RuleError(f"rope_dims {dims} must be even and at most the head width {head}",
+                                field="rope_dims" if p.rope_dims else "rope_theta")
+        if p.padding_mask:
+            keys, mask = inputs[len(self.streams(p)) - 1], inputs[-1]
+            if mask.layout != "ids":
+                raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()}",
+                                field="from")
+            if mask.length != keys.length:
+                raise RuleError(f"a padding mask of {mask.length} values for {keys.length} keys", field="from")
+
+    def value_range(self, p, slot: int, ctx) -> int | None:
+        return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+
+
+def check_sequence(x: TensorType, kind: str, p) -> None:
+    """Causal kinds order tokens in a sequence; a grid of image patches has no such order."""
+    if x.grid and not p.over_grid:
+        raise RuleError(f"{kind} attention orders tokens in a sequence, and these tokens lie on a "
+                        f"{x.grid[0]}x{x.grid[1]} grid (image patches)", field="kind",
+                        hint="use global or window attention for image tokens, or set `over_grid: true` if a "
+                             "causal order over the patches is what you mean")

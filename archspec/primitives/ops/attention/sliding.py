@@ -1,0 +1,33 @@
+"""sliding: causal self-attention inside a sliding window: token i attends to tokens
+i - window + 1 .. i (Mistral's sliding-window attention)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ....core.types import TensorType
+from ...base import PositiveInt
+from ...registry import register
+from .sequence import SequenceAttention, SequenceParams, check_sequence
+
+
+class SlidingParams(SequenceParams):
+    kind: Literal["sliding"]
+    window: PositiveInt = Field(description="how many tokens each token sees: itself and window - 1 before it")
+    over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
+
+
+class SlidingWindowAttention(SequenceAttention):
+    """Causal attention limited to the last `window` tokens."""
+
+    kind = "sliding"
+    Params = SlidingParams
+
+    def check(self, p, inputs: list[TensorType]) -> None:
+        check_sequence(inputs[0], self.kind, p)
+        super().check(p, inputs)
+
+
+SLIDING = register(SlidingWindowAttention())

@@ -1,0 +1,88 @@
+"""window: W-MSA, attention inside non-overlapping MxM windows of the token grid, with a
+relative position bias (a table: Swin v1; a continuous bias from a small MLP over
+log-spaced offsets: Swin v2) and optionally scaled cosine attention (Swin v2).
+
+Where the grid is no larger than the window, the window shrinks to the grid (as timm does).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field
+
+from ....core.types import TensorType, dim_value
+from ...base import Cost, NonNegInt, PositiveInt, RuleError
+from ...counting import attention_flops, linear_flops, linear_params
+from ...grids import divisors, suggest_input, trace_text
+from ...registry import register
+from .common import AttentionOp, AttentionParams, need_grid
+
+
+class WindowParams(AttentionParams):
+    kind: Literal["window"]
+    window: PositiveInt = Field(description="window size M: attention inside MxM windows")
+    bias: Literal["table", "cpb", "none"] = Field(
+        "table", description="relative position bias: table (Swin v1), cpb (Swin v2 log-spaced MLP) or none")
+    cosine: bool = Field(False, description="scaled cosine attention with a learned per-head logit scale (Swin v2)")
+    qkv_bias: Union[bool, Literal["qv"]] = Field(True, description="true, false, or qv (query and value only, Swin v2)")
+    cpb_hidden: PositiveInt = 512
+    pretrained_window: NonNegInt = Field(0, description="cpb: window size the coordinates are normalised by (0: this one)")
+
+
+class WindowAttention(AttentionOp):
+    """Attention inside non-overlapping MxM windows of the grid (timm Swin / SwinV2 W-MSA)."""
+
+    kind = "window"
+    Params = WindowParams
+
+    def shift(self, p) -> int:
+        """The cyclic shift before partitioning (none for plain windows)."""
+        return 0
+
+    def geometry(self, p, grid: tuple[int, int], x: TensorType | None = None):
+        """Effective (window, shift) per grid dimension, as timm computes them."""
+        shift = self.shift(p)
+        windows, shifts = [], []
+        for size in grid:
+            if size <= p.window:  # the window covers the whole grid: no shift (timm)
+                windows.append(size)
+                shifts.append(0)
+                continue
+            if size % p.window:
+                fits = [d for d in divisors(size) if 1 < d < size][-6:]
+                trace = trace_text(x) if x is not None else ""
+                more = suggest_input(x, size, p.window) if x is not None else ""
+                raise RuleError(f"window {p.window} does not divide the {grid[0]}x{grid[1]} token grid{trace}",
+                                field="window",
+                                hint=f"use a window that divides {size} ({', '.join(map(str, fits))}){more}")
+            windows.append(p.window)
+            shifts.append(shift)
+        return tuple(windows), tuple(shifts)
+
+    def check(self, p, inputs: list[TensorType]) -> None:
+        x = inputs[0]
+        if p.bias == "cpb" and p.window == 1 and p.pretrained_window == 0:
+            raise RuleError("the continuous position bias needs a window of at least 2", field="window")
+        grid = need_grid(x, self.kind)
+        if p.window == 1 and max(grid) > 1:
+            raise RuleError(f"window 1 over the {grid[0]}x{grid[1]} token grid: each token would attend only to "
+                            "itself, and no information would move between tokens", field="window",
+                            hint="use a window of at least 2 (Swin: 7), or mlp for a per-token layer")
+        self.geometry(p, grid, x)
+
+    def core_cost(self, p, inputs: list[TensorType]) -> Cost:
+        x = inputs[0]
+        windows, _ = self.geometry(p, x.grid)
+        table = (2 * windows[0] - 1) * (2 * windows[1] - 1)
+        params = p.heads if p.cosine else 0
+        flops = attention_flops(dim_value(x.length), windows[0] * windows[1], x.channels)
+        if p.bias == "table":
+            params += table * p.heads
+        elif p.bias == "cpb":
+            params += linear_params(2, p.cpb_hidden) + p.cpb_hidden * p.heads
+            flops += linear_flops(table, 2, p.cpb_hidden) + linear_flops(table, p.cpb_hidden, p.heads)
+        return Cost(params, flops)
+
+
+WINDOW = register(WindowAttention())

@@ -1,0 +1,100 @@
+"""embed: token ids -> tokens. An embedding table (optionally shared with another embed
+node: `tie`), optionally scaled by sqrt(dim) as in the 2017 Transformer, plus positions
+(learned table, sinusoidal, or none), plus, with `types`, token-type (segment) embeddings
+looked up from a second ids input (BERT)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ...core.types import Sym, TensorType, tokens
+from ..base import Cost, Op, Params, PositiveInt, Rate, RuleError
+from ..registry import register
+
+
+class EmbedParams(Params):
+    vocab: PositiveInt | None = Field(None, description="vocabulary size (taken from `tie` when tied)")
+    dim: PositiveInt | None = Field(None, description="width of the tokens (taken from `tie` when tied)")
+    pos: Literal["learned", "sincos", "none"] = "learned"
+    max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover")
+    scale: bool = Field(False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.)")
+    dropout: Rate = 0.0
+    tie: str | None = Field(None, description="share the table of this other embed node")
+    types: PositiveInt | None = Field(None, description="token types (segments): read their ids as a second input "
+                                                        "and add a table of this many rows (BERT: 2)")
+
+
+def tied_table(tie: str, ctx) -> tuple[int, int]:
+    """(vocab, dim) of the embed node `tie` names, which must own its table."""
+    if tie == ctx.node.name:
+        raise RuleError("an embed cannot tie to itself", field="tie", hint="name the embed node that owns the table")
+    owner = ctx.node_named(tie)
+    if owner.op is not EMBED:
+        raise RuleError(f"`tie` must name an embed node; {tie} is {owner.op.label}", field="tie",
+                        hint="tie to the embed node whose table you want to share")
+    if owner.params.tie is not None:
+        raise RuleError(f"`tie` must name the embed node that owns the table; {tie} shares {owner.params.tie}'s",
+                        field="tie", hint=f"tie to {owner.params.tie}")
+    if owner.params.vocab is None or owner.params.dim is None:  # its own rule reports it; no table to share
+        raise RuleError(f"{tie} has no table to share: it lacks `{'vocab' if owner.params.vocab is None else 'dim'}`",
+                        field="tie", hint=f"give {tie} its vocab and dim")
+    return owner.params.vocab, owner.params.dim
+
+
+def table_shape(p: EmbedParams, ctx) -> tuple[int, int]:
+    """(vocab, dim) of the table, following `tie` to the node that owns it."""
+    if p.tie is None:
+        if p.vocab is None or p.dim is None:
+            missing = "vocab" if p.vocab is None else "dim"
+            raise RuleError(f"embed needs `{missing}` (or `tie` to share another embed's table)")
+        return p.vocab, p.dim
+    vocab, dim = tied_table(p.tie, ctx)
+    for name, mine, theirs in (("vocab", p.vocab, vocab), ("dim", p.dim, dim)):
+        if mine is not None and mine != theirs:
+            raise RuleError(f"{name} {mine} differs from the tied table's {name} {theirs} ({p.tie})", field=name)
+    return vocab, dim
+
+
+class Embed(Op):
+    """Token ids -> tokens: a table (own, or tied to another embed), optional sqrt(dim) scale, positions."""
+
+    primitive = "embed"
+    Params = EmbedParams
+    refs = ("tie",)
+
+    def reads(self, p) -> tuple[str, ...]:
+        return ("ids", "types") if p.types else ("ids",)
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        x = inputs[0]
+        if x.layout != "ids":
+            raise RuleError(f"embed reads token ids, got {x.layout_name()}")
+        if p.types and (inputs[1].layout != "ids" or inputs[1].length != x.length):
+            raise RuleError(f"token types must be ids [B, L] as long as the tokens ({x.length}), got "
+                            f"{inputs[1].describe()}", field="from")
+        _, dim = table_shape(p, ctx)
+        length = x.length
+        longest = length.hi if isinstance(length, Sym) else length
+        if p.pos != "none":
+            if p.max_len is None:
+                raise RuleError(f"positions ({p.pos}) need `max_len`", field="pos")
+            if longest > p.max_len:
+                raise RuleError(f"sequences of up to {longest} tokens exceed max_len {p.max_len}", field="max_len",
+                                hint=f"raise max_len to {longest} or shorten the input")
+        if p.pos == "sincos" and dim % 2:
+            raise RuleError(f"sinusoidal positions need an even width, got {dim}", field="pos")
+        return tokens(length, dim)  # [B, L] -> [B, L, dim]
+
+    def cost(self, p, inputs, out: TensorType, ctx) -> Cost:
+        params = 0 if p.tie else p.vocab * p.dim
+        params += p.max_len * out.channels if p.pos == "learned" else 0
+        params += (p.types or 0) * out.channels
+        return Cost(params, 0)
+
+    def value_range(self, p, slot: int, ctx) -> int | None:
+        return table_shape(p, ctx)[0] if slot == 0 else p.types  # ids index their tables
+
+
+EMBED = register(Embed())

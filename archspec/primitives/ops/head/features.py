@@ -1,0 +1,66 @@
+"""features: pool (cls, mean, eos, or none), an optional LayerNorm and an optional
+projection (the CLIP towers). eos pools each sequence at its end-of-text token and reads the
+token ids as a second input."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ....core.types import TensorType, dim_value, tokens, vector
+from ...base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, RuleError
+from ...counting import linear_flops, linear_params, norm_params
+from ...registry import register
+from .pooling import Pool, check_pool
+
+
+class FeaturesParams(Params):
+    kind: Literal["features"]
+    pool: Pool = "cls"
+    eos_id: NonNegInt | None = Field(
+        None, description="eos pooling: the end-of-text token id; none: the position of the largest id (CLIP)")
+    norm: bool = Field(False, description="LayerNorm after pooling")
+    norm_eps: Eps = 1e-5
+    project: PositiveInt | None = Field(None, description="project to this width (linear, no bias)")
+
+
+class FeaturesHead(Op):
+    """Pool (cls / mean / eos / none), optional LayerNorm, optional projection (CLIP towers)."""
+
+    primitive = "head"
+    kind = "features"
+    Params = FeaturesParams
+
+    def reads(self, p) -> tuple[str, ...]:
+        return ("x", "ids") if p.pool == "eos" else ("x",)
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        x = inputs[0]
+        if p.pool != "none":
+            check_pool(p.pool, x)
+        if p.pool == "eos":
+            ids = inputs[1]
+            if ids.layout != "ids":
+                raise RuleError(f"eos pooling reads token ids as its second input, got {ids.layout_name()}",
+                                field="from")
+            if ids.length != x.length:
+                raise RuleError(f"{ids.length} token ids for {x.length} tokens", field="from")
+        width = p.project or x.channels
+        if p.pool == "none":
+            return tokens(x.length, width, x.grid, x.prefix, x.trace)  # [B, N, C] -> [B, N, width]
+        return vector(width)  # [B, N, C] -> [B, width]
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        x = inputs[0]
+        width = x.channels
+        rows = 1 if p.pool != "none" else dim_value(x.length)
+        params = norm_params(width) if p.norm else 0
+        flops = 0
+        if p.project:
+            params += linear_params(width, p.project, bias=False)
+            flops = linear_flops(rows, width, p.project)
+        return Cost(params, flops)
+
+
+FEATURES = register(FeaturesHead())

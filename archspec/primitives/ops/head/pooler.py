@@ -1,0 +1,42 @@
+"""pooler: one token through a linear layer and a tanh (BERT's pooler: the first token)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ....core.types import Sym, TensorType, vector
+from ...base import Cost, NonNegInt, Op, Params, RuleError
+from ...counting import linear_flops, linear_params
+from ...registry import register
+
+
+class PoolerParams(Params):
+    kind: Literal["pooler"]
+    index: NonNegInt = Field(0, description="the token pooled (BERT: 0, the [CLS] token)")
+    act: Literal["tanh", "none"] = "tanh"
+
+
+class PoolerHead(Op):
+    """act(fc(x[:, index])) -> [B, C] (BERT's pooler)."""
+
+    primitive = "head"
+    kind = "pooler"
+    Params = PoolerParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        x = inputs[0]
+        if x.layout != "tokens":
+            raise RuleError(f"a pooler reads tokens, got {x.layout_name()}")
+        shortest = x.length.lo if isinstance(x.length, Sym) else x.length
+        if p.index >= shortest:
+            raise RuleError(f"token {p.index} is outside sequences of {shortest} tokens", field="index")
+        return vector(x.channels)  # [B, N, C] -> [B, C]
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        width = inputs[0].channels
+        return Cost(linear_params(width, width), linear_flops(1, width, width))
+
+
+POOLER = register(PoolerHead())

@@ -1,0 +1,39 @@
+"""linear: a linear map of the channels of tokens or a feature vector (bias optional)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pydantic import Field
+
+from ...core.types import TensorType
+from ..base import Cost, Op, Params, PositiveInt, RuleError
+from ..counting import linear_flops, linear_params
+from ..registry import register
+
+
+class LinearParams(Params):
+    dim: PositiveInt = Field(description="output width")
+    bias: bool = True
+
+
+class Linear(Op):
+    """y = x W^T + b over the channels: [..., C] -> [..., dim]."""
+
+    primitive = "linear"
+    Params = LinearParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        if x.layout not in ("tokens", "vector"):
+            raise RuleError(f"linear reads tokens or a feature vector, got {x.layout_name()}",
+                            hint="to_tokens turns an image into tokens" if x.layout == "image" else None)
+        return replace(x, shape=tuple(x.shape[:-1]) + (p.dim,))  # [..., C] -> [..., dim]
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        x = inputs[0]
+        rows = x.max_numel() // x.channels
+        return Cost(linear_params(x.channels, p.dim, p.bias), linear_flops(rows, x.channels, p.dim))
+
+
+LINEAR = register(Linear())

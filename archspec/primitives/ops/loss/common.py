@@ -1,0 +1,26 @@
+"""What the loss kinds share: a weight in the total, a scalar result, no parameters or FLOPs."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ....core.types import TensorType, scalar
+from ...base import Cost, Op, Params
+
+
+class LossParams(Params):
+    weight: float = Field(1.0, ge=0, description="weight of this objective in the total loss")
+
+
+class LossOp(Op):
+    primitive = "loss"
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        self.check(p, inputs)
+        return scalar()  # a number
+
+    def check(self, p, inputs: list[TensorType]) -> None:
+        """The kind's own rules about its inputs."""
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        return Cost(0, 0)  # objectives are not part of the network's cost

@@ -1,0 +1,1 @@
+"""merge: downsample a token grid, one file per kind."""

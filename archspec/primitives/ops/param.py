@@ -1,0 +1,46 @@
+"""param: a learned tensor (reads nothing). Its first dimension is 1, so it broadcasts over the
+batch in add and multiply: `shape: [197, 768]` is a tokens-like [1, 197, 768] (a position
+embedding), `shape: [768]` a vector-like [1, 768] (a per-channel scale)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ...core.types import TensorType
+from ..base import Cost, MAX_SIZE, Op, Params, PositiveInt, RuleError
+from ..registry import register
+
+LAYOUT_OF_RANK = {1: "vector", 2: "tokens", 3: "image"}
+
+
+class ParamParams(Params):
+    shape: list[PositiveInt] = Field(min_length=1, max_length=3,
+                                     description="the tensor's shape without the batch: [C], [N, C] or [C, H, W]")
+    init: Literal["zeros", "ones", "normal", "trunc_normal"] = "trunc_normal"
+    std: float = Field(0.02, gt=0, description="standard deviation of the normal inits")
+
+
+class Param(Op):
+    """A learned tensor of the given shape (batch dimension 1, so it broadcasts)."""
+
+    primitive = "param"
+    Params = ParamParams
+
+    def reads(self, p) -> tuple[str, ...]:
+        return ()
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        count = 1
+        for size in p.shape:
+            count *= size
+        if count > MAX_SIZE * 64:
+            raise RuleError(f"a parameter of {count:,} values is beyond archspec's limit", field="shape")
+        return TensorType(LAYOUT_OF_RANK[len(p.shape)], (1, *p.shape))  # [1, ...]
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        return Cost(out.max_numel(), 0)
+
+
+PARAM = register(Param())

@@ -1,0 +1,37 @@
+"""pixel_shuffle: [B, C*r*r, H, W] -> [B, C, H*r, W*r] (torch.nn.PixelShuffle): channels back
+to pixels, e.g. SimMIM's decoder output to an image."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ...core.types import TensorType, image
+from ..base import Cost, Op, Params, PositiveInt, RuleError
+from ..registry import register
+
+
+class PixelShuffleParams(Params):
+    factor: PositiveInt = Field(description="upscale factor r")
+
+
+class PixelShuffle(Op):
+    """[B, C*r*r, H, W] -> [B, C, H*r, W*r]."""
+
+    primitive = "pixel_shuffle"
+    Params = PixelShuffleParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        if x.layout != "image":
+            raise RuleError(f"pixel_shuffle reads an image, got {x.layout_name()}",
+                            hint="to_image turns tokens on a grid into an image")
+        r2 = p.factor * p.factor
+        if x.channels % r2:
+            raise RuleError(f"{x.channels} channels are not a multiple of factor^2 = {r2}", field="factor")
+        return image(x.channels // r2, x.shape[2] * p.factor, x.shape[3] * p.factor)  # [B, C, H*r, W*r]
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        return Cost(0, 0)
+
+
+PIXEL_SHUFFLE = register(PixelShuffle())

@@ -1,0 +1,324 @@
+"""What `archspec bench` measures: one built model on several targets (eager, torch.compile,
+ONNX Runtime, TensorRT) and precisions, timed side by side in one process (timing.py:
+interleaved rounds, medians and ranges, a matmul probe in the same rounds), with each
+lower-precision or exported variant's deviation from fp32 eager.
+
+    variants = [Variant("eager", "fp32"), Variant("onnx", "fp32"), Variant("onnx", "int8")]
+    result = run_bench(model, graph, report.flops, variants, batches=[1, 8], threads=2)
+    print(result.table())
+
+A variant that cannot run here (TensorRT without a CUDA GPU, bf16 in ONNX Runtime on a CPU)
+becomes a row that says why, not a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from archspec.core.ir import Graph
+
+from .export import example_inputs, max_abs_difference
+from .precision import DTYPES, cast_model, measure_deviation, quantize_onnx_int8, unsupported
+from .timing import Timing, interleaved, machine_description, matmul_probe, onnxruntime_session
+
+TARGETS = ("eager", "compile", "onnx", "tensorrt")
+
+
+class Unavailable(Exception):
+    """A variant that cannot run on this machine; the message says why."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    target: str
+    precision: str = "fp32"
+
+    @property
+    def label(self) -> str:
+        return f"{self.target} {self.precision}"
+
+
+@dataclass
+class Row:
+    variant: Variant
+    batch: int
+    timing: Timing | None = None
+    status: str = "ok"  # or why it did not run
+    flops: float = 0.0  # per call
+    probe_rate: float | None = None  # FLOP/s of the probe of the same dtype, same rounds
+    deviation: str | None = None
+    deviation_json: dict | None = None
+
+    @property
+    def share(self) -> float | None:
+        if self.timing is None or not self.probe_rate or not self.flops:
+            return None
+        return self.flops / self.timing.median / self.probe_rate
+
+    def to_json(self) -> dict:
+        out = {"target": self.variant.target, "precision": self.variant.precision, "batch": self.batch,
+               "status": self.status, "deviation": self.deviation_json}
+        if self.timing is not None:
+            out.update(self.timing.to_json())
+            out["samples_per_s"] = self.batch / self.timing.median
+            out["probe_share"] = self.share
+        return out
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row]
+    threads: int
+    rounds: int
+    machine: str
+    probes: dict[str, float] = field(default_factory=dict)  # dtype -> median FLOP/s, per batch averaged
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = [f"{self.machine}; {self.threads} threads, {self.rounds} interleaved rounds, median per call",
+                 f"{'target':9} {'prec':5} {'batch':>5} {'median ms':>10} {'range ms':>17} {'samples/s':>10} "
+                 f"{'peak MB':>8} {'probe':>6}  deviation from fp32 eager"]
+        skipped: dict[str, list[str]] = {}
+        for r in self.rows:
+            v = r.variant
+            if r.timing is None:
+                labels = skipped.setdefault(r.status, [])
+                if v.label not in labels:
+                    labels.append(v.label)
+                continue
+            t = r.timing
+            peak = "-" if t.peak_bytes is None else f"{t.peak_bytes / 2**20:.0f}"
+            share = "-" if r.share is None else f"{100 * r.share:.0f}%"
+            lines.append(f"{v.target:9} {v.precision:5} {r.batch:5d} {t.median * 1e3:10.2f} "
+                         f"{f'{t.low * 1e3:.2f}-{t.high * 1e3:.2f}':>17} {r.batch / t.median:10.1f} {peak:>8} "
+                         f"{share:>6}  {r.deviation or ''}")
+        for dtype, rate in self.probes.items():
+            lines.append(f"matmul probe (2048^3 {dtype}, same rounds): {rate / 1e9:.0f} GFLOP/s; 'probe' is the "
+                         f"model's FLOP rate as a share of it")
+        lines += [f"not run: {', '.join(labels)}: {reason}" for reason, labels in skipped.items()]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"machine": self.machine, "threads": self.threads, "rounds": self.rounds,
+                "probe_gflops": {k: v / 1e9 for k, v in self.probes.items()},
+                "rows": [r.to_json() for r in self.rows], "notes": self.notes}
+
+
+# -- building the runners ---------------------------------------------------------------------------------
+
+
+class Prepared:
+    """One variant made ready: `bind(batch)` -> a no-argument callable that runs one forward
+    on fixed inputs; `outputs(args)` -> its outputs for fp32 inputs (for the deviation)."""
+
+    def __init__(self, bind: Callable[[int], Callable[[], object]], outputs: Callable[[tuple], object],
+                 note: str | None = None):
+        self.bind, self.outputs, self.note = bind, outputs, note
+
+
+def prepare(variant: Variant, model: torch.nn.Module, graph: Graph, workdir: str, threads: int,
+            device: str = "cpu") -> Prepared:
+    """Raises Unavailable when the variant cannot run here."""
+    target, precision = variant.target, variant.precision
+    if target not in TARGETS:
+        raise Unavailable(f"unknown target {target!r} ({', '.join(TARGETS)})")
+    if target == "tensorrt":
+        return _tensorrt(model, graph, precision)
+    reason = unsupported(precision, target, device)
+    if reason is not None:
+        raise Unavailable(reason)
+    if target in ("eager", "compile"):
+        return _torch(model, graph, precision, compiled=target == "compile", device=device)
+    return _onnx(model, graph, precision, workdir, threads)
+
+
+def _inputs(graph: Graph, batch: int, dtype: torch.dtype | None = None, device: str = "cpu") -> tuple:
+    args = example_inputs(graph, batch=batch)
+    return tuple((a.to(dtype) if dtype is not None and a.is_floating_point() else a).to(device) for a in args)
+
+
+def _sync(device: str):
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def _torch(model, graph: Graph, precision: str, compiled: bool, device: str) -> Prepared:
+    dtype = DTYPES.get(precision, torch.float32)
+    module = model if precision == "fp32" else cast_model(model, precision)
+    module = module.to(device).eval()
+    fn = torch.compile(module, dynamic=False) if compiled else module
+    sync = _sync(device)
+
+    def bind(batch: int):
+        args = _inputs(graph, batch, dtype, device)
+        with torch.inference_mode():
+            fn(*args)  # compiles for this batch size (torch.compile) before any timing
+
+        def run():
+            with torch.inference_mode():
+                fn(*args)
+            sync()
+
+        return run
+
+    def outputs(args):
+        with torch.inference_mode():
+            out = fn(*(a.to(dtype).to(device) if a.is_floating_point() else a.to(device) for a in args))
+        out = out if isinstance(out, (tuple, list)) else (out,)
+        return tuple(o.float().cpu() for o in out)
+
+    return Prepared(bind, outputs)
+
+
+def _onnx(model, graph: Graph, precision: str, workdir: str, threads: int) -> Prepared:
+    from .onnx import export_onnx
+
+    path = os.path.join(workdir, "model.onnx")
+    if not os.path.exists(path):
+        result = export_onnx(model, graph, path, verify=False, optimize=True)
+        note = f"opset {result.opset}, fused " + ", ".join(f.describe() for f in result.fusions)
+    else:
+        note = None
+    if precision == "int8":
+        quantized = os.path.join(workdir, "model.int8.onnx")
+        if not os.path.exists(quantized):
+            quantize_onnx_int8(path, quantized)
+        path = quantized
+    session = onnxruntime_session(path, threads=threads)
+    names = [n.name for n in graph.inputs()]
+
+    def bind(batch: int):
+        feeds = {n: a.numpy() for n, a in zip(names, _inputs(graph, batch))}
+        return lambda: session.run(None, feeds)
+
+    def outputs(args):
+        return tuple(torch.from_numpy(o) for o in session.run(None, {n: a.numpy() for n, a in zip(names, args)}))
+
+    return Prepared(bind, outputs, note)
+
+
+NO_GPU = ("no CUDA GPU on this machine: torch-tensorrt-rtx builds engines here (archspec build --target "
+          "tensorrt) but only a GPU runs them")
+
+
+def _tensorrt(model, graph: Graph, precision: str) -> Prepared:
+    import importlib.util
+
+    if importlib.util.find_spec("torch_tensorrt") is None:
+        raise Unavailable("torch-tensorrt is not installed (pip install 'archspec[tensorrt-rtx]')")
+    if not torch.cuda.is_available():
+        raise Unavailable(NO_GPU)
+    if precision not in ("fp32", "fp16"):
+        raise Unavailable(f"TensorRT builds fp32 or fp16 engines, not {precision}")
+    from .tensorrt import _settings_kwargs, export_for_tensorrt, load_torch_tensorrt
+
+    tt = load_torch_tensorrt()
+    dtype = DTYPES[precision]
+    engines: dict[int, Callable] = {}
+
+    def engine(batch: int):
+        if batch not in engines:
+            program = export_for_tensorrt(model, graph, precision, str(batch))
+            from torch.export.passes import move_to_device_pass
+
+            program = move_to_device_pass(program, "cuda")
+            args = _inputs(graph, batch, dtype, "cuda")
+            engines[batch] = tt.dynamo.compile(program, arg_inputs=list(args), **_settings_kwargs(tt, precision))
+        return engines[batch]
+
+    def bind(batch: int):
+        compiled, args = engine(batch), _inputs(graph, batch, dtype, "cuda")
+        compiled(*args)
+
+        def run():
+            compiled(*args)
+            torch.cuda.synchronize()
+
+        return run
+
+    def outputs(args):
+        out = engine(args[0].shape[0])(*(a.to(dtype).cuda() if a.is_floating_point() else a.cuda() for a in args))
+        out = out if isinstance(out, (tuple, list)) else (out,)
+        return tuple(o.float().cpu() for o in out)
+
+    return Prepared(bind, outputs)
+
+
+# -- the whole bench --------------------------------------------------------------------------------------
+
+
+def run_bench(model: torch.nn.Module, graph: Graph, flops_per_sample: float, variants: list[Variant],
+              batches: list[int], threads: int | None = None, rounds: int = 9, device: str = "cpu",
+              samples: int = 32, log: Callable[[str], None] = lambda s: None) -> BenchResult:
+    """Every variant at every batch size; the variants of one batch size are timed together
+    (interleaved, with the matmul probe of each dtype in use), batch sizes one after another."""
+    if threads:
+        torch.set_num_threads(threads)
+    threads = torch.get_num_threads()
+    model.eval()
+    rows: list[Row] = []
+    prepared: dict[Variant, Prepared | str] = {}
+    deviations: dict[Variant, tuple[str, dict] | None] = {}
+    fp32_eager = None
+    with tempfile.TemporaryDirectory(prefix="archspec-bench-") as work:
+        for v in variants:
+            log(f"prepare {v.label}")
+            try:
+                prepared[v] = prepare(v, model, graph, work, threads, device)
+            except Unavailable as exc:
+                prepared[v] = str(exc)
+        for v, p in prepared.items():
+            if isinstance(p, str) or (v.target == "eager" and v.precision == "fp32" and device == "cpu"):
+                deviations[v] = None
+                continue
+            if fp32_eager is None:
+                fp32_eager = _torch(model, graph, "fp32", compiled=False, device="cpu")
+            log(f"deviation of {v.label} from fp32 eager")
+            dev_batch = min(batches)  # a size each variant runs anyway (torch.compile compiles per size)
+            if v.precision == "fp32":
+                args = example_inputs(graph, batch=dev_batch)
+                gap = max_abs_difference(p.outputs(args), fp32_eager.outputs(args))
+                deviations[v] = (f"max |diff| {gap:.1e}", {"max_abs": gap})
+            else:
+                dev = measure_deviation(fp32_eager.outputs, p.outputs, graph, v.precision, v.target, batch=dev_batch,
+                                        samples=samples)
+                text = f"max |diff| {dev.max_abs:.1e} (of {dev.scale:.1e})"
+                if dev.top1_total:
+                    text += f", top-1 {dev.top1_agree}/{dev.top1_total}"
+                deviations[v] = (text, dev.to_json())
+        probe_rates: dict[str, list[float]] = {}
+        for batch in batches:
+            runners, work_of = {}, {}
+            for v, p in prepared.items():
+                if isinstance(p, str):
+                    continue
+                log(f"warm up {v.label} at batch {batch}")
+                runners[v.label] = p.bind(batch)
+            dtypes = {"bf16" if v.precision == "bf16" else "fp32" for v, p in prepared.items()
+                      if not isinstance(p, str)} or {"fp32"}
+            for dtype in sorted(dtypes):
+                probe, flops = matmul_probe(dtype=torch.bfloat16 if dtype == "bf16" else torch.float32,
+                                            device=device)
+                runners[f"probe {dtype}"] = probe
+                work_of[f"probe {dtype}"] = flops
+            log(f"time batch {batch}: {len(runners)} runners, {rounds} rounds")
+            with torch.inference_mode():
+                timings = interleaved(runners, rounds=rounds, work=work_of)
+            for dtype in dtypes:
+                probe_rates.setdefault(dtype, []).append(timings[f"probe {dtype}"].rate)
+            for v, p in prepared.items():
+                if isinstance(p, str):
+                    rows.append(Row(v, batch, status=p))
+                    continue
+                dtype = "bf16" if v.precision == "bf16" else "fp32"
+                text, data = deviations.get(v) or (None, None)
+                rows.append(Row(v, batch, timings[v.label], flops=flops_per_sample * batch,
+                                probe_rate=timings[f"probe {dtype}"].rate, deviation=text, deviation_json=data))
+    probes = {k: sum(v) / len(v) for k, v in probe_rates.items()}
+    notes = [f"{v.label}: {p.note}" for v, p in prepared.items() if not isinstance(p, str) and p.note]
+    return BenchResult(rows, threads, rounds, machine_description(), probes, notes)

@@ -1,0 +1,178 @@
+"""What a built spec is: an `ArchspecModel`, a torch.fx.GraphModule whose forward computes the
+spec's outputs from its inputs, with the interface training code written for timm expects:
+
+    forward_features(*inputs) / forward_head(x, pre_logits=False)   the network before its head, the head
+    num_classes, reset_classifier(num_classes)                      a classify (or distilled) head
+    no_weight_decay()                                               positions, tokens, tables, scales, norms, biases
+    group_matcher(coarse=False)                                     layer ids for layer-wise lr decay
+    set_grad_checkpointing(True)                                    activation checkpointing per block
+    forward_intermediates(*inputs, indices=...)                     per-stage features, images [B, C, H, W]
+
+and the spec's objectives (`objectives:`), computed by `loss` / `losses`, never by forward:
+they read forward's outputs and the inputs and targets, and add no parameters.
+
+What these methods need from the spec (which node is the head, which modules are blocks and
+stages) is recorded at lowering in `self.meta["archspec"]`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.fx
+import torch.nn as nn
+
+NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value")
+
+
+class ArchspecModel(torch.fx.GraphModule):
+    """A built spec (see the module docstring)."""
+
+    # -- objectives ---------------------------------------------------------------------------------
+    def loss(self, *args):
+        """The total training loss, given the model's inputs and then the spec's targets."""
+        return self.losses(*args)["loss"]
+
+    def losses(self, *args) -> dict:
+        """{objective name: value, ..., "loss": the weighted total}, given the inputs then the targets."""
+        info = self.meta["archspec"]
+        count = len(info["inputs"])
+        if len(args) != count + len(info["targets"]):
+            raise TypeError(f"loss takes the inputs ({', '.join(info['inputs'])}) and the targets "
+                            f"({', '.join(info['targets']) or 'none'}): {count + len(info['targets'])} tensors, "
+                            f"got {len(args)}")
+        return self.losses_from(self(*args[:count]), *args)
+
+    def losses_from(self, outputs, *args) -> dict:
+        """The objectives from forward's `outputs` (e.g. of a DDP- or FSDP-wrapped forward),
+        given the inputs then the targets."""
+        objective = self.__dict__.get("_objective")
+        if objective is None:
+            raise TypeError("this model declares no objectives (a spec's `objectives:` section)")
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        distinct = list(dict.fromkeys(self.meta["archspec"]["output_nodes"]))
+        by_node = dict(zip(self.meta["archspec"]["output_nodes"], outputs))
+        values = objective(*(by_node[n] for n in distinct), *args)
+        names = self.meta["archspec"]["objectives"]
+        return {**dict(zip(names, values[1:])), "loss": values[0]}
+
+    # -- the head -----------------------------------------------------------------------------------
+    def _head(self):
+        head = self.meta["archspec"].get("head")
+        if head is None:
+            raise TypeError("this model has no classifier head at its top level (a head of kind classify or "
+                            "distilled that the model returns)")
+        return head, self.get_submodule(head["path"])
+
+    @property
+    def num_classes(self) -> int:
+        head, module = self._head()
+        fc = module.fc
+        return fc.out_features if isinstance(fc, nn.Linear) else 0
+
+    def reset_classifier(self, num_classes: int) -> None:
+        """A new classifier with `num_classes` outputs (0: none, the head gives pooled features)."""
+        head, module = self._head()
+        width = head["width"]
+        for name in ("fc", "fc_dist"):
+            if hasattr(module, name):
+                layer = nn.Linear(width, num_classes) if num_classes > 0 else nn.Identity()
+                if num_classes > 0:
+                    nn.init.trunc_normal_(layer.weight, std=0.02)
+                    nn.init.zeros_(layer.bias)
+                setattr(module, name, layer)
+
+    def forward_features(self, *inputs):
+        """The network up to its head: what the head reads (e.g. [B, N, C] tokens)."""
+        features = self.__dict__.get("_features")
+        if features is None:
+            self._head()
+            raise TypeError("forward_features needs the head to read one node at the model's top level")
+        return features(*inputs)
+
+    def forward_head(self, x, pre_logits: bool = False):
+        """The head on features; with pre_logits, what its classifier reads (pooled, normed)."""
+        head, module = self._head()
+        if not pre_logits:
+            return module(x)
+        if head["kind"] == "distilled":
+            return (x[:, 0] + x[:, 1]) / 2  # as timm: the average of the two tokens
+        pooled = x[:, 0] if module.pool == "cls" else x[:, module.prefix:].mean(dim=1)  # [B, N, C] -> [B, C]
+        return module.norm(pooled) if module.norm is not None else pooled
+
+    # -- optimisation -----------------------------------------------------------------------------
+    def no_weight_decay(self) -> set[str]:
+        """Names of the parameters weight decay should leave alone, as timm's models list them:
+        position embeddings, class/register/mask tokens, relative-position tables, logit scales,
+        learned params, and every norm weight and bias (1-D)."""
+        return {name for name, p in self.named_parameters()
+                if p.ndim <= 1 or name.rsplit(".", 1)[-1] in NO_DECAY_NAMES}
+
+    def group_matcher(self, coarse: bool = False):
+        """A function from a parameter's name to its layer's ordinal, as timm's group_matcher
+        (timm.optim param_groups_layer_decay accepts it): the stem (0,); each block (1, k) in
+        order; coarse: each stage. Nodes between blocks belong to the next block; the final norm
+        to the last; the head to no layer (the largest ordinal, as timm)."""
+        layers = self.meta["archspec"]["coarse_layers" if coarse else "layers"]
+        ordered = sorted(layers.items(), key=lambda item: -len(item[0]))
+
+        def ordinal(name: str):
+            for prefix, value in ordered:
+                if name == prefix or name.startswith(prefix + "."):
+                    return tuple(value)
+            return (math.inf,)
+
+        return ordinal
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Recompute each block's activations in the backward pass instead of keeping them."""
+        for path in self.meta["archspec"]["blocks"]:
+            self.get_submodule(path).checkpointing = enable
+
+    # -- features for detection and segmentation ------------------------------------------------------
+    def forward_intermediates(self, *inputs, indices=None, output_fmt: str = "NCHW",
+                              intermediates_only: bool = False):
+        """Each stage's output (the repetitions of the model's first repeat: ViT's blocks, Swin's
+        and PVT's stages), tokens on a grid as images [B, C, H, W] (prefix tokens dropped) with
+        output_fmt NCHW. `indices`: an int n (the last n) or a list of stage indices; default all.
+        Returns (forward's output, [features]) or, with intermediates_only, [features]."""
+        stages = self.meta["archspec"]["stages"]
+        if not stages:
+            raise TypeError("this model has no repeated stages to take intermediates from")
+        chosen = _choose(indices, len(stages))
+        seen, hooks = {}, []
+        for i in chosen:
+            def keep(module, args, output, i=i):
+                seen[i] = output[0] if isinstance(output, tuple) else output
+            hooks.append(self.get_submodule(stages[i]["path"]).register_forward_hook(keep))
+        try:
+            out = self(*inputs)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        features = [_layout(seen[i], stages[i], output_fmt) for i in chosen]
+        return features if intermediates_only else (out, features)
+
+
+def _choose(indices, count: int) -> list[int]:
+    if indices is None:
+        return list(range(count))
+    if isinstance(indices, int):
+        if not 0 < indices <= count:
+            raise ValueError(f"indices={indices}: the model has {count} stages")
+        return list(range(count - indices, count))
+    chosen = [i % count for i in indices]
+    if any(not -count <= i < count for i in indices):
+        raise ValueError(f"indices {list(indices)}: the model has {count} stages")
+    return chosen
+
+
+def _layout(x, stage: dict, output_fmt: str):
+    """Tokens on a grid -> [B, C, H, W] (NCHW) or [B, H, W, C] (NHWC), prefix tokens dropped."""
+    grid, prefix = stage.get("grid"), stage.get("prefix", 0)
+    if grid is None or x.dim() != 3:
+        return x
+    h, w = grid
+    x = x[:, prefix:].reshape(x.shape[0], h, w, x.shape[-1])  # [B, prefix + HW, C] -> [B, H, W, C]
+    return x.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else x  # -> [B, C, H, W]

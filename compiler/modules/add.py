@@ -1,0 +1,20 @@
+"""add (torch): x + y."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from archspec.primitives.ops.add import ADD
+
+from ..lowering import lowering
+from .common import make
+
+
+class Add(nn.Module):
+    def forward(self, x, y):
+        return x + y  # broadcast
+
+
+@lowering(ADD)
+def lower(p, inputs, ctx):
+    return make(Add)

@@ -1,0 +1,3 @@
+"""attention (torch): one file per kind, all computing through
+F.scaled_dot_product_attention (masks and biases go in as one additive attn_mask; the causal
+mask is SDPA's is_causal). Buffers that depend only on shapes are built once, at lowering."""

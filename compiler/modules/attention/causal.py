@@ -1,0 +1,30 @@
+"""attention kind=causal (torch): token i attends to tokens 0..i."""
+
+from __future__ import annotations
+
+import torch
+
+from archspec.primitives.ops.attention.causal import CAUSAL
+
+from ...lowering import lowering
+from ..common import make
+from .common import common_args
+from ..sublayer import sublayer_args
+from .sequence import SelfAttention, sequence_args
+
+
+class CausalSelfAttention(SelfAttention):
+    """kind=causal: token i attends to tokens 0..i (SDPA's is_causal when no key is padded)."""
+
+    causal = True
+
+    def hidden(self, q_len, k_len, device):
+        i = torch.arange(q_len, device=device)[:, None]
+        j = torch.arange(k_len, device=device)[None, :]
+        return j > i  # [L, L]: later keys are hidden
+
+
+@lowering(CAUSAL)
+def lower(p, inputs, ctx):
+    width = inputs[0].channels
+    return make(CausalSelfAttention, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p))

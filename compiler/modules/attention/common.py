@@ -1,0 +1,26 @@
+"""What the attention modules share: dropout on the attention weights only in training,
+PVT's convolution init, and the constructor arguments every kind takes."""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn as nn
+
+
+def attention_dropout(module: nn.Module) -> float:
+    return module.attn_drop if module.training else 0.0
+
+
+def init_conv_fan_out(conv: nn.Conv2d) -> None:
+    """PVT's init for convolutions: normal with std sqrt(2 / fan_out), zero bias."""
+    fan_out = conv.kernel_size[0] * conv.kernel_size[1] * conv.out_channels // conv.groups
+    nn.init.normal_(conv.weight, std=math.sqrt(2.0 / fan_out))
+    if conv.bias is not None:
+        nn.init.zeros_(conv.bias)
+
+
+def common_args(p, width: int) -> dict:
+    """The constructor arguments of every attention module."""
+    return dict(dim=width, heads=p.heads, qkv_bias=p.qkv_bias, proj_bias=p.proj_bias, attn_drop=p.attn_drop,
+                proj_drop=p.proj_drop)

@@ -1,0 +1,14 @@
+"""attention kind=shifted (torch): window attention after a cyclic shift of the grid, with the
+mask that keeps regions that were not neighbours apart (the module is window.py's)."""
+
+from __future__ import annotations
+
+from archspec.primitives.ops.attention.shifted import SHIFTED
+
+from ...lowering import lowering
+from .window import window_module
+
+
+@lowering(SHIFTED)
+def lower(p, inputs, ctx):
+    return window_module(SHIFTED, p, inputs[0])

@@ -1,0 +1,33 @@
+"""attention kind=sliding (torch): causal attention to the last `window` tokens (Mistral)."""
+
+from __future__ import annotations
+
+import torch
+
+from archspec.primitives.ops.attention.sliding import SLIDING
+
+from ...lowering import lowering
+from ..common import make
+from .common import common_args
+from ..sublayer import sublayer_args
+from .sequence import SelfAttention, sequence_args
+
+
+class SlidingWindowAttention(SelfAttention):
+    """Token i attends to tokens i - window + 1 .. i."""
+
+    def __init__(self, dim, heads, window, **kwargs):
+        super().__init__(dim, heads, **kwargs)
+        self.window = window
+
+    def hidden(self, q_len, k_len, device):
+        i = torch.arange(q_len, device=device)[:, None]
+        j = torch.arange(k_len, device=device)[None, :]
+        return (j > i) | (j <= i - self.window)  # [L, L]: later keys, and keys more than window - 1 back
+
+
+@lowering(SLIDING)
+def lower(p, inputs, ctx):
+    width = inputs[0].channels
+    return make(SlidingWindowAttention, window=p.window, **common_args(p, width), **sequence_args(p, width),
+                **sublayer_args(p))

@@ -1,0 +1,232 @@
+"""attention kind=window (torch): attention inside windows of the grid, with a relative
+position bias (Swin v1 table, Swin v2 continuous bias) and optionally scaled cosine
+attention; kind=shifted (shifted.py) is the same module with a cyclic shift and its mask.
+
+The position bias and the shift mask go into SDPA as one additive 4-D mask.
+
+No roll and no partition: the cyclic shift and the window partition are one fixed permutation
+of the tokens, so the body gathers its input once into window order (`order`, a constant
+index: then each window is a contiguous run of tokens) and attention's output once back
+(`inverse`). Two gathers replace the four copies of roll, partition, reverse and roll (for
+unshifted windows, the two copies of partition and reverse). The residual add stays in grid
+order, next to the following LayerNorm, where ONNX Runtime fuses the two
+(SkipLayerNormalization). In eager CPU inference the combined mask is computed once per batch
+size and kept (it depends only on parameters; see common.eager_inference).
+
+Converter note (TensorRT, dynamic batch): the per-window mask is broadcast to the batch with
+`expand`, never `repeat` (a repeat by a symbolic batch does not convert); see
+tests/test_tensorrt.py::test_window_mask_uses_expand. The gathers export as
+aten.index_select, which TensorRT converts (no aten.roll is left).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from archspec.primitives.ops.attention.window import WINDOW
+
+from ...lowering import lowering
+from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
+from ..sublayer import Sublayer, sublayer_args
+from .common import attention_dropout, common_args
+
+LOGIT_SCALE_MAX = math.log(1.0 / 0.01)  # Swin v2 clamps the cosine logit scale at 100
+
+
+def relative_position_index(wh: int, ww: int):
+    """[A, A] index into the (2wh-1)(2ww-1) table of relative offsets (A = wh*ww)."""
+    coords = torch.stack(torch.meshgrid(torch.arange(wh), torch.arange(ww), indexing="ij")).flatten(1)  # [2, A]
+    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0)  # [A, A, 2]
+    rel[:, :, 0] += wh - 1
+    rel[:, :, 1] += ww - 1
+    rel[:, :, 0] *= 2 * ww - 1
+    return rel.sum(-1)
+
+
+def log_spaced_coords(wh: int, ww: int, pretrained: int = 0):
+    """Swin v2's [1, 2wh-1, 2ww-1, 2] table of log-spaced relative coordinates."""
+    h = torch.arange(-(wh - 1), wh, dtype=torch.float32)
+    w = torch.arange(-(ww - 1), ww, dtype=torch.float32)
+    table = torch.stack(torch.meshgrid(h, w, indexing="ij")).permute(1, 2, 0).contiguous().unsqueeze(0)
+    norm_h, norm_w = (pretrained - 1, pretrained - 1) if pretrained > 0 else (wh - 1, ww - 1)
+    table[:, :, :, 0] /= norm_h
+    table[:, :, :, 1] /= norm_w
+    table *= 8  # to [-8, 8]
+    return torch.sign(table) * torch.log2(torch.abs(table) + 1.0) / math.log2(8)
+
+
+def shift_mask(grid, window, shift):
+    """[nW, 1, A, A] additive mask: -100 between tokens that came from different regions."""
+    (H, W), (wh, ww), (sh, sw) = grid, window, shift
+    regions = torch.zeros(H, W)
+    count = 0
+    for hs in ((0, -wh), (-wh, -sh), (-sh, None)):
+        for ws in ((0, -ww), (-ww, -sw), (-sw, None)):
+            regions[hs[0]:hs[1], ws[0]:ws[1]] = count
+            count += 1
+    windows = regions.view(H // wh, wh, W // ww, ww).permute(0, 2, 1, 3).reshape(-1, wh * ww)  # [nW, A]
+    mask = windows[:, None, :] - windows[:, :, None]  # [nW, A, A]
+    return mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)[:, None]  # [nW, 1, A, A]
+
+
+class TablePositionBias(nn.Module):
+    """Swin v1: a learned table of biases per relative offset and head."""
+
+    def __init__(self, window, heads):
+        super().__init__()
+        wh, ww = window
+        self.table = nn.Parameter(torch.zeros((2 * wh - 1) * (2 * ww - 1), heads))
+        self.register_buffer("index", relative_position_index(wh, ww), persistent=False)
+        nn.init.trunc_normal_(self.table, std=0.02)
+
+    def forward(self):
+        area = self.index.shape[0]
+        return self.table[self.index.view(-1)].view(area, area, -1).permute(2, 0, 1).contiguous()  # [h, A, A]
+
+
+class ContinuousPositionBias(nn.Module):
+    """Swin v2: biases from a small MLP over log-spaced coordinates, squashed to (0, 16)."""
+
+    def __init__(self, window, heads, hidden=512, pretrained=0):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, heads, bias=False))
+        self.register_buffer("coords", log_spaced_coords(window[0], window[1], pretrained), persistent=False)
+        self.register_buffer("index", relative_position_index(*window), persistent=False)
+        trunc_normal_linears(self)
+
+    def forward(self):
+        area = self.index.shape[0]
+        table = self.mlp(self.coords).view(-1, self.mlp[2].out_features)  # [(2wh-1)(2ww-1), h]
+        bias = table[self.index.view(-1)].view(area, area, -1).permute(2, 0, 1).contiguous()  # [h, A, A]
+        return 16 * torch.sigmoid(bias)
+
+
+def window_partition(x, wh: int, ww: int):
+    """[B, H, W, C] -> [B*nW, wh*ww, C]"""
+    B, H, W, C = x.shape
+    x = x.view(B, H // wh, wh, W // ww, ww, C).permute(0, 1, 3, 2, 4, 5)  # [B, H/wh, W/ww, wh, ww, C]
+    return x.reshape(-1, wh * ww, C)
+
+
+def window_order(grid, window, shift):
+    """[H*W] index: for each place in window order (windows row by row, the tokens of a window
+    row by row, after the cyclic shift by -shift), the token of the row-major grid it holds."""
+    (H, W), (wh, ww), (sh, sw) = grid, window, shift
+    index = torch.arange(H * W).view(1, H, W, 1)
+    if sh or sw:
+        index = torch.roll(index, shifts=(-sh, -sw), dims=(1, 2))
+    return window_partition(index, wh, ww).flatten()
+
+
+def window_reverse(windows, wh: int, ww: int, H: int, W: int):
+    """[B*nW, wh*ww, C] -> [B, H, W, C]"""
+    C = windows.shape[-1]
+    x = windows.view(-1, H // wh, W // ww, wh, ww, C).permute(0, 1, 3, 2, 4, 5)  # [B, H/wh, wh, W/ww, ww, C]
+    return x.reshape(-1, H, W, C)
+
+
+class WindowAttention(Sublayer):
+    """kind=window / shifted: attention inside windows of the grid, after an optional cyclic
+    shift (timm Swin / SwinV2 WindowAttention and the block's roll and partition)."""
+
+    def __init__(self, dim, heads, grid, window, shift=(0, 0), bias="table", cosine=False, qkv_bias=True,
+                 proj_bias=True, cpb_hidden=512, pretrained_window=0, attn_drop=0.0, proj_drop=0.0, **sublayer):
+        super().__init__(dim, **sublayer)
+        self.heads, self.attn_drop = heads, attn_drop
+        self.grid, self.window, self.shift = tuple(grid), tuple(window), tuple(shift)
+        self.qkv = Linear(dim, 3 * dim, bias=qkv_bias is True)
+        if qkv_bias == "qv":  # Swin v2: biases for queries and values only
+            self.q_bias = nn.Parameter(torch.zeros(dim))
+            self.register_buffer("k_bias", torch.zeros(dim), persistent=False)
+            self.v_bias = nn.Parameter(torch.zeros(dim))
+        else:
+            self.q_bias = None
+        self.proj = Linear(dim, dim, bias=proj_bias)
+        self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else None
+        self.logit_scale = nn.Parameter(torch.full((heads, 1, 1), math.log(10.0))) if cosine else None
+        if bias == "table":
+            self.position_bias = TablePositionBias(self.window, heads)
+        elif bias == "cpb":
+            self.position_bias = ContinuousPositionBias(self.window, heads, cpb_hidden, pretrained_window)
+        else:
+            self.position_bias = None
+        mask = shift_mask(self.grid, self.window, self.shift) if any(self.shift) else None
+        self.register_buffer("shift_mask", mask, persistent=False)
+        order = window_order(self.grid, self.window, self.shift)
+        if torch.equal(order, torch.arange(order.numel())):  # one unshifted window, or windows one row high
+            self.order = self.inverse = None
+        else:
+            self.register_buffer("order", order, persistent=False)  # window order <- grid order
+            self.register_buffer("inverse", torch.argsort(order), persistent=False)  # grid order <- window order
+        trunc_normal_linears(self.qkv)
+        trunc_normal_linears(self.proj)
+
+    def attn_mask(self, batch):
+        """One additive mask: position bias [h, A, A] plus shift mask [nW, 1, A, A]."""
+        mask = self.position_bias() if self.position_bias is not None else None
+        if self.shift_mask is None:  # 4-D: SDPA's CPU kernel takes a slow path for a 3-D mask
+            return mask[None] if mask is not None else None  # [1, h, A, A]
+        if mask is None:
+            mask = self.shift_mask.expand(-1, self.heads, -1, -1)
+        else:
+            mask = mask[None] + self.shift_mask  # [nW, h, A, A]
+        area = mask.shape[-1]
+        return mask.expand(batch, -1, -1, -1, -1).reshape(-1, self.heads, area, area)  # [B*nW, h, A, A]
+
+    def mask_for(self, x):
+        """attn_mask for a batch of x; in eager inference computed once per batch size and dtype."""
+        batch = x.shape[0]
+        if not eager_inference(self, x):
+            return self.attn_mask(batch)
+        sources = list(self.position_bias.parameters()) if self.position_bias is not None else []
+        key = tensor_key(*sources, self.shift_mask)
+        return cached(self, "mask", None if key is None else (batch, x.dtype, key), lambda: self.attn_mask(batch))
+
+    def project_qkv(self, x):
+        if self.q_bias is None:
+            return self.qkv(x)
+        return self.qkv.activate(x, "none", torch.cat((self.q_bias, self.k_bias, self.v_bias)))
+
+    def body(self, x):
+        """[B, N, C] -> [B, N, C], tokens in grid order."""
+        if self.order is None:
+            return self.windowed(x)
+        return self.windowed(x.index_select(1, self.order)).index_select(1, self.inverse)  # via window order
+
+    def windowed(self, x):
+        """Attention within each window, the tokens in window order: [B, N, C] -> [B, N, C]."""
+        B, N, C = x.shape
+        heads, area = self.heads, self.window[0] * self.window[1]
+        qkv = self.project_qkv(x).reshape(-1, area, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # [B*nW, h, A, d]
+        scale = None
+        if self.logit_scale is not None:  # scaled cosine attention
+            q = F.normalize(q, dim=-1) * torch.clamp(self.logit_scale, max=LOGIT_SCALE_MAX).exp()
+            k = F.normalize(k, dim=-1)
+            scale = 1.0
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask_for(x), dropout_p=attention_dropout(self),
+                                           scale=scale)
+        x = self.proj(x.transpose(1, 2).reshape(B, N, C))  # [B*nW, h, A, d] -> [B, N, C]
+        if self.proj_drop is not None:
+            x = self.proj_drop(x)
+        return x
+
+    def __getstate__(self):
+        return without_cache(self.__dict__)
+
+
+def window_module(op, p, x):
+    """The WindowAttention of a window or shifted node (its op gives the geometry)."""
+    window, shift = op.geometry(p, x.grid)
+    return make(WindowAttention, grid=x.grid, window=window, shift=shift, bias=p.bias, cosine=p.cosine,
+                cpb_hidden=p.cpb_hidden, pretrained_window=p.pretrained_window, **common_args(p, x.channels),
+                **sublayer_args(p))
+
+
+@lowering(WINDOW)
+def lower(p, inputs, ctx):
+    return window_module(WINDOW, p, inputs[0])

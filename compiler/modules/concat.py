@@ -1,0 +1,27 @@
+"""concat (torch): torch.cat along the tokens or the channels."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from archspec.primitives.ops.concat import CONCAT
+
+from ..lowering import lowering
+from .common import make
+
+
+class Concat(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, *xs):
+        return torch.cat(xs, dim=self.dim)
+
+
+@lowering(CONCAT)
+def lower(p, inputs, ctx):
+    if p.along == "tokens":
+        return make(Concat, dim=1)  # [B, N, C]
+    return make(Concat, dim=1 if inputs[0].layout == "image" else -1)  # [B, C, H, W] or [..., C]

@@ -1,0 +1,1 @@
+"""head (torch): one file per kind."""

@@ -1,0 +1,37 @@
+"""head kind=lm (torch): logits over the vocabulary for every token; the weight may be an
+embed node's table."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from archspec.primitives.ops.head.lm import LM, lm_vocab
+
+from ...lowering import lowering
+from ..common import make, trunc_normal_linears
+
+
+class LanguageModelHead(nn.Module):
+    """Logits over the vocabulary for every token; the weight may be an embed table."""
+
+    def __init__(self, dim, vocab, tied=False, bias=False):
+        super().__init__()
+        self.fc = None if tied else nn.Linear(dim, vocab, bias=False)
+        self.table = None  # a tied nn.Embedding, set by the lowering
+        self.bias = nn.Parameter(torch.zeros(vocab)) if bias else None
+        if self.fc is not None:
+            trunc_normal_linears(self)
+
+    def forward(self, x):
+        weight = self.fc.weight if self.fc is not None else self.table.weight
+        return F.linear(x, weight, self.bias)  # [B, L, C] -> [B, L, vocab]
+
+
+@lowering(LM)
+def lower(p, inputs, ctx):
+    width = inputs[0].channels
+    if p.tie is not None:
+        ctx.tie("table", p.tie + ".tokens")
+    return make(LanguageModelHead, dim=width, vocab=lm_vocab(p, width, ctx), tied=p.tie is not None, bias=p.bias)

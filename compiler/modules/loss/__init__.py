@@ -1,0 +1,1 @@
+"""loss (torch): one file per kind; computed by model.loss(...), never by forward."""

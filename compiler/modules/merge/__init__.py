@@ -1,0 +1,1 @@
+"""merge (torch): one file per kind."""

@@ -1,0 +1,1 @@
+"""norm (torch): one file per kind."""

@@ -1,0 +1,15 @@
+"""norm kind=layer (torch): a LayerNorm over the channels."""
+
+from __future__ import annotations
+
+from archspec.primitives.ops.norm.layer import LAYER
+
+import torch.nn as nn
+
+from ...lowering import lowering
+from ..common import make
+
+
+@lowering(LAYER)
+def lower(p, inputs, ctx):
+    return make(nn.LayerNorm, normalized_shape=inputs[0].channels, eps=p.eps)

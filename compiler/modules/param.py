@@ -1,0 +1,31 @@
+"""param (torch): a learned tensor with a leading dimension of 1."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from archspec.primitives.ops.param import PARAM
+
+from ..lowering import lowering
+from .common import make
+
+
+class LearnedParam(nn.Module):
+    def __init__(self, shape, init="trunc_normal", std=0.02):
+        super().__init__()
+        self.value = nn.Parameter(torch.zeros(1, *shape))
+        if init == "ones":
+            nn.init.ones_(self.value)
+        elif init == "normal":
+            nn.init.normal_(self.value, std=std)
+        elif init == "trunc_normal":
+            nn.init.trunc_normal_(self.value, std=std)
+
+    def forward(self):
+        return self.value  # [1, ...]
+
+
+@lowering(PARAM)
+def lower(p, inputs, ctx):
+    return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std)

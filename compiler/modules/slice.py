@@ -1,0 +1,25 @@
+"""slice (torch): a range of tokens or channels."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from archspec.primitives.ops.slice import SLICE
+
+from ..lowering import lowering
+from .common import make
+
+
+class Slice(nn.Module):
+    def __init__(self, dim, start, stop=None):
+        super().__init__()
+        self.dim, self.start, self.stop = dim, start, stop
+
+    def forward(self, x):
+        stop = x.shape[self.dim] if self.stop is None else self.stop
+        return x.narrow(self.dim, self.start, stop - self.start)
+
+
+@lowering(SLICE)
+def lower(p, inputs, ctx):
+    return make(Slice, dim=1 if p.along == "tokens" else -1, start=p.start, stop=p.stop)

@@ -1,0 +1,20 @@
+"""to_tokens (torch): [B, C, H, W] -> [B, H*W, C]."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from archspec.primitives.ops.to_tokens import TO_TOKENS
+
+from ..lowering import lowering
+from .common import make
+
+
+class ToTokens(nn.Module):
+    def forward(self, x):
+        return x.flatten(2).transpose(1, 2)  # [B, C, H, W] -> [B, H*W, C]
+
+
+@lowering(TO_TOKENS)
+def lower(p, inputs, ctx):
+    return make(ToTokens)

@@ -1,0 +1,141 @@
+"""How well a checkpoint fits a model under each naming, which naming to load it by, and the
+error that says why none fits.
+
+A naming fits when, after its rules, every tensor of the model is there with its shape (or is
+one the naming keeps), and nothing is left over. When none fits, the closest is the naming
+under which the largest share of the checkpoint's tensors carry names the model has (the key
+overlap); the error lists what is missing, left over or of the wrong shape under it, and its
+hint lists every naming tried with its overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from archspec.core.errors import SpecError, error
+
+from .naming import Naming
+
+MAX_LISTED = 8
+
+
+@dataclass
+class Fit:
+    naming: str  # the naming's name
+    state: dict  # the checkpoint in our naming
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    wrong_shape: list[str] = field(default_factory=list)
+    clashes: list[str] = field(default_factory=list)  # names two tensors were mapped to
+    kept: list[str] = field(default_factory=list)  # ours, absent from the checkpoint by design
+    resampled: list[str] = field(default_factory=list)  # made for another size or window, resampled to ours
+    matched: int = 0  # tensors of the checkpoint whose (mapped) name the model has
+    file: str | None = None  # the naming's mapping file
+
+    @property
+    def problems(self) -> int:
+        return len(self.missing) + len(self.unexpected) + len(self.wrong_shape) + len(self.clashes)
+
+    @property
+    def overlap(self) -> float:
+        """The share of the checkpoint's (mapped) tensors whose names the model has."""
+        return self.matched / len(self.state) if self.state else 0.0
+
+    def summary(self) -> str:
+        text = f"{len(self.state)} tensors in {self.naming} naming"
+        if self.kept:
+            text += f"; kept initial values of {len(self.kept)} ({listing(self.kept)})"
+        if self.resampled:
+            text += f"; resampled {len(self.resampled)} to this model's size ({listing(self.resampled)})"
+        return text
+
+    def details(self) -> str:
+        """What does not fit: missing, unexpected, wrongly shaped and clashing tensors."""
+        parts = []
+        for items, what in ((self.missing, "missing"), (self.unexpected, "unexpected"),
+                            (self.wrong_shape, "with the wrong shape"), (self.clashes, "mapped to twice")):
+            if items:
+                parts.append(f"{len(items)} {what} ({listing(items)})")
+        return "; ".join(parts)
+
+
+def listing(names: list[str]) -> str:
+    shown = ", ".join(names[:MAX_LISTED])
+    return shown + (f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else "")
+
+
+def shared_names(ours: dict) -> dict[str, set[str]]:
+    """For each of the model's tensors, the other names of the same tensor (a tied embedding
+    table is the embed's and the lm head's): loading one of them loads all."""
+    by_tensor: dict[tuple, list[str]] = {}
+    for key, value in ours.items():
+        by_tensor.setdefault((value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape)),
+                             []).append(key)
+    return {key: set(keys) - {key} for keys in by_tensor.values() for key in keys}
+
+
+def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = None) -> Fit:
+    """How `state` (a checkpoint in `naming`) fits the model whose state dict is `ours`;
+    `resample` (resample.py) brings tensors made for another size or window to ours."""
+    converted = naming.convert(state)
+    fit = Fit(naming.name, dict(converted.state), clashes=converted.clashes, file=naming.file)
+    resize_to_model(fit, ours, resample or {})
+    others = shared_names(ours)
+    for key, value in ours.items():
+        if key not in fit.state and others[key] & fit.state.keys():
+            continue  # loaded through another name of the same tensor
+        if key not in fit.state:
+            (fit.kept if naming.keeps(key) else fit.missing).append(key)
+        elif tuple(fit.state[key].shape) != tuple(value.shape):
+            fit.wrong_shape.append(f"{key} {tuple(fit.state[key].shape)} (model has {tuple(value.shape)})")
+    fit.unexpected = [k for k in fit.state if k not in ours]
+    fit.matched = len(fit.state) - len(fit.unexpected)
+    return fit
+
+
+def resize_to_model(fit: Fit, ours: dict, resample: dict) -> None:
+    """Resample the tensors whose shape differs from the model's where a resampler knows how."""
+    for key, fn in resample.items():
+        value = fit.state.get(key)
+        if value is None or key not in ours or tuple(value.shape) == tuple(ours[key].shape):
+            continue
+        try:
+            resized = fn(value)
+        except ValueError:
+            continue  # not a table it can resample: reported as a wrong shape
+        if tuple(resized.shape) == tuple(ours[key].shape):
+            fit.resampled.append(f"{key} {tuple(value.shape)} -> {tuple(resized.shape)}")
+            fit.state[key] = resized
+
+
+def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | None = None) -> Fit:
+    """The first naming (in the order given) under which `state` fits; else an error naming the
+    closest one."""
+    fits, not_tried = [], []
+    for naming in namings:
+        if naming.applies_to(state):
+            fits.append(fit_under(naming, state, ours, resample))
+        else:
+            not_tried.append(naming)
+    for fit in fits:
+        if not fit.problems:
+            return fit
+    raise no_fit(fits, not_tried)
+
+
+def closest(fits: list[Fit]) -> Fit:
+    """The fit with the largest key overlap (then the most tensors matched; then the first)."""
+    return max(fits, key=lambda f: (f.overlap, f.matched))
+
+
+def no_fit(fits: list[Fit], not_tried: list[Naming]) -> SpecError:
+    near = closest(fits)
+    ranked = sorted(fits, key=lambda f: (-f.overlap, -f.matched))
+    hint = "namings tried (share of the checkpoint's tensors the model has under each): " + ", ".join(
+        f"{f.naming} {f.overlap:.0%}" for f in ranked)
+    if not_tried:
+        hint += "; not tried, the checkpoint lacks the keys that identify them: " + ", ".join(n.name for n in not_tried)
+    hint += ("; was the checkpoint made for this spec and its params? For another naming, give a mapping file "
+             "(--map FILE; see specs/mappings/README.md)")
+    return error(f"weights do not fit this model (closest naming: {near.naming}, under which {near.overlap:.0%} of "
+                 f"the checkpoint's tensors have the model's names): {near.details()}", hint=hint)

@@ -1,0 +1,139 @@
+"""Loading a checkpoint into a built model: which namings to try, and copying the tensors in.
+
+The namings tried, in order: archspec's own (the model's state-dict names), those of the
+mapping files the spec names under `mappings:`, then any mapping file the user gives
+(`--map FILE`). The first under which the checkpoint fits is loaded; if none fits, the error
+names the closest (fit.py).
+
+The dtype policy, checked on the tensors that land in the model (after mapping; a reference
+checkpoint's other tensors may be anything its mapping drops):
+- where the model has floating point, the checkpoint must too: float16, bfloat16, float32 and
+  float64 are converted to the model's dtype; an integer, boolean or complex tensor is an
+  error (it would be cast silently, and never was a trained weight);
+- where the model has an integer buffer, the checkpoint must have integers;
+- floating tensors must be finite: NaN or infinity is an error, unless ARCHSPEC_ALLOW_NAN=1
+  (or allow_nan=True) asks to load them anyway, for debugging a diverged run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import torch
+
+from archspec.language.compose import compose
+from archspec.language.loader import load_file
+
+from archspec.core.errors import error
+
+from .checkpoint import listing, read_state_dict, source_name
+from .fit import Fit, best_fit
+from .mapping_file import read_mapping_file
+from .naming import ARCHSPEC, Naming
+from .resample import resamplers
+
+
+ALLOW_NAN = "ARCHSPEC_ALLOW_NAN"  # =1: load NaN and infinite values (for debugging)
+
+
+def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[str | os.PathLike] = (),
+                 allow_nan: bool | None = None) -> Fit:
+    """Load `source` (a checkpoint file or a state dict) into `model`, in place.
+
+    `graph` is the checked spec's IR (its `mappings` are the spec's mapping files); without it,
+    they are read from the spec file the model was built from. `mappings` are more mapping
+    files to try after the spec's (a user's `--map`). `allow_nan` (default: the environment's
+    ARCHSPEC_ALLOW_NAN=1) loads non-finite values instead of refusing them."""
+    state = read_state_dict(source)
+    ours = model.state_dict()
+    fit = best_fit(state, ours, namings_to_try(model, graph, list(mappings)), guarded(resamplers(model)))
+    check_dtypes(fit, ours, source_name(source))
+    if not (allow_nan if allow_nan is not None else os.environ.get(ALLOW_NAN, "") not in ("", "0")):
+        check_finite(fit, ours, source_name(source))
+    with torch.no_grad():
+        for key, value in model.state_dict().items():
+            if key in fit.state:
+                value.copy_(fit.state[key])
+    return fit
+
+
+def guarded(found: dict) -> dict:
+    """The resamplers, each refusing (ValueError: reported as a wrong shape) what it cannot
+    resample instead of failing: a table that is not floating point, or of an odd rank."""
+    def guard(fn):
+        def resample(value):
+            if not value.is_floating_point():
+                raise ValueError("not a floating-point table")
+            try:
+                return fn(value)
+            except (RuntimeError, IndexError, TypeError) as exc:
+                raise ValueError(str(exc)) from None
+        return resample
+    return {key: guard(fn) for key, fn in found.items()}
+
+
+def landing(fit: Fit, ours: dict):
+    """(name, checkpoint tensor, model tensor) for each tensor the fit loads into the model."""
+    return [(key, fit.state[key], value) for key, value in ours.items() if key in fit.state]
+
+
+def check_dtypes(fit: Fit, ours: dict, name: str) -> None:
+    """Floating point where the model has floats, integers where it has integers."""
+    wrong = [f"{key} ({theirs.dtype}, model {mine.dtype})" for key, theirs, mine in landing(fit, ours)
+             if theirs.is_floating_point() != mine.is_floating_point() or theirs.is_complex()]
+    if wrong:
+        raise error(f"weights: {name}: {len(wrong)} tensor(s) of the wrong kind: {listing(wrong)}",
+                    hint="weights are floating point (float16, bfloat16, float32 or float64, converted to the "
+                         "model's); an integer or boolean tensor where the model has floats is no trained weight")
+
+
+def check_finite(fit: Fit, ours: dict, name: str) -> None:
+    """No NaN or infinity in what is loaded."""
+    bad = [key for key, theirs, _ in landing(fit, ours)
+           if theirs.is_floating_point() and not bool(torch.isfinite(theirs).all())]
+    if bad:
+        raise error(f"weights: {name}: {len(bad)} tensor(s) hold NaN or infinite values: {listing(bad)}",
+                    hint=f"the checkpoint may come from a diverged run; set {ALLOW_NAN}=1 to load it anyway "
+                         "(for debugging)")
+
+
+def namings_to_try(model: torch.nn.Module, graph, user_files: list) -> list[Naming]:
+    """archspec's naming, then the spec's mapping files, then the user's (each file once)."""
+    if graph is not None:
+        spec, spec_files = graph.file, list(graph.mappings)
+    else:
+        spec, spec_files = model_spec_file(model), spec_mapping_files(model)
+    named_by = [(path, spec or "the spec") for path in spec_files] + [(path, None) for path in user_files]
+    namings, seen = [ARCHSPEC], set()
+    for path, by in named_by:
+        absolute = os.path.abspath(os.fspath(path))
+        if absolute not in seen:
+            seen.add(absolute)
+            namings.append(read_mapping_file(path, by))
+    return namings
+
+
+def model_spec_file(model: torch.nn.Module) -> str | None:
+    """The spec file `model` was built from (None for a spec given as text)."""
+    info = getattr(model, "meta", {}).get("archspec") or {}
+    file = info.get("file")
+    return file if isinstance(file, str) and os.path.isfile(file) else None
+
+
+def spec_mapping_files(model: torch.nn.Module) -> list[str]:
+    """The mapping files named by the spec file `model` was built from, each relative to the
+    file that names it (a spec it extends may name them), as the checker resolves them."""
+    file = model_spec_file(model)
+    if file is None:
+        return []
+    doc = compose(load_file(file))
+    names = doc.data.get("mappings") if isinstance(doc.data, dict) else None
+    if not isinstance(names, list):
+        return []
+    files = []
+    for i, name in enumerate(names):
+        loc = doc.loc(("mappings", i))
+        folder = os.path.dirname(loc.file) if loc and os.path.isfile(loc.file) else os.getcwd()
+        files.append(os.path.normpath(os.path.join(folder, str(name))))
+    return files

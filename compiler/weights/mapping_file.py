@@ -1,0 +1,292 @@
+r"""Mapping files: a checkpoint's naming written as data, read into a `Naming`.
+
+A mapping file says how the tensors of a reference implementation's checkpoint (timm, Hugging
+Face transformers, torch.nn.Transformer, your own training code) are named in archspec, so that
+`archspec build SPEC --weights FILE` loads it. A spec names the files that fit it under
+`mappings:`; `--map FILE` (or `archspec.build(..., mapping=FILE)`) adds one more.
+
+    # timm VisionTransformer -> specs/vit_*.yaml
+    archspec: 1                      # optional: the mapping-file format version
+    name: timm vit                   # what messages call this naming
+    doc: timm's vit_*_patch16_224    # optional
+    identify: ['^cls_token$']        # optional: tried only on checkpoints where each pattern matches a key
+    rules:                           # in order, each applied to what the one before produced
+      - rename:
+          '^cls_token$': patch_embed.cls_token
+          '^blocks\.(\d+)\.norm1\.': 'blocks.\1.attn.norm.'
+    keep: []                         # optional: our tensors the checkpoint lacks (they keep their init)
+
+Patterns are Python regular expressions searched in each key (`re.search`): anchor them with
+`^` and `$`. Replacements are Python templates: `\1` is the first group's text. Quote patterns
+with single quotes in YAML, where a backslash is just a backslash.
+
+Rules (each list item has exactly one of these keys):
+
+- `rename: {PATTERN: REPLACEMENT, ...}`: a key takes the replacement of the first pattern it
+  matches (only the matched part is replaced); keys no pattern matches stay as they are.
+- `fuse: {match: PATTERN, parts: [A, B, ...], into: NAME, dim: 0}`: `match` holds `{part}`
+  once, standing for one of `parts`; tensors whose keys differ only there are concatenated
+  along `dim` in the order of `parts`, under the key with `into` in place of the part. Hugging
+  Face's separate projections -> one qkv: `match: '^(.*\.self_attn)\.{part}\.(weight|bias)$'`,
+  `parts: [q_proj, k_proj, v_proj]`, `into: qkv`. A group missing a part stays as it is.
+- `split: {match: PATTERN, into: [TEMPLATE, ...], shares: [1, 2], dim: 0}`: a matching tensor
+  is cut along `dim` into one tensor per `into` template (which may use the pattern's groups),
+  by `shares` (relative lengths; equal parts when neither is given) or by `sizes` (exact
+  lengths). nn.MultiheadAttention's in_proj [3E, E] -> q [E, E] and kv [2E, E]: shares [1, 2].
+- `transpose: [PATTERN, ...]`: 2-D tensors whose key matches are transposed (GPT-2's Conv1D
+  keeps [in, out] where a Linear holds [out, in]).
+- `reshape: {match: PATTERN, shape: [1, '*']}`: a matching tensor takes that shape, given as
+  sizes, at most one -1 (the size that makes the count right) or one '*' (the tensor's own
+  sizes): Hugging Face keeps CLIP's class token as [C] and its positions as [N, C], archspec
+  as [1, 1, C] and [1, N, C]: shapes [1, 1, '*'] and [1, '*'].
+- `drop: [PATTERN, ...]`: tensors whose key matches are left out (buffers the model rebuilds).
+
+`keep` lists patterns of *our* tensors (after mapping) that a checkpoint in this naming does
+not have, e.g. the embeddings nn.Transformer leaves to its user: they keep their initial
+values and the load says so, instead of failing on them as missing.
+
+A file is read with archspec's safe YAML loader (plain values only; size bounded) and checked
+before use: an unknown key, a value of the wrong type, a pattern that does not compile, is too
+long or may backtrack without end (patterns.py), or a template that names a group its pattern
+lacks is an error at the file, line and column where it is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from archspec.core.errors import Loc, SpecError, error
+from archspec.core.words import did_you_mean, one_of, plural
+from archspec.language.loader import Document, load_file
+from archspec.language.validation import diagnostics_from
+
+from .naming import Naming
+from .patterns import check_template, compile_pattern
+from .rules import OWN_SIZES, PART_GROUP, Drop, Fuse, Rename, Reshape, Rule, Split, Transpose
+
+FORMAT_VERSION = 1
+PART = "{part}"
+At = Callable[..., Loc | None]  # (path within the rule, key=False) -> where it is written
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class MappingDoc(Strict):
+    archspec: Literal[1] = Field(FORMAT_VERSION, description="mapping-file format version")
+    name: str = Field(min_length=1, description="what messages call this naming, e.g. 'timm swin'")
+    doc: str = ""
+    identify: list[str] = Field(default_factory=list, description="patterns that must each match some key")
+    rules: list[dict[str, Any]] = Field(default_factory=list, description="applied in order")
+    keep: list[str] = Field(default_factory=list, description="patterns of our tensors that keep their init")
+
+
+# -- the rule kinds (one model each, named by its key) -------------------------------------------
+
+
+class RenameRule(Strict):
+    rename: dict[str, str] = Field(min_length=1)
+
+    def build(self, at: At) -> Rule:
+        renames = []
+        for text, replacement in self.rename.items():
+            pattern = compile_pattern(text, at(("rename", text), key=True))
+            renames.append((pattern, check_template(pattern, replacement, at(("rename", text)))))
+        return Rename(tuple(renames))
+
+
+class FuseParams(Strict):
+    match: str
+    parts: list[str]
+    into: str
+    dim: int = 0
+
+
+class FuseRule(Strict):
+    fuse: FuseParams
+
+    def build(self, at: At) -> Rule:
+        fuse = self.fuse
+        text, loc = fuse.match, at(("fuse", "match"))
+        if text.count(PART) != 1:
+            raise error(f"fuse: `match` must hold {PART} once, where the parts differ; got '{text}'", loc,
+                        hint=r"e.g. match: '^(.*\.self_attn)\.{part}\.(weight|bias)$' with parts: [q_proj, k_proj, v_proj]")
+        _check_two_or_more(fuse.parts, "fuse", "parts", at(("fuse", "parts")))
+        repeated = sorted({p for p in fuse.parts if fuse.parts.count(p) > 1})
+        if repeated:
+            raise error(f"fuse: `parts` names {one_of(repeated)} twice", at(("fuse", "parts")))
+        compile_pattern(text, loc)  # the text as written ({part} is a literal to re): its errors, its positions
+        alternatives = "|".join(re.escape(p) for p in fuse.parts)
+        try:
+            pattern = re.compile(text.replace(PART, f"(?P<{PART_GROUP}>{alternatives})"))
+        except re.error:
+            pattern = None
+        if pattern is None or PART_GROUP not in pattern.groupindex:  # e.g. {part} inside [...]
+            raise error(f"fuse: {PART} in `match` must stand where a group can, not inside [...]", loc)
+        return Fuse(pattern, tuple(fuse.parts), fuse.into, fuse.dim)
+
+
+class SplitParams(Strict):
+    match: str
+    into: list[str]
+    shares: list[int] | None = Field(None, description="relative lengths of the parts (default: equal)")
+    sizes: list[int] | None = Field(None, description="exact lengths of the parts")
+    dim: int = 0
+
+
+class SplitRule(Strict):
+    split: SplitParams
+
+    def build(self, at: At) -> Rule:
+        split = self.split
+        _check_two_or_more(split.into, "split", "into", at(("split", "into")))
+        pattern = compile_pattern(split.match, at(("split", "match")))
+        into = tuple(check_template(pattern, name, at(("split", "into", i)), "split target")
+                     for i, name in enumerate(split.into))
+        if split.shares is not None and split.sizes is not None:
+            raise error("split: give `shares` or `sizes`, not both", at(("split", "sizes"), key=True),
+                        hint="shares are relative lengths ([1, 2]: a third and two thirds); sizes are exact")
+        for what in ("shares", "sizes"):
+            _check_lengths(getattr(split, what), len(into), what, at(("split", what)))
+        return Split(pattern, into, _tuple(split.shares), _tuple(split.sizes), split.dim)
+
+
+class TransposeRule(Strict):
+    transpose: list[str] = Field(min_length=1)
+
+    def build(self, at: At) -> Rule:
+        return Transpose(tuple(compile_pattern(p, at(("transpose", i))) for i, p in enumerate(self.transpose)))
+
+
+class ReshapeParams(Strict):
+    match: str
+    shape: list[Union[int, Literal["*"]]] = Field(min_length=1)
+
+
+class ReshapeRule(Strict):
+    reshape: ReshapeParams
+
+    def build(self, at: At) -> Rule:
+        reshape = self.reshape
+        shape, loc = reshape.shape, at(("reshape", "shape"))
+        sizes = [size for size in shape if size != OWN_SIZES]
+        if shape.count(-1) + shape.count(OWN_SIZES) > 1 or any(size == 0 or size < -1 for size in sizes):
+            raise error(f"reshape: `shape` {shape} must hold positive sizes and at most one -1 or '*'", loc,
+                        hint="-1 is the size that makes the count right; '*' the tensor's own sizes, "
+                             "e.g. [1, '*'] turns [N, C] into [1, N, C]")
+        return Reshape(compile_pattern(reshape.match, at(("reshape", "match"))), tuple(shape))
+
+
+class DropRule(Strict):
+    drop: list[str] = Field(min_length=1)
+
+    def build(self, at: At) -> Rule:
+        return Drop(tuple(compile_pattern(p, at(("drop", i))) for i, p in enumerate(self.drop)))
+
+
+RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "split": SplitRule,
+                                       "transpose": TransposeRule, "reshape": ReshapeRule, "drop": DropRule}
+
+
+def _check_two_or_more(names: list[str], rule: str, what: str, loc: Loc | None) -> None:
+    if len(names) < 2:
+        raise error(f"{rule}: `{what}` has {plural(len(names), 'name')}; a {rule} needs two or more", loc)
+
+
+def _tuple(values: list[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
+
+
+def _check_lengths(values: list[int] | None, parts: int, what: str, loc: Loc | None) -> None:
+    if values is None:
+        return
+    if len(values) != parts:
+        raise error(f"split: `{what}` has {len(values)} entries for {parts} targets in `into`", loc,
+                    hint=f"give one entry of `{what}` per name in `into`")
+    if any(v <= 0 for v in values):
+        raise error(f"split: `{what}` must hold positive numbers; got {values}", loc)
+
+
+# -- reading a file --------------------------------------------------------------------------------
+
+
+def read_mapping_file(path: str | os.PathLike, named_by: str | None = None) -> Naming:
+    """The naming written in the mapping file at `path`; a located SpecError if it is wrong.
+    `named_by` says where the path came from (for the hint when the file is missing)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        where = f" (named by {named_by})" if named_by else ""
+        raise error(f"no such mapping file: {path}{where}",
+                    hint="a spec's `mappings:` are relative to the file that names them" if named_by else None)
+    doc = _load(path)
+    try:
+        return _naming(doc)
+    except SpecError as exc:
+        raise exc.with_sources(doc.sources) from None
+
+
+def _load(path: str) -> Document:
+    try:
+        return load_file(path)
+    except SpecError as exc:
+        if exc.message != "the spec is empty":  # the loader's words for a file with no value
+            raise
+        raise error("the mapping file is empty", exc.loc, hint="start with `name:` and `rules:`") from None
+
+
+def _naming(doc: Document) -> Naming:
+    data = _top_level(doc)
+    try:
+        spec = MappingDoc.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(diagnostics_from(exc, data, doc, (), MappingDoc, "the mapping file")) from None
+    rules = tuple(_rule(doc, i, raw) for i, raw in enumerate(spec.rules))
+    identify = tuple(compile_pattern(p, doc.loc(("identify", i))) for i, p in enumerate(spec.identify))
+    keep = tuple(compile_pattern(p, doc.loc(("keep", i))) for i, p in enumerate(spec.keep))
+    return Naming(spec.name, rules, identify, keep, os.path.abspath(doc.file), spec.doc.strip())
+
+
+def _top_level(doc: Document) -> dict:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise error("a mapping file is a mapping with `name` and `rules`", doc.loc(()),
+                    hint="see specs/mappings/README.md for the format")
+    if "graph" in data or "inputs" in data:
+        raise error("this is a spec, not a mapping file", doc.loc(()),
+                    hint="a mapping file holds `name`, `identify`, `rules` and `keep`; see specs/mappings/README.md")
+    return data
+
+
+def _rule(doc: Document, index: int, raw: dict) -> Rule:
+    base = ("rules", index)
+    kind = _rule_kind(doc, base, raw)
+    model = RULE_KINDS[kind]
+    try:
+        rule = model.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(diagnostics_from(exc, raw, doc, base, model, f"the {kind} rule")) from None
+
+    def at(path: tuple, key: bool = False) -> Loc | None:
+        return doc.loc(base + path, key=key)
+
+    return rule.build(at)
+
+
+def _rule_kind(doc: Document, base: tuple, raw: dict) -> str:
+    kinds = one_of(RULE_KINDS)
+    if not raw:
+        raise error(f"an empty rule; a rule is one of: {kinds}", doc.loc(base))
+    for key in raw:
+        if key not in RULE_KINDS:
+            raise error(f"unknown rule '{key}'", doc.loc(base + (key,), key=True),
+                        hint=did_you_mean(key, RULE_KINDS) or f"a rule is one of: {kinds}")
+    if len(raw) > 1:
+        second = list(raw)[1]
+        raise error(f"a rule has one kind; this one has {' and '.join(raw)}", doc.loc(base + (second,), key=True),
+                    hint="make each its own item of `rules` (they apply in order)")
+    return next(iter(raw))

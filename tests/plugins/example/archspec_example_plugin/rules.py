@@ -1,0 +1,56 @@
+"""The plugin's rules (no torch): parameters, shape and cost of its ops."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from archspec.core.types import TensorType, vector
+from archspec.primitives.base import Cost, Op, Params, PositiveInt, RuleError
+from archspec.primitives.counting import linear_flops, linear_params
+from archspec.primitives.registry import register
+
+
+class ScaleParams(Params):
+    init: float = Field(1.0, description="initial value of the learned scalar")
+
+
+class Scale(Op):
+    """x times one learned scalar."""
+
+    primitive = "scale"
+    Params = ScaleParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        return inputs[0]
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        return Cost(1, 0)
+
+
+class MeanMaxParams(Params):
+    kind: Literal["mean_max"]
+    classes: PositiveInt
+
+
+class MeanMaxHead(Op):
+    """The mean and the max of the tokens, concatenated, then a linear map to classes."""
+
+    primitive = "head"
+    kind = "mean_max"
+    Params = MeanMaxParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        x = inputs[0]
+        if x.layout != "tokens":
+            raise RuleError(f"mean_max pools tokens, got {x.layout_name()}")
+        return vector(p.classes)
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        width = 2 * inputs[0].channels
+        return Cost(linear_params(width, p.classes), linear_flops(1, width, p.classes))
+
+
+SCALE = register(Scale())
+MEAN_MAX = register(MeanMaxHead())

@@ -1,0 +1,78 @@
+"""A kind and a primitive added the way the README says: each is a rule file under
+archspec/primitives/ops/ and a torch file under compiler/modules/, found by discovery, with
+no list or switch edited anywhere. Checked against their definitions written out here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import archspec
+
+SEQUENCE = """
+name: a
+inputs:
+  x: [B, 7, 16]
+graph:
+  - id: attn
+    attention: {kind: alibi, heads: HEADS, qkv_bias: false, norm: none}
+"""
+
+
+@pytest.mark.parametrize("heads", [4, 2, 8, 1])
+def test_alibi_attention_is_the_papers(heads):
+    model = archspec.build_text(SEQUENCE.replace("HEADS", str(heads))).eval()
+    attn = model.attn
+    x = torch.randn(2, 7, 16)
+    d = 16 // heads
+    q, k, v = (x @ attn.qkv.weight.t()).split(16, dim=-1)
+    q, k, v = (t.reshape(2, 7, heads, d).transpose(1, 2) for t in (q, k, v))
+    slopes = torch.tensor([2 ** (-8 * (h + 1) / heads) for h in range(heads)])  # Press et al., n a power of 2
+    i, j = torch.arange(7)[:, None], torch.arange(7)[None, :]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(d) - slopes[:, None, None] * (i - j)
+    scores = scores.masked_fill(j > i, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 7, 16) @ attn.proj.weight.t() + attn.proj.bias
+    with torch.no_grad():
+        assert torch.allclose(model(x), x + out, atol=1e-5)
+
+
+def test_alibi_slopes_for_a_head_count_not_a_power_of_two():
+    from archspec.compiler.modules.attention.alibi import alibi_slopes
+
+    # the paper: the 4 slopes of 4 heads, then the 1st and 3rd of 8 heads' (2^-1, 2^-2, 2^-3, ...)
+    expected = [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]
+    assert alibi_slopes(6) == pytest.approx(expected)
+
+
+def test_alibi_refuses_rotary_embeddings_too():
+    with pytest.raises(archspec.SpecError, match="ALiBi's biases take the place of rotary embeddings"):
+        archspec.check_text(SEQUENCE.replace("HEADS", "2").replace("norm: none}", "norm: none, rope_theta: 10000}"))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_upsample_is_torchs_interpolation(mode):
+    report = archspec.check_text(f"""
+name: u
+inputs:
+  image: [B, 3, 8, 8]
+graph:
+  - upsample: {{factor: 4, mode: {mode}}}
+""")
+    assert report.outputs["output"].shape[1:] == (3, 32, 32)
+    model = archspec.build_text(f"""
+name: u
+inputs:
+  image: [B, 3, 8, 8]
+graph:
+  - upsample: {{factor: 4, mode: {mode}}}
+""")
+    x = torch.randn(2, 3, 8, 8)
+    assert torch.equal(model(x), F.interpolate(x, scale_factor=4, mode=mode))
+
+
+def test_upsample_reads_an_image():
+    with pytest.raises(archspec.SpecError, match="upsample reads an image, got a token sequence"):
+        archspec.check_text("name: u\ninputs:\n  x: [B, 4, 8]\ngraph:\n  - upsample: {factor: 2}\n")
