@@ -44,10 +44,11 @@ def perturb_constants(model, seed: int = 0):
     return model
 
 
-def run_capturing(model, args, names=None):
+def run_capturing(model, args, names=None, grad: bool = False):
     """(the model's output, {node path: that node's output}) for the named IR nodes (default:
     every node with a module), read with forward hooks on the modules at their paths: the
-    module tree is the call tree, so each node's module computes exactly that node."""
+    module tree is the call tree, so each node's module computes exactly that node. Without
+    autograd unless `grad`."""
     import torch
 
     paths = names if names is not None else [p for p, _ in model.named_modules()
@@ -58,7 +59,7 @@ def run_capturing(model, args, names=None):
             captured[path] = output
         hooks.append(model.get_submodule(path).register_forward_hook(keep))
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             out = model(*args)
     finally:
         for hook in hooks:

@@ -86,13 +86,13 @@ def test_a_rebuild_leaves_exactly_its_own_artifacts_and_keeps_what_is_not_archsp
     result = build(spec, out, "--target", "eager", "--set", "dim=48")
     assert result.returncode == 0, result.stderr
     names = {p.name for p in out.iterdir()}
-    assert names == {"report.json", "model.py", "weights.pt", "manifest.json", "notes.txt", "plots",
+    assert names == {"report.json", "report.html", "model.py", "weights.pt", "manifest.json", "notes.txt", "plots",
                      "model.py.edited"}, names  # model.onnx and model.pt2 of the first build are gone
     assert (out / "notes.txt").read_text() == "mine" and (out / "plots" / "loss.png").read_bytes() == b"\x89PNG"
     assert (out / "model.py.edited").read_text() == edited
     assert "kept your model.py as model.py.edited" in result.stderr
     manifest = json.loads((out / "manifest.json").read_text())
-    assert set(manifest["files"]) == {"report.json", "model.py", "weights.pt"}
+    assert set(manifest["files"]) == {"report.json", "report.html", "model.py", "weights.pt"}
     assert leftovers(tmp_path) == []
 
 
@@ -147,7 +147,8 @@ def test_a_build_from_before_manifests_is_replaced_and_what_else_is_there_kept(s
     (out / "manifest.json").unlink()  # as an archspec from before manifests left it
     (out / "notes.txt").write_text("mine")
     assert build(spec, out, "--target", "eager").returncode == 0
-    assert {p.name for p in out.iterdir()} == {"report.json", "model.py", "weights.pt", "manifest.json", "notes.txt"}
+    assert {p.name for p in out.iterdir()} == {"report.json", "report.html", "model.py", "weights.pt", "manifest.json",
+                                               "notes.txt"}
 
 
 @pytest.mark.parametrize("case", ["existing file", "missing parent", "unwritable", "root", "current folder",

@@ -312,7 +312,7 @@ def test_transformer_outputs_depend_on_every_mapped_weight():
     gm = pair.gm
     params = dict(gm.named_parameters(remove_duplicate=False))
     gm.zero_grad(set_to_none=True)
-    _, inner = run_capturing(gm, case.inputs(BATCH, None), ("decoder.norm",))
+    _, inner = run_capturing(gm, case.inputs(BATCH, None), ("decoder.norm",), grad=True)
     weights = torch.randn(inner["decoder.norm"].shape, generator=torch.Generator().manual_seed(3))
     (inner["decoder.norm"] * weights).sum().backward()
     blind = [k for k in mapped if params[k].grad is None or float(params[k].grad.abs().max()) == 0.0]

@@ -159,7 +159,7 @@ def test_unknown_kind():
 
 def test_a_key_of_another_kind():
     (d,) = diags("name: s\n" + OK_INPUTS + "graph:\n  - attention: {kind: global, heads: 2, window: 7}\n")
-    assert d.hint == "'window' is a parameter of kinds window, shifted, sliding"
+    assert d.hint == "'window' is a parameter of kinds shifted, sliding, window"
 
 
 def test_one_error_for_a_union_not_one_per_member():

@@ -13,6 +13,8 @@ path of the node that uses it: stages.2.blocks.1.attn.
 
 from __future__ import annotations
 
+import difflib
+
 import os
 from dataclasses import dataclass, replace
 from typing import Any
@@ -186,8 +188,12 @@ class Expander:
         known = registry.primitives() + list(self.spec.blocks) + [GROUP]
         for op in ops:
             if op not in known:
+                where = self.doc.loc(path + (op,), key=True)
+                meta = difflib.get_close_matches(op, META_KEYS, n=1, cutoff=0.75)  # `mask` is not `as`
+                if meta and not suggest(op, known):  # a misspelt node key (`fromm`), not an op
+                    raise error(f"unknown key '{op}' in this node", where, hint=f"did you mean '{meta[0]}'?")
                 hint = suggest(op, known) or misplaced_parameter(op) or f"ops: {some(known)}"
-                raise error(f"unknown op '{op}'", self.doc.loc(path + (op,), key=True), hint=hint)
+                raise error(f"unknown op '{op}'", where, hint=hint)
         if not ops:
             raise error("this node has no op", self.doc.loc(path),
                         hint=f"give one of {one_of(registry.primitives())}, a block's name, or graph: [...]")

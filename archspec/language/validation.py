@@ -74,34 +74,36 @@ def _data_path(loc: tuple, data: Any, err_type: str = "") -> tuple[tuple, bool]:
     return tuple(path), is_key
 
 
-def _unwrap(annotation: Any) -> Any:
-    """The model behind a field annotation (through Optional, Union, list and dict)."""
-    origin = get_origin(annotation)
-    if origin is Union:
-        for arg in get_args(annotation):
-            found = _unwrap(arg)
-            if found is not None:
-                return found
-        return None
-    if origin in (list, dict):
-        return get_args(annotation)[-1]
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
+def _members(annotation: Any) -> tuple:
+    """The members of a Union (Optional included), or the annotation alone."""
+    return get_args(annotation) if get_origin(annotation) is Union else (annotation,)
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    """The annotation one path part down: a model's field, or a list's or dict's item."""
+    for member in _members(annotation):
+        if get_origin(member) in (list, dict):
+            return get_args(member)[-1]
+        if _is_model(member):
+            field = member.model_fields.get(part) or next(
+                (f for f in member.model_fields.values() if f.alias == part), None)
+            if field is not None:
+                return field.annotation
     return None
 
 
 def _model_holding(model: Any, path: tuple) -> Any:
-    """The model whose mapping holds the last key of `path`."""
+    """The model whose mapping holds the last key of `path` (None when that is no model: a dict's
+    free keys, or a path the schema does not describe)."""
     for part in path[:-1]:
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            field = model.model_fields.get(part) or next(
-                (f for f in model.model_fields.values() if f.alias == part), None)
-            model = _unwrap(field.annotation) if field else None
-        elif get_origin(model) in (list, dict):
-            model = get_args(model)[-1]
+        model = _step(model, part)
         if model is None:
             return None
-    return model
+    return next((m for m in _members(model) if _is_model(m)), None)
 
 
 def field_names(model: Any) -> list[str]:
@@ -141,7 +143,11 @@ class _Group:
 
     @property
     def where(self) -> str:
-        return f" in {self.what}" if self.what and self.path else ""
+        if not (self.what and self.path):
+            return ""
+        if self.what == "the spec" and len(self.path) > 2 and self.path[0] == "blocks":
+            return f" in block '{self.path[1]}'"
+        return f" in {self.what}"
 
     def at(self, message: str, hint: str | None = None, key: bool = False, path: tuple | None = None) -> Diagnostic:
         path = self.path if path is None else path

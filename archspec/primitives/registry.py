@@ -65,7 +65,7 @@ def load_builtins() -> None:
 
 def primitives() -> list[str]:
     load_builtins()
-    return list(_OPS)
+    return sorted(_OPS)  # not the import order, which depends on what was imported first
 
 
 def has_kinds(primitive: str) -> bool:
@@ -75,7 +75,7 @@ def has_kinds(primitive: str) -> bool:
 
 def kinds(primitive: str) -> list[str]:
     load_builtins()
-    return [k for k in _OPS[primitive] if k is not None]
+    return sorted(k for k in _OPS[primitive] if k is not None)
 
 
 def default_kind(primitive: str) -> str | None:
@@ -91,6 +91,6 @@ def op(primitive: str, kind: str | None = None) -> Op:
 
 
 def ops() -> list[Op]:
-    """Every registered op, primitive by primitive."""
+    """Every registered op, primitive by primitive and kind by kind, in name order."""
     load_builtins()
-    return [o for kinds_ in _OPS.values() for o in kinds_.values()]
+    return [_OPS[p][k] for p in sorted(_OPS) for k in sorted(_OPS[p], key=lambda k: k or "")]

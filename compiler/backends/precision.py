@@ -27,6 +27,7 @@ its top-1 agreement is a pessimistic figure; with trained weights it is higher.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -289,8 +290,14 @@ def quantize_onnx_int8(src: str, dst: str, per_channel: bool = True) -> dict:
                     hint="pip install onnxruntime onnx") from None
     model = onnx.load(src)
     candidates = sum(1 for n in model.graph.node if n.op_type in ("MatMul", "Gemm"))
-    quantize_dynamic(src, dst, op_types_to_quantize=["MatMul", "Gemm"], per_channel=per_channel,
-                     weight_type=QuantType.QInt8, extra_options={"MatMulConstBOnly": True})
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process goes to the root logger, into our progress line
+    try:
+        quantize_dynamic(src, dst, op_types_to_quantize=["MatMul", "Gemm"], per_channel=per_channel,
+                         weight_type=QuantType.QInt8, extra_options={"MatMulConstBOnly": True})
+    finally:
+        root.setLevel(level)
     quantized = onnx.load(dst)
     kinds = ("MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "DynamicQuantizeLinear")
     done = sum(1 for n in quantized.graph.node if n.op_type in kinds[:4])

@@ -10,10 +10,14 @@ Writes into OUTDIR (default build/<name>/):
   manifest.json the files this build wrote, and what made them
   report.json   the check report (shapes, params, FLOPs per node), and under "build" the
                 spec's path and sha256, the overrides, the archspec and torch versions
+  report.html   the same as a page: the graph's picture, params and FLOPs per stage, the node table
   model.py      standalone readable source of the module (needs only torch), headed by the same
   weights.pt    its state dict (torch.load(..., weights_only=True))
   model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
+                (with --size MIN:MAX: dynamic image height and width too)
   model.onnx    ONNX, opset 18, dynamic batch                 (--target onnx)
+  model.int8.onnx  its linear layers quantized to int8           (--target onnx --precision int8)
+  precision.json   the deviation of a bf16 or int8 build from fp32 (--precision bf16, int8)
   model.engine  serialized TensorRT engine                    (--target tensorrt)
   tensorrt.json the engine's bindings, shape profile, versions (--target tensorrt)
   model.trt.pt2 torch-tensorrt program, on a CUDA machine      (--target tensorrt)
@@ -36,7 +40,7 @@ from ...language.loader import MAX_TEXT_BYTES, read_regular_file
 from ...pipeline import check_file
 from ..artifacts import OutputDir
 from ..progress import Progress
-from .common import add_spec_arguments, overrides_of, spec_path
+from .common import add_spec_arguments, overrides_of, size_range, spec_path
 
 SEED_MAX = 2**64 - 1  # torch.manual_seed's range
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
@@ -55,29 +59,38 @@ class BuildOptions:
     mapping: str | None = None  # --map: one more weight mapping file
     precision: str = "fp32"
     batch: str | None = None
+    size: str | None = None  # --size MIN:MAX: dynamic image sides in model.pt2
     as_json: bool = False
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised where the build is (a BaseException, like KeyboardInterrupt, so that no
-    `except Exception` on the way swallows it)."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised where the build is (a BaseException, like KeyboardInterrupt, so
+    that no `except Exception` on the way swallows it)."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
 
 
 @contextmanager
-def sigterm_raises():
-    """SIGTERM raises Terminated in the main thread while the build runs."""
-    def on_sigterm(signum, frame):
-        raise Terminated()
+def signals_raise(received: list):
+    """SIGINT and SIGTERM raise Interrupted in the main thread while the build runs, and are
+    noted in `received`: a library that swallows the exception (some catch BaseException) does
+    not make the build carry on as if nothing had happened."""
+    def on_signal(signum, frame):
+        received.append(signum)
+        raise Interrupted(signum)
 
     try:
-        previous = signal.signal(signal.SIGTERM, on_sigterm)
-    except ValueError:  # not the main thread: the default action stays
+        previous = {signum: signal.signal(signum, on_signal) for signum in EXIT_SIGNAL}
+    except ValueError:  # not the main thread: the default actions stay
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class LineStream:
@@ -105,11 +118,14 @@ class Build:
 
     def run(self) -> int:
         self.stream = LineStream(sys.stderr)
-        with sigterm_raises():
+        self.received: list[int] = []
+        with signals_raise(self.received):
             try:
                 return self.steps()
-            except (KeyboardInterrupt, Terminated) as exc:
-                return self.interrupted(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            except Interrupted as exc:
+                return self.interrupted(exc.signum)
+            except KeyboardInterrupt:
+                return self.interrupted(signal.SIGINT)
             finally:
                 if self.output is not None:
                     self.output.discard()
@@ -136,7 +152,8 @@ class Build:
         if o.out:  # a folder that cannot be written is a usage error before any work
             self.output = OutputDir.prepare(o.out)
         tensorrt_steps = self.tensorrt_preflight()
-        self.progress = Progress(STEPS[o.target] + tensorrt_steps + (1 if o.weights else 0), stream=self.stream)
+        lowered = (1 if o.weights else 0) + (1 if o.precision in ("bf16", "int8") else 0)
+        self.progress = Progress(STEPS[o.target] + tensorrt_steps + lowered, stream=self.stream)
         self.spec_sha256 = spec_sha256(o.spec)
         self.check()
         if self.output is None:
@@ -145,7 +162,11 @@ class Build:
         if o.weights:
             self.load_weights()
         self.model.eval()
+        if o.precision == "bf16":
+            self.to_bf16()
         self.write_artifacts()
+        if self.received:  # a signal whose exception something on the way swallowed
+            raise Interrupted(self.received[0])
         self.files = self.output.commit(self.provenance())
         for note in self.output.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -162,6 +183,13 @@ class Build:
             self.batch = BatchRange.parse(self.options.batch)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        reason = precision_problem(self.options.precision, self.options.target)
+        if reason:
+            raise UsageError(f"--precision {self.options.precision} with --target {self.options.target}: {reason}")
+        if self.options.size is not None and self.options.target != "export":
+            raise UsageError("--size gives model.pt2 dynamic image sides: it goes with --target export "
+                             "(ONNX and TensorRT are exported at the spec's own size)")
+        self.size_bounds = size_range(self.options.size, "--size") if self.options.size is not None else None
 
     def write_artifacts(self) -> None:
         """Every artifact of the target, into the staging folder."""
@@ -171,6 +199,8 @@ class Build:
         program = self.export() if o.target != "eager" else None
         if o.target == "onnx":
             self.onnx()
+            if o.precision == "int8":
+                self.to_int8()
         if o.target == "tensorrt":
             self.tensorrt(program)
 
@@ -181,7 +211,7 @@ class Build:
         o = self.options
         return {"spec": o.spec, "spec_file": os.path.abspath(o.spec), "spec_sha256": self.spec_sha256,
                 "overrides": dict(o.overrides or {}), "target": o.target, "seed": o.seed, "weights": o.weights,
-                "archspec": __version__, "torch": torch.__version__}
+                "precision": o.precision, "size": o.size, "archspec": __version__, "torch": torch.__version__}
 
     # -- steps -------------------------------------------------------------------------------
     def tensorrt_preflight(self) -> int:
@@ -214,15 +244,44 @@ class Build:
         self.progress.run(f"load weights {weights}", lambda: load_weights(self.model, weights, self.graph, mappings),
                           lambda fit: fit.summary())
 
+    def to_bf16(self) -> None:
+        """The module in bf16 (model.py, weights.pt), its deviation from fp32 measured and kept."""
+        from ...compiler.backends.precision import apply_precision
+
+        def run():
+            return apply_precision(self.model, self.graph, "bf16", target="eager")
+
+        result = self.progress.run("cast to bf16, measure the deviation from fp32", run, lambda r: r.summary())
+        self.model, self.precision_result = result.model, result
+
+    def to_int8(self) -> None:
+        """model.int8.onnx beside model.onnx, its deviation from it measured and kept."""
+        from ...compiler.backends.precision import apply_precision
+
+        source = os.path.join(self.outdir, "model.onnx")
+
+        def run():
+            return apply_precision(self.model, self.graph, "int8", target="onnx", onnx_path=source)
+
+        result = self.progress.run("quantize the linear layers to int8 -> model.int8.onnx", run, lambda r: r.summary())
+        self.written.extend(result.files)
+        self.precision_result = result
+        self._write_text("precision.json", json.dumps(result.to_json(), indent=2))
+
     def write_sources(self) -> None:
         import torch
 
         from ...compiler.backends.source import standalone_source
+        from ...render.html import report_html
 
         info = self.provenance()
         report = {**self.report.to_json(), "build": info}
         source = standalone_source(self.model, self.report.name, one_line(self.report.file or "a spec"))
-        for name, text in (("report.json", json.dumps(report, indent=2)), ("model.py", with_provenance(source, info))):
+        texts = [("report.json", json.dumps(report, indent=2)), ("report.html", report_html(self.report)),
+                 ("model.py", with_provenance(source, info))]
+        if getattr(self, "precision_result", None) is not None:
+            texts.append(("precision.json", json.dumps(self.precision_result.to_json(), indent=2)))
+        for name, text in texts:
             self._write_text(name, text)
         path = os.path.join(self.outdir, "weights.pt")
         torch.save(self.model.state_dict(), path)
@@ -240,15 +299,37 @@ class Build:
         from ...compiler.backends.export import export_program, export_range, gap_at_other_sizes
 
         def run():
-            program = export_program(self.model, self.graph, export_range(self.batch))
+            program = export_program(self.model, self.graph, export_range(self.batch), self.image_sizes())
             path = os.path.join(self.outdir, "model.pt2")
             torch.export.save(program, path)
             self.written.append(path)
             return program
 
+        what = "dynamic batch" + (f", image sides {self.options.size}" if self.options.size else "")
         return self.progress.run(
-            "torch.export (dynamic batch) -> model.pt2", run,
+            f"torch.export ({what}) -> model.pt2", run,
             lambda p: f"max |export - eager| {gap_at_other_sizes(p, self.model, self.graph, self.batch):.2e}")
+
+    def image_sizes(self):
+        """--size MIN:MAX as the export's SizeRange: the passing sizes in it (a step apart), or a
+        usage error when fewer than two pass."""
+        if self.size_bounds is None:
+            return None
+        from ...compiler.backends.export import SizeRange
+        from ...pipeline import attempt_file
+        from ...sizes import SizeSolver, find_knob
+
+        lo, hi = self.size_bounds
+        attempt = attempt_file(self.options.spec, self.options.overrides)
+        knob = find_knob(attempt.document, attempt.graph)
+        if knob is None:
+            raise UsageError(f"--size: {self.options.spec} has no square image input [B, C, N, N] whose size is a "
+                             "number or a param")
+        found = SizeSolver(attempt.document, knob).export_range(lo, hi)
+        if found is None:
+            raise UsageError(f"--size {lo}:{hi}: fewer than two square sizes there pass the whole spec "
+                             f"(`archspec check {self.options.spec} --sizes {lo}:{hi}` lists them)")
+        return SizeRange(*found)
 
     def onnx(self) -> None:
         from ...compiler.backends.onnx import export_onnx
@@ -342,8 +423,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--map", dest="mapping", metavar="FILE",
                         help="with --weights: a weight mapping file (YAML) for a checkpoint named another way, "
                              "tried after the spec's own (see specs/mappings/README.md)")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16"], help="TensorRT precision")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "int8"],
+                        help="bf16: the eager module in bf16 (--target eager); int8: model.int8.onnx beside "
+                             "model.onnx (--target onnx); fp16: a TensorRT engine (--target tensorrt); each "
+                             "reports its deviation from fp32")
     parser.add_argument("--batch", default=None, help="batch size N or range MIN:OPT:MAX (default 1:8:64)")
+    parser.add_argument("--size", default=None, metavar="MIN:MAX",
+                        help="with --target export: model.pt2 takes any square image size in MIN:MAX that passes "
+                             "the spec (a step apart)")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
 
 
@@ -353,4 +440,20 @@ def run(args) -> int:
         raise UsageError("-o needs a folder name")
     return Build(BuildOptions(spec, overrides, out=args.out, target=args.target, seed=args.seed, weights=args.weights,
                               mapping=mapping_argument(args), precision=args.precision, batch=args.batch,
-                              as_json=args.json)).run()
+                              size=args.size, as_json=args.json)).run()
+
+
+BUILD_PRECISIONS = {"fp32": ("eager", "export", "onnx", "tensorrt"), "bf16": ("eager",), "fp16": ("tensorrt",),
+                    "int8": ("onnx",)}
+
+
+def precision_problem(precision: str, target: str) -> str | None:
+    """Why a build cannot give `precision` at `target` (None when it can)."""
+    from ...compiler.backends.precision import unsupported
+
+    if target in BUILD_PRECISIONS[precision]:
+        return unsupported(precision, target)
+    if precision == "bf16" and target == "export":
+        return ("a bf16 model.pt2 is not built yet: build --target eager --precision bf16 for the bf16 module, "
+                "or time it with `archspec bench SPEC --precision bf16`")
+    return unsupported(precision, target) or f"{precision} builds go with --target {' or '.join(BUILD_PRECISIONS[precision])}"

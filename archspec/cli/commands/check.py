@@ -8,7 +8,7 @@ import json
 from ...core.errors import SpecError, UsageError
 from ...pipeline import check_file
 from ..output import print_warnings
-from .common import add_spec_arguments, overrides_of, spec_path
+from .common import add_spec_arguments, overrides_of, size_range, spec_path
 
 NAME = "check"
 HELP = "check every shape; print params and FLOPs per node"
@@ -54,25 +54,12 @@ def run(args) -> int:
     return 0
 
 
-def size_range(text: str) -> tuple[int, int]:
-    from ...sizes import LARGEST_SIZE
-
-    lo, sep, hi = text.partition(":")
-    try:
-        bounds = (int(lo), int(hi)) if sep else None
-    except ValueError:
-        bounds = None
-    if bounds is None or not 1 <= bounds[0] <= bounds[1] <= LARGEST_SIZE:
-        raise UsageError(f"--sizes takes MIN:MAX with 1 <= MIN <= MAX <= {LARGEST_SIZE}, got {text!r}")
-    return bounds
-
-
 def list_sizes(args) -> int:
     """`--sizes`: the square input sizes in the range at which the whole spec passes."""
     from ...pipeline import attempt_file
     from ...sizes import SizeSolver, describe_sizes, find_knob
 
-    lo, hi = size_range(args.sizes)
+    lo, hi = size_range(args.sizes, "--sizes")
     path = spec_path(args)
     attempt = attempt_file(path, overrides_of(args))
     if attempt.graph is None:

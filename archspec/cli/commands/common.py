@@ -32,3 +32,17 @@ def spec_path(args) -> str:
     if os.path.isdir(path):
         raise UsageError(f"{path} is a directory; give a spec file")
     return path
+
+
+def size_range(text: str, option: str) -> tuple[int, int]:
+    """MIN:MAX of square input sizes (`check --sizes`, `build --size`)."""
+    from ...sizes import LARGEST_SIZE
+
+    lo, sep, hi = text.partition(":")
+    try:
+        bounds = (int(lo), int(hi)) if sep else None
+    except ValueError:
+        bounds = None
+    if bounds is None or not 1 <= bounds[0] <= bounds[1] <= LARGEST_SIZE:
+        raise UsageError(f"{option} takes MIN:MAX with 1 <= MIN <= MAX <= {LARGEST_SIZE}, got {text!r}")
+    return bounds
