@@ -103,3 +103,61 @@ def test_parse_batch(text, expected):
 def test_parse_batch_refuses(text):
     with pytest.raises(ValueError):
         BatchRange.parse(text)
+
+
+# -- --precision and --size -----------------------------------------------------------------------------
+
+
+def test_bf16_build_writes_a_bf16_module_and_its_measured_deviation(tmp_path):
+    result = run_cli("build", SMALL, *SHRINK, "--target", "eager", "--precision", "bf16", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    weights = torch.load(tmp_path / "weights.pt", weights_only=True)
+    assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.bfloat16}
+    deviation = json.loads((tmp_path / "precision.json").read_text())["deviation"]
+    assert 0 < deviation["max_abs"] < 0.1 * deviation["scale"]  # measured, and not zero: bf16 rounds
+    assert "max |bf16 - fp32|" in result.stderr and "precision.json" in result.stdout
+
+
+def test_int8_build_adds_a_quantized_onnx_that_runs(tmp_path):
+    import onnxruntime
+
+    result = run_cli("build", SMALL, *SHRINK, "--target", "onnx", "--precision", "int8", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    info = json.loads((tmp_path / "precision.json").read_text())
+    assert info["files"] == ["model.int8.onnx"] and info["deviation"]["max_abs"] > 0
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.int8.onnx"), providers=["CPUExecutionProvider"])
+    assert {n.op_type for n in __import__("onnx").load(str(tmp_path / "model.int8.onnx")).graph.node} & {
+        "MatMulInteger", "DynamicQuantizeMatMul", "DynamicQuantizeLinear"}
+    (out,) = session.run(None, {session.get_inputs()[0].name: torch.randn(2, 3, 64, 64).numpy()})
+    assert out.shape == (2, 1000)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--precision", "int8"], "use --target onnx"),
+    (["--precision", "bf16", "--target", "onnx"], "no bf16 kernels"),
+    (["--precision", "fp16", "--target", "eager"], "--precision fp16 with --target eager: "),
+    (["--size", "32:128", "--target", "onnx"], "--size gives model.pt2 dynamic image sides"),
+    (["--size", "128:32"], "--size takes MIN:MAX"),
+])
+def test_options_that_do_not_fit_the_target_are_usage_errors(tmp_path, args, says):
+    result = run_cli("build", SMALL, *SHRINK, *args, "-o", str(tmp_path / "out"))
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_size_range_gives_a_program_that_takes_other_image_sizes(tmp_path):
+    pvt = str(ROOT / "specs" / "pvt_v2_b0.yaml")
+    small = ["--set", "depths=[1,1,1,1]", "--set", "classes=10"]
+    result = run_cli("build", pvt, *small, "--size", "160:256", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    program = torch.export.load(tmp_path / "model.pt2").module()
+    for size in (160, 192, 256):  # against the eager model built for that size (the same seeded weights)
+        eager = archspec.build(pvt, overrides={"depths": "[1,1,1,1]", "classes": "10", "img": str(size)}, seed=0)
+        x = torch.randn(2, 3, size, size)
+        with torch.no_grad():
+            assert (program(x) - eager.eval()(x)).abs().max() < 1e-4
+
+
+def test_size_range_that_a_spec_cannot_take_says_so(tmp_path):
+    result = run_cli("build", SMALL, *SHRINK, "--size", "32:128", "-o", str(tmp_path / "out"))
+    assert result.returncode == 2 and "cannot take a dynamic image size" in result.stderr, result.stderr
