@@ -17,6 +17,7 @@ nodes are called directly), which keeps the computation exact.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import operator
 
@@ -58,6 +59,18 @@ class Stack(torch.fx.GraphModule):
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
+
+
+def copy_model(model: nn.Module) -> nn.Module:
+    """A deep copy that keeps the class names of the model and its groups (VitB16, Blocks, ...):
+    GraphModule's own deepcopy renames every copied GraphModule "GraphModule", and model.py and
+    the pictures read the names back."""
+    copied = copy.deepcopy(model)
+    for (_, original), (_, twin) in zip(model.named_modules(remove_duplicate=False),
+                                        copied.named_modules(remove_duplicate=False)):
+        if isinstance(original, torch.fx.GraphModule) and type(twin) is not type(original):
+            type(twin).__name__ = type(original).__name__  # each GraphModule has a class of its own
+    return copied
 
 
 class Unit:

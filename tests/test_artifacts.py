@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -200,15 +201,48 @@ def test_the_staging_folder_of_a_killed_build_is_cleaned_by_the_next(spec, tmp_p
 # -- races ----------------------------------------------------------------------------------------------
 
 
-def test_two_builds_racing_into_one_folder_leave_one_complete_build_and_a_reader_never_sees_a_mix(spec, tmp_path):
-    out = tmp_path / "out"
-    assert build(spec, out, "--target", "eager").returncode == 0  # an old build the racers replace
-    other = tmp_path / "other.yaml"
-    other.write_text(TINY.replace("dim: 32", "dim: 64"))
-    seen, failures, stop = [], [], threading.Event()
+class Reader:
+    """Reads the folder over and over, the way a careful reader does, in a thread: open it once,
+    read through that handle, and start again if the folder it holds has been replaced meanwhile
+    (then the old build is being removed under the handle, which is no mix: the new one is
+    complete). Anything else that goes wrong is a failure, recorded, never lost with the thread."""
 
+    def __init__(self, out: Path):
+        self.out, self.seen, self.failures, self.stop = out, [], [], threading.Event()
+        self.thread = threading.Thread(target=self.loop)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                fd = os.open(self.out, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # only where the system has no atomic exchange
+            try:
+                self.seen.append(self.read_once(fd))
+            except Exception as exc:  # noqa: BLE001 - judged below, never lost
+                if not self.replaced(fd):
+                    self.failures.append(repr(exc))
+            finally:
+                os.close(fd)
+
+    def replaced(self, fd: int) -> bool:
+        try:
+            return os.fstat(fd).st_ino != os.stat(self.out).st_ino
+        except FileNotFoundError:
+            return False  # the folder vanished: readers must never see that
+
+    @staticmethod
     def read_once(fd: int) -> str:
-        """One build, whole, through one handle of the folder."""
+        """One build, whole, through one handle of the folder: the files its manifest lists, each
+        of the recorded size. Returns what made it."""
         names = set(os.listdir(fd))
         with os.fdopen(os.open("manifest.json", os.O_RDONLY, dir_fd=fd)) as f:
             manifest = json.load(f)
@@ -217,32 +251,16 @@ def test_two_builds_racing_into_one_folder_leave_one_complete_build_and_a_reader
             assert os.stat(name, dir_fd=fd).st_size == record["bytes"], name
         return manifest["build"]["spec"]
 
-    def reader():
-        """Read the folder the way a careful reader does: open it once, read through that handle,
-        and start again if the folder it holds has been replaced meanwhile (then the old build
-        is being removed under the handle, which is no mix: the new one is complete)."""
-        while not stop.is_set():
-            try:
-                fd = os.open(out, os.O_RDONLY)
-            except FileNotFoundError:
-                continue  # only where the system has no atomic exchange
-            try:
-                seen.append(read_once(fd))
-            except (OSError, AssertionError, ValueError) as exc:
-                if os.fstat(fd).st_ino == os.stat(out).st_ino:  # not replaced: a real mix
-                    failures.append(repr(exc))
-            finally:
-                os.close(fd)
 
-    thread = threading.Thread(target=reader)
-    thread.start()
-    try:
+def test_two_builds_racing_into_one_folder_leave_one_complete_build_and_a_reader_never_sees_a_mix(spec, tmp_path):
+    out = tmp_path / "out"
+    assert build(spec, out, "--target", "eager").returncode == 0  # an old build the racers replace
+    other = tmp_path / "other.yaml"
+    other.write_text(TINY.replace("dim: 32", "dim: 64"))
+    with Reader(out) as reader:
         racers = [subprocess.Popen(build_command(s, out, "--target", "export"), stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, cwd=ROOT) for s in (spec, other)]
         results = [(p.wait(timeout=600), p.stderr.read()) for p in racers]
-    finally:
-        stop.set()
-        thread.join()
     for code, err in results:
         assert code == 0, err
     manifest = assert_one_complete_build(out)
@@ -253,25 +271,63 @@ def test_two_builds_racing_into_one_folder_leave_one_complete_build_and_a_reader
     program = torch.export.load(out / "model.pt2")
     assert program.state_dict["mlp.fc1.weight"].shape == (width, 16)
     assert program.module()(torch.randn(3, 8, 16)).shape == (3, 8, 16)
-    assert seen and not failures and leftovers(tmp_path) == []
+    assert reader.seen and not reader.failures and leftovers(tmp_path) == []
+
+
+def commit_in_rounds(out: str, writer: int, barrier, rounds: int) -> None:
+    """One racer: each round, stage a build of its own (file names and sizes only it writes), wait
+    at the barrier for the others, and commit at the same moment as they do."""
+    for round_ in range(rounds):
+        folder = artifacts.OutputDir.prepare(out)
+        for name, size in ((f"only-{writer}.bin", 1000 * (writer + 1)), ("shared.bin", 10_000 + writer)):
+            with open(folder.path(name), "wb") as f:
+                f.write(bytes([writer]) * size)
+        barrier.wait(timeout=60)
+        folder.commit({"spec": f"writer {writer}", "round": round_})
+
+
+def test_commits_released_together_by_a_barrier_never_mix(tmp_path):
+    """The commit itself, raced for certain: four processes stage a build each, wait at a barrier
+    and commit at once, fifty times over, while a reader reads the folder without pause."""
+    import multiprocessing
+
+    out, writers, rounds = tmp_path / "out", 4, 50
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(writers)
+    with Reader(out) as reader:
+        racers = [context.Process(target=commit_in_rounds, args=(str(out), w, barrier, rounds))
+                  for w in range(writers)]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join(timeout=300)
+    assert [racer.exitcode for racer in racers] == [0] * writers
+    manifest = assert_one_complete_build(out)
+    assert manifest["build"]["spec"].startswith("writer ") and manifest["build"]["round"] == rounds - 1
+    assert not reader.failures, reader.failures[:5]
+    assert len(set(reader.seen)) >= 2, "the reader saw the builds of fewer than two writers"
+    assert leftovers(tmp_path) == []
 
 
 # -- interrupts -----------------------------------------------------------------------------------------
 
 
 def interrupt(spec: Path, out: Path, signum: int, when: str = "torch.export") -> tuple[int, str]:
-    """Start a build, wait until its progress shows `when` under way, send `signum`; (exit code, stderr)."""
-    proc = subprocess.Popen(build_command(spec, out, "--target", "onnx"), stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, bufsize=0)
-    stderr, began = "", time.monotonic()
-    while when not in stderr:
-        char = proc.stderr.read(1)
-        assert char, f"the build ended before {when}: {stderr}"
-        stderr += char
-        assert time.monotonic() - began < 300
+    """Start a build, wait until its progress shows `when` under way, send `signum`; (exit code, stderr).
+    Reads the raw pipe (select, then os.read: no buffer select cannot see), within a deadline."""
+    proc = subprocess.Popen(build_command(spec, out, "--target", "onnx"), stderr=subprocess.PIPE, cwd=ROOT)
+    fd, seen, deadline = proc.stderr.fileno(), b"", time.monotonic() + 300
+    while when.encode() not in seen:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:  # a build that stalls without a word fails the test instead of hanging it
+            proc.kill()
+            pytest.fail(f"no sign of {when} after 300 s: {seen.decode(errors='replace')}")
+        chunk = os.read(fd, 4096)
+        assert chunk, f"the build ended before {when}: {seen.decode(errors='replace')}"
+        seen += chunk
     proc.send_signal(signum)
-    stderr += proc.stderr.read()
-    return proc.wait(timeout=120), stderr
+    rest = proc.stderr.read()
+    return proc.wait(timeout=120), (seen + rest).decode(errors="replace")
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -288,9 +344,65 @@ def test_an_interrupted_rebuild_leaves_the_old_build_whole(spec, tmp_path, signu
     assert snapshot(out) == before and leftovers(tmp_path) == []
 
 
+def test_a_signal_whose_exception_a_library_swallows_still_stops_the_build(spec, tmp_path, monkeypatch, capsys):
+    """Some libraries catch BaseException: the signal is noted when it arrives, and the build stops
+    after the step it arrived in instead of running the next (here: torch.export never starts)."""
+    from archspec.cli.commands import build as build_command_module
+    from archspec.cli.main import main
+
+    real_lower, exported = build_command_module.Build.lower, []
+
+    def lower_that_swallows(self):
+        real_lower(self)
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs here and raises Interrupted ...
+        except BaseException:  # noqa: BLE001 - ... which this "library" swallows
+            pass
+
+    monkeypatch.setattr(build_command_module.Build, "lower", lower_that_swallows)
+    monkeypatch.setattr(build_command_module.Build, "export", lambda self: exported.append(1))
+    out = tmp_path / "out"
+    assert main(["build", str(spec), "-o", str(out), "--target", "export"]) == 143
+    assert exported == [] and not out.exists() and leftovers(tmp_path) == []
+    assert capsys.readouterr().err.strip().endswith(f"interrupted by SIGTERM; {out} was not created")
+
+
 def test_an_interrupted_first_build_leaves_nothing(spec, tmp_path):
     out = tmp_path / "out"
     status, stderr = interrupt(spec, out, signal.SIGTERM, when="write report.json")
     assert status == 143, stderr
     assert stderr.strip().endswith(f"{out} was not created")
     assert not out.exists() and leftovers(tmp_path) == []
+
+
+# -- the system refuses ---------------------------------------------------------------------------------
+
+
+def test_a_full_disk_is_a_usage_error_naming_the_folder_not_a_bug(tmp_path, monkeypatch):
+    """torch.save on a full disk raises a RuntimeError in its own words; the step is judged by
+    the room left where it writes. A system refusal given as an OSError is named as such."""
+    import errno
+    import shutil as shutil_module
+
+    from archspec.cli import progress
+    from archspec.core.errors import UsageError
+
+    def torch_save_on_a_full_disk():
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1953920 vs 1953808")
+
+    steps = progress.Progress(2, stream=open(os.devnull, "w"), writes_to=str(tmp_path), writes_shown="out")
+    usage = shutil_module.disk_usage(tmp_path)
+    monkeypatch.setattr(progress.shutil, "disk_usage", lambda folder: usage._replace(free=5 << 20))
+    with pytest.raises(UsageError, match=r"write weights.pt: the disk holding out is full \(5 MiB left\)"):
+        steps.run("write weights.pt", torch_save_on_a_full_disk)
+
+    def refused():
+        raise OSError(errno.EROFS, "Read-only file system", "out/model.pt2")
+
+    with pytest.raises(UsageError, match="export: cannot write out/model.pt2: Read-only file system"):
+        steps.run("export", refused)
+    monkeypatch.setattr(progress.shutil, "disk_usage", lambda folder: usage._replace(free=10 << 30))
+    with pytest.raises(Exception) as caught:  # room enough: the same failure is a bug, said so
+        steps.run("write weights.pt", torch_save_on_a_full_disk)
+    assert not isinstance(caught.value, UsageError) and "bug in archspec" in str(caught.value.hint)

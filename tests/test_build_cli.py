@@ -108,11 +108,30 @@ def test_parse_batch_refuses(text):
 # -- --precision and --size -----------------------------------------------------------------------------
 
 
+def run_model_py(folder, weights: dict) -> torch.nn.Module:
+    """The model class of a build's model.py (the one its docstring imports), made and loaded with
+    the build's weights, strictly."""
+    import re
+
+    source = (folder / "model.py").read_text()
+    namespace: dict = {}
+    exec(compile(source, "model.py", "exec"), namespace)  # noqa: S102 - our own output
+    module = namespace[re.search(r"from model import (\w+)", source).group(1)]().eval()
+    module.load_state_dict(weights, strict=True)
+    return module
+
+
 def test_bf16_build_writes_a_bf16_module_and_its_measured_deviation(tmp_path):
+    from archspec.compiler.backends.precision import unsupported
+
+    if unsupported("bf16", "eager") is not None:  # a CPU without AVX512-BF16 or AMX: exit 2, tested below
+        pytest.skip(unsupported("bf16", "eager"))
     result = run_cli("build", SMALL, *SHRINK, "--target", "eager", "--precision", "bf16", "-o", str(tmp_path))
     assert result.returncode == 0, result.stderr
     weights = torch.load(tmp_path / "weights.pt", weights_only=True)
     assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.bfloat16}
+    module = run_model_py(tmp_path, weights)  # model.py makes the module in bf16 too
+    assert {p.dtype for p in module.parameters()} == {torch.bfloat16}
     deviation = json.loads((tmp_path / "precision.json").read_text())["deviation"]
     assert 0 < deviation["max_abs"] < 0.1 * deviation["scale"]  # measured, and not zero: bf16 rounds
     assert "max |bf16 - fp32|" in result.stderr and "precision.json" in result.stdout

@@ -139,13 +139,13 @@ def test_build_of_a_path_gives_a_model_or_a_spec_error(tmp_path_factory, text, s
 flags = st.lists(st.one_of(
     st.sampled_from(["--set", "--json", "--target", "--seed", "-o", "--weights", "--map", "--batch", "--precision",
                      "--bogus", "--", "-", "eager", "tensorrt", "img=64", "depth=1", "=", "x", "99999999999999999999",
-                     "-1", "1:8:64", "fp16"]),
+                     "-1", "1:8:64", "fp16", "--expand", "g.svg", "g.dot", "g.html", "mlp"]),
     st.sampled_from(mutators.HOSTILE_SETS + mutators.HOSTILE_SEEDS + mutators.HOSTILE_BATCHES),
     st.text(max_size=12)), max_size=6)
 
 
 @PROPERTY
-@given(st.sampled_from(["check", "build", "schema", "bogus", ""]),
+@given(st.sampled_from(["check", "build", "graph", "schema", "primitives", "bogus", ""]),
        st.sampled_from([f"tiny/{n}" for n in seeds.TINY] + ["missing.yaml", "", "dir", "/dev/null"]), flags)
 def test_the_command_line_exits_0_1_or_2(tmp_path_factory, command, spec, extra):
     folder = tmp_path_factory.mktemp("cli")

@@ -45,8 +45,9 @@ FUZZ = settings(max_examples=int(os.environ.get("ARCHSPEC_FUZZ_EXAMPLES", 250)),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """A BaseException, so that no `except Exception` in archspec (a hint solver that gives up, say)
+    can swallow the alarm and let a hang pass as an ordinary error."""
 
 
 @contextmanager

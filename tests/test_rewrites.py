@@ -6,13 +6,17 @@ computation it replaces (within float rounding, 1e-5), in every path that can re
     state dict, a pickle or a deep copy.
   - Window attention: one gather into window order and one back instead of roll, partition,
     reverse and roll; the mask kept per batch size in eager inference (and recomputed when the
-    position bias changes).
+    position bias changes). The reference here is roll + partition written out in the test, with
+    the module's own mask: this checks the gather against the roll; the mask and the partition
+    themselves are checked against timm's by the parity tests.
   - PVT: spatial reduction, the depthwise-conv MLP and overlapping patch embeddings read and
     write channels-last views: no transposing copies.
   - Whole models (Swin, Swin v2, PVT v2, ViT): the eager-inference path against the plain path
     (the same model with autograd on, which takes no fast path), and the standalone model.py.
-  - ONNX for ONNX Runtime (export_onnx(optimize=True)): every fusion fires, and onnxruntime
-    agrees with eager.
+    These compare archspec with itself; timm is the outside reference in test_parity.py.
+  - ONNX for ONNX Runtime (export_onnx(optimize=True)): every fusion fires, counted in the graph
+    ONNX Runtime runs against what the architecture implies (fused forms only: a plain Gelu
+    does not count), and onnxruntime agrees with eager.
 
 The parity tests (test_parity.py) check the same models against timm with these rewrites on.
 """
@@ -141,6 +145,22 @@ def test_linear_packs_again_when_the_weight_changes_and_keeps_no_state():
 
 
 @needs_onednn
+def test_a_cache_key_tells_tensor_objects_apart_even_on_one_storage():
+    """A new weight at a freed weight's address (same pointer, version 0) must not reuse the old
+    packed copy: the key holds the tensor object and compares by identity."""
+    from archspec.compiler.modules.common import tensor_key
+
+    a = torch.ones(4)
+    b = a.detach()  # the same storage and version counter: only the object differs
+    assert tensor_key(a) == tensor_key(a) and tensor_key(a) != tensor_key(b)
+    key = tensor_key(a)
+    a.add_(1)  # in place: the version moves
+    assert tensor_key(a) != key
+    assert tensor_key(torch.ones(2).requires_grad_().detach()) is not None
+    with torch.inference_mode():
+        assert tensor_key(torch.ones(2)) is None  # no version counter: never cached
+
+
 def test_linear_bf16_uses_onednn():
     lin = seeded(Linear(32, 16)).eval().to(torch.bfloat16)
     x = torch.randn(PACKED_MIN_ROWS, 32, dtype=torch.bfloat16)
@@ -361,9 +381,17 @@ def test_onnx_for_onnxruntime_fuses_and_matches(spec, fusions, tmp_path):
     assert result.opset == 23 and not result.notes, result.summary()
     assert all(f.complete for f in result.fusions), result.summary()
     assert found["Attention"].found == found["Attention"].expected > 0
-    assert found["Gelu/BiasGelu"].found == found["Gelu/BiasGelu"].expected > 0
+    if spec == "swin_t":  # PVT v2's GELU follows a depthwise conv: nothing to fuse it with
+        assert found["Gelu/BiasGelu"].found == sum(SMALL[spec]["depths"])  # one per MLP
+    else:
+        assert "Gelu/BiasGelu" not in found
     if fusions and "skip_layer_norm" in fusions:
-        assert found["SkipLayerNormalization"].found == found["SkipLayerNormalization"].expected > 0
+        # from the architecture, not from the pass: a residual add feeds a LayerNorm wherever a
+        # pre-norm sub-layer follows another in a stage (two per block, less the first of each
+        # stage, which reads the merge's output), and at the final norm
+        depths = SMALL[spec]["depths"]
+        assert found["SkipLayerNormalization"].found == sum(2 * d - 1 for d in depths) + 1
+        assert found["SkipLayerNormalization"].expected == found["SkipLayerNormalization"].found
     else:
         assert "SkipLayerNormalization" not in found
 

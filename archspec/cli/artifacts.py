@@ -229,7 +229,8 @@ class OutputDir:
         files = {name: record_of(os.path.join(self.staging, name)) for name in sorted(os.listdir(self.staging))}
         write_json(os.path.join(self.staging, MANIFEST), {"written_by": "archspec build", "files": files,
                                                           **({"build": info} if info else {})})
-        with signals_held(), locked(os.path.dirname(self.target)):
+        # the lock first: a build waiting for another's commit can still be interrupted
+        with locked(os.path.dirname(self.target)), signals_held():
             clean_stale(os.path.dirname(self.target), os.path.basename(self.target))
             check_replaceable(self.target, self.shown)  # another build may have put something there since
             try:

@@ -3,12 +3,17 @@ A step that fails inside lowering or a backend is reported at the spec node it h
 
 from __future__ import annotations
 
+import errno
+import shutil
 import sys
 import time
 import traceback
 from dataclasses import dataclass, field
 
 from ..core.errors import InternalError, LocatedError, UsageError, bug
+
+# what the system refuses for reasons of its own (room, permission, a read-only mount, a quota)
+SYSTEM_REFUSED = {errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS, errno.EDQUOT, errno.EFBIG}
 
 
 @dataclass
@@ -17,6 +22,9 @@ class Progress:
     stream: object = field(default_factory=lambda: sys.stderr)
     step: int = 0
     graph: object = None  # the IR, once checked: failures are located at its nodes
+    after_step: object = None  # called after each step that succeeded (may raise to stop the command)
+    writes_to: str | None = None  # the folder the steps write into: a full disk there is named as such
+    writes_shown: str | None = None  # that folder as the user named it
 
     def run(self, title: str, fn, describe=lambda result: ""):
         self.step += 1
@@ -27,12 +35,34 @@ class Progress:
         except (LocatedError, UsageError):
             print(" failed", file=self.stream, flush=True)
             raise
+        except OSError as exc:
+            print(" failed", file=self.stream, flush=True)
+            if exc.errno in SYSTEM_REFUSED:  # a full disk, no permission: the machine's state, not a bug
+                where = f" {exc.filename}" if exc.filename else ""
+                raise UsageError(f"{title}: cannot write{where}: {exc.strerror}") from None
+            raise located_failure(exc, self.graph, title) from exc
         except Exception as exc:  # a backend failure: located at the node it happened in
             print(" failed", file=self.stream, flush=True)
+            full = disk_full(self.writes_to, self.writes_shown)
+            if full:  # torch.save and others say so in their own words (a RuntimeError)
+                raise UsageError(f"{title}: {full}") from None
             raise located_failure(exc, self.graph, title) from exc
         detail = describe(result)
         print(f" {time.perf_counter() - start:.1f} s{'  ' + detail if detail else ''}", file=self.stream, flush=True)
+        if self.after_step is not None:
+            self.after_step()
         return result
+
+
+def disk_full(folder: str | None, shown: str | None = None, room: int = 64 << 20) -> str | None:
+    """'the disk holding FOLDER is full ...' when less than `room` bytes are left there; else None."""
+    if folder is None:
+        return None
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    return f"the disk holding {shown or folder} is full ({free >> 20} MiB left)" if free < room else None
 
 
 def located_failure(exc: Exception, graph, step: str) -> InternalError:

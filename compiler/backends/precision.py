@@ -26,7 +26,6 @@ its top-1 agreement is a pessimistic figure; with trained weights it is higher.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import torch
 from archspec.core.errors import error
 from archspec.core.ir import Graph
 
+from ..hierarchy import copy_model
 from .export import example_inputs
 
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
@@ -73,7 +73,7 @@ def cpu_has_bf16() -> bool:
                     return bool(flags & {"avx512_bf16", "amx_bf16"})
     except OSError:
         pass
-    return bool(getattr(torch.backends.mkldnn, "is_available", lambda: False)())
+    return False  # the CPU's flags are unknown (no /proc/cpuinfo, another architecture): not assumed
 
 
 # -- the deviation from fp32 ----------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class PrecisionResult:
 
 def cast_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
     """A deep copy of `model` in bf16 or fp16 (eval mode); `model` itself is left as it is."""
-    low = copy.deepcopy(model).to(DTYPES[precision])
+    low = copy_model(model).to(DTYPES[precision])
     return low.eval()
 
 

@@ -151,6 +151,9 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
     for path, owner in ties:
         parent, _, leaf = path.rpartition(".")
         lines.append(f"        setattr(self.get_submodule({parent!r}), {leaf!r}, self.get_submodule({owner!r}))\n")
+    dtype = next((p.dtype for p in gm.parameters() if p.is_floating_point()), torch.float32)
+    if dtype != torch.float32:  # a build in bf16: the module is made in the dtype weights.pt holds
+        lines.append(f"        self.to({dtype})\n")
     forward = textwrap.indent(gm.code.strip("\n"), "    ")
     lines.append("\n" + forward + "\n")
     return "".join(lines)

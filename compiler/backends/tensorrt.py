@@ -29,7 +29,6 @@ ignored there). tensorrt.json beside the engine names its bindings and shape pro
 from __future__ import annotations
 
 import contextlib
-import copy
 import importlib.util
 import json
 import logging
@@ -52,6 +51,7 @@ from archspec.core.errors import Diagnostic, Loc, SpecError, UsageError, bug, er
 from archspec.core.ir import Graph
 from archspec.core.types import Sym
 
+from ..hierarchy import copy_model
 from ..lower import locate, module_paths_of
 from .batch import BatchRange
 from .cuda_stub import gpu_present, no_gpu_answers, plan_only_runtime
@@ -169,7 +169,7 @@ def export_for_tensorrt(model: torch.nn.Module, graph: Graph, precision: str = "
     batch = BatchRange.of(batch)
     args = _example_args(graph, precision, batch.example)
     if precision != "fp32":
-        model = copy.deepcopy(model).to(DTYPES[precision])
+        model = copy_model(model).to(DTYPES[precision])
     model.eval()
     dyn = dynamic_shapes(graph, None if batch.static else (batch.min, batch.max))
     if batch.static:

@@ -80,18 +80,35 @@ def inference_cache(module: nn.Module) -> dict:
     return cache
 
 
+class TensorKey:
+    """What identifies the values of some tensors: the tensor objects themselves (held, so that
+    no new tensor can take a freed one's address while the cache entry lives), their storage,
+    version counters, dtypes and devices."""
+
+    __slots__ = ("tensors", "state")
+
+    def __init__(self, tensors, state):
+        self.tensors, self.state = tensors, state
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, TensorKey) and self.state == other.state
+                and all(a is b for a, b in zip(self.tensors, other.tensors)))
+
+    __hash__ = None
+
+
 def tensor_key(*tensors):
-    """What identifies the values of some tensors: storage, version counter, dtype, device; None
-    when one of them is an inference tensor (no version counter: its changes cannot be seen)."""
-    key = []
+    """A TensorKey of `tensors`; None when one of them is an inference tensor (no version
+    counter: its changes cannot be seen)."""
+    state = []
     for t in tensors:
         if t is None:
-            key.append(None)
+            state.append(None)
             continue
         if t.is_inference():
             return None
-        key.append((t.data_ptr(), t._version, t.dtype, t.device))
-    return tuple(key)
+        state.append((t.data_ptr(), t._version, t.dtype, t.device))
+    return TensorKey(tensors, tuple(state))
 
 
 def cached(module: nn.Module, name: str, key, compute):

@@ -122,8 +122,12 @@ def run_case(case: Case) -> str:
             function, args, kwargs = case.call
             try:
                 getattr(archspec, function)(*args, **kwargs)
-            except TypeError:
-                return "type_error"
+            except TypeError as exc:
+                if str(exc).startswith("archspec."):  # raised at the boundary, in plain words
+                    return "type_error"
+                return f"crash: TypeError from inside: {str(exc)[:200]} @ {where(exc)}"
+            except Exception as exc:  # noqa: BLE001 - a wrong type must be refused at the boundary
+                return f"crash: wrong types got past the boundary: {type(exc).__name__}: {str(exc)[:200]}"
             return "crash: wrong types accepted"
         if case.kind == "check_file":
             path = os.path.join(os.getcwd(), f"fuzz_{case.index % 7}.yaml")
@@ -133,7 +137,7 @@ def run_case(case: Case) -> str:
         else:
             report = archspec.check_text(case.text, case.overrides)
         if case.kind == "build_text" and report.params <= BUILD_PARAMS:
-            archspec.build_text(case.text)
+            return build_what_checked(case.text)
         return "ok"
     except SpecError as exc:
         return judge_spec_error(exc)
@@ -143,6 +147,21 @@ def run_case(case: Case) -> str:
         return f"crash: InternalError: {str(exc).splitlines()[0][:200]}"
     except Exception as exc:  # noqa: BLE001 - what the fuzz is looking for
         return f"crash: {type(exc).__name__}: {str(exc)[:200]} @ {where(exc)}"
+
+
+def build_what_checked(text: str) -> str:
+    """Build a spec the checker accepted: lowering must never fail on it. The one error allowed is the
+    worker's build budget (ARCHSPEC_MAX_BUILD_BYTES), which check does not know about."""
+    import archspec
+    from archspec.core.errors import SpecError
+
+    try:
+        archspec.build_text(text)
+    except SpecError as exc:
+        if all("ARCHSPEC_MAX_BUILD_BYTES" in (d.hint or "") for d in exc.diagnostics):
+            return "over_budget"
+        return f"crash: build refused what check accepted: {str(exc).splitlines()[0][:200]}"
+    return "ok"
 
 
 def judge_spec_error(exc) -> str:

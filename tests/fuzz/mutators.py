@@ -244,7 +244,8 @@ HOSTILE_BATCHES = ["1", "0", "-1", "64", "65", "1:8:64", "8:1:64", "1:1:1", "a:b
 def command_line(rng: random.Random, files: dict[str, str]) -> list[str]:
     """A command line: a command, a spec path, and flags drawn from hostile pools (`files` maps a
     role — spec, bad_spec, fifo, dir, file, checkpoint names... — to paths the worker made)."""
-    command = rng.choices(["check", "build", "schema", "bogus", "--version", "--help", ""], [50, 35, 3, 2, 1, 1, 1])[0]
+    command = rng.choices(["check", "build", "graph", "schema", "primitives", "bogus", "--version", "--help", ""],
+                          [45, 30, 10, 3, 3, 2, 1, 1, 1])[0]
     argv = [command] if command else []
     spec_roles = [r for r in files if r.startswith(("spec", "tiny", "special"))]
     if rng.random() < 0.95:
@@ -271,6 +272,8 @@ def flag(rng: random.Random, command: str, files: dict[str, str]) -> list[str]:
                                       files["garbage_map"]])],
         lambda: ["--batch", rng.choice(HOSTILE_BATCHES)],
         lambda: ["--precision", rng.choice(["fp32", "fp16", "int8"])],
+        lambda: ["--expand"],
+        lambda: ["-o", rng.choice(["g.svg", "g.dot", "g.mmd", "g.html", "g.png", "g", "/", "missing/g.svg"])],
         lambda: [rng.choice(["--bogus", "-x", "--set", "--seed", "-o", "--weights", "--"])],
     ]
     return rng.choice(pool)()

@@ -21,7 +21,7 @@ import sys
 
 from ...core.errors import UsageError
 from ...pipeline import check_file
-from .common import add_spec_arguments, overrides_of, spec_path
+from .common import add_spec_arguments, checked_seed, overrides_of, spec_path
 
 NAME = "bench"
 HELP = "time the built model on each target and precision (latency, throughput, memory, matmul share)"
@@ -59,6 +59,7 @@ def run(args) -> int:
         raise UsageError("--threads takes 1 or more")
     if args.rounds < 1:
         raise UsageError("--rounds takes 1 or more")
+    checked_seed(args.seed)
     report = check_file(spec_path(args), overrides_of(args))
     import torch
 

@@ -40,9 +40,8 @@ from ...language.loader import MAX_TEXT_BYTES, read_regular_file
 from ...pipeline import check_file
 from ..artifacts import OutputDir
 from ..progress import Progress
-from .common import add_spec_arguments, overrides_of, size_range, spec_path
+from .common import add_spec_arguments, checked_seed, overrides_of, size_range, spec_path
 
-SEED_MAX = 2**64 - 1  # torch.manual_seed's range
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
 
 STEPS = {"eager": 3, "export": 4, "onnx": 5, "tensorrt": 4}  # progress lines before TensorRT's own
@@ -93,6 +92,21 @@ def signals_raise(received: list):
             signal.signal(signum, handler)
 
 
+@contextmanager
+def signals_ignored():
+    """SIGINT and SIGTERM are ignored inside (the clean-up after the first one)."""
+    try:
+        previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in EXIT_SIGNAL}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 class LineStream:
     """stderr for the progress lines, knowing whether a line is left open (a step under way)."""
 
@@ -123,12 +137,21 @@ class Build:
             try:
                 return self.steps()
             except Interrupted as exc:
-                return self.interrupted(exc.signum)
+                signum = exc.signum
             except KeyboardInterrupt:
-                return self.interrupted(signal.SIGINT)
+                signum = signal.SIGINT
             finally:
-                if self.output is not None:
-                    self.output.discard()
+                with signals_ignored():  # a second Ctrl-C does not cut the clean-up short
+                    if self.output is not None:
+                        self.output.discard()
+            with signals_ignored():
+                return self.interrupted(signum)
+
+    def stop_if_signalled(self) -> None:
+        """Between steps: a signal whose exception something on the way swallowed (some libraries
+        catch BaseException) stops the build here rather than let the next step run."""
+        if self.received:
+            raise Interrupted(self.received[0])
 
     def interrupted(self, signum) -> int:
         """The one line an interrupted build ends with; OUTDIR holds the previous build (or none)."""
@@ -153,7 +176,8 @@ class Build:
             self.output = OutputDir.prepare(o.out)
         tensorrt_steps = self.tensorrt_preflight()
         lowered = (1 if o.weights else 0) + (1 if o.precision in ("bf16", "int8") else 0)
-        self.progress = Progress(STEPS[o.target] + tensorrt_steps + lowered, stream=self.stream)
+        self.progress = Progress(STEPS[o.target] + tensorrt_steps + lowered, stream=self.stream,
+                                 after_step=self.stop_if_signalled)
         self.spec_sha256 = spec_sha256(o.spec)
         self.check()
         if self.output is None:
@@ -165,8 +189,7 @@ class Build:
         if o.precision == "bf16":
             self.to_bf16()
         self.write_artifacts()
-        if self.received:  # a signal whose exception something on the way swallowed
-            raise Interrupted(self.received[0])
+        self.stop_if_signalled()
         self.files = self.output.commit(self.provenance())
         for note in self.output.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -177,8 +200,7 @@ class Build:
         """Usage errors in the options, before any work."""
         from ...compiler.backends.batch import BatchRange
 
-        if not 0 <= self.options.seed <= SEED_MAX:
-            raise UsageError(f"--seed must be a whole number from 0 to {SEED_MAX} (2^64 - 1), got {self.options.seed}")
+        checked_seed(self.options.seed)
         try:
             self.batch = BatchRange.parse(self.options.batch)
         except ValueError as exc:
@@ -194,7 +216,8 @@ class Build:
     def write_artifacts(self) -> None:
         """Every artifact of the target, into the staging folder."""
         o = self.options
-        self.outdir = self.output.staging
+        self.outdir = self.progress.writes_to = self.output.staging
+        self.progress.writes_shown = self.output.shown
         self.progress.run(f"write report.json, model.py, weights.pt to {self.output.shown}", self.write_sources)
         program = self.export() if o.target != "eager" else None
         if o.target == "onnx":

@@ -1,9 +1,10 @@
-"""Arguments several commands share: the spec and its --set overrides."""
+"""Arguments several commands share: the spec, its --set overrides, sizes and seeds."""
 
 from __future__ import annotations
 
 import os
 
+from ... import SEED_MAX
 from ...core.errors import UsageError
 from ...language.compose import parse_override
 
@@ -46,3 +47,10 @@ def size_range(text: str, option: str) -> tuple[int, int]:
     if bounds is None or not 1 <= bounds[0] <= bounds[1] <= LARGEST_SIZE:
         raise UsageError(f"{option} takes MIN:MAX with 1 <= MIN <= MAX <= {LARGEST_SIZE}, got {text!r}")
     return bounds
+
+
+def checked_seed(seed: int) -> int:
+    """--seed: torch.manual_seed's range, or a usage error."""
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"--seed must be a whole number from 0 to {SEED_MAX} (2^64 - 1), got {seed}")
+    return seed
