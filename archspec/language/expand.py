@@ -124,7 +124,8 @@ class Expander:
         problems = []
         for section in ("inputs", "targets"):
             names = getattr(self.spec, section)
-            problems += [check_parameter_name(name, section[:-1], self.doc.loc((section, name), key=True), names)
+            problems += [check_parameter_name(name, section[:-1], self.doc.loc((section, name), key=True), names,
+                                              top_level=True)
                          for name in names]
         for block_name, block in self.spec.blocks.items():
             problems += [check_parameter_name(name, f"block '{block_name}' input",

@@ -8,7 +8,8 @@ starting with a digit), checked where the name is written:
 - no name is a Python keyword (`class`, `lambda`, `None`, ...) or `self`;
 - no node id is an attribute torch's modules already have (`forward`, `training`,
   `state_dict`, `to`, `eval`, ...), starts with `_` (torch's private attributes, present and
-  future), or is a dunder; `objectives` is not a top-level node id (the losses live there).
+  future), or is a dunder; `objectives` is not a top-level node id, input or target (the
+  losses live there).
 
 This floor imports no torch, so the attribute names are listed here; tests/test_names.py
 checks the list against the modules a build really makes (the root model, groups, repeats)
@@ -85,9 +86,12 @@ def check_node_id(name: str, loc: Loc | None, top_level: bool = False, taken=(),
                 loc, hint=f"give it an id, e.g. `id: {proposal(name, taken)}`")
 
 
-def check_parameter_name(name: str, what: str, loc: Loc | None, taken=()) -> SpecError | None:
-    """The error for an input's (or a block input's) name that cannot be a Python parameter."""
+def check_parameter_name(name: str, what: str, loc: Loc | None, taken=(), top_level: bool = False) -> SpecError | None:
+    """The error for an input's (or a block input's) name that cannot be a Python parameter; a
+    model's inputs and targets (`top_level`) are nodes of the graph too, so not `objectives`."""
     problem = python_name_problem(name)
+    if problem is None and top_level and name == OBJECTIVES:
+        problem = "is where the spec's losses live (`objectives`)"
     if problem is None:
         return None
     return error(f"{what} '{name}' {problem}; inputs become parameters of the model's forward", loc,

@@ -37,6 +37,7 @@ class Params:
         self.values: dict[str, Any] = {}
         self.stack: list[str] = []  # params being evaluated, each waiting for the one after it
         self.on_stack: set[str] = set()
+        self.names = list(raw)  # for hints: listed once, not once per unknown name
 
     def get(self, name: str) -> Any:
         if name in self.values:
@@ -104,7 +105,8 @@ class Env:
         return self.params.get(name)
 
     def names(self) -> list[str]:
-        return [n for f in self.frames for n in f] + list(self.params.raw)
+        local = [n for f in self.frames for n in f]
+        return local + self.params.names if local else self.params.names
 
 
 def evaluate_value(value: Any, path: tuple, env: Env, doc: Document) -> Any:
