@@ -50,10 +50,12 @@ def test_probe_memory_and_machine():
 
 def test_bench_command_times_targets_and_says_why_one_cannot_run(capsys):
     pytest.importorskip("onnxruntime")
+    threads_before = torch.get_num_threads()
     code = main(["bench", VIT, *TINY, "--target", "eager", "onnx", "tensorrt", "--batch", "1", "2",
                  "--rounds", "1", "--threads", "1", "--json"])
     out = capsys.readouterr().out
     assert code == 0
+    assert torch.get_num_threads() == threads_before  # --threads holds while it runs, not after
     data = json.loads(out)
     rows = {(r["target"], r["precision"], r["batch"]): r for r in data["rows"]}
     assert set(rows) == {(t, "fp32", b) for t in ("eager", "onnx", "tensorrt") for b in (1, 2)}

@@ -104,7 +104,8 @@ def run_without_archspec(folder, gm, args, setup: str) -> float:
     with torch.no_grad():
         expected = gm.eval()(*args)
     torch.save({"args": args, "expected": expected}, folder / "io.pt")
-    script = NO_ARCHSPEC + textwrap.dedent(setup) + textwrap.dedent("""
+    threads = f"torch.set_num_threads({torch.get_num_threads()})\n"  # the same summation order as here
+    script = NO_ARCHSPEC + textwrap.dedent(setup) + threads + textwrap.dedent("""
         io = torch.load("io.pt", weights_only=True)
         with torch.no_grad():
             out = forward(*io["args"])

@@ -256,10 +256,21 @@ def run_bench(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
               batches: list[int], threads: int | None = None, rounds: int = 9, device: str = "cpu",
               samples: int = 32, log: Callable[[str], None] = lambda s: None) -> BenchResult:
     """Every variant at every batch size; the variants of one batch size are timed together
-    (interleaved, with the matmul probe of each dtype in use), batch sizes one after another."""
+    (interleaved, with the matmul probe of each dtype in use), batch sizes one after another.
+    `threads`: torch's intra-op threads while it runs (set back afterwards)."""
+    before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
-    threads = torch.get_num_threads()
+    try:
+        return bench_all(model, graph, flops_per_sample, variants, batches, torch.get_num_threads(), rounds,
+                         device, samples, log)
+    finally:
+        torch.set_num_threads(before)
+
+
+def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, variants: list[Variant],
+              batches: list[int], threads: int, rounds: int, device: str, samples: int,
+              log: Callable[[str], None]) -> BenchResult:
     model.eval()
     rows: list[Row] = []
     prepared: dict[Variant, Prepared | str] = {}
