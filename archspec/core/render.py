@@ -4,6 +4,7 @@ values) or, failing that, from the file on disk."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 from .errors import Diagnostic, Loc
@@ -21,10 +22,16 @@ def source_line(loc: Loc, sources: dict[str, str] | None = None) -> str | None:
             text = ""
         if sources is not None:
             sources[loc.file] = text
-    lines = text.splitlines() if text is not None else []
+    lines = split_lines(text) if text is not None else ()
     if 1 <= loc.line <= len(lines):
         return lines[loc.line - 1]
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def split_lines(text: str) -> tuple[str, ...]:
+    """The lines of a source, split once however many diagnostics point into it."""
+    return tuple(text.splitlines())
 
 
 def render(diag: Diagnostic, sources: dict[str, str] | None = None) -> str:
