@@ -38,8 +38,8 @@ class Progress:
         except OSError as exc:
             print(" failed", file=self.stream, flush=True)
             if exc.errno in SYSTEM_REFUSED:  # a full disk, no permission: the machine's state, not a bug
-                where = f" {exc.filename}" if exc.filename else ""
-                raise UsageError(f"{title}: cannot write{where}: {exc.strerror}") from None
+                where = f": {exc.filename}" if exc.filename else ""
+                raise UsageError(f"{title}: the system refused ({exc.strerror}){where}") from None
             raise located_failure(exc, self.graph, title) from exc
         except Exception as exc:  # a backend failure: located at the node it happened in
             print(" failed", file=self.stream, flush=True)
