@@ -57,6 +57,8 @@ def stages(graph: Graph) -> list[dict]:
         if parent(path) != first:
             continue
         inside = [n for n in network_nodes(graph) if n.startswith(path + ".")]
+        if not inside:  # every node of this repetition was left out (`if: false`): it passes its input on
+            continue
         given = [n for n in inside if any(not r.startswith(path + ".") for r in graph.readers(n))
                  or n in {o.node for o in graph.outputs}]
         last = (given or inside)[-1]

@@ -311,3 +311,33 @@ def test_a_model_too_big_for_memory_is_refused_before_torch_allocates(tmp_path):
     spec.write_text(huge)
     result = cli("build", str(spec), "--target", "eager", "-o", str(tmp_path / "out"))
     assert result.returncode == 1 and "huge.yaml:5:5: error: mlp: building this model needs" in result.stderr
+
+
+def test_a_repetition_whose_every_node_is_left_out_builds_and_passes_its_input_on():
+    """Found by the fuzz (case 7:53): a repeat whose first copy holds only an `if: false` node
+    crashed the build while finding the stages (an empty repetition has no last node)."""
+    import torch
+
+    text = """archspec: 1
+name: tiny_pvt
+params:
+  dims: [16, 32]
+inputs:
+  image: [B, 3, 32, 32]
+graph:
+  - id: stem
+    patchify: {kernel: 7, stride: 4, padding: 3, dim: "${dims[0]}", norm: true}
+  - id: stages
+    repeat: 2
+    as: s
+    graph:
+      - id: downsample
+        if: ${s > 0}
+        merge: {kind: conv, dim: "${dims[s]}"}
+"""
+    model = archspec.build_text(text).eval()
+    out = model(torch.randn(2, 3, 32, 32))
+    assert archspec.check_text(text).outputs["output"].shape[1:] == (16, 32)
+    assert tuple(out.shape) == (2, 16, 32)  # stages.1's merge: 4x4 tokens of 32
+    stages = model.forward_intermediates(torch.randn(2, 3, 32, 32), intermediates_only=True)
+    assert len(stages) == 1  # stages.1 only: stages.0 holds no node
