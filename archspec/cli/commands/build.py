@@ -72,6 +72,21 @@ class Interrupted(BaseException):
 
 
 @contextmanager
+def signals_handled(handler):
+    """SIGINT and SIGTERM go to `handler` inside (in the main thread; elsewhere the default
+    actions stay), and back to what they were after."""
+    try:
+        previous = {signum: signal.signal(signum, handler) for signum in EXIT_SIGNAL}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
+
+
 def signals_raise(received: list):
     """SIGINT and SIGTERM raise Interrupted in the main thread while the build runs, and are
     noted in `received`: a library that swallows the exception (some catch BaseException) does
@@ -80,31 +95,12 @@ def signals_raise(received: list):
         received.append(signum)
         raise Interrupted(signum)
 
-    try:
-        previous = {signum: signal.signal(signum, on_signal) for signum in EXIT_SIGNAL}
-    except ValueError:  # not the main thread: the default actions stay
-        yield
-        return
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    return signals_handled(on_signal)
 
 
-@contextmanager
 def signals_ignored():
     """SIGINT and SIGTERM are ignored inside (the clean-up after the first one)."""
-    try:
-        previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in EXIT_SIGNAL}
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    return signals_handled(signal.SIG_IGN)
 
 
 class LineStream:
