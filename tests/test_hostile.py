@@ -85,6 +85,18 @@ def test_a_legal_chain_of_params_each_defined_from_the_next_passes(length):
     assert report.graph.record("mlp").params.hidden == length + 1
 
 
+def test_a_child_spec_with_thousands_of_params_merges_with_its_base_quickly(tmp_path):
+    """The merge took every param's locations out of the base one name at a time (5,000 x 5,000)."""
+    (tmp_path / "base.yaml").write_text("name: base\nparams:\n" + "".join(f"  b{i}: {i}\n" for i in range(5000)) +
+                                        "  h: 4\ninputs:\n  x: [B, 8, 16]\ngraph:\n  - mlp: {hidden: \"${h}\"}\n")
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: base.yaml\nname: chain\nparams:\n" +
+                     "".join(f"  b{i}: {i + 1}\n  p{i}: ${{b{i} + 1}}\n" for i in range(5000)) + "  h: ${p4999}\n")
+    with within(5):
+        report = archspec.check(child)
+    assert report.graph.record("mlp").params.hidden == 5001
+
+
 def test_a_long_cycle_of_params_is_one_located_error_with_the_cycle_shortened():
     text = "name: chain\nparams:\n" + "".join(f"  p{i}: ${{p{(i + 1) % 3000}}}\n" for i in range(3000)) + \
         "inputs:\n  x: [B, 8, 16]\ngraph:\n  - norm: {}\n"

@@ -16,7 +16,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..core.errors import Loc, SpecError, error
 from ..core.words import did_you_mean, one_of
@@ -76,18 +76,34 @@ def _with_bases(doc: Document, chain: list[str]) -> Document:
 
 
 def _drop(doc: Document, prefix: tuple) -> None:
-    n = len(prefix)
-    for table in (doc.locs, doc.key_locs):
-        for path in [p for p in table if p[:n] == prefix]:
-            del table[path]
-    doc.quoted = {p for p in doc.quoted if p[:n] != prefix}
+    _drop_where(doc, _under(prefix))
 
 
 def _take(dst: Document, src: Document, prefix: tuple) -> None:
+    _take_where(dst, src, _under(prefix))
+
+
+def _under(prefix: tuple) -> Callable[[tuple], bool]:
     n = len(prefix)
+    return lambda path: path[:n] == prefix
+
+
+def _under_names(key: str, names: set) -> Callable[[tuple], bool]:
+    """Paths inside `key.name` for any of `names`: one pass over the tables, however many names."""
+    return lambda path: len(path) >= 2 and path[0] == key and path[1] in names
+
+
+def _drop_where(doc: Document, inside: Callable[[tuple], bool]) -> None:
+    for table in (doc.locs, doc.key_locs):
+        for path in [p for p in table if inside(p)]:
+            del table[path]
+    doc.quoted = {p for p in doc.quoted if not inside(p)}
+
+
+def _take_where(dst: Document, src: Document, inside: Callable[[tuple], bool]) -> None:
     for dst_table, src_table in ((dst.locs, src.locs), (dst.key_locs, src.key_locs)):
-        dst_table.update({p: loc for p, loc in src_table.items() if p[:n] == prefix})
-    dst.quoted |= {p for p in src.quoted if p[:n] == prefix}
+        dst_table.update({p: loc for p, loc in src_table.items() if inside(p)})
+    dst.quoted |= {p for p in src.quoted if inside(p)}
 
 
 def merge(base: Document, child: Document) -> Document:
@@ -101,12 +117,10 @@ def merge(base: Document, child: Document) -> Document:
         if key == "extends":
             continue
         if key in MERGED_BY_KEY and isinstance(value, dict) and isinstance(out.data.get(key), dict):
-            merged = dict(out.data[key])
-            for name, item in value.items():
-                _drop(out, (key, name))
-                merged[name] = item
-                _take(out, child, (key, name))
-            out.data[key] = merged
+            inside = _under_names(key, set(value))
+            _drop_where(out, inside)
+            out.data[key] = {**out.data[key], **value}
+            _take_where(out, child, inside)
             out.key_locs[(key,)] = child.key_locs[(key,)]
             continue
         _drop(out, (key,))
