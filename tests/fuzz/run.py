@@ -38,12 +38,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # -- the worker's side --------------------------------------------------------------------------------
 
 
-def workspace() -> tuple[str, dict[str, str]]:
-    """A folder with a copy of specs/ (extends and mappings resolve in it) and the odd files the
-    command lines name; returns (folder, role -> path)."""
+def workspace(scratch: str) -> tuple[str, dict[str, str]]:
+    """A folder inside `scratch` (the watcher's, which removes it: a worker may be killed) with a
+    copy of specs/ (extends and mappings resolve in it) and the odd files the command lines name;
+    returns (folder, role -> path)."""
     import torch
 
-    root = tempfile.mkdtemp(prefix="archspec-fuzz-")
+    root = tempfile.mkdtemp(prefix="worker-", dir=scratch)
     specs = os.path.join(root, "specs")
     shutil.copytree(ROOT / "specs", specs)
     fixtures = os.path.join(root, "fixtures")
@@ -149,7 +150,7 @@ def warm_up() -> None:
         pass
 
 
-def worker(seed: int, indices) -> None:
+def worker(seed: int, indices, scratch: str) -> None:
     report = os.fdopen(os.dup(1), "w", buffering=1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # what the code under test prints at the C level goes nowhere
@@ -157,7 +158,7 @@ def worker(seed: int, indices) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends the worker
     from . import cases
 
-    specs, files = workspace()
+    specs, files = workspace(scratch)
     os.chdir(specs)
     keep = set(os.listdir(specs))
     import archspec.compiler.lower  # noqa: F401 - warm: the first build must not look like a hang
@@ -187,19 +188,21 @@ class Watch:
         self.killed: list[dict] = []  # cases the watchdog killed, or whose worker died
 
     def run(self, indices: list[int]) -> list[dict]:
-        """Run the cases `indices` (in order), a worker at a time."""
+        """Run the cases `indices` (in order), a worker at a time, in a scratch folder removed after."""
         position = 0
-        while position < len(indices):
-            position = self.run_worker(indices, position)
+        with tempfile.TemporaryDirectory(prefix="archspec-fuzz-", ignore_cleanup_errors=True) as scratch:
+            while position < len(indices):
+                position = self.run_worker(indices, position, scratch)
         return self.results
 
-    def run_worker(self, indices: list[int], position: int) -> int:
+    def run_worker(self, indices: list[int], position: int, scratch: str) -> int:
         """Run indices[position:] in one worker; the position to go on from when it stops."""
         env = dict(os.environ, PYTHONPATH=str(ROOT), ARCHSPEC_MAX_BUILD_BYTES=BUILD_BUDGET)
         todo = indices[position:]
         span = ["--start", str(todo[0]), "--stop", str(todo[-1] + 1)] if todo == list(range(todo[0], todo[-1] + 1)) \
             else ["--indices", ",".join(map(str, todo))]
-        proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.run", "--worker", "--seed", str(self.seed), *span],
+        proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.run", "--worker", "--seed", str(self.seed),
+                                 "--scratch", scratch, *span],
                                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         waited, buffer, first = 0.0, "", True
         while True:
@@ -306,16 +309,21 @@ def replay(key: str) -> None:
     from . import cases
 
     seed, index = (int(part) for part in key.split(":"))
-    specs, files = workspace()
-    os.chdir(specs)
-    case = cases.make_case(seed, index, files)
-    print(f"kind {case.kind}; seed spec {case.seed_spec}; mutations {case.mutations}; argv {case.argv}; "
-          f"call {case.call}; overrides {case.overrides}")
-    if case.text:
-        print("----\n" + case.text[:4000] + "\n----")
-    os.environ["ARCHSPEC_DEBUG"] = "1"
-    began = time.perf_counter()
-    print(cases.run_case(case), f"{time.perf_counter() - began:.2f} s", f"peak {peak_bytes() >> 20} MiB")
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="archspec-fuzz-", ignore_cleanup_errors=True) as scratch:
+        specs, files = workspace(scratch)
+        os.chdir(specs)
+        try:
+            case = cases.make_case(seed, index, files)
+            print(f"kind {case.kind}; seed spec {case.seed_spec}; mutations {case.mutations}; argv {case.argv}; "
+                  f"call {case.call}; overrides {case.overrides}")
+            if case.text:
+                print("----\n" + case.text[:4000] + "\n----")
+            os.environ["ARCHSPEC_DEBUG"] = "1"
+            began = time.perf_counter()
+            print(cases.run_case(case), f"{time.perf_counter() - began:.2f} s", f"peak {peak_bytes() >> 20} MiB")
+        finally:
+            os.chdir(here)
 
 
 def main(argv=None) -> int:
@@ -328,9 +336,11 @@ def main(argv=None) -> int:
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--stop", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--indices", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--scratch", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.seed, [int(i) for i in args.indices.split(",")] if args.indices else range(args.start, args.stop))
+        indices = [int(i) for i in args.indices.split(",")] if args.indices else range(args.start, args.stop)
+        worker(args.seed, indices, args.scratch)
         return 0
     if args.replay:
         replay(args.replay)
