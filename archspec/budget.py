@@ -5,8 +5,9 @@ A spec whose sizes pass every shape rule may still ask for more memory than any 
 (`mlp: {hidden: 16777216}` on a width of 16,777,216 is 2.8e14 parameters). Building it would
 fail deep inside torch, or worse, succeed in reserving the memory and then exhaust the
 machine while initialising it. So `build` first estimates what it needs (the parameters in
-float32, twice: the model and what is saved or exported from it; for targets that run the
-model, its activations at the example batch) and refuses, with a plain error, a build that
+float32, twice: the model and what is saved or exported from it; the fixed tables, indices and
+masks its modules precompute, which grow with the input size; for targets that run the model,
+its activations at the example batch) and refuses, with a plain error, a build that
 needs more than the memory available (or than ARCHSPEC_MAX_BUILD_BYTES, when set).
 """
 
@@ -23,7 +24,7 @@ EXAMPLE_RUNS = 3 * 3  # example batch (up to 3) x intermediate tensors per node 
 
 def needed_bytes(report, runs_model: bool) -> int:
     """About the memory a build of `report` needs (an estimate, on the high side)."""
-    weights = 2 * FLOAT_BYTES * report.params
+    weights = 2 * FLOAT_BYTES * report.params + sum(row.buffer_bytes for row in report.nodes)
     if not runs_model:
         return weights
     return weights + EXAMPLE_RUNS * sum(row.activation_bytes for row in report.nodes)
@@ -51,17 +52,24 @@ def available_bytes() -> int | None:
 
 
 def check_build_memory(report, runs_model: bool = True) -> None:
-    """A SpecError, located at the node with the most parameters, when the build would need
+    """A SpecError, located at the node whose module needs the most, when the build would need
     more memory than it may use."""
     need, have = needed_bytes(report, runs_model), available_bytes()
     if have is None or need <= have:
         return
-    largest = max(report.nodes, key=lambda row: row.params, default=None)
-    path = largest.path if largest is not None and largest.params else None
+    largest = max(report.nodes, key=module_bytes, default=None)
+    path = largest.path if largest is not None and module_bytes(largest) else None
     loc = report.graph.record(path).loc if path is not None else None
-    raise error(f"building this model needs about {human(need)} of memory ({report.params:,} parameters in float32"
-                f"{' plus activations' if runs_model else ''}), and {human(have)} is available", loc, path,
+    buffers = sum(row.buffer_bytes for row in report.nodes)
+    parts = [f"{report.params:,} parameters in float32"] + \
+        [f"{human(buffers)} of fixed tables and masks"] * bool(buffers) + ["activations"] * runs_model
+    raise error(f"building this model needs about {human(need)} of memory ({' plus '.join(parts)}), and "
+                f"{human(have)} is available", loc, path,
                 hint=f"check the sizes (dim, hidden, heads, input size); set {MAX_BUILD_BYTES} to allow more")
+
+
+def module_bytes(row) -> int:
+    return 2 * FLOAT_BYTES * row.params + row.buffer_bytes
 
 
 def human(n: int) -> str:

@@ -325,6 +325,37 @@ def test_a_model_too_big_for_memory_is_refused_before_torch_allocates(tmp_path):
     assert result.returncode == 1 and "huge.yaml:5:5: error: mlp: building this model needs" in result.stderr
 
 
+GROWING = [  # (node, the path the refusal names, its fixed tables on a 16,777,216-pixel image)
+    ("attention: {kind: shifted, heads: 2, window: 2}", "attention", "512.0 TB"),  # 2^44 tokens x (16 + 16) bytes
+    ("attention: {kind: window, heads: 2, window: 2}", "attention", "256.0 TB"),  # the order and its inverse
+    ("norm: {}", "patchify", "1.0 PB"),  # 2^44 positions x 16 x 4 bytes of sin-cos (patchify pos: sincos)
+]
+
+
+@pytest.mark.parametrize("node, path, tables", GROWING, ids=["shifted", "window", "sincos"])
+def test_fixed_tables_that_grow_with_the_input_count_towards_the_memory_a_build_needs(node, path, tables):
+    """Found by the fuzz (case 217:2897): a Swin block on a 16,777,216-pixel image has few
+    parameters, but its window order and shift mask hold 2^44 tokens each: torch failed to
+    allocate them inside the build (exit 3). The estimate counts such tables now."""
+    pos = ", pos: sincos" if path == "patchify" else ""
+    text = (f"name: wide\ninputs:\n  image: [B, 3, 16777216, 16777216]\ngraph:\n  - patchify: {{patch: 4, dim: 16{pos}}}\n"
+            f"  - {node}\n")
+    with within(20), pytest.raises(SpecError) as refused_:
+        archspec.build_text(text)
+    assert f"plus {tables} of fixed tables and masks), and " in str(refused_.value)
+    assert refused_.value.diagnostics[0].path == path
+
+
+@pytest.mark.parametrize("node", [n for n, _, _ in GROWING], ids=["shifted", "window", "sincos"])
+def test_the_fixed_tables_estimate_is_at_least_what_the_built_module_holds(node):
+    pos = ", pos: sincos" if node == "norm: {}" else ""
+    text = f"name: w\ninputs:\n  image: [B, 3, 64, 64]\ngraph:\n  - patchify: {{patch: 4, dim: 16{pos}}}\n  - {node}\n"
+    report = archspec.check_text(text)
+    model = archspec.build_text(text)
+    held = sum(b.numel() * b.element_size() for _, b in model.named_buffers())
+    assert sum(row.buffer_bytes for row in report.nodes) == held
+
+
 def test_a_repetition_whose_every_node_is_left_out_builds_and_passes_its_input_on():
     """Found by the fuzz (case 7:53): a repeat whose first copy holds only an `if: false` node
     crashed the build while finding the stages (an empty repetition has no last node)."""

@@ -86,10 +86,13 @@ class RuleError(Exception):
 class Cost:
     """Per-node cost. FLOPs per sample (batch 1), multiply-add = 2 FLOPs, counting what
     torch.utils.flop_counter.FlopCounterMode counts: matmuls, convolutions and attention
-    (Q K^T and A V); norms, activations, softmax and element-wise ops are not counted."""
+    (Q K^T and A V); norms, activations, softmax and element-wise ops are not counted.
+    `buffer_bytes`: the fixed state the module precomputes besides its parameters (sin-cos
+    tables, window orders and masks), in bytes: a build allocates it whatever the batch."""
 
     params: int
     flops: int
+    buffer_bytes: int = 0
 
 
 class RuleContext(Protocol):

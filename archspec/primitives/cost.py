@@ -2,7 +2,8 @@
 
 FLOPs follow torch.utils.flop_counter.FlopCounterMode: a multiply-add counts 2, and only
 matmuls, convolutions and attention products are counted. Figures are per sample (batch 1),
-symbolic lengths at their largest. Activation bytes are those of the node's output.
+symbolic lengths at their largest. Activation bytes are those of the node's output; buffer
+bytes the fixed tables, indices and masks its module precomputes.
 Results: meta["cost"].
 """
 
@@ -20,6 +21,7 @@ class NodeCost:
     params: int
     flops: int
     activation_bytes: int
+    buffer_bytes: int = 0
 
 
 class Costing(Interpreter):
@@ -31,7 +33,7 @@ class Costing(Interpreter):
     def call(self, node: NodeView, inputs) -> NodeCost:
         types = [self.graph.type_of(name) for name in node.inputs]
         c = node.op.cost(node.params, types, node.type, GraphContext(self.graph, node))
-        return NodeCost(c.params, c.flops, node.type.nbytes())
+        return NodeCost(c.params, c.flops, node.type.nbytes(), c.buffer_bytes)
 
 
 def cost(graph: Graph) -> Graph:
@@ -42,4 +44,4 @@ def cost(graph: Graph) -> Graph:
 def totals(graph: Graph) -> NodeCost:
     costs = [n.meta["cost"] for n in graph.nodes() if not n.is_input]
     return NodeCost(sum(c.params for c in costs), sum(c.flops for c in costs),
-                    sum(c.activation_bytes for c in costs))
+                    sum(c.activation_bytes for c in costs), sum(c.buffer_bytes for c in costs))

@@ -3,6 +3,9 @@ them: multiply-add = 2; matmuls, convolutions and attention products only)."""
 
 from __future__ import annotations
 
+FLOAT_BYTES = 4  # a float32 table or mask
+INDEX_BYTES = 8  # an int64 index
+
 
 def linear_flops(tokens: int, fan_in: int, fan_out: int) -> int:
     return 2 * tokens * fan_in * fan_out

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, Op, Params, PositiveInt, Rate, RuleError
+from ..counting import FLOAT_BYTES
 from ..registry import register
 
 
@@ -91,7 +92,8 @@ class Embed(Op):
         params = 0 if p.tie else p.vocab * p.dim
         params += p.max_len * out.channels if p.pos == "learned" else 0
         params += (p.types or 0) * out.channels
-        return Cost(params, 0)
+        table = p.max_len * out.channels * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sinusoids
+        return Cost(params, 0, table)
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return table_shape(p, ctx)[0] if slot == 0 else p.types  # ids index their tables

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ...core.types import TensorType, grid_tokens
 from ..base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, Rate, RuleError
-from ..counting import norm_params
+from ..counting import FLOAT_BYTES, norm_params
 from ..grids import as_image, conv_grid, divisors
 from ..registry import register
 
@@ -95,7 +95,8 @@ class Patchify(Op):
         params += int(p.cls_token) * p.dim
         params += out.length * p.dim if p.pos == "learned" else 0
         flops = 2 * channels * kernel * kernel * p.dim * positions
-        return Cost(params, flops)
+        table = out.length * p.dim * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sin-cos positions
+        return Cost(params, flops, table)
 
 
 PATCHIFY = register(Patchify())

@@ -94,4 +94,4 @@ class AttentionOp(Op):
         flops = linear_flops(queries, width, width)  # q (or its part of qkv)
         flops += linear_flops(self.keys(p, inputs), width, 2 * kv_width)  # k and v
         flops += linear_flops(queries, width, width)  # output projection
-        return Cost(params, flops + core.flops)
+        return Cost(params, flops + core.flops, core.buffer_bytes)

@@ -45,7 +45,7 @@ class SequenceAttention(AttentionOp):
         core = super().core_cost(p, inputs)
         head = inputs[0].channels // p.heads
         norms = {"none": 0, "layer": 2 * 2 * head, "rms": 2 * head}[p.qk_norm]  # q_norm and k_norm
-        return Cost(core.params + norms, core.flops)
+        return Cost(core.params + norms, core.flops, core.buffer_bytes)
 
     def check(self, p, inputs: list[TensorType]) -> None:
         x = inputs[0]

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from ....core.types import TensorType, dim_value
 from ...base import Cost, NonNegInt, PositiveInt, RuleError
-from ...counting import attention_flops, linear_flops, linear_params
+from ...counting import FLOAT_BYTES, INDEX_BYTES, attention_flops, linear_flops, linear_params
 from ...grids import divisors, suggest_input, trace_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
@@ -82,7 +82,17 @@ class WindowAttention(AttentionOp):
         elif p.bias == "cpb":
             params += linear_params(2, p.cpb_hidden) + p.cpb_hidden * p.heads
             flops += linear_flops(table, 2, p.cpb_hidden) + linear_flops(table, p.cpb_hidden, p.heads)
-        return Cost(params, flops)
+        return Cost(params, flops, self.buffer_bytes(p, x))
+
+    def buffer_bytes(self, p, x: TensorType) -> int:
+        """The window order and its inverse (int64 per token; on the high side: an order that
+        changes nothing is not kept), a shifted grid's mask (float32, a window's tokens per
+        token) and the relative position index (int64, a window's tokens squared)."""
+        windows, shifts = self.geometry(p, x.grid)
+        tokens, area = x.grid[0] * x.grid[1], windows[0] * windows[1]
+        mask = FLOAT_BYTES * tokens * area if any(shifts) else 0
+        index = INDEX_BYTES * area * area if p.bias != "none" else 0
+        return 2 * INDEX_BYTES * tokens + mask + index
 
 
 WINDOW = register(WindowAttention())
