@@ -17,10 +17,11 @@ def sinusoid_table(length: int, dim: int):
     """Vaswani et al.: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...). [length, dim]"""
     position = torch.arange(length, dtype=torch.float64)[:, None]  # [L, 1]
     rate = torch.exp(torch.arange(0, dim, 2, dtype=torch.float64) * (-math.log(10000.0) / dim))  # [dim/2]
-    table = torch.zeros(length, dim, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(position * rate)
-    table[:, 1::2] = torch.cos(position * rate)
-    return table.float()
+    angle = position * rate  # [L, dim/2], float64 (computed once; a long table's transient memory is its size x 3)
+    table = torch.empty(length, dim)  # [L, dim], float32: each value is the float64 result rounded once
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = angle.cos_()
+    return table
 
 
 class TokenEmbed(nn.Module):

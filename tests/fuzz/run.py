@@ -309,6 +309,7 @@ def replay(key: str) -> None:
     from . import cases
 
     seed, index = (int(part) for part in key.split(":"))
+    os.environ.setdefault("ARCHSPEC_MAX_BUILD_BYTES", BUILD_BUDGET)  # as in the worker
     here = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="archspec-fuzz-", ignore_cleanup_errors=True) as scratch:
         specs, files = workspace(scratch)
