@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 
 from .core.errors import error
+from .primitives.counting import FLOAT_BYTES
 
 MAX_BUILD_BYTES = "ARCHSPEC_MAX_BUILD_BYTES"  # env: the most memory a build may plan to use, in bytes
-FLOAT_BYTES = 4
 EXAMPLE_RUNS = 3 * 3  # example batch (up to 3) x intermediate tensors per node (about 3)
 
 
