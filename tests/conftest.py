@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -12,6 +14,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
 EXAMPLES = sorted((ROOT / "specs" / "examples").glob("*.yaml"))
 ALL_SPECS = SPECS + EXAMPLES
+
+# Wider or deeper copies of a smaller shipped spec, made of the same primitives and kinds
+# (tests/test_parity.py checks every one against its reference at full size, and
+# test_larger_siblings_use_only_what_their_sibling_uses that they add nothing): the tests marked
+# `pipeline` (export, ONNX, TensorRT coverage, compile, standalone source of every spec) run
+# them only in the slow tier, their smaller sibling in every run.
+LARGER_SIBLINGS = {"swin_s": "swin_t", "swin_b": "swin_t", "vit_s16": "vit_ti16", "vit_b16": "vit_ti16",
+                   "pvt_v2_b2": "pvt_v2_b0"}
 
 # Prepended to a script run in a fresh interpreter: a loader that refuses archspec's packages, to
 # prove an artifact (model.pt2, model.py, a TensorRT program) does not need them.
@@ -82,3 +92,29 @@ def built(path: str):
 @pytest.fixture(scope="class", params=ALL_SPECS, ids=spec_id)
 def spec_path(request) -> str:
     return str(request.param)
+
+
+# -- the slow tier -------------------------------------------------------------------------------------
+
+
+def slow_selected(config) -> bool:
+    """`-m slow` (or an expression that asks for slow tests) or ARCHSPEC_SLOW=1 (everything)."""
+    expr = config.getoption("markexpr") or ""
+    return os.environ.get("ARCHSPEC_SLOW") == "1" or re.search(r"(?<!not )\bslow\b", expr) is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow, and `pipeline` tests of a larger sibling, are skipped unless the slow
+    tier is selected."""
+    skip = pytest.mark.skip(reason="slow tier: run with -m slow or ARCHSPEC_SLOW=1")
+    for item in items:
+        if item.get_closest_marker("pipeline") and sibling_spec(item) in LARGER_SIBLINGS:
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") and not slow_selected(config):
+            item.add_marker(skip)
+
+
+def sibling_spec(item) -> str | None:
+    params = getattr(item, "callspec", None)
+    path = params.params.get("spec_path") if params else None
+    return spec_id(Path(path)) if path is not None else None

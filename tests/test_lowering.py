@@ -61,6 +61,7 @@ class TestPipeline:
         gm.eval()
         assert not unreached
 
+    @pytest.mark.pipeline
     def test_torch_compile_fullgraph(self, spec_path):
         report, gm = built(spec_path)
         args = example_inputs(report.graph, batch=2)
@@ -69,6 +70,7 @@ class TestPipeline:
         with torch.no_grad():
             assert max_abs_difference(compiled(*args), gm(*args)) < 1e-5
 
+    @pytest.mark.pipeline
     def test_export_dynamic_batch_and_reload(self, spec_path, tmp_path):
         report, gm = built(spec_path)
         program = export_program(gm, report.graph)
@@ -86,6 +88,7 @@ class TestPipeline:
         """)
         assert gap < 1e-5
 
+    @pytest.mark.pipeline
     def test_standalone_source_runs_without_archspec(self, spec_path, tmp_path):
         report, gm = built(spec_path)
         (tmp_path / "model.py").write_text(standalone_source(gm, report.name, report.file))

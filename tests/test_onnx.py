@@ -20,6 +20,7 @@ from .conftest import ALL_SPECS, built, spec_id  # noqa: E402
 ATOL = 1e-4
 
 
+@pytest.mark.pipeline
 @pytest.mark.parametrize("spec_path", [str(p) for p in ALL_SPECS], ids=[spec_id(p) for p in ALL_SPECS])
 def test_onnx_matches_eager_with_a_dynamic_batch(spec_path, tmp_path):
     report, gm = built(spec_path)

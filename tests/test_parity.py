@@ -33,7 +33,7 @@ import archspec
 from archspec.compiler.backends.export import example_inputs
 from archspec.compiler.weights.load import load_weights
 
-from .conftest import EXAMPLES, ROOT, perturb_constants, run_capturing, spec_id
+from .conftest import EXAMPLES, LARGER_SIBLINGS, ROOT, perturb_constants, run_capturing, spec_id
 
 ATOL = 1e-5
 FLOPS_REL = 0.01
@@ -317,6 +317,19 @@ def test_transformer_outputs_depend_on_every_mapped_weight():
     (inner["decoder.norm"] * weights).sum().backward()
     blind = [k for k in mapped if params[k].grad is None or float(params[k].grad.abs().max()) == 0.0]
     assert not blind
+
+
+@pytest.mark.parametrize("larger, smaller", LARGER_SIBLINGS.items(), ids=list(LARGER_SIBLINGS))
+def test_larger_siblings_use_only_what_their_sibling_uses(larger, smaller):
+    """What lets the pipeline tests (export, ONNX, TensorRT coverage) run a larger sibling in the
+    slow tier only: every node it has is a node its smaller sibling has, up to sizes (the
+    numbers: widths, heads, depths, rates)."""
+    def kinds(name):
+        graph = archspec.check(str(ROOT / "specs" / f"{name}.yaml")).graph
+        return {(n.op.label, tuple((k, v) for k, v in n.params if isinstance(v, bool) or not isinstance(v, (int, float))))
+                for n in graph.nodes() if not n.is_input}
+
+    assert kinds(larger) <= kinds(smaller)
 
 
 # -- the examples -----------------------------------------------------------------------------------

@@ -79,15 +79,11 @@ def small(spec: str, overrides: dict):
     return report, lower(report.graph, seed=0)
 
 
-def _slow_selected(config) -> bool:
-    expr = config.getoption("markexpr") or ""
-    return "slow" in expr and "not slow" not in expr
-
-
 # -- coverage: every spec, static and a range ----------------------------------------------------------
 
 
 @needs_trt
+@pytest.mark.pipeline
 @pytest.mark.parametrize("batch", [STATIC, RANGE], ids=["static", "range"])
 @pytest.mark.parametrize("spec_path", [str(p) for p in ALL_SPECS], ids=[spec_id(p) for p in ALL_SPECS])
 def test_every_op_converts(spec_path, batch, tt):
@@ -239,9 +235,7 @@ def test_build_target_tensorrt_cli(can_build, tmp_path):
 
 
 @pytest.mark.slow
-def test_swin_t_full_size_engine(can_build, tmp_path, request):
-    if not _slow_selected(request.config):
-        pytest.skip("full-size engine build; run with -m slow")
+def test_swin_t_full_size_engine(can_build, tmp_path):
     report, gm = built(str(SPECS_DIR / "swin_t.yaml"))
     result = T.build_engine(gm, report.graph, str(tmp_path), "fp32", RANGE)
     _check_engine(result, tmp_path, report.graph, "fp32", RANGE)
