@@ -24,7 +24,7 @@ EXAMPLE_RUNS = 3 * 3  # example batch (up to 3) x intermediate tensors per node 
 
 def needed_bytes(report, runs_model: bool) -> int:
     """About the memory a build of `report` needs (an estimate, on the high side)."""
-    weights = 2 * FLOAT_BYTES * report.params + sum(row.buffer_bytes for row in report.nodes)
+    weights = sum(module_bytes(row) for row in report.nodes)
     if not runs_model:
         return weights
     return weights + EXAMPLE_RUNS * sum(row.activation_bytes for row in report.nodes)
@@ -69,6 +69,8 @@ def check_build_memory(report, runs_model: bool = True) -> None:
 
 
 def module_bytes(row) -> int:
+    """A node's parameters in float32, twice (the model and what is saved or exported from it),
+    and its fixed tables."""
     return 2 * FLOAT_BYTES * row.params + row.buffer_bytes
 
 

@@ -73,7 +73,7 @@ class WindowAttention(AttentionOp):
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]
-        windows, _ = self.geometry(p, x.grid)
+        windows, shifts = self.geometry(p, x.grid)
         table = (2 * windows[0] - 1) * (2 * windows[1] - 1)
         params = p.heads if p.cosine else 0
         flops = attention_flops(dim_value(x.length), windows[0] * windows[1], x.channels)
@@ -82,14 +82,14 @@ class WindowAttention(AttentionOp):
         elif p.bias == "cpb":
             params += linear_params(2, p.cpb_hidden) + p.cpb_hidden * p.heads
             flops += linear_flops(table, 2, p.cpb_hidden) + linear_flops(table, p.cpb_hidden, p.heads)
-        return Cost(params, flops, self.buffer_bytes(p, x))
+        return Cost(params, flops, self.buffer_bytes(p, x.grid, windows, shifts))
 
-    def buffer_bytes(self, p, x: TensorType) -> int:
+    @staticmethod
+    def buffer_bytes(p, grid: tuple[int, int], windows: tuple[int, int], shifts: tuple[int, int]) -> int:
         """The window order and its inverse (int64 per token; on the high side: an order that
         changes nothing is not kept), a shifted grid's mask (float32, a window's tokens per
         token) and the relative position index (int64, a window's tokens squared)."""
-        windows, shifts = self.geometry(p, x.grid)
-        tokens, area = x.grid[0] * x.grid[1], windows[0] * windows[1]
+        tokens, area = grid[0] * grid[1], windows[0] * windows[1]
         mask = FLOAT_BYTES * tokens * area if any(shifts) else 0
         index = INDEX_BYTES * area * area if p.bias != "none" else 0
         return 2 * INDEX_BYTES * tokens + mask + index
