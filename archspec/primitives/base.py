@@ -124,6 +124,7 @@ class Op:
     variadic: ClassVar[bool] = False  # reads its last input any number of times (concat)
     plugin: str | None = None  # the plugin that registered it (set by the registry); None: built in
     default: ClassVar[bool] = False  # the kind a node gets when it gives no `kind`
+    objective: ClassVar[bool] = False  # a loss: lives under `objectives:`, not part of forward
 
     @property
     def label(self) -> str:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
 from ...core.types import TensorType
+from ..activations import Function, described
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
 
-Function = Literal["gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "tanh", "sigmoid"]
-
-
 class ActivationParams(Params):
-    fn: Function = Field(description="gelu (erf), gelu_tanh, quick_gelu, relu, silu, tanh or sigmoid")
+    fn: Function = Field(description=f"one of {described()}")
 
 
 class Activation(Op):

@@ -5,22 +5,19 @@ activated, gates the second: fc2(act(a) * b) (SwiGLU with act: silu, GeGLU with 
 
 from __future__ import annotations
 
-from typing import Literal
 
 from pydantic import Field
 
 from ...core.types import TensorType
+from ..activations import MlpActivation
 from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, Sublayer, sublayer_params
 from ..counting import hidden_width, linear_flops, linear_params
 from ..registry import register
 
-Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "relu", "silu"]
-
-
 class MlpParams(Sublayer):
     hidden: PositiveInt | None = Field(None, description="hidden width (or give `ratio`)")
     ratio: float | None = Field(None, gt=0, description="hidden width as a multiple of the input width")
-    act: Activation = "gelu"
+    act: MlpActivation = "gelu"
     dwconv: bool = Field(False, description="3x3 depthwise conv on the grid after fc1 (PVT v2)")
     extra_relu: bool = Field(False, description="ReLU before the depthwise conv (PVT v2 linear)")
     gated: bool = Field(False, description="gated MLP: fc2(act(a) * b) with [a, b] = fc1(x) (SwiGLU, GeGLU)")

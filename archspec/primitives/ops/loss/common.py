@@ -14,6 +14,7 @@ class LossParams(Params):
 
 class LossOp(Op):
     primitive = "loss"
+    objective = True
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         self.check(p, inputs)

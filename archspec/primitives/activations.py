@@ -1,0 +1,30 @@
+"""The activation names the language knows, on the rule floor: one table, read by every
+parameter model that takes an activation (the activation op's `fn`, the mlp's `act`).
+
+The torch floor keeps the matching table of functions (archspec/compiler/modules/activations.py);
+tests/test_activations.py checks that the two hold the same names, so a name added on one floor
+only fails a test instead of building a model that runs something else."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema and the docs)
+    "gelu": "GELU (erf)",
+    "gelu_tanh": "GELU, tanh approximation",
+    "quick_gelu": "x * sigmoid(1.702 x) (CLIP)",
+    "relu": "ReLU",
+    "silu": "SiLU / swish",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+}
+
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "silu")  # those an mlp's `act` takes
+
+Function = Literal[tuple(ACTIVATIONS)]  # type: ignore[valid-type]
+MlpActivation = Literal[MLP_ACTIVATIONS]  # type: ignore[valid-type]
+
+
+def described(names=None) -> str:
+    """'gelu, gelu_tanh, ...' for a parameter's description."""
+    return ", ".join(names or ACTIVATIONS)
