@@ -1,0 +1,1 @@
+"""Targets: one discovered object per backend (filled in by the targets work)."""
