@@ -1,7 +1,7 @@
 """lower: IR -> torch.fx.GraphModule.
 
 A pass of the IR interpreter builds every node's module with its lowering rule
-(lowering.py; one rule per op, in compiler/modules/) and installs it at the node's dotted
+(lowering_rules.py; one rule per op, in compiler/modules/) and installs it at the node's dotted
 path; a sub-layer's module holds its norm and residual. hierarchy.py then turns every repeat,
 repetition, block use and inline group into a module whose forward computes that part, so the
 module tree is the call tree. The root is an `ArchspecModel` (model.py), a GraphModule.
@@ -26,7 +26,7 @@ from archspec.core.ir import Graph, NodeView
 
 from .hierarchy import OBJECTIVES, Hierarchy
 from .interface import interface_meta
-from .lowering import LoweringContext, rule_for
+from .lowering_rules import LoweringContext, rule_for
 from .model import ArchspecModel
 
 

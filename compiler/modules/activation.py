@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.activation import ACTIVATION
 
-from ..lowering import lowering
+from ..lowering_rules import lowering
 from .activations import activation_class
 from .common import make
 

@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.embed import EMBED, table_shape
 
-from ..lowering import lowering
+from ..lowering_rules import lowering
 from .common import make
 
 

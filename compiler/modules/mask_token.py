@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.mask_token import MASK_TOKEN
 
-from ..lowering import lowering
+from ..lowering_rules import lowering
 from .common import make
 
 

@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.mlp import MLP, hidden_of
 
-from ..lowering import lowering
+from ..lowering_rules import lowering
 from .activations import activation
 from .common import Conv2d, Linear, make, trunc_normal_linears
 from .sublayer import Sublayer, sublayer_args

@@ -9,7 +9,7 @@ import torch.nn as nn
 from archspec.primitives.grids import as_image
 from archspec.primitives.ops.patchify import PATCHIFY, geometry
 
-from ..lowering import lowering
+from ..lowering_rules import lowering
 from .common import Conv2d, eager_inference, make
 
 

@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.to_tokens import TO_TOKENS
 
-from ..lowering import lowering
+from ..lowering_rules import lowering
 from .common import make
 
 

@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.upsample import UPSAMPLE
 
-from ..lowering import lowering
+from ..lowering_rules import lowering
 from .common import make
 
 

@@ -8,7 +8,7 @@ import torch
 
 from archspec.primitives.ops.attention.alibi import ALIBI
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 from ..sublayer import sublayer_args
 from .common import common_args

@@ -6,7 +6,7 @@ import torch
 
 from archspec.primitives.ops.attention.causal import CAUSAL
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 from .common import common_args
 from ..sublayer import sublayer_args

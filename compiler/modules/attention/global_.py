@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.attention.global_ import GLOBAL
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 from .common import common_args
 from ..sublayer import sublayer_args

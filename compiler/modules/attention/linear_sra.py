@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.attention.linear_sra import LINEAR_SRA
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import Conv2d, make
 from ..sublayer import sublayer_args
 from .common import common_args, init_conv_fan_out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.attention.shifted import SHIFTED
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from .window import window_module
 
 

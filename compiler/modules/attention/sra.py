@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.attention.sra import SRA
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import Conv2d, Linear, make, trunc_normal_linears
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args, init_conv_fan_out

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.attention.window import WINDOW
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args

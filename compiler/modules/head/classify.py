@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.classify import CLASSIFY
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import Linear, make, trunc_normal_linears
 from .pooling import pool_tokens
 

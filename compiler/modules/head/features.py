@@ -8,7 +8,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.features import FEATURES
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
 from .pooling import pool_tokens
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.head.lm import LM, lm_vocab
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
 
 

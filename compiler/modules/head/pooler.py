@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.pooler import POOLER
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
 
 

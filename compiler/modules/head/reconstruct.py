@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.reconstruct import RECONSTRUCT
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.loss.contrastive import CONTRASTIVE_LOSS
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.loss.cross_entropy import CROSS_ENTROPY
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 
 

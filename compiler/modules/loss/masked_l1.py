@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.loss.masked_l1 import MASKED_L1
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 
 

@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.merge.concat import CONCAT, out_width
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import Linear, make, trunc_normal_linears
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.merge.conv import CONV
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 from ..patchify import PatchEmbed, patch_embed_args
 

@@ -6,7 +6,7 @@ from archspec.primitives.ops.norm.layer import LAYER
 
 import torch.nn as nn
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.norm.rms import RMS
 
-from ...lowering import lowering
+from ...lowering_rules import lowering
 from ..common import make
 from ..norms import RMSNorm
 

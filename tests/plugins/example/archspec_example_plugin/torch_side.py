@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from archspec.compiler.lowering import lowering
+from archspec.compiler.lowering_rules import lowering
 from archspec.compiler.modules.common import make
 
 from .rules import MEAN_MAX, SCALE

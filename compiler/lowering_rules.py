@@ -59,10 +59,15 @@ def load_lowerings() -> None:
         importlib.import_module(info.name)
 
 
-def rule_for(op: Op) -> Rule | None:
+def load_torch_side_of(op: Op) -> None:
+    """Import the files that register `op`'s lowering and its torch-side facts (facts.py)."""
     load_lowerings()
     if op not in LOWERINGS and op.plugin is not None:
         load_torch_side(op.plugin)  # a plugin's lowerings load with the first model that needs them
+
+
+def rule_for(op: Op) -> Rule | None:
+    load_torch_side_of(op)
     return LOWERINGS.get(op)
 
 

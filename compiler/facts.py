@@ -1,0 +1,68 @@
+"""What the backends and the model interface must know about each op, declared here (the torch
+floor) so that every op's torch file in compiler/modules/ fills them beside its lowering:
+
+    register_facts(MERGE_CONV, grid=conv_grid_of, fusion=None, head=None)   # compiler/modules/merge/conv.py
+
+TOKEN_GRID   how the op maps the token grid of its first input, (H, W) as ints or as torch
+             SymInts while exporting with a dynamic image size (export.grids_for): `KEEPS`
+             (its output, when it has a grid, has its input's grid, or the height and width of
+             the image it reads), or a function (params, grid) -> grid.
+ONNX_FUSION  which fused ONNX Runtime op the node becomes (onnx.expected_fusions): "attention",
+             "gelu", None, or a function (params) -> one of them.
+HEAD_ROLE    the head's role in the timm-style model interface (interface.py, model.py): a
+             `Classifier`, or None.
+
+Every op registers all three (tests/test_facts.py checks it); a lookup of a fact nobody
+registered fails naming the op (archspec/primitives/facts.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from archspec.primitives.base import Op
+from archspec.primitives.facts import Fact
+
+from .lowering_rules import load_torch_side_of
+
+WHERE = "the op's torch file (compiler/modules/<op>.py, or a plugin's torch side), beside its lowering"
+KEEPS = "keeps"  # TOKEN_GRID: the op passes its input's grid on
+FUSIONS = ("attention", "gelu")  # ONNX_FUSION: the fused ONNX Runtime ops archspec expects
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """HEAD_ROLE of a head that is the model's classifier: `layers`, the attributes of its
+    module holding the linear maps to the classes (num_classes reads the first,
+    reset_classifier replaces each); `pre_logits(head module, features)`, what those layers
+    read (forward_head(x, pre_logits=True)). A module-level function, so the model pickles."""
+
+    layers: tuple[str, ...]
+    pre_logits: Callable
+
+
+TOKEN_GRID = Fact("TOKEN_GRID", "how the op maps its input's token grid (KEEPS or a function (params, grid) -> grid)",
+                  WHERE, load=load_torch_side_of)
+ONNX_FUSION = Fact("ONNX_FUSION", "the fused ONNX Runtime op the node becomes (\"attention\", \"gelu\", None, or a "
+                   "function of the params)", WHERE, load=load_torch_side_of)
+HEAD_ROLE = Fact("HEAD_ROLE", "the head's role in the model interface (a Classifier, or None)", WHERE,
+                 load=load_torch_side_of)
+BACKEND_FACTS = (TOKEN_GRID, ONNX_FUSION, HEAD_ROLE)
+
+
+def register_facts(op: Op, *, grid, fusion, head: Classifier | None) -> None:
+    """Register the three facts of `op` (each must be given: none has a default)."""
+    if fusion not in FUSIONS + (None,) and not callable(fusion):
+        raise ValueError(f"{op.label}: ONNX_FUSION is one of {FUSIONS}, None or a function, got {fusion!r}")
+    if grid != KEEPS and not callable(grid):
+        raise ValueError(f"{op.label}: TOKEN_GRID is KEEPS or a function, got {grid!r}")
+    TOKEN_GRID.register(op, grid)
+    ONNX_FUSION.register(op, fusion)
+    HEAD_ROLE.register(op, head)
+
+
+def fusion_of(node) -> str | None:
+    """The fused ONNX Runtime op an IR node becomes ("attention", "gelu" or None)."""
+    fusion = ONNX_FUSION.of(node.op, node)
+    return fusion(node.params) if callable(fusion) else fusion
