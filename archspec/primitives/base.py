@@ -43,7 +43,7 @@ Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="LayerNorm epsilon")]
 NormPlace = Literal["pre", "post", "res_post", "none"]
 
 
-class Sublayer(Params):
+class SublayerParams(Params):
     """A transformer sub-layer with its norm and residual.
 
     norm: pre      x + drop_path(f(norm(x)))      ViT, Swin v1, PVT, CLIP
@@ -63,7 +63,7 @@ class Sublayer(Params):
                                                               "scale of the branch (e.g. 1e-5); none: no scale")
 
 
-def sublayer_params(p: Sublayer, width: int) -> int:
+def sublayer_params(p: SublayerParams, width: int) -> int:
     """Parameters of a sub-layer's norm and LayerScale (its body's are the op's own)."""
     norm = 0 if p.norm == "none" else (width if p.norm_kind == "rms" else 2 * width)
     return norm + (width if p.layer_scale is not None else 0)

@@ -13,7 +13,7 @@ class AddParams(Params):
     pass
 
 
-class Add(Op):
+class AddOp(Op):
     """x + y, element-wise; shapes must broadcast."""
 
     primitive = "add"
@@ -29,4 +29,4 @@ class Add(Op):
         return Cost(0, 0)
 
 
-ADD = register(Add())
+ADD = register(AddOp())

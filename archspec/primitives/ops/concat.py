@@ -16,7 +16,7 @@ class ConcatParams(Params):
     along: Literal["tokens", "channels"] = Field("tokens", description="join along the sequence or the channels")
 
 
-class Concat(Op):
+class ConcatOp(Op):
     """Tensors joined along the tokens or the channels; the other sizes must agree."""
 
     primitive = "concat"
@@ -69,4 +69,4 @@ class Concat(Op):
         return Cost(0, 0)
 
 
-CONCAT = register(Concat())
+CONCAT = register(ConcatOp())

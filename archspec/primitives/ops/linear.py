@@ -17,7 +17,7 @@ class LinearParams(Params):
     bias: bool = True
 
 
-class Linear(Op):
+class LinearOp(Op):
     """y = x W^T + b over the channels: [..., C] -> [..., dim]."""
 
     primitive = "linear"
@@ -36,4 +36,4 @@ class Linear(Op):
         return Cost(linear_params(x.channels, p.dim, p.bias), linear_flops(rows, x.channels, p.dim))
 
 
-LINEAR = register(Linear())
+LINEAR = register(LinearOp())

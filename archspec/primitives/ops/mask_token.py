@@ -13,7 +13,7 @@ class MaskTokenParams(Params):
     pass
 
 
-class MaskToken(Op):
+class MaskTokenOp(Op):
     """x * (1 - mask) + mask_token * mask, per token."""
 
     primitive = "mask_token"
@@ -47,4 +47,4 @@ class MaskToken(Op):
         return 2 if slot == 1 else None  # the mask is 0 or 1
 
 
-MASK_TOKEN = register(MaskToken())
+MASK_TOKEN = register(MaskTokenOp())

@@ -10,11 +10,11 @@ from pydantic import Field
 
 from ...core.types import TensorType
 from ..activations import MlpActivation
-from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, Sublayer, sublayer_params
+from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
 from ..counting import hidden_width, linear_flops, linear_params
 from ..registry import register
 
-class MlpParams(Sublayer):
+class MlpParams(SublayerParams):
     hidden: PositiveInt | None = Field(None, description="hidden width (or give `ratio`)")
     ratio: float | None = Field(None, gt=0, description="hidden width as a multiple of the input width")
     act: MlpActivation = "gelu"
@@ -34,7 +34,7 @@ def hidden_of(p: MlpParams, width: int) -> int:
     return hidden_width(width, p.hidden, p.ratio)
 
 
-class Mlp(Op):
+class MlpOp(Op):
     """The feed-forward sub-layer: fc1, activation, fc2 (a depthwise conv on the grid for PVT v2)."""
 
     primitive = "mlp"
@@ -72,4 +72,4 @@ class Mlp(Op):
         return Cost(params + sublayer_params(p, width), flops)
 
 
-MLP = register(Mlp())
+MLP = register(MlpOp())

@@ -12,7 +12,7 @@ class MultiplyParams(Params):
     pass
 
 
-class Multiply(Op):
+class MultiplyOp(Op):
     """x * y, element-wise; shapes must broadcast."""
 
     primitive = "multiply"
@@ -28,4 +28,4 @@ class Multiply(Op):
         return Cost(0, 0)
 
 
-MULTIPLY = register(Multiply())
+MULTIPLY = register(MultiplyOp())

@@ -13,7 +13,7 @@ class SelectParams(Params):
     index: int = Field(0, ge=-MAX_SIZE, le=MAX_SIZE, description="the token taken; negative counts from the end")
 
 
-class Select(Op):
+class SelectOp(Op):
     """tokens[:, index] -> [B, C]."""
 
     primitive = "select"
@@ -32,4 +32,4 @@ class Select(Op):
         return Cost(0, 0)
 
 
-SELECT = register(Select())
+SELECT = register(SelectOp())

@@ -19,7 +19,7 @@ class SliceParams(Params):
     stop: PositiveInt | None = Field(None, description="index after the last one taken (default: the end)")
 
 
-class Slice(Op):
+class SliceOp(Op):
     """tokens[start:stop] (or channels[start:stop]); a slice that is exactly the grid keeps it."""
 
     primitive = "slice"
@@ -51,4 +51,4 @@ class Slice(Op):
         return Cost(0, 0)
 
 
-SLICE = register(Slice())
+SLICE = register(SliceOp())

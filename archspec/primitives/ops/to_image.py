@@ -11,7 +11,7 @@ class ToImageParams(Params):
     pass
 
 
-class ToImage(Op):
+class ToImageOp(Op):
     """[B, H*W, C] on an HxW grid -> [B, C, H, W]."""
 
     primitive = "to_image"
@@ -30,4 +30,4 @@ class ToImage(Op):
         return Cost(0, 0)
 
 
-TO_IMAGE = register(ToImage())
+TO_IMAGE = register(ToImageOp())

@@ -11,7 +11,7 @@ class ToTokensParams(Params):
     pass
 
 
-class ToTokens(Op):
+class ToTokensOp(Op):
     """[B, C, H, W] -> [B, H*W, C] on an HxW grid."""
 
     primitive = "to_tokens"
@@ -28,4 +28,4 @@ class ToTokens(Op):
         return Cost(0, 0)
 
 
-TO_TOKENS = register(ToTokens())
+TO_TOKENS = register(ToTokensOp())

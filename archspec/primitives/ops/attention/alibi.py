@@ -12,7 +12,7 @@ from pydantic import Field
 from ....core.types import TensorType
 from ...base import RuleError
 from ...registry import register
-from .sequence import SequenceAttention, SequenceParams, check_sequence
+from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
 
 
 class AlibiParams(SequenceParams):
@@ -20,7 +20,7 @@ class AlibiParams(SequenceParams):
     over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
 
 
-class AlibiAttention(SequenceAttention):
+class AlibiAttentionOp(SequenceAttentionOp):
     """Causal attention with a per-head linear penalty on the distance to each earlier key."""
 
     kind = "alibi"
@@ -33,4 +33,4 @@ class AlibiAttention(SequenceAttention):
         super().check(p, inputs)
 
 
-ALIBI = register(AlibiAttention())
+ALIBI = register(AlibiAttentionOp())

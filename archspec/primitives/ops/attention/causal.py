@@ -9,7 +9,7 @@ from pydantic import Field
 
 from ....core.types import TensorType
 from ...registry import register
-from .sequence import SequenceAttention, SequenceParams, check_sequence
+from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
 
 
 class CausalParams(SequenceParams):
@@ -17,7 +17,7 @@ class CausalParams(SequenceParams):
     over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
 
 
-class CausalAttention(SequenceAttention):
+class CausalAttentionOp(SequenceAttentionOp):
     """Each token attends to itself and earlier tokens (nn.Transformer decoder, CLIP text)."""
 
     kind = "causal"
@@ -28,4 +28,4 @@ class CausalAttention(SequenceAttention):
         super().check(p, inputs)
 
 
-CAUSAL = register(CausalAttention())
+CAUSAL = register(CausalAttentionOp())

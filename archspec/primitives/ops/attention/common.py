@@ -12,12 +12,12 @@ from pydantic import Field
 
 from ....core.types import TensorType, dim_value
 from ....core.words import plural
-from ...base import Cost, Op, PositiveInt, Rate, RuleError, Sublayer, sublayer_params
+from ...base import Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
 from ...counting import attention_flops, linear_flops, linear_params
 from ...grids import divisors
 
 
-class AttentionParams(Sublayer):
+class AttentionParams(SublayerParams):
     heads: PositiveInt = Field(description="number of attention heads; must divide the width")
     qkv_bias: bool = True
     proj_bias: bool = True

@@ -8,14 +8,14 @@ from typing import Literal
 from ....core.types import TensorType, dim_value
 from ...base import RuleError
 from ...registry import register
-from .sequence import SequenceAttention, SequenceParams
+from .sequence import SequenceAttentionOp, SequenceParams
 
 
 class CrossParams(SequenceParams):
     kind: Literal["cross"]
 
 
-class CrossAttention(SequenceAttention):
+class CrossAttentionOp(SequenceAttentionOp):
     """Queries from this stream, keys and values from `memory` (nn.Transformer decoder)."""
 
     kind = "cross"
@@ -40,4 +40,4 @@ class CrossAttention(SequenceAttention):
         return dim_value(inputs[1].length)
 
 
-CROSS = register(CrossAttention())
+CROSS = register(CrossAttentionOp())

@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import Literal
 
 from ...registry import register
-from .sequence import SequenceAttention, SequenceParams
+from .sequence import SequenceAttentionOp, SequenceParams
 
 
 class GlobalParams(SequenceParams):
     kind: Literal["global"]
 
 
-class GlobalAttention(SequenceAttention):
+class GlobalAttentionOp(SequenceAttentionOp):
     """All tokens attend to all tokens (timm ViT)."""
 
     kind = "global"
     Params = GlobalParams
 
 
-GLOBAL = register(GlobalAttention())
+GLOBAL = register(GlobalAttentionOp())

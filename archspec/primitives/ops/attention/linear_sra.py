@@ -20,7 +20,7 @@ class LinearSraParams(AttentionParams):
     sr_eps: Eps = 1e-5
 
 
-class LinearSpatialReductionAttention(AttentionOp):
+class LinearSpatialReductionAttentionOp(AttentionOp):
     """Keys and values from a PxP average pool + 1x1 conv + LayerNorm + GELU (PVT v2-li)."""
 
     kind = "linear_sra"
@@ -44,4 +44,4 @@ class LinearSpatialReductionAttention(AttentionOp):
         return Cost(params, flops)
 
 
-LINEAR_SRA = register(LinearSpatialReductionAttention())
+LINEAR_SRA = register(LinearSpatialReductionAttentionOp())

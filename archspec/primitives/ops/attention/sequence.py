@@ -26,7 +26,7 @@ class SequenceParams(AttentionParams):
                                                   "key, 0 hides it")
 
 
-class SequenceAttention(AttentionOp):
+class SequenceAttentionOp(AttentionOp):
     """The rules of the options every sequence kind takes."""
 
     Params = SequenceParams

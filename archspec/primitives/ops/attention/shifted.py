@@ -11,7 +11,7 @@ from pydantic import Field
 from ....core.types import TensorType
 from ...base import PositiveInt, RuleError
 from ...registry import register
-from .window import WindowAttention, WindowParams
+from .window import WindowAttentionOp, WindowParams
 
 
 class ShiftedParams(WindowParams):
@@ -19,7 +19,7 @@ class ShiftedParams(WindowParams):
     shift: PositiveInt | None = Field(None, description="cyclic shift; default window // 2")
 
 
-class ShiftedWindowAttention(WindowAttention):
+class ShiftedWindowAttentionOp(WindowAttentionOp):
     """Window attention after a cyclic shift by half a window (timm Swin SW-MSA)."""
 
     kind = "shifted"
@@ -37,4 +37,4 @@ class ShiftedWindowAttention(WindowAttention):
         super().check(p, inputs)
 
 
-SHIFTED = register(ShiftedWindowAttention())
+SHIFTED = register(ShiftedWindowAttentionOp())

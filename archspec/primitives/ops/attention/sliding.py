@@ -10,7 +10,7 @@ from pydantic import Field
 from ....core.types import TensorType
 from ...base import PositiveInt
 from ...registry import register
-from .sequence import SequenceAttention, SequenceParams, check_sequence
+from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
 
 
 class SlidingParams(SequenceParams):
@@ -19,7 +19,7 @@ class SlidingParams(SequenceParams):
     over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
 
 
-class SlidingWindowAttention(SequenceAttention):
+class SlidingWindowAttentionOp(SequenceAttentionOp):
     """Causal attention limited to the last `window` tokens."""
 
     kind = "sliding"
@@ -30,4 +30,4 @@ class SlidingWindowAttention(SequenceAttention):
         super().check(p, inputs)
 
 
-SLIDING = register(SlidingWindowAttention())
+SLIDING = register(SlidingWindowAttentionOp())

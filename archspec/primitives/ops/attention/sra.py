@@ -21,7 +21,7 @@ class SraParams(AttentionParams):
     sr_eps: Eps = Field(1e-5, description="epsilon of the LayerNorm after the reduction")
 
 
-class SpatialReductionAttention(AttentionOp):
+class SpatialReductionAttentionOp(AttentionOp):
     """Keys and values from the grid reduced by conv(k = s = R) + LayerNorm (PVT)."""
 
     kind = "sra"
@@ -53,4 +53,4 @@ class SpatialReductionAttention(AttentionOp):
         return Cost(params, flops + attention_flops(dim_value(x.length), keys, width))
 
 
-SRA = register(SpatialReductionAttention())
+SRA = register(SpatialReductionAttentionOp())

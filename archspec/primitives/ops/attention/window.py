@@ -30,7 +30,7 @@ class WindowParams(AttentionParams):
     pretrained_window: NonNegInt = Field(0, description="cpb: window size the coordinates are normalised by (0: this one)")
 
 
-class WindowAttention(AttentionOp):
+class WindowAttentionOp(AttentionOp):
     """Attention inside non-overlapping MxM windows of the grid (timm Swin / SwinV2 W-MSA)."""
 
     kind = "window"
@@ -95,4 +95,4 @@ class WindowAttention(AttentionOp):
         return 2 * INDEX_BYTES * tokens + mask + index
 
 
-WINDOW = register(WindowAttention())
+WINDOW = register(WindowAttentionOp())

@@ -16,7 +16,7 @@ class DistilledParams(Params):
     classes: PositiveInt
 
 
-class DistilledHead(Op):
+class DistilledHeadOp(Op):
     """(fc(x[:, 0]) + fc_dist(x[:, 1])) / 2 in eval; (fc(x[:, 0]), fc_dist(x[:, 1])) in training."""
 
     primitive = "head"
@@ -39,4 +39,4 @@ class DistilledHead(Op):
         return Cost(2 * linear_params(width, p.classes), 2 * linear_flops(1, width, p.classes))
 
 
-DISTILLED = register(DistilledHead())
+DISTILLED = register(DistilledHeadOp())

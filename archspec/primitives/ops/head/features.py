@@ -25,7 +25,7 @@ class FeaturesParams(Params):
     project: PositiveInt | None = Field(None, description="project to this width (linear, no bias)")
 
 
-class FeaturesHead(Op):
+class FeaturesHeadOp(Op):
     """Pool (cls / mean / eos / none), optional LayerNorm, optional projection (CLIP towers)."""
 
     primitive = "head"
@@ -63,4 +63,4 @@ class FeaturesHead(Op):
         return Cost(params, flops)
 
 
-FEATURES = register(FeaturesHead())
+FEATURES = register(FeaturesHeadOp())

@@ -15,7 +15,7 @@ class ContrastiveLossParams(LossParams):
     kind: Literal["contrastive"]
 
 
-class ContrastiveLoss(LossOp):
+class ContrastiveLossOp(LossOp):
     """(CE(logits, arange(B)) + CE(logits^T, arange(B))) / 2."""
 
     kind = "contrastive"
@@ -30,4 +30,4 @@ class ContrastiveLoss(LossOp):
                             field="from", hint="read a head of kind contrastive")
 
 
-CONTRASTIVE_LOSS = register(ContrastiveLoss())
+CONTRASTIVE_LOSS = register(ContrastiveLossOp())
