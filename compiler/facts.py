@@ -28,7 +28,7 @@ from .lowering_rules import load_torch_side_of
 
 WHERE = "the op's torch file (compiler/modules/<op>.py, or a plugin's torch side), beside its lowering"
 KEEPS = "keeps"  # TOKEN_GRID: the op passes its input's grid on
-FUSIONS = ("attention", "gelu")  # ONNX_FUSION: the fused ONNX Runtime ops archspec expects
+ONNX_FUSIONS = ("attention", "gelu")  # ONNX_FUSION: the fused ONNX Runtime ops archspec expects
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ BACKEND_FACTS = (TOKEN_GRID, ONNX_FUSION, HEAD_ROLE)
 
 def register_facts(op: Op, *, grid, fusion, head: Classifier | None) -> None:
     """Register the three facts of `op` (each must be given: none has a default)."""
-    if fusion not in FUSIONS + (None,) and not callable(fusion):
-        raise ValueError(f"{op.label}: ONNX_FUSION is one of {FUSIONS}, None or a function, got {fusion!r}")
+    if fusion not in ONNX_FUSIONS + (None,) and not callable(fusion):
+        raise ValueError(f"{op.label}: ONNX_FUSION is one of {ONNX_FUSIONS}, None or a function, got {fusion!r}")
     if grid != KEEPS and not callable(grid):
         raise ValueError(f"{op.label}: TOKEN_GRID is KEEPS or a function, got {grid!r}")
     TOKEN_GRID.register(op, grid)

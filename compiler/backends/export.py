@@ -24,9 +24,9 @@ import torch
 from archspec.core.errors import UsageError
 from archspec.core.ir import Graph
 from archspec.core.types import Sym
-from archspec.primitives.grids import conv_grid
 from archspec.primitives.infer import GraphContext
-from archspec.primitives.ops.patchify import geometry
+
+from ..facts import KEEPS, TOKEN_GRID
 
 EXAMPLE_BATCH = 2  # not 0 or 1, which torch.export would specialise on
 
@@ -257,31 +257,34 @@ def _submodule(root: torch.nn.Module, name: str):
 
 
 def grids_for(graph: Graph, size) -> dict:
-    """Each node's token grid for an image of `size` (H, W), which may be symbolic: the ops that
-    change a grid (patchify, merge) by their geometry, the others pass their input's on."""
+    """Each node's token grid for an image of `size` (H, W), which may be symbolic: each op maps
+    its first input's grid by its TOKEN_GRID fact (compiler/facts.py: patchify and merge by
+    their geometry; KEEPS for an op that passes the grid on). An op without the fact fails
+    naming it."""
     grids: dict = {}
     for node in graph.nodes():
         if node.is_input:
             grids[node.name] = tuple(size) if node.type.layout == "image" else node.type.grid
             continue
-        source = grids.get(node.inputs[0]) if node.inputs else None
-        before = graph.type_of(node.inputs[0]).grid if node.inputs else None
-        before = before or (graph.type_of(node.inputs[0]).shape[2:] if node.inputs and
-                            graph.type_of(node.inputs[0]).layout == "image" else None)
+        rule = TOKEN_GRID.of(node.op, node)
         if node.type.grid is None:
             grids[node.name] = None
-        elif node.op.primitive == "patchify":
-            grids[node.name] = conv_grid(source, *geometry(node.params))
-        elif node.op.label == "merge/conv":
-            grids[node.name] = conv_grid(source, node.params.kernel, node.params.stride, node.params.padding)
-        elif node.op.label == "merge/concat":
-            grids[node.name] = (source[0] // 2, source[1] // 2)
-        elif before is not None and tuple(before) == tuple(node.type.grid):
-            grids[node.name] = source
+        elif rule == KEEPS:
+            grids[node.name] = _kept_grid(graph, node, grids)
         else:
-            raise UsageError(f"{graph.name} cannot take a dynamic image size: {node.name} ({node.op.label}) "
-                             "changes the grid in a way export does not follow")
+            grids[node.name] = rule(node.params, grids.get(node.inputs[0]))
     return grids
+
+
+def _kept_grid(graph: Graph, node, grids: dict):
+    """The grid of the node's first input, which its output keeps (UsageError if it does not)."""
+    source = grids.get(node.inputs[0]) if node.inputs else None
+    before = graph.type_of(node.inputs[0]) if node.inputs else None
+    before = before and (before.grid or (before.shape[2:] if before.layout == "image" else None))
+    if before is None or tuple(before) != tuple(node.type.grid):
+        raise UsageError(f"{graph.name} cannot take a dynamic image size: {node.name} ({node.op.label}) "
+                         "changes the grid in a way export does not follow")
+    return source
 
 
 def with_spec_frames(program: torch.export.ExportedProgram, graph: Graph) -> torch.export.ExportedProgram:

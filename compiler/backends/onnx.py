@@ -42,6 +42,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from archspec.core.errors import error
 from archspec.core.ir import Graph
 
+from ..facts import ONNX_FUSIONS, fusion_of
 from .export import dynamic_shapes, example_inputs, max_abs_difference, other_lengths
 
 OPSET = 18
@@ -304,19 +305,11 @@ def ort_optimized_ops(path: str, level: str = "extended") -> Counter:
 
 
 def expected_fusions(graph: Graph) -> dict[str, int]:
-    """What the spec implies: one attention op per attention node, one fused GELU per GELU MLP
-    whose GELU follows its first linear (not PVT v2's, where a depthwise conv comes between:
-    ONNX Runtime fuses no conv with a GELU)."""
-    attention = gelu = 0
-    for node in graph.nodes():
-        label = getattr(node.op, "label", "") or ""
-        params = node.params
-        if label.startswith("attention"):
-            attention += 1
-        elif (label == "mlp" and getattr(params, "act", None) == "gelu" and not getattr(params, "gated", False)
-              and not getattr(params, "dwconv", False)):
-            gelu += 1
-    return {"attention": attention, "gelu": gelu}
+    """What the spec implies: as many of each fused op as nodes whose ONNX_FUSION fact names it
+    (compiler/facts.py: one attention op per attention node; one fused GELU per GELU MLP whose
+    GELU follows its first linear)."""
+    found = Counter(fusion_of(node) for node in graph.nodes() if not node.is_input)
+    return {fusion: found[fusion] for fusion in ONNX_FUSIONS}
 
 
 def count_fusions(path: str, graph: Graph, skip_layer_norms: int | None = None) -> list[Fusion]:

@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.add import ADD
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -18,3 +19,6 @@ class Add(nn.Module):
 @lowering(ADD)
 def lower(p, inputs, ctx):
     return make(Add)
+
+
+register_facts(ADD, grid=KEEPS, fusion=None, head=None)

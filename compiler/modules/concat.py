@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.concat import CONCAT
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -25,3 +26,6 @@ def lower(p, inputs, ctx):
     if p.along == "tokens":
         return make(Concat, dim=1)  # [B, N, C]
     return make(Concat, dim=1 if inputs[0].layout == "image" else -1)  # [B, C, H, W] or [..., C]
+
+
+register_facts(CONCAT, grid=KEEPS, fusion=None, head=None)

@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.embed import EMBED, table_shape
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -62,3 +63,6 @@ def lower(p, inputs, ctx):
         ctx.tie("tokens", p.tie + ".tokens")
     return make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
                 tied=p.tie is not None, dropout=p.dropout, types=p.types)
+
+
+register_facts(EMBED, grid=KEEPS, fusion=None, head=None)

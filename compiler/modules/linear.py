@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.linear import LINEAR
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make, trunc_normal_linears
 
@@ -15,3 +16,6 @@ def lower(p, inputs, ctx):
     module = make(nn.Linear, in_features=inputs[0].channels, out_features=p.dim, bias=p.bias)
     trunc_normal_linears(module)
     return module
+
+
+register_facts(LINEAR, grid=KEEPS, fusion=None, head=None)

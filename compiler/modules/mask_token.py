@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.mask_token import MASK_TOKEN
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -27,3 +28,6 @@ class MaskToken(nn.Module):
 @lowering(MASK_TOKEN)
 def lower(p, inputs, ctx):
     return make(MaskToken, dim=inputs[0].channels)
+
+
+register_facts(MASK_TOKEN, grid=KEEPS, fusion=None, head=None)

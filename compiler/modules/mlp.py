@@ -11,6 +11,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.mlp import MLP, hidden_of
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .activations import activation
 from .common import Conv2d, Linear, make, trunc_normal_linears
@@ -66,3 +67,12 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     return make(Mlp, dim=x.channels, hidden=hidden_of(p, x.channels), act=p.act, bias=p.bias, grid=x.grid,
                 dwconv=p.dwconv, extra_relu=p.extra_relu, dropout=p.dropout, gated=p.gated, **sublayer_args(p))
+
+
+def onnx_fusion(p):
+    """ONNX Runtime fuses fc1's bias and a GELU (erf) into one BiasGelu when nothing comes
+    between them: not gated, no depthwise conv (it fuses no conv with a GELU)."""
+    return "gelu" if p.act == "gelu" and not p.gated and not p.dwconv else None
+
+
+register_facts(MLP, grid=KEEPS, fusion=onnx_fusion, head=None)

@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.multiply import MULTIPLY
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -18,3 +19,6 @@ class Multiply(nn.Module):
 @lowering(MULTIPLY)
 def lower(p, inputs, ctx):
     return make(Multiply)
+
+
+register_facts(MULTIPLY, grid=KEEPS, fusion=None, head=None)

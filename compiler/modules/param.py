@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.param import PARAM
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -29,3 +30,6 @@ class LearnedParam(nn.Module):
 @lowering(PARAM)
 def lower(p, inputs, ctx):
     return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std)
+
+
+register_facts(PARAM, grid=KEEPS, fusion=None, head=None)

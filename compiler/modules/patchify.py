@@ -6,9 +6,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from archspec.primitives.grids import as_image
+from archspec.primitives.grids import as_image, conv_grid
 from archspec.primitives.ops.patchify import PATCHIFY, geometry
 
+from ..facts import register_facts
 from ..lowering_rules import lowering
 from .common import Conv2d, eager_inference, make
 
@@ -82,3 +83,10 @@ def lower(p, inputs, ctx):
                 bias=p.bias, norm_eps=p.norm_eps if p.norm else None, cls_token=p.cls_token, pos=p.pos,
                 dropout=p.dropout)
 
+
+def patch_grid(p, grid):
+    """The token grid of the patches of an image or grid `grid` (H, W)."""
+    return conv_grid(grid, *geometry(p))  # (H, W) -> (H', W')
+
+
+register_facts(PATCHIFY, grid=patch_grid, fusion=None, head=None)

@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.select import SELECT
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -22,3 +23,6 @@ class Select(nn.Module):
 @lowering(SELECT)
 def lower(p, inputs, ctx):
     return make(Select, index=p.index)
+
+
+register_facts(SELECT, grid=KEEPS, fusion=None, head=None)

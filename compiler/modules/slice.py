@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.slice import SLICE
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -23,3 +24,6 @@ class Slice(nn.Module):
 @lowering(SLICE)
 def lower(p, inputs, ctx):
     return make(Slice, dim=1 if p.along == "tokens" else -1, start=p.start, stop=p.stop)
+
+
+register_facts(SLICE, grid=KEEPS, fusion=None, head=None)

@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.to_image import TO_IMAGE
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -23,3 +24,6 @@ class ToImage(nn.Module):
 @lowering(TO_IMAGE)
 def lower(p, inputs, ctx):
     return make(ToImage, grid=inputs[0].grid)
+
+
+register_facts(TO_IMAGE, grid=KEEPS, fusion=None, head=None)

@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.to_tokens import TO_TOKENS
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -18,3 +19,6 @@ class ToTokens(nn.Module):
 @lowering(TO_TOKENS)
 def lower(p, inputs, ctx):
     return make(ToTokens)
+
+
+register_facts(TO_TOKENS, grid=KEEPS, fusion=None, head=None)

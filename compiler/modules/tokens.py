@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.tokens import TOKENS
 
+from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -30,3 +31,6 @@ class LearnedTokens(nn.Module):
 @lowering(TOKENS)
 def lower(p, inputs, ctx):
     return make(LearnedTokens, dim=inputs[0].channels, count=p.count, at=p.at)
+
+
+register_facts(TOKENS, grid=KEEPS, fusion=None, head=None)

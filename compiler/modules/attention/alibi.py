@@ -8,6 +8,7 @@ import torch
 
 from archspec.primitives.ops.attention.alibi import ALIBI
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 from ..sublayer import sublayer_args
@@ -49,3 +50,6 @@ class AlibiAttention(SelfAttention):
 def lower(p, inputs, ctx):
     width = inputs[0].channels
     return make(AlibiAttention, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p))
+
+
+register_facts(ALIBI, grid=KEEPS, fusion="attention", head=None)

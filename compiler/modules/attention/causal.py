@@ -6,6 +6,7 @@ import torch
 
 from archspec.primitives.ops.attention.causal import CAUSAL
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 from .common import common_args
@@ -28,3 +29,6 @@ class CausalSelfAttention(SelfAttention):
 def lower(p, inputs, ctx):
     width = inputs[0].channels
     return make(CausalSelfAttention, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p))
+
+
+register_facts(CAUSAL, grid=KEEPS, fusion="attention", head=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.attention.cross import CROSS
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 from .common import common_args
@@ -25,3 +26,6 @@ class CrossAttention(SequenceAttention):
 def lower(p, inputs, ctx):
     width = inputs[0].channels
     return make(CrossAttention, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p))
+
+
+register_facts(CROSS, grid=KEEPS, fusion="attention", head=None)

@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.attention.linear_sra import LINEAR_SRA
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import Conv2d, make
 from ..sublayer import sublayer_args
@@ -38,3 +39,6 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     return make(LinearSpatialReductionAttention, grid=x.grid, pool=p.pool, sr_eps=p.sr_eps,
                 **common_args(p, x.channels), **sublayer_args(p))
+
+
+register_facts(LINEAR_SRA, grid=KEEPS, fusion="attention", head=None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.attention.shifted import SHIFTED
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from .window import window_module
 
@@ -12,3 +13,6 @@ from .window import window_module
 @lowering(SHIFTED)
 def lower(p, inputs, ctx):
     return window_module(SHIFTED, p, inputs[0])
+
+
+register_facts(SHIFTED, grid=KEEPS, fusion="attention", head=None)

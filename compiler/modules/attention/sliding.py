@@ -6,6 +6,7 @@ import torch
 
 from archspec.primitives.ops.attention.sliding import SLIDING
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 from .common import common_args
@@ -31,3 +32,6 @@ def lower(p, inputs, ctx):
     width = inputs[0].channels
     return make(SlidingWindowAttention, window=p.window, **common_args(p, width), **sequence_args(p, width),
                 **sublayer_args(p))
+
+
+register_facts(SLIDING, grid=KEEPS, fusion="attention", head=None)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.attention.sra import SRA
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import Conv2d, Linear, make, trunc_normal_linears
 from ..sublayer import Sublayer, sublayer_args
@@ -61,3 +62,6 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     return make(SpatialReductionAttention, grid=x.grid, sr_ratio=p.sr_ratio, sr_eps=p.sr_eps,
                 **common_args(p, x.channels), **sublayer_args(p))
+
+
+register_facts(SRA, grid=KEEPS, fusion="attention", head=None)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.attention.window import WINDOW
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
 from ..sublayer import Sublayer, sublayer_args
@@ -230,3 +231,6 @@ def window_module(op, p, x):
 @lowering(WINDOW)
 def lower(p, inputs, ctx):
     return window_module(WINDOW, p, inputs[0])
+
+
+register_facts(WINDOW, grid=KEEPS, fusion="attention", head=None)

@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.classify import CLASSIFY
 
+from ...facts import KEEPS, Classifier, register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, make, trunc_normal_linears
 from .pooling import pool_tokens
@@ -31,3 +32,12 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     return make(ClassifierHead, dim=x.channels, classes=p.classes, pool=p.pool, prefix=x.prefix,
                 norm_eps=p.norm_eps if p.norm else None, bias=p.bias)
+
+
+def pooled(head: ClassifierHead, x):
+    """What the classifier layer reads: the pooled tokens, normed (timm's pre_logits)."""
+    x = pool_tokens(x, head.pool, head.prefix)  # [B, N, C] -> [B, C]
+    return head.norm(x) if head.norm is not None else x
+
+
+register_facts(CLASSIFY, grid=KEEPS, fusion=None, head=Classifier(layers=("fc",), pre_logits=pooled))

@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.contrastive import CONTRASTIVE
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 
@@ -28,3 +29,6 @@ class ContrastiveLogits(nn.Module):
 @lowering(CONTRASTIVE)
 def lower(p, inputs, ctx):
     return make(ContrastiveLogits, logit_scale=p.logit_scale)
+
+
+register_facts(CONTRASTIVE, grid=KEEPS, fusion=None, head=None)

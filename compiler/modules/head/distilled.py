@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.distilled import DISTILLED
 
+from ...facts import KEEPS, Classifier, register_facts
 from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
 
@@ -29,3 +30,13 @@ class DistilledHead(nn.Module):
 @lowering(DISTILLED)
 def lower(p, inputs, ctx):
     return make(DistilledHead, dim=inputs[0].channels, classes=p.classes)
+
+
+def average_of_the_two_tokens(head: DistilledHead, x):
+    """What forward_head(pre_logits=True) gives, as timm's DeiT: the class and distillation
+    tokens averaged."""
+    return (x[:, 0] + x[:, 1]) / 2  # [B, N, C] -> [B, C]
+
+
+register_facts(DISTILLED, grid=KEEPS, fusion=None, head=Classifier(layers=("fc", "fc_dist"),
+                                                                    pre_logits=average_of_the_two_tokens))

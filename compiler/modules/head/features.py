@@ -8,6 +8,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.features import FEATURES
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
 from .pooling import pool_tokens
@@ -44,3 +45,6 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     return make(FeaturesHead, dim=x.channels, pool=p.pool, prefix=x.prefix, eos_id=p.eos_id,
                 norm_eps=p.norm_eps if p.norm else None, project=p.project)
+
+
+register_facts(FEATURES, grid=KEEPS, fusion=None, head=None)

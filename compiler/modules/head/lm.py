@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.head.lm import LM, lm_vocab
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
 
@@ -35,3 +36,6 @@ def lower(p, inputs, ctx):
     if p.tie is not None:
         ctx.tie("table", p.tie + ".tokens")
     return make(LanguageModelHead, dim=width, vocab=lm_vocab(p, width, ctx), tied=p.tie is not None, bias=p.bias)
+
+
+register_facts(LM, grid=KEEPS, fusion=None, head=None)

@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.pooler import POOLER
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
 
@@ -26,3 +27,6 @@ class Pooler(nn.Module):
 @lowering(POOLER)
 def lower(p, inputs, ctx):
     return make(Pooler, dim=inputs[0].channels, index=p.index, act=p.act)
+
+
+register_facts(POOLER, grid=KEEPS, fusion=None, head=None)

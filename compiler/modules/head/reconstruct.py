@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.head.reconstruct import RECONSTRUCT
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 
@@ -28,3 +29,6 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     return make(Reconstruct, dim=x.channels, stride=p.stride, channels=p.channels,
                 grid=x.grid if x.layout == "tokens" else None)
+
+
+register_facts(RECONSTRUCT, grid=KEEPS, fusion=None, head=None)

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.loss.contrastive import CONTRASTIVE_LOSS
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 
@@ -21,3 +22,6 @@ class ContrastiveLoss(nn.Module):
 @lowering(CONTRASTIVE_LOSS)
 def lower(p, inputs, ctx):
     return make(ContrastiveLoss)
+
+
+register_facts(CONTRASTIVE_LOSS, grid=KEEPS, fusion=None, head=None)

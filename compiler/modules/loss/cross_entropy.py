@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.loss.cross_entropy import CROSS_ENTROPY
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 
@@ -26,3 +27,6 @@ class CrossEntropyLoss(nn.Module):
 @lowering(CROSS_ENTROPY)
 def lower(p, inputs, ctx):
     return make(CrossEntropyLoss, ignore_index=p.ignore_index, shift=p.shift, label_smoothing=p.label_smoothing)
+
+
+register_facts(CROSS_ENTROPY, grid=KEEPS, fusion=None, head=None)

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from archspec.primitives.ops.loss.masked_l1 import MASKED_L1
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 
@@ -30,3 +31,6 @@ def lower(p, inputs, ctx):
     prediction, _, mask = inputs
     cell = (prediction.shape[2] // mask.grid[0], prediction.shape[3] // mask.grid[1])
     return make(MaskedL1Loss, cell=cell)
+
+
+register_facts(MASKED_L1, grid=KEEPS, fusion=None, head=None)

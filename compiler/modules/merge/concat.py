@@ -6,6 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.merge.concat import CONCAT, out_width
 
+from ...facts import register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, make, trunc_normal_linears
 
@@ -35,3 +36,11 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     return make(PatchMerging, dim=x.channels, out_dim=out_width(p, x.channels), grid=x.grid,
                 norm_first=p.norm == "before", norm_eps=p.norm_eps, bias=p.bias)
+
+
+def merged_grid(p, grid):
+    """The grid after merging each 2x2 neighbourhood."""
+    return grid[0] // 2, grid[1] // 2  # (H, W) -> (H/2, W/2)
+
+
+register_facts(CONCAT, grid=merged_grid, fusion=None, head=None)

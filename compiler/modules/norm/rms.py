@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.norm.rms import RMS
 
+from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 from ..norms import RMSNorm
@@ -12,3 +13,6 @@ from ..norms import RMSNorm
 @lowering(RMS)
 def lower(p, inputs, ctx):
     return make(RMSNorm, dim=inputs[0].channels, eps=p.eps)
+
+
+register_facts(RMS, grid=KEEPS, fusion=None, head=None)
