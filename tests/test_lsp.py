@@ -184,6 +184,14 @@ def test_every_node_item_of_a_shipped_spec_hovers(name):
     assert len(hovered) == sum(s.lstrip().startswith("- id:") for s in text.splitlines())
 
 
+def test_a_node_named_after_its_op_counts_past_an_input_of_that_name():
+    text = "name: t\ninputs:\n  norm: [B, 8, 16]\ngraph:\n  - norm: {}\n  - mlp: {ratio: 2}\n"
+    a = analysis_of("collision.yaml", text)
+    assert diagnostics(a) == []
+    found = hover(a, **position_of(text, "norm: {}", 0))
+    assert found is not None and found.startswith("**norm_1**") and "`norm_1`" in found
+
+
 def test_only_specs_are_checked():
     assert looks_like_spec(SWIN) and looks_like_spec("extends: swin_t.yaml\nparams: {img: 448}\n")
     assert not looks_like_spec("on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n")

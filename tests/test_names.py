@@ -1,16 +1,21 @@
 """Names a spec gives (node ids, input names, block inputs) against what the built model makes of
 them: `check` refuses, with a located error and a valid proposal, every name lowering could not
-use, and lowering never fails on a name `check` accepted (archspec/language/names.py)."""
+use, and lowering never fails on a name `check` accepted (archspec/language/names.py); and the
+name a node without `id` gets is the same in expansion, the graph edits and the language server."""
 
 from __future__ import annotations
 
 import keyword
+import re
 
 import pytest
 import torch
 
 import archspec
 from archspec.compiler import hierarchy
+from archspec.language.compose import compose
+from archspec.language.expand import expand
+from archspec.language.loader import load_file
 from archspec.language.names import MODULE_ATTRIBUTES, node_id_problem, proposal, python_name_problem
 
 # Names Python, torch and archspec's model classes hold dear, and plain ones that must keep working.
@@ -108,3 +113,49 @@ def test_the_attribute_list_covers_every_module_a_build_makes():
     public = {a for a in attributes if not a.startswith("_")}
     missing = sorted(public - MODULE_ATTRIBUTES)
     assert not missing, f"add these to MODULE_ATTRIBUTES in archspec/language/names.py: {missing}"
+
+
+# Default names that collide: with an input (`norm`), an id (`norm_2`), a block's input (`mlp`).
+COLLISIONS = """\
+name: collisions
+inputs:
+  norm: [B, 8, 16]
+blocks:
+  b:
+    inputs: [mlp]
+    graph:
+      - mlp: {ratio: 2}
+      - mlp: {ratio: 2}
+graph:
+  - norm: {}
+  - id: norm_2
+    norm: {}
+  - norm: {}
+  - b: {}
+  - id: g
+    graph:
+      - norm: {}
+      - norm: {}
+"""
+COLLISION_NODES = ["norm_1", "norm_2", "norm_3", "b.mlp_1", "b.mlp_2", "g.norm", "g.norm_1"]
+
+
+def test_expansion_the_graph_edits_and_the_language_server_name_nodes_alike(tmp_path):
+    from archspec.lsp.analysis import analyse, hover
+
+    base = tmp_path / "base.yaml"
+    base.write_text(COLLISIONS)
+    graph = expand(compose(load_file(str(base))))
+    assert [n.name for n in graph.nodes() if not n.is_input] == COLLISION_NODES
+    for path in ("norm_1", "norm_2", "norm_3", "g.norm", "g.norm_1"):  # edits name nodes outside blocks
+        child = tmp_path / "child.yaml"
+        child.write_text(f"extends: base.yaml\nname: child\ninsert:\n  - after: {path}\n"
+                         "    nodes: [{id: marker, norm: {}}]\n")
+        edited = expand(compose(load_file(str(child))))
+        group = path.rpartition(".")[0]
+        assert edited.inputs_of(f"{group}.marker" if group else "marker") == (path,)
+    analysis = analyse(COLLISIONS, str(base))
+    hovered = [hover(analysis, line, text.index("-") + 2) for line, text in enumerate(COLLISIONS.splitlines())
+               if text.lstrip().startswith("- ")]
+    one_node = [re.search(r"^`([\w.]+)`$", h, re.MULTILINE) for h in hovered]
+    assert sorted(m.group(1) for m in one_node if m) == sorted(COLLISION_NODES)

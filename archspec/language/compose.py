@@ -23,6 +23,7 @@ from ..core.words import did_you_mean, one_of
 from .hints import some, suggest
 from .limits import MAX_DEPTH, MAX_EXTENDS, MAX_INT, MAX_VALUES
 from .loader import Document, load_file, load_text
+from .names import node_names, taken_names
 from .schema import META_KEYS, SpecDoc, Strict
 
 MERGED_BY_KEY = ("params", "dims", "inputs", "targets", "blocks")
@@ -132,12 +133,12 @@ def merge(base: Document, child: Document) -> Document:
 
 # -- edits of the base's graph: remove, replace, insert ---------------------------------------------
 #
-# A path names a node of the base's graph by names, as expansion gives them: `head` is the
-# top-level node named head, `stages.downsample` the node named downsample in the inline group
-# `stages`. A node without `id` is named after its op (`norm`, `norm_1`, ...). Paths go into
-# inline groups only: not into blocks (redefine those under `blocks:`), nor into the copies of
-# a repeated node (it is one node in the spec). Alternatives (`if`) may share a name; a path
-# names all of them.
+# A path names a node of the base's graph by names, as expansion gives them (names.node_names):
+# `head` is the top-level node named head, `stages.downsample` the node named downsample in the
+# inline group `stages`. A node without `id` is named after its op (`norm`, `norm_1`, ...). Paths
+# go into inline groups only: not into blocks (redefine those under `blocks:`), nor into the
+# copies of a repeated node (it is one node in the spec). Alternatives (`if`) may share a name;
+# a path names all of them.
 #
 # The three edits apply in the order remove, replace, insert; each sees the graph the one
 # before it left, and reads all its paths in that graph before it changes anything. Nodes that
@@ -301,34 +302,6 @@ def _write(doc: Document, path: tuple, nodes: list[_Node]) -> list:
     return values
 
 
-def _names(nodes: list[_Node], taken=()) -> list[str | None]:
-    """Each node's name as expansion gives it: its id, else its op counted (`norm`, `norm_1`);
-    None for a node without an op (expansion reports it)."""
-    seen, counts, names = set(taken), {}, []
-    for node in nodes:
-        name = _name(node.value, seen, counts)
-        names.append(name)
-        seen.add(name)
-    return names
-
-
-def _name(raw: Any, seen: set, counts: dict) -> str | None:
-    if not isinstance(raw, dict):
-        return None
-    if raw.get("id") is not None:
-        return raw["id"] if isinstance(raw["id"], str) else None
-    op = next((k for k in raw if k not in META_KEYS), None)
-    if op is None:
-        return None
-    count = counts.get(op, 0)
-    name = op if count == 0 else f"{op}_{count}"
-    while name in seen:
-        count += 1
-        name = f"{op}_{count}"
-    counts[op] = count + 1
-    return name
-
-
 def _named(raw: Any, name: str) -> Any:
     """A replacing node: without an `id` of its own it takes the name of the node it replaces,
     so that the nodes reading that one read it (and its path stays)."""
@@ -361,9 +334,7 @@ class _GraphEditor:
         self.graph = [_build(v, (GROUP, k), index) for k, v in enumerate(out.data[GROUP])]
         _place(out, index)
         self.brought = _brought(child)
-        # top-level names start after the inputs' and targets' (expansion's scope holds them)
-        self.taken = [name for section in ("inputs", "targets") if isinstance(out.data.get(section), dict)
-                      for name in out.data[section]]
+        self.taken = taken_names(out.data, (GROUP,))  # the top-level nodes' names count past these
         self.gone: dict[str, str] = {}  # paths an earlier edit took away -> that edit
         self.problems: list[SpecError] = []  # reported together once all edits are done
 
@@ -466,7 +437,7 @@ class _GraphEditor:
         return found
 
     def names(self, nodes: list[_Node]) -> list[str | None]:
-        return _names(nodes, self.taken if nodes is self.graph else ())
+        return node_names([node.value for node in nodes], self.taken if nodes is self.graph else ())
 
     def paths(self, nodes: list[_Node] | None = None, prefix: str = "") -> list[str]:
         """Every node's path, in order."""

@@ -31,7 +31,7 @@ from .hints import hint_budget, some, suggest
 from .inputs import InputTypes, symbolic_dims
 from .limits import MAX_NESTING, MAX_NODES, MAX_REPEAT
 from .loader import Document
-from .names import check_node_id, check_parameter_name
+from .names import check_node_id, check_parameter_name, node_names
 from .node_params import misplaced_parameter, node_params
 from .schema import META_KEYS, BlockDef, NodeMeta, SpecDoc
 from .scope import Alias, Group, Out, Ref, Scope, resolve
@@ -169,10 +169,10 @@ class Expander:
 
     # -- graphs and nodes -------------------------------------------------------------------
     def expand_list(self, nodes: list, path: tuple, scope: Scope, env: Env, prefix: str, chain):
-        defaults: dict[str, int] = {}
-        for i, raw in enumerate(nodes):
+        names = node_names(nodes, scope.names)
+        for i, (raw, name) in enumerate(zip(nodes, names)):
             try:
-                chain = self.expand_node(raw, path + (i,), scope, env, prefix, chain, defaults)
+                chain = self.expand_node(raw, name, path + (i,), scope, env, prefix, chain)
             except SpecError as exc:
                 self.errors.add(exc)
                 chain = POISON
@@ -208,31 +208,22 @@ class Expander:
             raise SpecError(diagnostics_from(exc, meta_raw, self.doc, path, NodeMeta, "node")) from None
         return ops[0], meta
 
-    def node_id(self, op: str, meta: NodeMeta, scope: Scope, path: tuple, defaults: dict, active: bool) -> str:
-        if meta.id is not None:
-            name = meta.id
-            # alternatives may share an id when at most one of them is kept (`if`)
-            if name in scope.names and active and name not in scope.skipped:
-                first = scope.where.get(name)
-                at = f" (first at line {first.line})" if first else ""
-                raise error(f"id '{name}' is used twice in this graph{at}", self.doc.loc(path + ("id",)),
-                            hint="ids name nodes within one graph or block; make them unique")
-            return name
-        count = defaults.get(op, 0)
-        name = op if count == 0 else f"{op}_{count}"
-        while name in scope.names:
-            count += 1
-            name = f"{op}_{count}"
-        defaults[op] = count + 1
-        return name
+    def check_id_unique(self, name: str, path: tuple, scope: Scope) -> None:
+        """Alternatives may share an id when at most one of them is kept (`if`)."""
+        if name in scope.names and name not in scope.skipped:
+            first = scope.where.get(name)
+            at = f" (first at line {first.line})" if first else ""
+            raise error(f"id '{name}' is used twice in this graph{at}", self.doc.loc(path + ("id",)),
+                        hint="ids name nodes within one graph or block; make them unique")
 
-    def expand_node(self, raw, path: tuple, scope: Scope, env: Env, prefix: str, chain, defaults: dict):
+    def expand_node(self, raw, name: str, path: tuple, scope: Scope, env: Env, prefix: str, chain):
         op, meta = self.split(raw, path)
         try:
             active = meta.if_ is None or self.condition(meta.if_, path + ("if",), env)
         except SpecError as exc:
             raise at_node(exc, prefix + (meta.id or op)) from None
-        name = self.node_id(op, meta, scope, path, defaults, active)
+        if meta.id is not None and active:
+            self.check_id_unique(name, path, scope)
         try:
             inputs = self.node_inputs(meta, path, scope, chain, prefix + name)
             if not active:  # the node stands for its input

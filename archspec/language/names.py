@@ -14,13 +14,19 @@ starting with a digit), checked where the name is written:
 This floor imports no torch, so the attribute names are listed here; tests/test_names.py
 checks the list against the modules a build really makes (the root model, groups, repeats)
 and builds every name `check` accepts.
+
+And the one rule for the name a node gets (`node_names`), which expansion, the graph edits of
+`extends` and the language server all read: its `id`, else its op counted past the names taken
+before it.
 """
 
 from __future__ import annotations
 
 import keyword
+from typing import Any, Iterable
 
 from ..core.errors import Loc, SpecError, error
+from .schema import META_KEYS
 
 MODULE_ATTRIBUTES = frozenset("""
     T_destination add_module add_submodule apply bfloat16 buffers call_super_init checkpointing children
@@ -37,6 +43,54 @@ MODULE_ATTRIBUTES = frozenset("""
 """.split())
 
 OBJECTIVES = "objectives"  # the top-level path of the spec's losses
+
+
+def node_names(items: list, taken: Iterable[str] = ()) -> list[str | None]:
+    """Each node's name in a list of nodes (a graph, a block's graph, an inline group): its `id`,
+    else its op counted past every name taken before it (`norm`, `norm_1`, ...; after an input
+    named `norm`, the first `- norm: {}` is `norm_1`). `taken`: the names the list's scope holds
+    before its first node (`taken_names`). None for an item with no op (expansion reports it)."""
+    seen, counts, names = set(taken), {}, []
+    for item in items:
+        name = _node_name(item, seen, counts)
+        names.append(name)
+        if name is not None:
+            seen.add(name)
+    return names
+
+
+def _node_name(item: Any, seen: set, counts: dict) -> str | None:
+    if not isinstance(item, dict):
+        return None
+    if item.get("id") is not None:
+        return item["id"] if isinstance(item["id"], str) else None
+    op = next((key for key in item if key not in META_KEYS), None)
+    if op is None:
+        return None
+    count = counts.get(op, 0)
+    name = op if count == 0 else f"{op}_{count}"
+    while name in seen:
+        count += 1
+        name = f"{op}_{count}"
+    counts[op] = count + 1
+    return name
+
+
+def taken_names(data: Any, list_path: tuple) -> list[str]:
+    """The names in scope before the first node of the list at `list_path` of a spec document:
+    the top-level graph's inputs and targets, a block's inputs (`x` unless it names them); none
+    for an inline group or the objectives."""
+    if not isinstance(data, dict):
+        return []
+    if list_path == ("graph",):
+        return [name for section in ("inputs", "targets") if isinstance(data.get(section), dict)
+                for name in data[section]]
+    blocks = data.get("blocks")
+    if len(list_path) == 3 and list_path[::2] == ("blocks", "graph") and isinstance(blocks, dict):
+        block = blocks.get(list_path[1])
+        inputs = block.get("inputs", ["x"]) if isinstance(block, dict) else []
+        return [name for name in inputs if isinstance(name, str)] if isinstance(inputs, list) else []
+    return []
 
 
 def python_name_problem(name: str) -> str | None:

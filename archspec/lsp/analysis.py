@@ -24,6 +24,7 @@ from typing import Any
 from ..core.errors import Diagnostic, Loc, SpecError
 from ..core.ir import Graph
 from ..language.loader import Document, load_text
+from ..language.names import node_names, taken_names
 from ..language.schema import META_KEYS
 from ..pipeline import Attempt, attempt_document
 from ..report import human
@@ -190,28 +191,10 @@ def _op_of(item: Any) -> str | None:
     return next((k for k in item if k not in META_KEYS), None) if isinstance(item, dict) else None
 
 
-def _names(items: list) -> list[str | None]:
-    """Each item's name as expansion gives it: its id, else its op counted (norm, norm_1)."""
-    seen: set = {i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)}
-    counts: dict[str, int] = {}
-    names = []
-    for item in items:
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            names.append(item["id"])
-            continue
-        op = _op_of(item)
-        if op is None:
-            names.append(None)
-            continue
-        count = counts.get(op, 0)
-        name = op if count == 0 else f"{op}_{count}"
-        while name in seen:
-            count += 1
-            name = f"{op}_{count}"
-        counts[op] = count + 1
-        seen.add(name)
-        names.append(name)
-    return names
+def _names(data: Any, list_path: tuple) -> list[str | None]:
+    """The names of the nodes listed at `list_path`, as expansion gives them."""
+    items = _value(data, list_path)
+    return node_names(items if isinstance(items, list) else [], taken_names(data, list_path))
 
 
 # -- hover -------------------------------------------------------------------------------------------
@@ -228,7 +211,7 @@ def hover(analysis: Analysis, line: int, character: int) -> str | None:
         return None
     raw = _value(doc.data, item)
     op = _op_of(raw)
-    title = _names(_value(doc.data, item[:-1]))[item[-1]] or op
+    title = _names(doc.data, item[:-1])[item[-1]] or op
     if op in _primitive_names():
         return _node_hover(graph, title, names, analysis.attempt.error)
     return _group_hover(graph, title, op, names, analysis.attempt.error)
@@ -250,7 +233,7 @@ def _pattern(data: Any, item: tuple) -> tuple[str | None, str]:
     rest = item[start:]
     while rest:
         index, rest = rest[0], rest[1:]
-        names = _names(_value(data, path))
+        names = _names(data, path)
         segments.append(re.escape(names[index] or "?"))
         path = path + (index,)
         if rest:  # into an inline group: ("graph", j)
@@ -411,9 +394,8 @@ def _lookup(doc: Document, item: tuple, text: str) -> Place | None:
     data = doc.data
     scope = item[:-1]  # the list that holds the item
     while scope:
-        items = _value(data, scope)
-        if isinstance(items, list):
-            names = _names(items)
+        if isinstance(_value(data, scope), list):
+            names = _names(data, scope)
             if first in names:
                 return _descend(doc, scope + (names.index(first),), [s for s in rest if not s.isdigit()])
         if scope[0] == "blocks" and len(scope) == 3:  # a block's own inputs, then nothing outside it
@@ -439,7 +421,7 @@ def _descend(doc: Document, item: tuple, rest: list[str]) -> Place | None:
             items_path = ("blocks", op, "graph")
         else:
             return None
-        names = _names(_value(doc.data, items_path) or [])
+        names = _names(doc.data, items_path)
         if segment not in names:
             return None
         item = items_path + (names.index(segment),)
