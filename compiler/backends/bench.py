@@ -13,7 +13,6 @@ becomes a row that says why, not a failure.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,10 +22,9 @@ import torch
 from archspec.core.ir import Graph
 
 from .export import example_inputs, max_abs_difference
-from .precision import DTYPES, cast_model, measure_deviation, quantize_onnx_int8, unsupported
-from .timing import Timing, interleaved, machine_description, matmul_probe, onnxruntime_session
-
-TARGETS = ("eager", "compile", "onnx", "tensorrt")
+from .precision import DTYPES, cast_model, measure_deviation
+from .targets import get as get_target, targets
+from .timing import Timing, interleaved, machine_description, matmul_probe
 
 
 class Unavailable(Exception):
@@ -124,21 +122,23 @@ class Prepared:
 
 def prepare(variant: Variant, model: torch.nn.Module, graph: Graph, workdir: str, threads: int,
             device: str = "cpu") -> Prepared:
-    """Raises Unavailable when the variant cannot run here."""
-    target, precision = variant.target, variant.precision
-    if target not in TARGETS:
-        raise Unavailable(f"unknown target {target!r} ({', '.join(TARGETS)})")
-    if target == "tensorrt":
-        return _tensorrt(model, graph, precision)
-    reason = unsupported(precision, target, device)
+    """The variant's target made ready (targets/); raises Unavailable when it cannot run here:
+    the target is missing something, or the precision does not run at it."""
+    try:
+        target = get_target(variant.target)
+    except KeyError:
+        names = ", ".join(t.name for t in targets("bench"))
+        raise Unavailable(f"unknown target {variant.target!r} ({names})") from None
+    available = target.availability()
+    if not available.usable:
+        raise Unavailable(available.reason)
+    reason = target.precision_reason(variant.precision, device)
     if reason is not None:
         raise Unavailable(reason)
-    if target in ("eager", "compile"):
-        return _torch(model, graph, precision, compiled=target == "compile", device=device)
-    return _onnx(model, graph, precision, workdir, threads)
+    return target.bench(model, graph, variant.precision, workdir=workdir, threads=threads, device=device)
 
 
-def _inputs(graph: Graph, batch: int, dtype: torch.dtype | None = None, device: str = "cpu") -> tuple:
+def bench_inputs(graph: Graph, batch: int, dtype: torch.dtype | None = None, device: str = "cpu") -> tuple:
     args = example_inputs(graph, batch=batch)
     return tuple((a.to(dtype) if dtype is not None and a.is_floating_point() else a).to(device) for a in args)
 
@@ -147,7 +147,9 @@ def _sync(device: str):
     return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
 
-def _torch(model, graph: Graph, precision: str, compiled: bool, device: str) -> Prepared:
+def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: str) -> Prepared:
+    """The module (a copy cast to `precision`, run through torch.compile when `compiled`) on
+    `device`: eager and torch.compile, and the fp32 reference the others are measured against."""
     dtype = DTYPES.get(precision, torch.float32)
     module = model if precision == "fp32" else cast_model(model, precision)
     module = module.to(device).eval()
@@ -155,7 +157,7 @@ def _torch(model, graph: Graph, precision: str, compiled: bool, device: str) -> 
     sync = _sync(device)
 
     def bind(batch: int):
-        args = _inputs(graph, batch, dtype, device)
+        args = bench_inputs(graph, batch, dtype, device)
         with torch.inference_mode():
             fn(*args)  # compiles for this batch size (torch.compile) before any timing
 
@@ -175,81 +177,12 @@ def _torch(model, graph: Graph, precision: str, compiled: bool, device: str) -> 
     return Prepared(bind, outputs)
 
 
-def _onnx(model, graph: Graph, precision: str, workdir: str, threads: int) -> Prepared:
-    from .onnx import export_onnx
-
-    path = os.path.join(workdir, "model.onnx")
-    if not os.path.exists(path):
-        result = export_onnx(model, graph, path, verify=False, optimize=True)
-        note = f"opset {result.opset}, fused " + ", ".join(f.describe() for f in result.fusions)
-    else:
-        note = None
-    if precision == "int8":
-        quantized = os.path.join(workdir, "model.int8.onnx")
-        if not os.path.exists(quantized):
-            quantize_onnx_int8(path, quantized)
-        path = quantized
-    session = onnxruntime_session(path, threads=threads)
-    names = [n.name for n in graph.inputs()]
-
-    def bind(batch: int):
-        feeds = {n: a.numpy() for n, a in zip(names, _inputs(graph, batch))}
-        return lambda: session.run(None, feeds)
-
-    def outputs(args):
-        return tuple(torch.from_numpy(o) for o in session.run(None, {n: a.numpy() for n, a in zip(names, args)}))
-
-    return Prepared(bind, outputs, note)
-
-
-NO_GPU = ("no CUDA GPU on this machine: torch-tensorrt-rtx builds engines here (archspec build --target "
-          "tensorrt) but only a GPU runs them")
-
-
-def _tensorrt(model, graph: Graph, precision: str) -> Prepared:
-    import importlib.util
-
-    if importlib.util.find_spec("torch_tensorrt") is None:
-        raise Unavailable("torch-tensorrt is not installed (pip install 'archspec[tensorrt-rtx]')")
-    if not torch.cuda.is_available():
-        raise Unavailable(NO_GPU)
-    if precision not in ("fp32", "fp16"):
-        raise Unavailable(f"TensorRT builds fp32 or fp16 engines, not {precision}")
-    from .tensorrt import _settings_kwargs, export_for_tensorrt, load_torch_tensorrt
-
-    tt = load_torch_tensorrt()
-    dtype = DTYPES[precision]
-    engines: dict[int, Callable] = {}
-
-    def engine(batch: int):
-        if batch not in engines:
-            program = export_for_tensorrt(model, graph, precision, str(batch))
-            from torch.export.passes import move_to_device_pass
-
-            program = move_to_device_pass(program, "cuda")
-            args = _inputs(graph, batch, dtype, "cuda")
-            engines[batch] = tt.dynamo.compile(program, arg_inputs=list(args), **_settings_kwargs(tt, precision))
-        return engines[batch]
-
-    def bind(batch: int):
-        compiled, args = engine(batch), _inputs(graph, batch, dtype, "cuda")
-        compiled(*args)
-
-        def run():
-            compiled(*args)
-            torch.cuda.synchronize()
-
-        return run
-
-    def outputs(args):
-        out = engine(args[0].shape[0])(*(a.to(dtype).cuda() if a.is_floating_point() else a.cuda() for a in args))
-        out = out if isinstance(out, (tuple, list)) else (out,)
-        return tuple(o.float().cpu() for o in out)
-
-    return Prepared(bind, outputs)
-
-
 # -- the whole bench --------------------------------------------------------------------------------------
+
+
+def is_reference(variant: Variant, device: str) -> bool:
+    """The variant the others are measured against (eager fp32 on the CPU): no deviation of its own."""
+    return variant.precision == "fp32" and device == "cpu" and get_target(variant.target).is_reference
 
 
 def run_bench(model: torch.nn.Module, graph: Graph, flops_per_sample: float, variants: list[Variant],
@@ -284,11 +217,11 @@ def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
             except Unavailable as exc:
                 prepared[v] = str(exc)
         for v, p in prepared.items():
-            if isinstance(p, str) or (v.target == "eager" and v.precision == "fp32" and device == "cpu"):
+            if isinstance(p, str) or is_reference(v, device):
                 deviations[v] = None
                 continue
             if fp32_eager is None:
-                fp32_eager = _torch(model, graph, "fp32", compiled=False, device="cpu")
+                fp32_eager = torch_runner(model, graph, "fp32", compiled=False, device="cpu")
             log(f"deviation of {v.label} from fp32 eager")
             dev_batch = min(batches)  # a size each variant runs anyway (torch.compile compiles per size)
             if v.precision == "fp32":

@@ -37,31 +37,14 @@ from archspec.core.ir import Graph
 
 from ..hierarchy import copy_model
 from .export import example_inputs
+from .targets import get as get_target
 
-PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-TARGETS = ("eager", "compile", "export", "onnx", "tensorrt")
 
 
 def unsupported(precision: str, target: str, device: str = "cpu") -> str | None:
-    """Why `precision` cannot run on `target` here, or None when it can."""
-    if precision not in PRECISIONS:
-        return f"unknown precision {precision!r} (fp32, bf16, fp16 or int8)"
-    if precision == "fp32":
-        return None
-    if target == "tensorrt":
-        return None if precision == "fp16" else f"TensorRT builds fp32 or fp16 engines, not {precision}"
-    if precision == "int8":
-        return None if target == "onnx" else ("int8 is ONNX Runtime's dynamic quantization of the linear layers: "
-                                              "use --target onnx")
-    if target == "onnx":
-        return (f"ONNX Runtime's CPU provider has no {precision} kernels for MatMul and Add; {precision} ONNX "
-                "needs a GPU provider (CUDA, TensorRT)")
-    if precision == "fp16" and not device.startswith("cuda"):
-        return "fp16 runs on CUDA; on a CPU use bf16 (AVX512-BF16 / AMX)"
-    if precision == "bf16" and device == "cpu" and not cpu_has_bf16():
-        return "this CPU has no bf16 instructions (AVX512-BF16 or AMX): bf16 would be emulated and slow"
-    return None
+    """Why `precision` cannot run on `target` here, or None when it can (the target says)."""
+    return get_target(target).precision_reason(precision, device)
 
 
 def cpu_has_bf16() -> bool:
@@ -217,15 +200,30 @@ def onnx_runner(path: str, graph: Graph, threads: int | None = None):
     return run
 
 
+@dataclass(frozen=True)
+class PrecisionRequest:
+    """What apply_precision was asked, handed to the target that makes the artifact."""
+
+    precision: str
+    target: str
+    onnx_path: str | None = None
+    out_path: str | None = None
+    device: str = "cpu"
+    measure: bool = True
+    batch: int = 4
+    samples: int = 64
+
+
 def apply_precision(model: torch.nn.Module, graph: Graph, precision: str, target: str = "eager", *,
                     onnx_path: str | None = None, out_path: str | None = None, device: str = "cpu",
                     measure: bool = True, batch: int = 4, samples: int = 64) -> PrecisionResult:
     """What `archspec build --precision P --target T` needs: the artifact in that precision and
-    its deviation from fp32.
+    its deviation from fp32, made by the target (targets/):
 
       eager, compile, export: a bf16/fp16 copy of `model` (result.model); export it as usual.
       onnx + int8: `onnx_path` (the fp32 model.onnx) quantized to `out_path` (default
         model.int8.onnx beside it), result.files = [out_path].
+      tensorrt + fp16: nothing here (the engine build casts), a note saying so.
       onnx + bf16/fp16, eager + int8, ...: a SpecError saying why (`unsupported`).
 
     With `measure` (default), result.deviation holds the measured deviation (see the module
@@ -233,45 +231,51 @@ def apply_precision(model: torch.nn.Module, graph: Graph, precision: str, target
     reason = unsupported(precision, target, device)
     if reason is not None:
         raise error(f"--precision {precision} with --target {target}: {reason}")
-    result = PrecisionResult(precision, target)
     if precision == "fp32":
-        result.model = model
-        return result
+        return PrecisionResult(precision, target, model=model)
     model.eval()
-    if target == "tensorrt":  # TensorRT casts itself (build_engine's precision); nothing to do here
-        result.notes.append("TensorRT builds the fp16 engine from the fp32 model (build_engine)")
-        return result
-    if precision == "int8":
-        if onnx_path is None:
-            raise error("--precision int8 needs the fp32 model.onnx to quantize")
-        out_path = out_path or os.path.splitext(onnx_path)[0] + ".int8.onnx"
-        info = quantize_onnx_int8(onnx_path, out_path)
-        result.files.append(out_path)
-        result.notes.append(f"{info['quantized']} of {info['candidates']} MatMul/Gemm quantized to int8 "
-                            f"(dynamic: activations u8 per call, weights s8 {info['weights']})")
-        if measure:
-            result.deviation = measure_deviation(onnx_runner(onnx_path, graph), onnx_runner(out_path, graph), graph,
-                                                 "int8", "onnx", batch=batch, samples=samples)
-        return result
+    request = PrecisionRequest(precision, target, onnx_path, out_path, device, measure, batch, samples)
+    return get_target(target).apply_precision(model, graph, request)
+
+
+def cast_precision(model: torch.nn.Module, graph: Graph, request: PrecisionRequest,
+                   compiled: bool = False) -> PrecisionResult:
+    """A bf16 or fp16 copy of `model` on the request's device, measured against `model` (run
+    through torch.compile when `compiled`)."""
+    precision, device = request.precision, request.device
+    result = PrecisionResult(precision, request.target)
     low = cast_model(model, precision)
     if device != "cpu":
         low = low.to(device)
     result.model = low
-    if measure:
+    if request.measure:
         reference = eager_runner(model)
-        if target == "compile":
-            compiled = torch.compile(low)
-            candidate = eager_runner(compiled, DTYPES[precision])
-        else:
-            candidate = eager_runner(low, DTYPES[precision])
+        candidate = eager_runner(torch.compile(low) if compiled else low, DTYPES[precision])
         if device != "cpu":
             inner = candidate
 
             def candidate(args):
                 return _outputs(inner(tuple(a.to(device) for a in args)))
 
-        result.deviation = measure_deviation(reference, lambda a: _outputs(candidate(a)), graph, precision, target,
-                                             batch=batch, samples=samples)
+        result.deviation = measure_deviation(reference, lambda a: _outputs(candidate(a)), graph, precision,
+                                             request.target, batch=request.batch, samples=request.samples)
+    return result
+
+
+def int8_precision(graph: Graph, request: PrecisionRequest) -> PrecisionResult:
+    """The fp32 model.onnx (`request.onnx_path`) quantized to int8 beside it, measured against it."""
+    onnx_path = request.onnx_path
+    if onnx_path is None:
+        raise error("--precision int8 needs the fp32 model.onnx to quantize")
+    result = PrecisionResult("int8", request.target)
+    out_path = request.out_path or os.path.splitext(onnx_path)[0] + ".int8.onnx"
+    info = quantize_onnx_int8(onnx_path, out_path)
+    result.files.append(out_path)
+    result.notes.append(f"{info['quantized']} of {info['candidates']} MatMul/Gemm quantized to int8 "
+                        f"(dynamic: activations u8 per call, weights s8 {info['weights']})")
+    if request.measure:
+        result.deviation = measure_deviation(onnx_runner(onnx_path, graph), onnx_runner(out_path, graph), graph,
+                                             "int8", request.target, batch=request.batch, samples=request.samples)
     return result
 
 

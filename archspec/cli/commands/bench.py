@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ...compiler.backends import targets
 from ...core.errors import UsageError
 from ...pipeline import check_file
 from .common import add_spec_arguments, checked_seed, overrides_of, spec_path
@@ -26,17 +27,17 @@ from .common import add_spec_arguments, checked_seed, overrides_of, spec_path
 NAME = "bench"
 HELP = "time the built model on each target and precision (latency, throughput, memory, matmul share)"
 
-TARGETS = ["eager", "compile", "onnx", "tensorrt"]
-PRECISIONS = ["fp32", "bf16", "fp16", "int8"]
-
-
 def add_arguments(parser) -> None:
     add_spec_arguments(parser)
-    parser.add_argument("--target", nargs="+", default=["eager"], choices=TARGETS, metavar="TARGET",
-                        help="one or more of eager, compile (torch.compile), onnx (ONNX Runtime), tensorrt "
-                             "(default eager); several are timed in the same interleaved rounds")
+    default = targets.default("bench")
+    names = ", ".join(t.name for t in targets.builtins("bench"))
+    parser.add_argument("--target", nargs="+", default=[default], choices=targets.TargetChoices("bench"),
+                        metavar="TARGET",
+                        help=f"one or more of {names} (default {default}; `archspec targets` says what each is); "
+                             "several are timed in the same interleaved rounds")
     parser.add_argument("--batch", nargs="+", type=int, default=[1], metavar="N", help="batch sizes (default 1)")
-    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=PRECISIONS, metavar="P",
+    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=targets.PrecisionChoices("bench"),
+                        metavar="P",
                         help="fp32 (default), bf16, fp16 (CUDA), int8 (ONNX Runtime); each with each target")
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads for torch and ONNX Runtime "
                                                                   "(default: torch's)")

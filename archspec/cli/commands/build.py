@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 from ... import __version__
 from ...budget import check_build_memory
+from ...compiler.backends import targets
+from ...compiler.backends.targets.base import BuildContext
 from ...core.errors import UsageError
 from ...language.loader import MAX_TEXT_BYTES, read_regular_file
 from ...pipeline import check_file
@@ -44,7 +46,8 @@ from .common import add_spec_arguments, checked_seed, overrides_of, size_range, 
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
 
-STEPS = {"eager": 3, "export": 4, "onnx": 5, "tensorrt": 4}  # progress lines before TensorRT's own
+BASE_STEPS = 3  # progress lines of every build: check, lower, write report.json, model.py, weights.pt; the
+# targets (compiler/backends/targets/) add theirs
 
 
 @dataclass
@@ -52,7 +55,7 @@ class BuildOptions:
     spec: str
     overrides: dict | None = None
     out: str | None = None
-    target: str = "export"
+    target: str = field(default_factory=lambda: targets.default("build"))
     seed: int = 0
     weights: str | None = None
     mapping: str | None = None  # --map: one more weight mapping file
@@ -170,10 +173,11 @@ class Build:
         self.check_options()
         if o.out:  # a folder that cannot be written is a usage error before any work
             self.output = OutputDir.prepare(o.out)
-        tensorrt_steps = self.tensorrt_preflight()
-        lowered = (1 if o.weights else 0) + (1 if o.precision in ("bf16", "int8") else 0)
-        self.progress = Progress(STEPS[o.target] + tensorrt_steps + lowered, stream=self.stream,
-                                 after_step=self.stop_if_signalled)
+        for target in self.chain:  # what to install, before any work
+            target.preflight()
+        own = (1 if o.weights else 0) + (1 if o.precision == "bf16" else 0)
+        steps = BASE_STEPS + own + sum(target.steps(o.precision) for target in self.chain)
+        self.progress = Progress(steps, stream=self.stream, after_step=self.stop_if_signalled)
         self.spec_sha256 = spec_sha256(o.spec)
         self.check()
         if self.output is None:
@@ -196,32 +200,37 @@ class Build:
         """Usage errors in the options, before any work."""
         from ...compiler.backends.batch import BatchRange
 
-        checked_seed(self.options.seed)
+        o = self.options
+        checked_seed(o.seed)
         try:
-            self.batch = BatchRange.parse(self.options.batch)
+            self.batch = BatchRange.parse(o.batch)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        reason = precision_problem(self.options.precision, self.options.target)
+        self.target = build_target(o.target)
+        self.chain = targets.chain(self.target)
+        reason = self.target.build_problem(o.precision)
         if reason:
-            raise UsageError(f"--precision {self.options.precision} with --target {self.options.target}: {reason}")
-        if self.options.size is not None and self.options.target != "export":
-            raise UsageError("--size gives model.pt2 dynamic image sides: it goes with --target export "
-                             "(ONNX and TensorRT are exported at the spec's own size)")
+            raise UsageError(f"--precision {o.precision} with --target {o.target}: {reason}")
+        if o.size is not None and not self.target.dynamic_sizes:
+            sized = " or ".join(t.name for t in targets.targets("build") if t.dynamic_sizes)
+            raise UsageError(f"--size gives model.pt2 dynamic image sides: it goes with --target {sized} "
+                             "(the other targets are built at the spec's own size)")
         self.size_bounds = size_range(self.options.size, "--size") if self.options.size is not None else None
 
     def write_artifacts(self) -> None:
-        """Every artifact of the target, into the staging folder."""
+        """Every artifact of the target, into the staging folder: every build's own, then the
+        target's and those of the targets it needs, each after what it needs."""
         o = self.options
         self.outdir = self.progress.writes_to = self.output.staging
         self.progress.writes_shown = self.output.shown
         self.progress.run(f"write report.json, model.py, weights.pt to {self.output.shown}", self.write_sources)
-        program = self.export() if o.target != "eager" else None
-        if o.target == "onnx":
-            self.onnx()
-            if o.precision == "int8":
-                self.to_int8()
-        if o.target == "tensorrt":
-            self.tensorrt(program)
+        context = BuildContext(self.model, self.graph, self.outdir, o.precision, self.batch, o.size,
+                               self.image_sizes, self.progress, self.written)
+        for target in self.chain:
+            context.made[target.name] = target.build(context)
+            for line in context.notes:
+                print(f"note: {line}", file=sys.stderr)
+            context.notes.clear()
 
     def provenance(self) -> dict:
         """What made this build: the spec and its hash, the overrides, the options, the versions."""
@@ -233,15 +242,6 @@ class Build:
                 "precision": o.precision, "size": o.size, "archspec": __version__, "torch": torch.__version__}
 
     # -- steps -------------------------------------------------------------------------------
-    def tensorrt_preflight(self) -> int:
-        """Say what to install before any work; the number of progress lines TensorRT adds."""
-        if self.options.target != "tensorrt":
-            return 0
-        from ...compiler.backends.tensorrt import STEPS as tensorrt_steps, load_torch_tensorrt
-
-        load_torch_tensorrt()
-        return tensorrt_steps
-
     def check(self) -> None:
         o = self.options
         self.report = self.progress.run(f"check {o.spec}", lambda: check_file(o.spec, o.overrides),
@@ -251,7 +251,7 @@ class Build:
     def lower(self) -> None:
         from ...compiler.lower import lower
 
-        check_build_memory(self.report, runs_model=self.options.target != "eager")
+        check_build_memory(self.report, runs_model=any(target.runs_model for target in self.chain))
         seed = self.options.seed
         self.model = self.progress.run("lower to torch.fx", lambda: lower(self.graph, seed=seed),
                                        lambda m: f"{len(m.graph.nodes)} fx nodes, seed {seed}")
@@ -268,24 +268,10 @@ class Build:
         from ...compiler.backends.precision import apply_precision
 
         def run():
-            return apply_precision(self.model, self.graph, "bf16", target="eager")
+            return apply_precision(self.model, self.graph, "bf16", target=self.options.target)
 
         result = self.progress.run("cast to bf16, measure the deviation from fp32", run, lambda r: r.summary())
         self.model, self.precision_result = result.model, result
-
-    def to_int8(self) -> None:
-        """model.int8.onnx beside model.onnx, its deviation from it measured and kept."""
-        from ...compiler.backends.precision import apply_precision
-
-        source = os.path.join(self.outdir, "model.onnx")
-
-        def run():
-            return apply_precision(self.model, self.graph, "int8", target="onnx", onnx_path=source)
-
-        result = self.progress.run("quantize the linear layers to int8 -> model.int8.onnx", run, lambda r: r.summary())
-        self.written.extend(result.files)
-        self.precision_result = result
-        self._write_text("precision.json", json.dumps(result.to_json(), indent=2))
 
     def write_sources(self) -> None:
         import torch
@@ -312,23 +298,6 @@ class Build:
             f.write(text)
         self.written.append(path)
 
-    def export(self):
-        import torch
-
-        from ...compiler.backends.export import export_program, export_range, gap_at_other_sizes
-
-        def run():
-            program = export_program(self.model, self.graph, export_range(self.batch), self.image_sizes())
-            path = os.path.join(self.outdir, "model.pt2")
-            torch.export.save(program, path)
-            self.written.append(path)
-            return program
-
-        what = "dynamic batch" + (f", image sides {self.options.size}" if self.options.size else "")
-        return self.progress.run(
-            f"torch.export ({what}) -> model.pt2", run,
-            lambda p: f"max |export - eager| {gap_at_other_sizes(p, self.model, self.graph, self.batch):.2e}")
-
     def image_sizes(self):
         """--size MIN:MAX as the export's SizeRange: the passing sizes in it (a step apart), or a
         usage error when fewer than two pass."""
@@ -349,26 +318,6 @@ class Build:
             raise UsageError(f"--size {lo}:{hi}: fewer than two square sizes there pass the whole spec "
                              f"(`archspec check {self.options.spec} --sizes {lo}:{hi}` lists them)")
         return SizeRange(*found)
-
-    def onnx(self) -> None:
-        from ...compiler.backends.onnx import export_onnx
-
-        path = os.path.join(self.outdir, "model.onnx")
-        self.progress.run("ONNX (opset 18, dynamic batch) -> model.onnx",
-                          lambda: export_onnx(self.model, self.graph, path), lambda r: r.summary())
-        self.written.append(path)
-
-    def tensorrt(self, program) -> None:
-        from ...compiler.backends.export import export_range
-        from ...compiler.backends.tensorrt import build_engine
-
-        batch = self.batch
-        reuse = program if export_range(batch) == (batch.min, batch.max) else None
-        result = build_engine(self.model, self.graph, self.outdir, self.options.precision, batch, program=reuse,
-                              progress=self.progress)
-        self.written.extend(result.files)
-        for line in result.notes:
-            print(f"note: {line}", file=sys.stderr)
 
     def summary(self) -> None:
         """What was written, in the order written (the manifest last)."""
@@ -415,6 +364,17 @@ def file_size(n: int) -> str:
     return ""
 
 
+def build_target(name: str):
+    """The target `build --target` names (a usage error when none builds by that name)."""
+    try:
+        target = targets.get(name)
+    except KeyError:
+        target = None
+    if target is None or not target.serves("build"):
+        raise UsageError(f"--target {name}: no such target builds ({', '.join(targets.TargetChoices('build'))})")
+    return target
+
+
 def mapping_argument(args) -> str | None:
     """--map FILE: a usage error when the file is missing or there are no --weights to map."""
     if args.mapping is None:
@@ -433,24 +393,37 @@ HELP = "build the spec into a torch module and write artifacts"
 def add_arguments(parser) -> None:
     add_spec_arguments(parser)
     parser.add_argument("-o", "--out", metavar="OUTDIR", help="output folder (default build/<name>/)")
-    parser.add_argument("--target", default="export", choices=["eager", "export", "onnx", "tensorrt"],
-                        help="eager: model.py and report only; export: + model.pt2 (default); "
-                             "onnx: + model.onnx; tensorrt: + a TensorRT engine")
+    builtin = targets.builtins("build")
+    parser.add_argument("--target", default=targets.default("build"), choices=targets.TargetChoices("build"),
+                        metavar=choices_metavar(builtin), help=target_help(builtin))
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights (default 0)")
     parser.add_argument("--weights", metavar="FILE", help="load weights (.pth/.pt/.safetensors, archspec or "
                                                           "reference naming)")
     parser.add_argument("--map", dest="mapping", metavar="FILE",
                         help="with --weights: a weight mapping file (YAML) for a checkpoint named another way, "
                              "tried after the spec's own (see specs/mappings/README.md)")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "int8"],
-                        help="bf16: the eager module in bf16 (--target eager); int8: model.int8.onnx beside "
-                             "model.onnx (--target onnx); fp16: a TensorRT engine (--target tensorrt); each "
-                             "reports its deviation from fp32")
+    parser.add_argument("--precision", default="fp32", choices=targets.PrecisionChoices("build"),
+                        metavar=choices_metavar(targets.PRECISIONS), help=precision_help(builtin))
     parser.add_argument("--batch", default=None, help="batch size N or range MIN:OPT:MAX (default 1:8:64)")
     parser.add_argument("--size", default=None, metavar="MIN:MAX",
                         help="with --target export: model.pt2 takes any square image size in MIN:MAX that passes "
                              "the spec (a step apart)")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+
+def choices_metavar(choices) -> str:
+    return "{" + ",".join(getattr(c, "name", c) for c in choices) + "}"
+
+
+def target_help(builtin: list) -> str:
+    """What each built-in target writes (plugins: `archspec targets`)."""
+    return "; ".join(f"{t.name}: {t.artifacts}" + (" (default)" if "build" in t.default_for else "") for t in builtin)
+
+
+def precision_help(builtin: list) -> str:
+    """What each lower precision gives and at which built-in target."""
+    given = [f"{p}: {doc} (--target {t.name})" for t in builtin for p, doc in t.precision_docs.items()]
+    return "; ".join(given) + "; each reports its deviation from fp32"
 
 
 def run(args) -> int:
@@ -461,18 +434,3 @@ def run(args) -> int:
                               mapping=mapping_argument(args), precision=args.precision, batch=args.batch,
                               size=args.size, as_json=args.json)).run()
 
-
-BUILD_PRECISIONS = {"fp32": ("eager", "export", "onnx", "tensorrt"), "bf16": ("eager",), "fp16": ("tensorrt",),
-                    "int8": ("onnx",)}
-
-
-def precision_problem(precision: str, target: str) -> str | None:
-    """Why a build cannot give `precision` at `target` (None when it can)."""
-    from ...compiler.backends.precision import unsupported
-
-    if target in BUILD_PRECISIONS[precision]:
-        return unsupported(precision, target)
-    if precision == "bf16" and target == "export":
-        return ("a bf16 model.pt2 is not built yet: build --target eager --precision bf16 for the bf16 module, "
-                "or time it with `archspec bench SPEC --precision bf16`")
-    return unsupported(precision, target) or f"{precision} builds go with --target {' or '.join(BUILD_PRECISIONS[precision])}"

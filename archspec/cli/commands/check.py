@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ...compiler.backends import targets
 from ...core.errors import SpecError, UsageError
 from ...pipeline import check_file
 from ..output import print_warnings
@@ -18,7 +19,9 @@ DEFAULT_SIZES = "1:1024"
 def add_arguments(parser) -> None:
     add_spec_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report (or the errors) as JSON")
-    parser.add_argument("--target", choices=["tensorrt"], help="also check that every op converts to this target")
+    builtin = [t.name for t in targets.builtins("check")]
+    parser.add_argument("--target", choices=targets.TargetChoices("check"), metavar="{" + ",".join(builtin) + "}",
+                        help="also check that every op converts to this target")
     parser.add_argument("--batch", default=None, help="with --target: a batch size N or a range MIN:OPT:MAX")
     parser.add_argument("--sizes", nargs="?", const=DEFAULT_SIZES, default=None, metavar="MIN:MAX",
                         help=f"list the square input sizes in MIN:MAX (default {DEFAULT_SIZES}) at which the whole "
@@ -31,11 +34,7 @@ def run(args) -> int:
             raise UsageError("--sizes lists input sizes; check --target separately")
         return list_sizes(args)
     report = check_file(spec_path(args), overrides_of(args))
-    coverage = None
-    if args.target == "tensorrt":
-        from ...compiler.backends.tensorrt import coverage_report
-
-        coverage = coverage_report(report.graph, batch=args.batch)
+    coverage = targets.get(args.target).check(report.graph, batch=args.batch) if args.target else None
     if coverage is not None and not coverage.complete:
         if not args.json:
             print(report.table())
@@ -44,7 +43,7 @@ def run(args) -> int:
     if args.json:
         out = report.to_json()
         if coverage is not None:
-            out["tensorrt"] = coverage.to_json()
+            out[args.target] = coverage.to_json()
         print(json.dumps(out, indent=2))
         return 0
     print(report.table())

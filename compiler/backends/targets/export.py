@@ -1,0 +1,47 @@
+"""export: a torch.export program with a dynamic batch (and with --size, dynamic image sides),
+saved as model.pt2; the first step of the ONNX and TensorRT builds."""
+
+from __future__ import annotations
+
+from . import register
+from .base import ModuleTarget
+
+BF16_LATER = ("a bf16 model.pt2 is not built yet: build --target eager --precision bf16 for the bf16 module, "
+              "or time it with `archspec bench SPEC --precision bf16`")
+
+
+class Export(ModuleTarget):
+    name = "export"
+    doc = "a torch.export program (model.pt2), dynamic batch, loadable with plain torch"
+    artifacts = "+ model.pt2"
+    commands = ("build",)
+    build_precisions = ("fp32",)
+    not_built = {"bf16": BF16_LATER}
+    default_for = ("build",)
+    dynamic_sizes = True
+    order = 30
+
+    def steps(self, precision: str) -> int:
+        return 1
+
+    def build(self, context):
+        """model.pt2; returns the program (TensorRT reuses it when its batch range is the same)."""
+        import torch
+
+        from ..export import export_program, export_range, gap_at_other_sizes
+
+        def run():
+            program = export_program(context.model, context.graph, export_range(context.batch),
+                                     context.image_sizes())
+            path = context.path("model.pt2")
+            torch.export.save(program, path)
+            context.written.append(path)
+            return program
+
+        what = "dynamic batch" + (f", image sides {context.size}" if context.size else "")
+        return context.progress.run(
+            f"torch.export ({what}) -> model.pt2", run,
+            lambda p: f"max |export - eager| {gap_at_other_sizes(p, context.model, context.graph, context.batch):.2e}")
+
+
+register(Export())

@@ -1,0 +1,94 @@
+"""onnx: model.onnx (opset 18, dynamic batch) from torch's exporter, checked against ONNX
+Runtime; with --precision int8, model.int8.onnx beside it. Benched in ONNX Runtime on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import register
+from .base import Target
+
+
+class Onnx(Target):
+    name = "onnx"
+    doc = "model.onnx (opset 18, dynamic batch), run by ONNX Runtime on the CPU"
+    artifacts = "+ model.onnx"
+    commands = ("build", "bench")
+    build_precisions = ("fp32", "int8")
+    bench_precisions = ("fp32", "int8")
+    precision_docs = {"int8": "model.int8.onnx beside model.onnx"}
+    needs = ("export",)
+    order = 40
+    packages = ("onnx", "onnxscript", "onnxruntime")
+    install = "pip install 'archspec[onnx]'"
+
+    def precision_problem(self, precision: str, device: str) -> str | None:
+        if precision == "int8":
+            return None
+        return (f"ONNX Runtime's CPU provider has no {precision} kernels for MatMul and Add; {precision} ONNX "
+                "needs a GPU provider (CUDA, TensorRT)")
+
+    def apply_precision(self, model, graph, request):
+        from ..precision import int8_precision
+
+        return int8_precision(graph, request)
+
+    def steps(self, precision: str) -> int:
+        return 2 if precision == "int8" else 1
+
+    def build(self, context):
+        from ..onnx import export_onnx
+
+        path = context.path("model.onnx")
+        context.progress.run("ONNX (opset 18, dynamic batch) -> model.onnx",
+                             lambda: export_onnx(context.model, context.graph, path), lambda r: r.summary())
+        context.written.append(path)
+        if context.precision == "int8":
+            self.quantize(context, path)
+
+    def quantize(self, context, source: str) -> None:
+        """model.int8.onnx beside model.onnx, its deviation from it measured and kept in precision.json."""
+        from ..precision import apply_precision
+
+        def run():
+            return apply_precision(context.model, context.graph, "int8", target=self.name, onnx_path=source)
+
+        result = context.progress.run("quantize the linear layers to int8 -> model.int8.onnx", run,
+                                      lambda r: r.summary())
+        context.written.extend(result.files)
+        context.write_text("precision.json", json.dumps(result.to_json(), indent=2))
+
+    def bench(self, model, graph, precision: str, *, workdir: str, threads: int, device: str):
+        """archspec's optimised graph in an ONNX Runtime session (int8: quantized first)."""
+        import torch
+
+        from ..bench import Prepared, bench_inputs
+        from ..onnx import export_onnx
+        from ..precision import quantize_onnx_int8
+        from ..timing import onnxruntime_session
+
+        path = os.path.join(workdir, "model.onnx")
+        note = None
+        if not os.path.exists(path):
+            result = export_onnx(model, graph, path, verify=False, optimize=True)
+            note = f"opset {result.opset}, fused " + ", ".join(f.describe() for f in result.fusions)
+        if precision == "int8":
+            quantized = os.path.join(workdir, "model.int8.onnx")
+            if not os.path.exists(quantized):
+                quantize_onnx_int8(path, quantized)
+            path = quantized
+        session = onnxruntime_session(path, threads=threads)
+        names = [n.name for n in graph.inputs()]
+
+        def bind(batch: int):
+            feeds = {n: a.numpy() for n, a in zip(names, bench_inputs(graph, batch))}
+            return lambda: session.run(None, feeds)
+
+        def outputs(args):
+            return tuple(torch.from_numpy(o) for o in session.run(None, {n: a.numpy() for n, a in zip(names, args)}))
+
+        return Prepared(bind, outputs, note)
+
+
+register(Onnx())
