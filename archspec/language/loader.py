@@ -26,7 +26,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
@@ -124,6 +124,18 @@ class Document:
             if not path:
                 return None
             path = path[:-1]
+
+    def drop_positions(self, prefix: tuple) -> None:
+        """Forget where the value at `prefix`, and everything inside it, was written."""
+        n = len(prefix)
+        self.drop_positions_where(lambda path: path[:n] == prefix)
+
+    def drop_positions_where(self, inside: Callable[[tuple], bool]) -> None:
+        """Forget where the values at the paths `inside` accepts were written."""
+        for table in (self.locs, self.key_locs):
+            for path in [p for p in table if inside(p)]:
+                del table[path]
+        self.quoted = {p for p in self.quoted if not inside(p)}
 
 
 def _mark_loc(file: str, mark) -> Loc:
