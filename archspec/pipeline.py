@@ -5,7 +5,9 @@ Everything up to `cost` imports no torch; `lower_report` imports the torch floor
 A failed check's hints are solved for the whole spec before they are shown (`solve_hints`):
 a shape rule sees one node, so its hint alone ("or an input of 252") may lead into the next
 error; the size solver (sizes.py) re-checks candidates and the hints name only input sizes and
-param values that pass every node. `attempt_*` give what a failed check still knows (the IR,
+param values that pass every node. The solver reads each rule's `Suggestion` (the parameter, the
+values it may take, whether the input size matters) and refines it; the hint's words are
+rendered from it (core/suggestions.py), never parsed. `attempt_*` give what a failed check still knows (the IR,
 typed and costed where the rules passed), for pictures and editors.
 """
 
@@ -13,19 +15,18 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .core.errors import Diagnostic, SpecError
+from .core.suggestions import CheckedSizes, Divides
 from .core.interpreter import NodeFailed
 from .core.ir import Graph, NodeView
 from .language.compose import compose
 from .language.expand import expand
 from .language.loader import Document, load_file, load_text
 from .primitives.cost import Costing, cost
-from .primitives.grids import divisors
 from .primitives.infer import infer
 from .report import Report
 from .sizes import PASSES, SizeSolver, check_problems, find_knob, key_of, param_values_that_cure, problems_of
@@ -128,18 +129,14 @@ class PartialCosting(Costing):
 
 
 # -- hints solved for the whole spec -----------------------------------------------------------
-SIZE_CLAUSE = re.compile(r"\s*or an input (?:of \d+|that is a multiple of \d+)\s*$")
-SIZE_ONLY_HINTS = ("choose an input size whose grid stays even at every merge",)
-DIVISOR_HINT = re.compile(r"^use an? (?P<what>.+?) that divides (?P<n>\d+|the grid) "
-                          r"\((?P<values>\d+(?:, \d+)*)\)(?P<rest>.*)$")
-GRID_WORDS = re.compile(r"\b\d+x\d+\b|\bimage \d+")
 MOST_VALUES = 6
 SIZE_SECONDS, PARAM_SECONDS = 0.15, 0.1  # a failed check's hints take at most about 0.25 s
 
 
 def solve_hints(exc: SpecError, doc: Document) -> SpecError:
     """`exc` with hints that name only sizes and param values passing the whole spec (as far
-    as the other errors allow: a value is named when it removes the problem and brings none)."""
+    as the other errors allow: a value is named when it removes the problem and brings none).
+    It reads and refines each diagnostic's `Suggestion`; the hint text follows from it."""
     diagnostics = exc.diagnostics
     if not any(d.severity == "error" for d in diagnostics):
         return exc
@@ -160,58 +157,42 @@ def _solve_size(diagnostics: list[Diagnostic], doc: Document, baseline) -> list[
     """Each size-related hint names the nearest input sizes that cure its problem; a size no
     check has confirmed is dropped from the hint."""
     knob = find_knob(doc)
-    if knob is None or not any(_about_grids(d) for d in diagnostics):
+    if knob is None or not any(_size_matters(d) for d in diagnostics):
         return diagnostics
     solver = SizeSolver(doc, knob)
     if solver.problems(knob.size) != baseline:  # the failure is not one the solver reproduces
-        return [_without_size(d) for d in diagnostics]
+        return [_with_input(d, None) for d in diagnostics]
     sizes = solver.nearest(baseline, SIZE_SECONDS)
     cured = {key for key in baseline if sizes and all(key not in solver.verify(s) for s in sizes)}
-    return [_with_sizes(d, sizes) if key_of(d) in cured else _without_size(d) for d in diagnostics]
+    return [_with_input(d, CheckedSizes(tuple(sizes)) if key_of(d) in cured else None) for d in diagnostics]
 
 
-def _about_grids(d: Diagnostic) -> bool:
-    return d.severity == "error" and (bool(GRID_WORDS.search(d.message)) or d.hint in SIZE_ONLY_HINTS
-                                      or bool(d.hint and SIZE_CLAUSE.search(d.hint)))
+def _size_matters(d: Diagnostic) -> bool:
+    return d.severity == "error" and d.suggestion is not None and d.suggestion.size_matters
 
 
-def _without_size(d: Diagnostic) -> Diagnostic:
-    if not d.hint or not SIZE_CLAUSE.search(d.hint):
+def _with_input(d: Diagnostic, advice: CheckedSizes | None) -> Diagnostic:
+    """`d` whose hint says `advice` about the input size (None: nothing)."""
+    if d.suggestion is None or d.suggestion.input == advice:
         return d
-    return replace(d, hint=SIZE_CLAUSE.sub("", d.hint) or None)
-
-
-def _with_sizes(d: Diagnostic, sizes: list[int]) -> Diagnostic:
-    sizes_text = " or ".join(map(str, sizes))
-    base = SIZE_CLAUSE.sub("", d.hint or "")
-    if not base or base in SIZE_ONLY_HINTS:
-        return replace(d, hint=f"use an input of {sizes_text}")
-    if base.startswith("no "):  # no value of the param passes: the size is the way out
-        return replace(d, hint=f"use an input of {sizes_text}: {base}")
-    if base.startswith("use "):
-        return replace(d, hint=f"{base} or an input of {sizes_text}")
-    return replace(d, hint=f"{base} (an input of {sizes_text} would pass)")
+    return replace(d, suggestion=replace(d.suggestion, input=advice))
 
 
 def _solve_param(d: Diagnostic, doc: Document, baseline) -> Diagnostic:
     """'use a window that divides 56 (2, 4, 7, 8, 14, 28)': when the value is a param of the
     spec (`window: ${window}`), name only the divisors with which the whole spec passes."""
-    match = DIVISOR_HINT.match(d.hint or "") if d.severity == "error" else None
-    param = _param_at(doc, d) if match else None
+    suggestion = d.suggestion
+    divides = suggestion.advice if suggestion is not None and d.severity == "error" else None
+    param = _param_at(doc, d) if isinstance(divides, Divides) else None
     if param is None:
         return d
-    listed = [int(v) for v in match["values"].split(", ")]
-    candidates = [v for v in divisors(int(match["n"]))[1:-1]] if match["n"].isdigit() else listed
     current = doc.data["params"][param]
-    candidates.sort(key=lambda v: (abs(v - current) if isinstance(current, int) else 0, v))
+    candidates = sorted(divides.candidates, key=lambda v: (abs(v - current) if isinstance(current, int) else 0, v))
     good = param_values_that_cure(doc, param, candidates, baseline, PARAM_SECONDS)
     if good is None:
         return d
-    what, n, rest = match["what"], match["n"], match["rest"]
-    if not good:
-        return replace(d, hint=f"no {what} that divides {n} passes the whole spec{rest}")
-    shown = ", ".join(map(str, sorted(good[:MOST_VALUES])))
-    return replace(d, hint=f"use a {what} that divides {n} and passes the whole spec ({shown}){rest}")
+    passing = tuple(sorted(good[:MOST_VALUES]))
+    return replace(d, suggestion=replace(suggestion, advice=replace(divides, passing=passing)))
 
 
 def _param_at(doc: Document, d: Diagnostic) -> str | None:

@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 
 import archspec
+from archspec.core.suggestions import Divides, Note
 from archspec.language.compose import compose
 from archspec.language.loader import load_file, load_text
+from archspec.primitives.base import RuleError
+from archspec.primitives.grids import grid_origin
+from archspec.primitives.ops.attention import window
 from archspec.sizes import SizeSolver, describe_sizes, find_knob
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +92,23 @@ def test_the_issue_examples():
     assert hint == "use a window that divides 56 and passes the whole spec (7, 14, 28) or an input of 192 or 384"
     (hint,) = hints(swin, {"img": 252})  # the old hint's size: the first merge fails there
     assert hint == "use an input of 224 or 448"
+
+
+@pytest.mark.parametrize("advice, expected", [
+    (Divides("window side", 56, (14, 28), (2, 4, 7, 8, 14, 28)),
+     "use a window side that divides 56 and passes the whole spec (7, 14, 28) or an input of 192 or 384"),
+    (Note("windows must tile the tokens"), "windows must tile the tokens (an input of 192 or 384 would pass)"),
+])
+def test_the_solver_reads_a_rules_suggestion_not_its_words(monkeypatch, advice, expected):
+    """A rule that words its problem its own way (no grid size in the message) still gets the
+    whole-spec hints: the solver reads the structure the rule raised, not the text."""
+
+    def misfit(p, grid, size, x):
+        return RuleError("the windows leave tokens over", field="window", hint=advice, grid=grid_origin(x))
+
+    monkeypatch.setattr(window, "window_misfit", misfit)
+    (hint,) = hints(ROOT / "specs" / "swin_t.yaml", {"window": 6})
+    assert hint == expected
 
 
 def test_no_size_cures_an_unrelated_error():

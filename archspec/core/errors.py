@@ -1,7 +1,8 @@
 """One error model for everything archspec reports.
 
 - `Diagnostic`: one located problem (file, line, column, node path, message, hint) with a
-  severity, `error` or `warning`.
+  severity, `error` or `warning`. A shape rule's diagnostic also carries its `Suggestion`
+  (suggestions.py), the hint as data, which the whole-spec solver refines.
 - `SpecError`: the spec (or a file it names) is wrong. The CLI exits with 1.
 - `InternalError`: a bug in archspec (or in torch and its exporters): the spec passed the
   checker and still something failed. It is located at the spec node where it happened when
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable, Literal
+
+from .suggestions import Suggestion
 
 Severity = Literal["error", "warning"]
 
@@ -41,6 +44,11 @@ class Diagnostic:
     path: str | None = None  # dotted node path, when the problem belongs to a node
     hint: str | None = None
     severity: Severity = "error"
+    suggestion: Suggestion | None = None  # a rule's structured hint; with one, `hint` is its text
+
+    def __post_init__(self):
+        if self.suggestion is not None:  # the one place a suggestion becomes words
+            object.__setattr__(self, "hint", self.suggestion.text())
 
     def record(self) -> dict:
         """The JSON form printed by `archspec check --json`."""

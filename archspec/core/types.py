@@ -11,13 +11,15 @@ Layouts:
 - scalar  [] (a loss)
 
 `B` is the symbolic batch; a learned parameter has 1 there (it broadcasts). Sequence lengths may be symbolic too (a `Sym` with a range).
-`trace` remembers how a grid came about ("image 224", "patch 4", "merge 2") so that errors
-can explain a grid size.
+`origin` remembers how a grid came about (image 224, patch 4, merge 2: a GridOrigin) so that
+errors can explain a grid size and hints can name an input size that fits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+
+from .suggestions import GridOrigin
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class TensorType:
     dtype: str = "float32"
     grid: tuple[int, int] | None = None
     prefix: int = 0
-    trace: tuple[str, ...] = field(default=(), compare=False)
+    origin: GridOrigin | None = field(default=None, compare=False)
 
     # -- accessors ---------------------------------------------------------------------
     @property
@@ -86,16 +88,16 @@ class TensorType:
         return self.max_numel() * DTYPE_BYTES[self.dtype]
 
 
-def image(channels: int, height: int, width: int, trace=()) -> TensorType:
-    return TensorType("image", (BATCH, channels, height, width), trace=tuple(trace))
+def image(channels: int, height: int, width: int, origin: GridOrigin | None = None) -> TensorType:
+    return TensorType("image", (BATCH, channels, height, width), origin=origin)
 
 
-def tokens(length, channels: int, grid=None, prefix: int = 0, trace=()) -> TensorType:
-    return TensorType("tokens", (BATCH, length, channels), grid=grid, prefix=prefix, trace=tuple(trace))
+def tokens(length, channels: int, grid=None, prefix: int = 0, origin: GridOrigin | None = None) -> TensorType:
+    return TensorType("tokens", (BATCH, length, channels), grid=grid, prefix=prefix, origin=origin)
 
 
-def grid_tokens(grid: tuple[int, int], channels: int, prefix: int = 0, trace=()) -> TensorType:
-    return tokens(prefix + grid[0] * grid[1], channels, grid, prefix, trace)
+def grid_tokens(grid: tuple[int, int], channels: int, prefix: int = 0, origin: GridOrigin | None = None) -> TensorType:
+    return tokens(prefix + grid[0] * grid[1], channels, grid, prefix, origin)
 
 
 def ids(length) -> TensorType:

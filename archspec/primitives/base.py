@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ..core.suggestions import Advice, GridOrigin, InputAdvice, Note, Suggestion
 from ..core.types import TensorType
 
 # -- parameter models --------------------------------------------------------------------------
@@ -73,13 +74,18 @@ def sublayer_params(p: SublayerParams, width: int) -> int:
 
 
 class RuleError(Exception):
-    """A shape or consistency rule failed. `field` names the parameter to point at."""
+    """A shape or consistency rule failed. `field` names the parameter to point at; `hint` is
+    what to do (a `Divides`, `Remedy` or `SizeRemedy`; plain words are a `Note`); `grid`, set
+    when the input size bears on the problem, how the grid came about; `input`, the rule's own
+    guess at an input size that fits. Together they are the error's `suggestion`."""
 
-    def __init__(self, message: str, hint: str | None = None, field: str | None = None):
+    def __init__(self, message: str, hint: str | Advice | None = None, field: str | None = None, *,
+                 grid: GridOrigin | None = None, input: InputAdvice | None = None):
         super().__init__(message)
         self.message = message
-        self.hint = hint
         self.field = field
+        advice = Note(hint) if isinstance(hint, str) else hint
+        self.suggestion = Suggestion(field, advice, grid, input)
 
 
 @dataclass(frozen=True)

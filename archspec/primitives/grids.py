@@ -1,8 +1,10 @@
 """Token grids and images as the shape rules see them: divisors for hints, how a grid came
-about (for messages), convolution output grids, and reading a grid as an image."""
+about (for messages), the nearest input at which a grid fits, convolution output grids, and
+reading a grid as an image."""
 
 from __future__ import annotations
 
+from ..core.suggestions import GridOrigin, NearestInput
 from ..core.types import TensorType
 from ..core.words import plural
 from .base import RuleError
@@ -21,36 +23,44 @@ def divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
-def trace_text(x: TensorType) -> str:
+def origin_text(x: TensorType) -> str:
     """' (image 240 / patch 4 / merge 2)': how a grid came about, for error messages."""
-    return f" ({' / '.join(x.trace)})" if x.trace else ""
+    return f" ({x.origin})" if x.origin is not None else ""
 
 
-def suggest_input(x: TensorType, grid: int, multiple: int) -> str:
-    """' or an input of 224': the nearest square image whose grid here is a multiple of `multiple`."""
-    if not x.trace or not x.trace[0].startswith("image ") or "x" in x.trace[0]:
-        return ""
-    image = int(x.trace[0].split()[1])
-    if image % grid:
-        return ""
-    step = image // grid * multiple
+def grid_origin(x: TensorType) -> GridOrigin | None:
+    """How the grid of tokens (or of a mask) came about; None when `x` has no grid (a grid
+    declared on an input has an origin without an image)."""
+    return (x.origin or GridOrigin()) if x.grid is not None else None
+
+
+def image_origin(x: TensorType) -> GridOrigin:
+    """How an image came about: its own origin, else the image itself (a graph input)."""
+    return x.origin or GridOrigin((x.shape[2], x.shape[3]))
+
+
+def nearest_input(origin: GridOrigin | None, side: int, multiple: int) -> NearestInput | None:
+    """The nearest square image whose grid side here (now `side`) is a multiple of `multiple`;
+    None when the grid did not come from a square image that `side` divides."""
+    image = origin.square_image if origin is not None else None
+    if image is None or image % side:
+        return None
+    step = image // side * multiple
     candidates = [k * step for k in (image // step, image // step + 1) if k > 0]
-    best = min(candidates, key=lambda s: (abs(s - image), s))
-    return f" or an input of {best}"
+    return NearestInput(min(candidates, key=lambda s: (abs(s - image), s)))
 
 
 def conv_grid(size: tuple[int, int], kernel: int, stride: int, padding: int) -> tuple[int, int]:
     return tuple((s + 2 * padding - kernel) // stride + 1 for s in size)  # type: ignore[return-value]
 
 
-def as_image(x: TensorType, what: str) -> tuple[int, tuple[int, int], tuple[str, ...]]:
-    """(channels, (H, W), trace) of an image, or of a token grid read as an image."""
+def as_image(x: TensorType, what: str) -> tuple[int, tuple[int, int], GridOrigin]:
+    """(channels, (H, W), origin) of an image, or of a token grid read as an image (a grid
+    declared on an input has an origin without an image)."""
     if x.layout == "image":
-        h, w = x.shape[2], x.shape[3]
-        trace = x.trace or (f"image {h}" if h == w else f"image {h}x{w}",)
-        return x.channels, (h, w), trace
+        return x.channels, (x.shape[2], x.shape[3]), image_origin(x)
     if x.layout == "tokens" and x.grid and not x.prefix:
-        return x.channels, x.grid, x.trace
+        return x.channels, x.grid, x.origin or GridOrigin()
     if x.layout == "tokens" and x.prefix:
         raise RuleError(f"{what} needs a token grid without class tokens; these tokens have "
                         f"{plural(x.prefix, 'class token')}")

@@ -27,7 +27,8 @@ class GraphContext:
 
 def rule_failure(node: NodeView, exc: RuleError) -> NodeFailed:
     # A rule that names no parameter is about the node's inputs: point at its `from`, if it has one.
-    return NodeFailed(Diagnostic(exc.message, node.param_loc(exc.field or "from"), node.name, exc.hint))
+    return NodeFailed(Diagnostic(exc.message, node.param_loc(exc.field or "from"), node.name,
+                                 suggestion=exc.suggestion))
 
 
 class ShapeInference(Interpreter):

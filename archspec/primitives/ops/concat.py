@@ -47,7 +47,7 @@ class ConcatOp(Op):
         total = sum(lengths)
         last = inputs[-1]
         if last.grid and all(not t.grid for t in inputs[:-1]):  # tokens put in front of a grid: a prefix
-            return tokens(total, first.channels, last.grid, last.prefix + sum(lengths[:-1]), last.trace)
+            return tokens(total, first.channels, last.grid, last.prefix + sum(lengths[:-1]), last.origin)
         return tokens(total, first.channels)  # [B, sum(N), C]
 
     def channels(self, inputs: list[TensorType]) -> TensorType:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...core.types import TensorType
 from ..base import Cost, Op, Params, RuleError
+from ..grids import grid_origin
 from ..registry import register
 
 
@@ -31,7 +32,8 @@ class MaskTokenOp(Op):
             if x.grid != mask.grid or x.prefix:
                 raise RuleError(f"the {mask.grid[0]}x{mask.grid[1]} mask does not lie on these tokens "
                                 f"({x.describe()})", field="from",
-                                hint="a grid mask has one value per grid token; give it the tokens' grid size")
+                                hint="a grid mask has one value per grid token; give it the tokens' grid size",
+                                grid=grid_origin(x) or grid_origin(mask))
         elif mask.layout == "ids":
             if mask.length != x.length:
                 raise RuleError(f"a mask of {mask.length} values for {x.length} tokens", field="from")

@@ -12,6 +12,7 @@ from typing import Literal, Union
 
 from pydantic import Field
 
+from ...core.suggestions import Divides, InputMultiple, Remedy
 from ...core.types import TensorType, grid_tokens
 from ..base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, Rate, RuleError
 from ..counting import FLOAT_BYTES, norm_params
@@ -54,11 +55,11 @@ def check_conv_geometry(kernel: int, stride: int, padding: int) -> None:
     if stride > kernel:
         raise RuleError(f"stride {stride} is larger than the kernel {kernel}: the pixels between the patches are "
                         "never read", field="stride",
-                        hint=f"use a stride of at most {kernel} (patch: {kernel} for non-overlapping patches)")
+                        hint=Remedy(f"use a stride of at most {kernel} (patch: {kernel} for non-overlapping patches)"))
     if padding >= kernel:
         raise RuleError(f"padding {padding} is not smaller than the kernel {kernel}: the patches at the border "
                         "would read padding only", field="padding",
-                        hint=f"use a padding below {kernel}; {kernel // 2} (kernel // 2) is the usual one")
+                        hint=Remedy(f"use a padding below {kernel}; {kernel // 2} (kernel // 2) is the usual one"))
 
 
 class Patchify(Op):
@@ -69,22 +70,23 @@ class Patchify(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        channels, (h, w), trace = as_image(x, "patchify")
+        channels, (h, w), origin = as_image(x, "patchify")
         kernel, stride, padding = geometry(p)
         check_conv_geometry(kernel, stride, padding)
         if p.patch is not None and (h % p.patch or w % p.patch):
             bad = h if h % p.patch else w
-            fits = [d for d in divisors(bad) if 1 < d < bad][-6:]
-            raise RuleError(f"patch {p.patch} does not divide the {h}x{w} input ({' / '.join(trace)})",
-                            hint=f"use a patch that divides {bad} ({', '.join(map(str, fits))}) "
-                                 f"or an input that is a multiple of {p.patch}", field="patch")
+            candidates = tuple(divisors(bad)[1:-1])
+            raise RuleError(f"patch {p.patch} does not divide the {h}x{w} input ({origin})", field="patch",
+                            hint=Divides("patch", bad, shown=candidates[-6:], candidates=candidates), grid=origin,
+                            input=InputMultiple(p.patch))
         grid = conv_grid((h, w), kernel, stride, padding)
         if min(grid) < 1:
-            raise RuleError(f"kernel {kernel} is larger than the {h}x{w} input", field="kernel" if p.kernel else "patch")
+            raise RuleError(f"kernel {kernel} is larger than the {h}x{w} input", field="kernel" if p.kernel else "patch",
+                            grid=origin)
         if p.pos == "sincos" and p.dim % 4:
             raise RuleError(f"2-D sin-cos positions need a width divisible by 4, got {p.dim}", field="pos")
-        step = f"patch {p.patch}" if p.patch else f"conv {kernel}/{stride}"
-        return grid_tokens(grid, p.dim, prefix=int(p.cls_token), trace=trace + (step,))  # [B, prefix + H*W, dim]
+        step = origin.then("patch", p.patch) if p.patch else origin.then("conv", kernel, stride)
+        return grid_tokens(grid, p.dim, prefix=int(p.cls_token), origin=step)  # [B, prefix + H*W, dim]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         channels, _, _ = as_image(inputs[0], "patchify")

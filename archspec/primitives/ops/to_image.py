@@ -24,7 +24,7 @@ class ToImageOp(Op):
         if x.prefix:
             raise RuleError(f"to_image needs the grid tokens alone; these have {x.prefix} prefix token(s)",
                             hint=f"slice them off first: `slice: {{start: {x.prefix}}}`")
-        return image(x.channels, x.grid[0], x.grid[1], trace=x.trace)  # [B, N, C] -> [B, C, H, W]
+        return image(x.channels, x.grid[0], x.grid[1], origin=x.origin)  # [B, N, C] -> [B, C, H, W]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)

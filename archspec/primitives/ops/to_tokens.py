@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...core.types import TensorType, grid_tokens
 from ..base import Cost, Op, Params, RuleError
+from ..grids import image_origin
 from ..registry import register
 
 
@@ -22,7 +23,7 @@ class ToTokensOp(Op):
         if x.layout != "image":
             raise RuleError(f"to_tokens reads an image, got {x.layout_name()}")
         h, w = x.shape[2], x.shape[3]
-        return grid_tokens((h, w), x.channels, trace=x.trace or (f"image {h}" if h == w else f"image {h}x{w}",))
+        return grid_tokens((h, w), x.channels, origin=image_origin(x))
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)

@@ -31,7 +31,7 @@ class Tokens(Op):
                             hint="learned tokens go among the prefix tokens, before the sequence")
         if isinstance(x.length, Sym):
             raise RuleError("learned tokens need a fixed sequence length")
-        return tokens(x.length + p.count, x.channels, x.grid, x.prefix + p.count, x.trace)  # [B, N + count, C]
+        return tokens(x.length + p.count, x.channels, x.grid, x.prefix + p.count, x.origin)  # [B, N + count, C]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(p.count * out.channels, 0)

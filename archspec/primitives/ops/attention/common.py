@@ -12,6 +12,7 @@ from pydantic import Field
 
 from ....core.types import TensorType, dim_value
 from ....core.words import plural
+from ....core.suggestions import Divides, Remedy
 from ...base import Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
 from ...counting import attention_flops, linear_flops, linear_params
 from ...grids import divisors
@@ -29,7 +30,7 @@ def check_heads(p: AttentionParams, width: int) -> None:
     if width % p.heads:
         fits = [d for d in divisors(width) if d <= 64][-8:]
         raise RuleError(f"{p.heads} heads do not divide the width {width}", field="heads",
-                        hint=f"use a number of heads that divides {width} ({', '.join(map(str, fits))})")
+                        hint=Divides("number of heads", width, tuple(fits), tuple(divisors(width)[1:-1])))
 
 
 def need_grid(x: TensorType, kind: str) -> tuple[int, int]:
@@ -40,7 +41,7 @@ def need_grid(x: TensorType, kind: str) -> tuple[int, int]:
     if x.prefix:
         raise RuleError(f"{kind} attention cannot run over class tokens; these tokens have "
                         f"{plural(x.prefix, 'class token')}", field="kind",
-                        hint="use global attention, or patchify without cls_token")
+                        hint=Remedy("use global attention, or patchify without cls_token"))
     return x.grid
 
 

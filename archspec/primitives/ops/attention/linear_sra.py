@@ -7,9 +7,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
 from ...base import Cost, Eps, PositiveInt, RuleError
 from ...counting import attention_flops, linear_flops, linear_params, norm_params
+from ...grids import grid_origin
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
 
@@ -27,11 +29,12 @@ class LinearSpatialReductionAttentionOp(AttentionOp):
     Params = LinearSraParams
 
     def check(self, p, inputs: list[TensorType]) -> None:
-        h, w = need_grid(inputs[0], self.kind)
+        x = inputs[0]
+        h, w = need_grid(x, self.kind)
         if p.pool > min(h, w):
             raise RuleError(f"pool {p.pool} is larger than the {h}x{w} token grid: the average pool would "
                             "stretch the grid instead of reducing it", field="pool",
-                            hint=f"use a pool of at most {min(h, w)}")
+                            hint=Remedy(f"use a pool of at most {min(h, w)}"), grid=grid_origin(x))
 
     def keys(self, p, inputs: list[TensorType]) -> int:
         return p.pool * p.pool

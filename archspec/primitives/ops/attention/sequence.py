@@ -8,6 +8,7 @@ from typing import Literal, Union
 
 from pydantic import Field
 
+from ....core.suggestions import Remedy
 from ....core.types import TensorType
 from ...base import Cost, Eps, PositiveInt, RuleError
 from .common import AttentionOp, AttentionParams
@@ -77,5 +78,5 @@ def check_sequence(x: TensorType, kind: str, p) -> None:
     if x.grid and not p.over_grid:
         raise RuleError(f"{kind} attention orders tokens in a sequence, and these tokens lie on a "
                         f"{x.grid[0]}x{x.grid[1]} grid (image patches)", field="kind",
-                        hint="use global or window attention for image tokens, or set `over_grid: true` if a "
-                             "causal order over the patches is what you mean")
+                        hint=Remedy("use global or window attention for image tokens, or set `over_grid: true` "
+                                    "if a causal order over the patches is what you mean"))

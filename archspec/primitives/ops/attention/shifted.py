@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from ....core.suggestions import Remedy
 from ....core.types import TensorType
 from ...base import PositiveInt, RuleError
 from ...registry import register
@@ -31,7 +32,7 @@ class ShiftedWindowAttentionOp(WindowAttentionOp):
     def check(self, p, inputs: list[TensorType]) -> None:
         if p.window < 2:
             raise RuleError("a shifted window needs a window of at least 2 (its shift, window // 2, is 0)",
-                            field="window", hint="use kind: window for 1x1 windows")
+                            field="window", hint=Remedy("use kind: window for 1x1 windows"))
         if not 0 < self.shift(p) < p.window:
             raise RuleError(f"shift {self.shift(p)} must lie between 0 and the window {p.window}", field="shift")
         super().check(p, inputs)

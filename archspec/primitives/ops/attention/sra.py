@@ -7,10 +7,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from ....core.suggestions import Divides
 from ....core.types import TensorType, dim_value
 from ...base import Cost, Eps, PositiveInt, RuleError
 from ...counting import attention_flops, norm_params
-from ...grids import divisors, suggest_input, trace_text
+from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
 
@@ -37,10 +38,11 @@ class SpatialReductionAttentionOp(AttentionOp):
             return dim_value(x.length)
         h, w = need_grid(x, "sra (sr_ratio > 1)")
         if h % p.sr_ratio or w % p.sr_ratio:
-            fits = [d for d in divisors(min(h, w)) if h % d == 0 and w % d == 0]
-            raise RuleError(f"sr_ratio {p.sr_ratio} does not divide the {h}x{w} token grid{trace_text(x)}",
-                            field="sr_ratio", hint=f"use a ratio that divides the grid ({', '.join(map(str, fits))})"
-                                                   f"{suggest_input(x, h, p.sr_ratio)}")
+            fits = tuple(d for d in divisors(min(h, w)) if h % d == 0 and w % d == 0)
+            origin = grid_origin(x)
+            raise RuleError(f"sr_ratio {p.sr_ratio} does not divide the {h}x{w} token grid{origin_text(x)}",
+                            field="sr_ratio", hint=Divides("ratio", None, shown=fits, candidates=fits), grid=origin,
+                            input=nearest_input(origin, h, p.sr_ratio))
         return (h // p.sr_ratio) * (w // p.sr_ratio)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:

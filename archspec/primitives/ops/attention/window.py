@@ -11,10 +11,11 @@ from typing import Literal, Union
 
 from pydantic import Field
 
+from ....core.suggestions import Divides, GridOrigin, Remedy
 from ....core.types import TensorType, dim_value
 from ...base import Cost, NonNegInt, PositiveInt, RuleError
 from ...counting import FLOAT_BYTES, INDEX_BYTES, attention_flops, linear_flops, linear_params
-from ...grids import divisors, suggest_input, trace_text
+from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
 
@@ -28,6 +29,16 @@ class WindowParams(AttentionParams):
     qkv_bias: Union[bool, Literal["qv"]] = Field(True, description="true, false, or qv (query and value only, Swin v2)")
     cpb_hidden: PositiveInt = 512
     pretrained_window: NonNegInt = Field(0, description="cpb: window size the coordinates are normalised by (0: this one)")
+
+
+def window_misfit(p: WindowParams, grid: tuple[int, int], size: int, x: TensorType | None) -> RuleError:
+    """The window does not divide the grid side `size`."""
+    candidates = tuple(divisors(size)[1:-1])
+    origin = grid_origin(x) if x is not None else GridOrigin()
+    return RuleError(f"window {p.window} does not divide the {grid[0]}x{grid[1]} token grid"
+                     f"{origin_text(x) if x is not None else ''}", field="window",
+                     hint=Divides("window", size, shown=candidates[-6:], candidates=candidates), grid=origin,
+                     input=nearest_input(origin, size, p.window))
 
 
 class WindowAttentionOp(AttentionOp):
@@ -50,12 +61,7 @@ class WindowAttentionOp(AttentionOp):
                 shifts.append(0)
                 continue
             if size % p.window:
-                fits = [d for d in divisors(size) if 1 < d < size][-6:]
-                trace = trace_text(x) if x is not None else ""
-                more = suggest_input(x, size, p.window) if x is not None else ""
-                raise RuleError(f"window {p.window} does not divide the {grid[0]}x{grid[1]} token grid{trace}",
-                                field="window",
-                                hint=f"use a window that divides {size} ({', '.join(map(str, fits))}){more}")
+                raise window_misfit(p, grid, size, x)
             windows.append(p.window)
             shifts.append(shift)
         return tuple(windows), tuple(shifts)
@@ -68,7 +74,8 @@ class WindowAttentionOp(AttentionOp):
         if p.window == 1 and max(grid) > 1:
             raise RuleError(f"window 1 over the {grid[0]}x{grid[1]} token grid: each token would attend only to "
                             "itself, and no information would move between tokens", field="window",
-                            hint="use a window of at least 2 (Swin: 7), or mlp for a per-token layer")
+                            hint=Remedy("use a window of at least 2 (Swin: 7), or mlp for a per-token layer"),
+                            grid=grid_origin(x))
         self.geometry(p, grid, x)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:

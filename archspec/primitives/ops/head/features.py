@@ -48,7 +48,7 @@ class FeaturesHeadOp(Op):
                 raise RuleError(f"{ids.length} token ids for {x.length} tokens", field="from")
         width = p.project or x.channels
         if p.pool == "none":
-            return tokens(x.length, width, x.grid, x.prefix, x.trace)  # [B, N, C] -> [B, N, width]
+            return tokens(x.length, width, x.grid, x.prefix, x.origin)  # [B, N, C] -> [B, N, width]
         return vector(width)  # [B, N, C] -> [B, width]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ....core.suggestions import Remedy
 from ....core.types import TensorType
 from ...base import RuleError
 
@@ -15,6 +16,6 @@ def check_pool(pool: str, x: TensorType) -> None:
         raise RuleError(f"pooling reads tokens, got {x.layout_name()}")
     if pool == "cls" and not x.prefix:
         raise RuleError("pool: cls needs a class token, and these tokens have none", field="pool",
-                        hint="use pool: mean, or patchify with cls_token: true")
+                        hint=Remedy("use pool: mean, or patchify with cls_token: true"))
     if pool == "mean" and x.prefix and not x.grid:
         raise RuleError("pool: mean over tokens without a grid cannot leave out class tokens", field="pool")

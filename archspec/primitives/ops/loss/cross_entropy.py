@@ -10,6 +10,7 @@ from pydantic import Field
 
 from ....core.types import TensorType
 from ...base import RuleError
+from ...grids import grid_origin
 from ...registry import register
 from .common import LossOp, LossParams
 
@@ -41,7 +42,7 @@ class CrossEntropy(LossOp):
         elif logits.layout == "tokens":
             if target.layout != "ids" or target.length != logits.length:
                 raise RuleError(f"per-token logits {logits.describe()} need ids [B, {logits.length}] as the "
-                                f"target, got {target.describe()}", field="from")
+                                f"target, got {target.describe()}", field="from", grid=grid_origin(logits))
         else:
             raise RuleError(f"cross_entropy reads logits [B, C] or [B, L, V], got {logits.layout_name()}",
                             field="from")

@@ -8,6 +8,7 @@ from typing import Literal
 
 from ....core.types import TensorType
 from ...base import RuleError
+from ...grids import image_origin
 from ...registry import register
 from .common import LossOp, LossParams
 
@@ -39,7 +40,7 @@ class MaskedL1(LossOp):
         (h, w), (H, W) = mask.grid, prediction.shape[2:]
         if H % h or W % w:
             raise RuleError(f"the {h}x{w} mask does not tile the {H}x{W} image", field="from",
-                            hint="each mask cell must cover a whole number of pixels")
+                            hint="each mask cell must cover a whole number of pixels", grid=image_origin(prediction))
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if slot == 2 else None

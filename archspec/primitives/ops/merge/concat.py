@@ -7,10 +7,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from ....core.suggestions import SizeRemedy
 from ....core.types import TensorType, grid_tokens
 from ...base import Cost, Eps, Op, Params, PositiveInt, RuleError
 from ...counting import linear_params, norm_params
-from ...grids import as_image, trace_text
+from ...grids import as_image, origin_text
 from ...registry import register
 
 
@@ -35,13 +36,13 @@ class ConcatMerge(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        channels, (h, w), trace = as_image(x, "merge")
+        channels, (h, w), origin = as_image(x, "merge")
         if x.layout != "tokens":
             raise RuleError(f"concat merge reads a token grid, got {x.layout_name()}")
         if h % 2 or w % 2:
-            raise RuleError(f"concat merge needs an even grid, got {h}x{w}{trace_text(x)}", field="kind",
-                            hint="choose an input size whose grid stays even at every merge")
-        return grid_tokens((h // 2, w // 2), out_width(p, channels), trace=trace + ("merge 2",))  # [B, HW/4, dim]
+            raise RuleError(f"concat merge needs an even grid, got {h}x{w}{origin_text(x)}", field="kind",
+                            hint=SizeRemedy("choose an input size whose grid stays even at every merge"), grid=origin)
+        return grid_tokens((h // 2, w // 2), out_width(p, channels), origin=origin.then("merge", 2))  # [B, HW/4, dim]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         channels, width = inputs[0].channels, out.channels

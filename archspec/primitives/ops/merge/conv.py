@@ -32,12 +32,12 @@ class ConvMerge(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        _, (h, w), trace = as_image(x, "merge")
+        _, (h, w), origin = as_image(x, "merge")
         check_conv_geometry(p.kernel, p.stride, p.padding)
         grid = conv_grid((h, w), p.kernel, p.stride, p.padding)
         if min(grid) < 1:
-            raise RuleError(f"kernel {p.kernel} is larger than the {h}x{w} grid", field="kernel")
-        return grid_tokens(grid, p.dim, trace=trace + (f"conv {p.kernel}/{p.stride}",))  # [B, H'W', dim]
+            raise RuleError(f"kernel {p.kernel} is larger than the {h}x{w} grid", field="kernel", grid=origin)
+        return grid_tokens(grid, p.dim, origin=origin.then("conv", p.kernel, p.stride))  # [B, H'W', dim]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         channels = inputs[0].channels
