@@ -83,9 +83,12 @@ class RuleError(Exception):
                  grid: GridOrigin | None = None, input: InputAdvice | None = None):
         super().__init__(message)
         self.message = message
-        self.field = field
         advice = Note(hint) if isinstance(hint, str) else hint
         self.suggestion = Suggestion(field, advice, grid, input)
+
+    @property
+    def field(self) -> str | None:
+        return self.suggestion.field
 
 
 @dataclass(frozen=True)
