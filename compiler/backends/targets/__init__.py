@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 
 GROUP = "archspec.targets"
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 _TARGETS: dict = {}  # name -> Target
 _LOADED: set[str] = set()  # "builtins", "plugins"
+_PLUGIN_MODULES: list[str] = []  # the modules the entry points named
 
 
 class RegistryError(Exception):
@@ -58,13 +60,19 @@ def load_plugins() -> None:
     from importlib.metadata import entry_points
 
     for point in entry_points(group=GROUP):
+        _PLUGIN_MODULES.append(point.module)
         point.load()
 
 
 def reset() -> None:
-    """Forget every target (the next question discovers them again): for tests."""
+    """Forget every target and unload the target modules, so that the next question discovers
+    them again (tests that add a target folder to `__path__` use it)."""
     _TARGETS.clear()
     _LOADED.clear()
+    ours = [m for m in sys.modules if m.startswith(__name__ + ".") and m != f"{__name__}.base"]
+    for name in ours + _PLUGIN_MODULES:
+        sys.modules.pop(name, None)
+    _PLUGIN_MODULES.clear()
 
 
 def _ordered(found) -> list:
