@@ -12,7 +12,8 @@ import archspec
 from archspec.language.compose import compose
 from archspec.language.loader import load_file, load_text
 from archspec.core.errors import Loc, SpecError
-from archspec.language.expand import MAX_REPEAT, expand
+from archspec.language.expand import expand
+from archspec.language.limits import MAX_REPEAT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -254,6 +255,8 @@ def test_errors_in_repeated_nodes_name_the_repetition_and_are_reported_once():
 def test_if_must_be_a_boolean():
     (d,) = errors(TOKENS + "graph:\n  - if: ${1}\n    norm: {}\n")
     assert d.message == "`if` must be true or false, got 1" and d.path == "norm"
+    (d,) = errors(TOKENS + "graph:\n  - norm: {}\n  - if: ${1}\n    norm: {}\n")
+    assert d.path == "norm_1"  # the node's own name, as everywhere else
 
 
 @pytest.mark.parametrize("value, shown", [("-1", "-1"), (str(MAX_REPEAT + 1), str(MAX_REPEAT + 1)),

@@ -24,10 +24,9 @@ from ..core.errors import Loc, SpecError, error
 from ..core.words import one_of
 from .loader import Document
 from .names import node_names, taken_names
-from .schema import META_KEYS, SpecDoc, Strict
+from .schema import GROUP, META_KEYS, SpecDoc, Strict
 
 EDITS = ("remove", "replace", "insert")  # edits of the base's graph, applied in this order
-GROUP = "graph"  # the top-level graph's key, and the op key of an inline group
 
 
 def refuse_edits_without_base(doc: Document) -> None:

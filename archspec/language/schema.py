@@ -76,6 +76,7 @@ class SpecDoc(Strict):
 
 
 META_KEYS = ("id", "from", "repeat", "as", "if", "doc")
+GROUP = "graph"  # the op key of an inline group of nodes (and the key of the top-level graph)
 
 
 class NodeMeta(Strict):

@@ -1,0 +1,229 @@
+"""The checks expansion makes, each a small function: of the spec's names before the graph
+expands, of one node (its mapping, its `if`, `repeat` and id, a block use, an inline group, a
+primitive's plugin, place and input count), and of the expanded graph (cycles, what objectives
+read). Each raises, or returns, a located error with the text and hint `check` shows; `doc` and
+`path` (the node item's path in the document) give the place, looked up only on a failure.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from pydantic import ValidationError
+
+from ..core.errors import SpecError, error
+from ..core.ir import Graph
+from ..core.words import did_you_mean, one_of
+from ..primitives import registry
+from ..primitives.base import Op
+from .hints import some, suggest
+from .limits import MAX_NESTING, MAX_NODES, MAX_REPEAT
+from .loader import Document
+from .names import OBJECTIVES, check_parameter_name
+from .node_params import misplaced_parameter
+from .schema import GROUP, META_KEYS, BlockDef, NodeMeta, SpecDoc
+from .scope import Scope
+from .validation import diagnostics_from
+
+
+# -- the spec's names, before the graph expands ------------------------------------------------------
+def block_name_problems(spec: SpecDoc, doc: Document) -> list[SpecError]:
+    """A block may not have the name of a primitive, of inline groups or of a node key."""
+    problems = []
+    for name in spec.blocks:
+        taken = ("a primitive" if name in registry.primitives() else "the key of inline groups" if name == GROUP
+                 else f"the node key `{name}`" if name in META_KEYS else None)
+        if taken:
+            problems.append(error(f"block '{name}' has the name of {taken}", doc.loc(("blocks", name), key=True),
+                                  hint="give the block another name"))
+    return problems
+
+
+def parameter_name_problems(spec: SpecDoc, doc: Document) -> list[SpecError]:
+    """Names that become parameters of a forward (inputs, targets, block inputs) are Python names."""
+    problems = []
+    for section in ("inputs", "targets"):
+        names = getattr(spec, section)
+        problems += [check_parameter_name(name, section[:-1], doc.loc((section, name), key=True), names,
+                                          top_level=True)
+                     for name in names]
+    for block_name, block in spec.blocks.items():
+        problems += [check_parameter_name(name, f"block '{block_name}' input",
+                                          doc.loc(("blocks", block_name, "inputs", i)), block.inputs)
+                     for i, name in enumerate(block.inputs)]
+    return [problem for problem in problems if problem is not None]
+
+
+# -- one node --------------------------------------------------------------------------------------
+def op_and_meta(raw, path: tuple, doc: Document, spec: SpecDoc) -> tuple[str, NodeMeta]:
+    """(op key, meta) of a node mapping: exactly one known op, and valid node keys."""
+    if not isinstance(raw, dict):
+        raise error("a graph node must be a mapping like `- attention: {kind: global, heads: 12}`", doc.loc(path))
+    ops = [k for k in raw if k not in META_KEYS]
+    known = registry.primitives() + list(spec.blocks) + [GROUP]
+    for op in ops:
+        if op not in known:
+            raise _unknown_op(op, known, doc.loc(path + (op,), key=True))
+    if not ops:
+        raise error("this node has no op", doc.loc(path),
+                    hint=f"give one of {one_of(registry.primitives())}, a block's name, or graph: [...]")
+    if len(ops) > 1:
+        raise error(f"a node has one op; this one has {one_of(ops)}", doc.loc(path + (ops[1],), key=True),
+                    hint="split them into two nodes")
+    meta_raw = {k: v for k, v in raw.items() if k in META_KEYS}
+    try:
+        return ops[0], NodeMeta.model_validate(meta_raw)
+    except ValidationError as exc:
+        raise SpecError(diagnostics_from(exc, meta_raw, doc, path, NodeMeta, "node")) from None
+
+
+def _unknown_op(op: str, known: list[str], where) -> SpecError:
+    meta = difflib.get_close_matches(op, META_KEYS, n=1, cutoff=0.75)  # `mask` is not `as`
+    if meta and not suggest(op, known):  # a misspelt node key (`fromm`), not an op
+        return error(f"unknown key '{op}' in this node", where, hint=f"did you mean '{meta[0]}'?")
+    hint = suggest(op, known) or misplaced_parameter(op) or f"ops: {some(known)}"
+    return error(f"unknown op '{op}'", where, hint=hint)
+
+
+def check_id_unique(name: str, scope: Scope, doc: Document, path: tuple) -> None:
+    """A kept node's id is not taken in its graph (alternatives, `if`, may share an id when at
+    most one of them is kept)."""
+    if name in scope.names and name not in scope.skipped:
+        first = scope.where.get(name)
+        at = f" (first at line {first.line})" if first else ""
+        raise error(f"id '{name}' is used twice in this graph{at}", doc.loc(path + ("id",)),
+                    hint="ids name nodes within one graph or block; make them unique")
+
+
+def check_condition(value, doc: Document, path: tuple) -> None:
+    if not isinstance(value, bool):
+        raise error(f"`if` must be true or false, got {value!r}", doc.loc(path + ("if",)),
+                    hint="write a condition, e.g. ${depth > 0}")
+
+
+def check_no_index(meta: NodeMeta, doc: Document, path: tuple) -> None:
+    """`as` only with `repeat`."""
+    if meta.as_ is not None:
+        raise error("`as` names the index of a `repeat`", doc.loc(path + ("as",)))
+
+
+def check_repeat_count(times, doc: Document, path: tuple) -> None:
+    if isinstance(times, bool) or not isinstance(times, int) or not 0 <= times <= MAX_REPEAT:
+        raise error(f"`repeat` must be a whole number from 0 to {MAX_REPEAT}, got {times!r}",
+                    doc.loc(path + ("repeat",)))
+
+
+def check_node_count(count: int, doc: Document, path: tuple) -> None:
+    if count > MAX_NODES:
+        raise error(f"the spec expands to more than {MAX_NODES} nodes (archspec's limit)", doc.loc(path),
+                    hint="a network of a few hundred nodes is large; check `repeat` counts and nested repeats")
+
+
+def check_nesting(depth: int, op: str, doc: Document, path: tuple) -> None:
+    """Blocks and groups nest at most MAX_NESTING levels deep (a chain of blocks each using the
+    next is not bounded by the YAML's nesting)."""
+    if depth >= MAX_NESTING:
+        raise error(f"blocks and groups nest deeper than {MAX_NESTING} levels (archspec's limit)",
+                    doc.loc(path + (op,), key=True),
+                    hint="a network is a few levels deep (stages, blocks, sub-layers); use `repeat` for depth")
+
+
+def check_group(body, inputs: list, doc: Document, path: tuple) -> None:
+    if not isinstance(body, list) or not body:
+        raise error("`graph:` holds a non-empty list of nodes", doc.loc(path + (GROUP,)))
+    if len(inputs) != 1:
+        raise error("a `graph:` group reads one input; its nodes may read others with `from`",
+                    doc.loc(path + ("from",)))
+
+
+def check_block_use(name: str, block: BlockDef, using: list[str], inputs: list, doc: Document, path: tuple) -> None:
+    """A block does not use itself (`using`: the blocks being expanded), and gets its inputs."""
+    if name in using:
+        loop = " -> ".join(using[using.index(name):] + [name])
+        raise error(f"block '{name}' uses itself: {loop}", doc.loc(path + (name,), key=True),
+                    hint="a block cannot contain itself; use `repeat` for depth")
+    if len(inputs) != len(block.inputs):
+        raise error(f"block '{name}' reads {len(block.inputs)} input(s) ({one_of(block.inputs)}), "
+                    f"this node gives {len(inputs)}", doc.loc(path + ("from",)),
+                    hint=f"name one node for each of {one_of(block.inputs)}: `from: [node, ...]`")
+
+
+def check_block_arguments(name: str, block: BlockDef, given, doc: Document, path: tuple) -> None:
+    """A block use gives a mapping of the block's parameters."""
+    base = path + (name,)
+    if not isinstance(given, dict):
+        raise error(f"block '{name}' takes a mapping of its parameters", doc.loc(base))
+    for key in given:
+        if key not in block.params:
+            hint = did_you_mean(key, block.params) or f"parameters: {one_of(block.params) or 'none'}"
+            raise error(f"block '{name}' has no parameter '{key}'", doc.loc(base + (key,), key=True), hint=hint)
+
+
+def missing_block_argument(name: str, key: str, doc: Document, path: tuple) -> SpecError:
+    return error(f"block '{name}' needs parameter '{key}'", doc.loc(path + (name,), key=True),
+                 hint=f"give it a value: `{name}: {{{key}: ...}}`")
+
+
+def check_parameter_mapping(name: str, raw, doc: Document, path: tuple) -> None:
+    if not isinstance(raw, dict):
+        raise error(f"{name} takes a mapping of parameters", doc.loc(path + (name,)), hint=f"e.g. `- {name}: {{...}}`")
+
+
+def check_plugin_required(op: Op, spec: SpecDoc, doc: Document, path: tuple, node_path: str) -> None:
+    if op.plugin is not None and op.plugin not in spec.requires:
+        raise error(f"{op.label} comes from the plugin '{op.plugin}', which this spec does not require",
+                    doc.loc(path + (op.primitive,), key=True), node_path,
+                    hint=f"add `requires: [{op.plugin}]` to the spec")
+
+
+def check_objective_place(op: Op, doc: Document, path: tuple, node_path: str) -> None:
+    """Losses (objective ops) go under `objectives`, and only they."""
+    under_objectives = node_path.startswith(OBJECTIVES + ".")
+    if op.objective != under_objectives:
+        raise error("a loss goes under `objectives`, and `objectives` holds only losses" if under_objectives
+                    else "a `loss` node belongs under `objectives`, not in the graph",
+                    doc.loc(path + (op.primitive,), key=True), node_path,
+                    hint="objectives read the graph's outputs and the targets; the model's forward computes the "
+                         "graph, model.loss(...) the objectives")
+
+
+def check_input_count(op: Op, params, count: int, doc: Document, path: tuple, node_path: str) -> None:
+    """The node gives the op as many inputs as it reads."""
+    if op.accepts(params, count):
+        return
+    name, expected = op.primitive, op.reads(params)
+    where = doc.loc(path + ("from",))
+    if not expected:
+        raise error(f"{name} reads no input, and this node gives {count}", where, node_path,
+                    hint=f"{name} makes a tensor: remove `from`")
+    kind = f" (kind {op.kind})" if op.kind else ""
+    wanted = f"{len(expected)} or more" if op.variadic else str(len(expected))
+    names = one_of(expected) + (", ..." if op.variadic else "")
+    raise error(f"{name}{kind} reads {wanted} input(s) ({names}), this node gives {count}", where, node_path,
+                hint=f"name one node for each of {names}: `from: [node, ...]`")
+
+
+# -- the expanded graph ------------------------------------------------------------------------------
+def check_acyclic(graph: Graph) -> None:
+    if graph.order() is not None:
+        return
+    import networkx as nx  # only to name the cycle in the error
+
+    cycle = nx.find_cycle(graph.to_networkx())
+    names = [a for a, _, _ in cycle] + [cycle[0][0]]
+    node = graph.record(cycle[-1][1])
+    raise error(f"cycle: {' -> '.join(names)}", node.from_loc or node.loc, node.name,
+                hint="a node cannot read, directly or indirectly, its own output")
+
+
+def objective_input_problems(graph: Graph) -> list[SpecError]:
+    """Objectives read what the model gives (its outputs) and what it is given (its inputs
+    and targets): model.loss computes them from forward's results."""
+    given = {o.node for o in graph.outputs} | {n.name for n in graph.inputs() + graph.targets()}
+    problems = []
+    for objective in graph.objectives:
+        node = graph.record(objective.node)
+        problems += [error(f"objectives read the model's outputs, inputs and targets; {source} is none of them",
+                           node.from_loc or node.loc, node.name, hint=f"name {source} under `outputs`")
+                     for source in graph.inputs_of(node.name) if source not in given]
+    return problems
