@@ -1,8 +1,9 @@
 """The `archspec` command.
 
-    archspec check SPEC [--set K=V]... [--json] [--target tensorrt]
-    archspec build SPEC [--set K=V]... [-o OUTDIR] [--target eager|export|onnx|tensorrt]
+    archspec check SPEC [--set K=V]... [--json] [--target TARGET]
+    archspec build SPEC [--set K=V]... [-o OUTDIR] [--target TARGET]
                         [--weights FILE [--map FILE]] ...
+    archspec targets [--json]     the targets, usable here or why not
     archspec schema
 
 Exit codes: 0 fine, 1 the spec has errors, 2 usage (bad flag, missing file), 3 a bug in
