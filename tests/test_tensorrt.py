@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
@@ -22,8 +23,13 @@ import archspec
 from archspec.core.errors import SpecError
 from archspec.compiler.backends import tensorrt as T
 from archspec.compiler.backends.batch import BatchRange
-from archspec.compiler.backends.cuda_stub import gpu_present
 from archspec.compiler.backends.export import example_inputs
+from archspec.compiler.backends.tensorrt import gpu_present
+from archspec.compiler.backends.tensorrt.coverage import ConverterRegistry
+from archspec.compiler.backends.tensorrt.engine import new_job, run_job
+from archspec.compiler.backends.tensorrt.failure import FailedNode
+from archspec.compiler.backends.tensorrt.job import Job, Outcome
+from archspec.compiler.backends.tensorrt.program import input_profiles
 from archspec.compiler.lower import lower
 from archspec.compiler.modules.attention.window import WindowAttention
 
@@ -154,6 +160,45 @@ def test_check_target_tensorrt_cli(tt, capsys):
     assert main(["check", spec, "--target", "tensorrt", "--batch", "8:1:2"]) == 2  # a usage error
 
 
+@needs_trt
+@pytest.mark.parametrize("version", ["2.14.0", "2.99.0"])
+def test_a_torch_tensorrt_without_the_private_registry_is_named_not_an_attribute_error(version, tt, monkeypatch):
+    monkeypatch.setattr(tt, "__version__", f"{version}+cu130")
+    monkeypatch.delattr("torch_tensorrt.dynamo.conversion._ConverterRegistry.DYNAMO_CONVERTERS")
+    with pytest.raises(SpecError) as caught:
+        ConverterRegistry(tt)
+    diag = caught.value.diagnostics[0]
+    assert diag.message == (f"torch-tensorrt {version} has no torch_tensorrt.dynamo.conversion._ConverterRegistry."
+                            "DYNAMO_CONVERTERS: the TensorRT coverage check reads torch-tensorrt's private converter "
+                            "registry, written for torch-tensorrt 2.14")
+    assert ("reinstall" if version == "2.14.0" else "'torch-tensorrt==2.14.*'") in diag.hint
+
+
+@needs_trt
+def test_a_missing_registry_method_or_setting_is_named(tt, monkeypatch):
+    registry = sys.modules["torch_tensorrt.dynamo.conversion._ConverterRegistry"].DYNAMO_CONVERTERS
+    monkeypatch.delattr(type(registry), "set_compilation_settings")
+    with pytest.raises(SpecError, match="has no DYNAMO_CONVERTERS.set_compilation_settings: "):
+        ConverterRegistry(tt)
+
+
+@needs_trt
+def test_the_job_and_its_outcome_cross_the_process_boundary_unchanged(tt, tmp_path):
+    report = archspec.check(str(SPECS_DIR / "vit_b16.yaml"), overrides={"img": 32, "depth": 1, "dim": 32,
+                                                                         "heads": 1})
+    job = Job(mode="aot", program="p.pt2", precision="fp16", work=str(tmp_path), batch=BatchRange(1, 4, 8),
+              inputs=tuple(input_profiles(report.graph, "fp16", "1:4:8")), outputs=("output",),
+              engine="model.engine", saved="model.trt.pt2", metadata="tensorrt.json",
+              spec={"name": report.graph.name, "file": report.graph.file})
+    assert job.inputs[0]["dynamic_axes"] == {0: "B"}
+    job.write()
+    assert Job.read(job.job_file) == job
+    node = FailedNode("aten.repeat.default", "repeat", 'File "s.yaml", line 3, in a.b', ("L['self'].a",))
+    outcome = Outcome(ok=False, error="RuntimeError: no", failed_node=node)
+    outcome.write(job.result_file)
+    assert Outcome.read(job.result_file) == outcome
+
+
 BLOCK_TORCH_TENSORRT = textwrap.dedent("""
     import sys
     class Block:
@@ -188,7 +233,7 @@ def test_without_torch_tensorrt_the_error_says_what_to_install(command, tmp_path
 
 
 def _check_engine(result, outdir, graph, precision, batch):
-    batch = T.BatchRange.of(batch)
+    batch = BatchRange.of(batch)
     engine = outdir / "model.engine"
     meta = json.loads((outdir / "tensorrt.json").read_text())
     assert engine.stat().st_size == result.engine_bytes > 100_000
@@ -246,7 +291,7 @@ def test_swin_t_full_size_engine(can_build, tmp_path):
 
 class _TwoAttentionsOneQuery(torch.nn.Module):
     """Two SDPAs reading one query: crashes the TensorRT-RTX 1.6 builder in fp32 with a dynamic
-    batch (see compiler/backends/tensorrt.py)."""
+    batch (see compiler/backends/tensorrt/engine.py)."""
 
     def forward(self, image):
         q, k, v = image.reshape(image.shape[0], 3, 4, 32, 8).unbind(1)  # [B, 4 heads, 32, 8] each
@@ -259,7 +304,7 @@ def _job(tt, graph, program, tmp_path, precision="fp32", batch=RANGE):
     work = tmp_path / "work"
     work.mkdir()
     torch.export.save(program, work / "program.pt2")
-    return T._job(tt, graph, str(tmp_path), str(work), str(work / "program.pt2"), precision, T.BatchRange.of(batch))
+    return new_job(tt, graph, str(tmp_path), str(work), str(work / "program.pt2"), precision, BatchRange.of(batch))
 
 
 def test_a_builder_crash_is_an_archspec_error_not_a_dead_process(can_build, tmp_path):
@@ -270,9 +315,8 @@ def test_a_builder_crash_is_an_archspec_error_not_a_dead_process(can_build, tmp_
     batch = torch.export.Dim("batch", min=1, max=64)
     program = torch.export.export(_TwoAttentionsOneQuery(), (torch.randn(2, 3, 32, 32),),
                                   dynamic_shapes={"image": {0: batch}})
-    job = _job(can_build, report.graph, program, tmp_path)
-    job["outputs"] = ["output"]
-    result = T._run_job(job, report.graph, timeout=600)  # crashes, then builds with attention decomposed
+    job = replace(_job(can_build, report.graph, program, tmp_path), outputs=("output",))
+    result = run_job(job, report.graph, timeout=600)  # crashes, then builds with attention decomposed
     assert any("crashed" in n and "decompose_attention=True" in n for n in result.notes)
     assert (tmp_path / "model.engine").stat().st_size > 0
 
@@ -284,7 +328,7 @@ def test_a_conversion_failure_names_the_op_and_the_spec_node(can_build, tmp_path
     program = T.export_for_tensorrt(gm, report.graph, "fp32", RANGE)
     job = _job(can_build, report.graph, program, tmp_path)
     with pytest.raises(archspec.InternalError) as caught:  # past the checker: a bug (exit 3), not the spec's
-        T._run_job(job, report.graph, timeout=600)
+        run_job(job, report.graph, timeout=600)
     diag = caught.value.diagnostics[0]
     assert "aten.repeat.default did not convert to TensorRT" in diag.message
     assert diag.path is not None and diag.path.startswith("stages.0.blocks.1.attn")
