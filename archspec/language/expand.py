@@ -31,7 +31,7 @@ from .loader import Document
 from .names import OBJECTIVES, check_node_id, node_names
 from .node_params import node_params
 from .schema import GROUP, BlockDef, NodeMeta, SpecDoc
-from .scope import Alias, Group, Out, Ref, Scope, resolve
+from .scope import Alias, Compound, Out, Ref, Scope, resolve
 from .validation import diagnostics_from
 from .values import POISON, Env, Params, Silent, evaluate_value
 
@@ -226,7 +226,7 @@ class Expander:
         if times == 0:
             return Alias(inputs[0])
         self.graph.groups[site.node_path] = GroupInfo("repeat")
-        copies = Group(None)
+        copies = Compound(None)
         current = list(inputs)
         for k in range(times):
             value = self.instantiate(site.copy(meta.as_ or "i", k), current)
@@ -258,7 +258,7 @@ class Expander:
         inner = Scope(site.scope)
         self.graph.groups.setdefault(site.node_path, GroupInfo("group"))
         out = self.expand_list(site.body, site.op_path, inner, site.env, site.node_path + ".", inputs[0])
-        return Group(out, inner.names)
+        return Compound(out, inner.names)
 
     def block(self, site: Site, inputs: list):
         name, block = site.op, self.spec.blocks[site.op]
@@ -273,7 +273,7 @@ class Expander:
                                    site.node_path + ".", inputs[0])
         finally:
             self.block_stack.pop()
-        return Group(out, {k: v for k, v in inner.names.items() if k not in block.inputs})
+        return Compound(out, {k: v for k, v in inner.names.items() if k not in block.inputs})
 
     def block_args(self, site: Site, block: BlockDef) -> dict:
         """The arguments of a block use: those given, evaluated where the block is used, then the

@@ -1,10 +1,10 @@
 """What a name in a spec's graph stands for, and how references are resolved.
 
 While expanding, a name in a scope stands for a value: a primitive node's output (`Out`), a
-group's (or block's or repeat's) members and the value reading it gives (`Group`), a skipped
-node that passes its input on (`Alias`), or a reference not yet resolved (`Ref`, from
-`from:`, `outputs` or a parameter naming a node). References may point forward, so they are
-resolved once every node exists (`Resolver`).
+node with nodes inside (an inline group, a block use, a repeat: `Compound`, its members and
+the value reading it gives), a skipped node that passes its input on (`Alias`), or a reference
+not yet resolved (`Ref`, from `from:`, `outputs` or a parameter naming a node). References may
+point forward, so they are resolved (`resolve`, `lookup`) once every node exists.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ class Out:
 
 
 @dataclass
-class Group:
-    out: Any  # the value reading the group gives
+class Compound:
+    """A node with nodes inside: an inline group, a block use, a repeat (its copies `0`, `1`, ...)."""
+
+    out: Any  # the value reading it gives
     members: dict[str, Any] = field(default_factory=dict)
 
 
@@ -78,7 +80,7 @@ def resolve(value, memo: dict | None = None) -> str | None:
             node = value.node
             break
         walked.append(value)
-        if isinstance(value, Group):
+        if isinstance(value, Compound):
             value = value.out
         elif isinstance(value, Alias):
             value = value.target
@@ -108,9 +110,9 @@ def lookup(ref: Ref):
                     hint=suggest(first, visible) or f"known here: {some(visible)}")
     value, walked = scope.names[first], first
     for part in rest:
-        while isinstance(value, Alias) and isinstance(value.target, Group):
+        while isinstance(value, Alias) and isinstance(value.target, Compound):
             value = value.target
-        members = value.members if isinstance(value, Group) else {}
+        members = value.members if isinstance(value, Compound) else {}
         if part not in members:
             known = some(members) if members else "nothing"
             hint = suggest(part, members)

@@ -112,11 +112,11 @@ def field_names(model: Any) -> list[str]:
     return []
 
 
-# -- wording one group of errors -------------------------------------------------------------------
+# -- wording the errors about one value -------------------------------------------------------------------
 
 
 @dataclass
-class _Group:
+class _ValueErrors:
     """The errors about one value, and what is needed to word them."""
 
     path: tuple
@@ -154,14 +154,14 @@ class _Group:
         return Diagnostic(message, self.doc.loc(self.base + path, key=key), self.node_path, hint)
 
 
-def _bad_key(g: _Group) -> Diagnostic | None:
+def _bad_key(g: _ValueErrors) -> Diagnostic | None:
     if not g.is_key:
         return None
     parent = "`" + ".".join(str(p) for p in g.path[:-1]) + "`" if g.path[:-1] else "the spec"
     return g.at(f"'{g.path[-1]}' is not a valid name in {parent}", f"names use {NAME_RULE}", key=True)
 
 
-def _unknown_key(g: _Group) -> Diagnostic | None:
+def _unknown_key(g: _ValueErrors) -> Diagnostic | None:
     if "extra_forbidden" not in g.types:
         return None
     allowed = field_names(_model_holding(g.model, g.path))
@@ -171,29 +171,29 @@ def _unknown_key(g: _Group) -> Diagnostic | None:
     return g.at(f"unknown key '{key}'{g.where}", hint, key=True)
 
 
-def _missing(g: _Group) -> Diagnostic | None:
+def _missing(g: _ValueErrors) -> Diagnostic | None:
     if "missing" not in g.types:
         return None
     return g.at(f"missing required {g.name}{g.where}", key=True, path=g.path[:-1])
 
 
-def _empty(g: _Group) -> Diagnostic | None:
+def _empty(g: _ValueErrors) -> Diagnostic | None:
     return g.at(f"{g.name} must not be empty") if "too_short" in g.types else None
 
 
-def _not_a_name(g: _Group) -> Diagnostic | None:
+def _not_a_name(g: _ValueErrors) -> Diagnostic | None:
     if "string_pattern_mismatch" in g.types and g.errs[0].get("ctx", {}).get("pattern") == IDENTIFIER:
         return g.at(f"{g.name} must be a name ({NAME_RULE}); got {describe_value(g.got)}")
     return None
 
 
-def _meta_expression(g: _Group) -> Diagnostic | None:
+def _meta_expression(g: _ValueErrors) -> Diagnostic | None:
     if g.model is NodeMeta and len(g.path) == 1 and g.path[0] in _META_EXPECTED:
         return g.at(f"{g.name} must be {_META_EXPECTED[g.path[0]]}; got {describe_value(g.got)}")
     return None
 
 
-def _constraint(g: _Group) -> Diagnostic | None:
+def _constraint(g: _ValueErrors) -> Diagnostic | None:
     """A value of the right type outside its bounds (gt, le, ...)."""
     constraint = [e for e in g.errs if e["type"] not in _EXPECTED and e["type"] != "literal_error"]
     if not constraint:
@@ -218,7 +218,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _wrong_type_hint(g: _Group, expected: list[str]) -> str | None:
+def _wrong_type_hint(g: _ValueErrors, expected: list[str]) -> str | None:
     got = g.got
     if isinstance(got, str) and "true or false" in expected and got.lower() in ("yes", "no", "on", "off", "y", "n"):
         return f"write true or false; '{got}' is a string in YAML 1.2"
@@ -235,7 +235,7 @@ def _wrong_type_hint(g: _Group, expected: list[str]) -> str | None:
     return None
 
 
-def _wrong_type(g: _Group) -> Diagnostic:
+def _wrong_type(g: _ValueErrors) -> Diagnostic:
     expected = []
     for e in g.errs:
         text = _expectation(e)
@@ -248,7 +248,7 @@ def _wrong_type(g: _Group) -> Diagnostic:
 _EXPLAINERS = (_bad_key, _unknown_key, _missing, _empty, _not_a_name, _meta_expression, _constraint)
 
 
-def _explain(g: _Group) -> Diagnostic:
+def _explain(g: _ValueErrors) -> Diagnostic:
     for explain in _EXPLAINERS:
         diag = explain(g)
         if diag is not None:
@@ -283,6 +283,6 @@ def diagnostics_from(exc: ValidationError, data: Any, doc: Document, base: tuple
             close = difflib.get_close_matches(str(path[-1]), allowed, n=1, cutoff=0.6)
             if close:
                 meant.add(path[:-1] + (close[0],))
-    return [_explain(_Group(path, errs, is_key, doc, base, model, what, node_path, elsewhere))
+    return [_explain(_ValueErrors(path, errs, is_key, doc, base, model, what, node_path, elsewhere))
             for (path, is_key), errs in groups.items()
             if not (path in meant and all(e["type"] == "missing" for e in errs))]
