@@ -82,6 +82,23 @@ def test_a_new_target_is_one_file_that_targets_lists_and_build_runs(toy_target, 
     assert not (out / "model.pt2").exists()  # the toy needs no export
 
 
+def test_an_installed_package_adds_a_target_through_its_entry_point(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    (tmp_path / "toy_target_plugin.py").write_text(textwrap.dedent(TOY))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    point = importlib.metadata.EntryPoint("toy", "toy_target_plugin", targets.GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [point] if group == targets.GROUP else [])
+    targets.reset()
+    try:
+        assert "toy" not in [t.name for t in targets.builtins("build")]  # plugins are looked for when asked
+        assert targets.get("toy").doc == "a text file with the graph's name"
+        assert "toy" in targets.TargetChoices("build") and "toy" not in targets.TargetChoices("bench")
+    finally:
+        monkeypatch.undo()
+        targets.reset()
+
+
 def test_a_target_is_registered_once():
     targets.load_builtins()
     with pytest.raises(targets.RegistryError, match="registered twice"):

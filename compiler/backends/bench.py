@@ -8,7 +8,8 @@ lower-precision or exported variant's deviation from fp32 eager.
     print(result.table())
 
 A variant that cannot run here (TensorRT without a CUDA GPU, bf16 in ONNX Runtime on a CPU)
-becomes a row that says why, not a failure.
+becomes a row that says why, not a failure. Each target makes its own runner (`Target.bench`,
+compiler/backends/targets/); this module times them.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ choices. Target modules import heavy packages inside their methods only.
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -72,8 +73,6 @@ class BuildContext:
     notes: list[str] = field(default_factory=list)  # printed as "note: ..." after the step
 
     def path(self, name: str) -> str:
-        import os
-
         return os.path.join(self.outdir, name)
 
     def write_text(self, name: str, text: str) -> None:
