@@ -101,7 +101,7 @@ def test_an_installed_package_adds_a_target_through_its_entry_point(tmp_path, mo
 
 def test_a_target_is_registered_once():
     targets.load_builtins()
-    with pytest.raises(targets.RegistryError, match="registered twice"):
+    with pytest.raises(targets.TargetRegistryError, match="registered twice"):
         targets.register(targets.get("onnx"))
 
 

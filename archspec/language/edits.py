@@ -24,7 +24,7 @@ from ..core.errors import Loc, SpecError, error
 from ..core.words import one_of
 from .loader import Document
 from .names import node_names, taken_names
-from .schema import GROUP, META_KEYS, SpecDoc, Strict
+from .schema import GROUP, META_KEYS, SpecDoc, StrictSpecModel
 
 EDITS = ("remove", "replace", "insert")  # edits of the base's graph, applied in this order
 
@@ -73,7 +73,7 @@ def _edits_model():
     from pydantic import create_model
 
     fields = {key: (SpecDoc.model_fields[key].annotation, SpecDoc.model_fields[key]) for key in EDITS}
-    return create_model("SpecEdits", __base__=Strict, **fields)
+    return create_model("SpecEdits", __base__=StrictSpecModel, **fields)
 
 
 def _check_edit_form(child: Document, keys: list[str]) -> None:

@@ -18,18 +18,18 @@ NAME_RULE = "letters, digits and _, not starting with a digit"
 Name = Annotated[str, Field(pattern=IDENTIFIER)]  # a key that names something: letters, digits, _
 
 
-class Strict(BaseModel):
+class StrictSpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True, defer_build=True)
 
 
-class InputDecl(Strict):
+class InputDecl(StrictSpecModel):
     shape: list[Union[int, str]] = Field(
         description="[B, ...]: integers, `B`, a dim declared under `dims`, or an expression over params")
     dtype: Literal["float32", "int64"] = "float32"
     grid: list[int] | None = Field(None, description="tokens input: the (H, W) grid the tokens lie on")
 
 
-class BlockDef(Strict):
+class BlockDef(StrictSpecModel):
     doc: str = ""
     params: dict[Name, Any] = Field(default_factory=dict,
                                     description="parameters with defaults; a null default means required")
@@ -38,13 +38,13 @@ class BlockDef(Strict):
     graph: list[dict[str, Any]] = Field(min_length=1)
 
 
-class InsertEdit(Strict):
+class InsertEdit(StrictSpecModel):
     before: str | None = Field(None, description="path of the base node to insert before")
     after: str | None = Field(None, description="path of the base node to insert after")
     nodes: list[dict[str, Any]] = Field(min_length=1, description="the nodes to insert")
 
 
-class SpecDoc(Strict):
+class SpecDoc(StrictSpecModel):
     archspec: Literal[1] = Field(FORMAT_VERSION, description="spec format version")
     name: str = Field(pattern=IDENTIFIER)
     doc: str = ""
@@ -79,7 +79,7 @@ META_KEYS = ("id", "from", "repeat", "as", "if", "doc")
 GROUP = "graph"  # the op key of an inline group of nodes (and the key of the top-level graph)
 
 
-class NodeMeta(Strict):
+class NodeMeta(StrictSpecModel):
     """The keys of a graph node besides its op."""
 
     id: str | None = Field(None, pattern=IDENTIFIER, description="name of the node (its path segment)")

@@ -26,16 +26,16 @@ _LOADED: set[str] = set()  # "builtins", "plugins"
 _PLUGIN_MODULES: list[str] = []  # the modules the entry points named
 
 
-class RegistryError(Exception):
+class TargetRegistryError(Exception):
     """Two targets claim the same name, or a target needs one that is not there: a bug in
     archspec or in a plugin, found when it registers or is used."""
 
 
 def register(target):
     if not target.name:
-        raise RegistryError(f"{type(target).__module__}.{type(target).__name__} has no name")
+        raise TargetRegistryError(f"{type(target).__module__}.{type(target).__name__} has no name")
     if target.name in _TARGETS:
-        raise RegistryError(f"target {target.name!r} is registered twice ({type(_TARGETS[target.name]).__module__} "
+        raise TargetRegistryError(f"target {target.name!r} is registered twice ({type(_TARGETS[target.name]).__module__} "
                             f"and {type(target).__module__})")
     _TARGETS[target.name] = target
     return target
@@ -122,12 +122,12 @@ def chain(target) -> list:
 
     def visit(t, path: tuple):
         if t.name in path:
-            raise RegistryError(f"target {t.name!r} needs itself ({' -> '.join(path + (t.name,))})")
+            raise TargetRegistryError(f"target {t.name!r} needs itself ({' -> '.join(path + (t.name,))})")
         for name in t.needs:
             try:
                 visit(get(name), path + (t.name,))
             except KeyError:
-                raise RegistryError(f"target {t.name!r} needs {name!r}, which is not registered") from None
+                raise TargetRegistryError(f"target {t.name!r} needs {name!r}, which is not registered") from None
         if t not in order:
             order.append(t)
 
