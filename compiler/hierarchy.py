@@ -27,8 +27,7 @@ import torch.nn as nn
 import torch.utils.checkpoint
 
 from archspec.core.ir import Graph
-
-OBJECTIVES = "objectives"  # the path under which loss nodes live: not part of forward
+from archspec.language.names import OBJECTIVES
 
 
 class Group(torch.fx.GraphModule):

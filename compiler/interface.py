@@ -1,15 +1,73 @@
-"""What the model's timm-style interface (model.py) needs to know about the spec, read off the
-IR at lowering and kept in `model.meta["archspec"]`: the classifier head, the blocks (the
+"""What the built model (model.py) and training code need to know about the spec, read off the
+IR at lowering into a `ModelFacts` kept in `model.meta["archspec"]` (`model.facts`): its
+inputs, targets, outputs and objectives, and for the timm-style interface the classifier head
+(the top-level head whose HEAD_ROLE is a Classifier, compiler/facts.py), the blocks (the
 innermost repetitions), the stages (the repetitions of the first repeat) and the layer of
 every module for layer-wise learning-rate decay."""
 
 from __future__ import annotations
 
-from archspec.core.ir import Graph
+from dataclasses import dataclass
 
-OBJECTIVES = "objectives"
-HEAD_KINDS = ("classify", "distilled")
+from archspec.core.ir import Graph
+from archspec.language.names import OBJECTIVES
+
+from .facts import HEAD_ROLE, Classifier
+
 MERGE_WITH_PREVIOUS = 99999  # timm's ordinal suffix for "the same layer as the one before"
+
+
+@dataclass(frozen=True)
+class Head:
+    """The model's classifier: the head node at `path`, its role, the width of what it reads and
+    the node it reads (`reads`: what forward_features returns)."""
+
+    path: str
+    role: Classifier
+    width: int
+    reads: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A repetition of the model's first repeat (forward_intermediates): its path, the node whose
+    output it gives, and that output's token grid (None: not on a grid), prefix tokens and shape."""
+
+    path: str
+    node: str
+    grid: tuple[int, int] | None
+    prefix: int
+    shape: tuple
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a built model knows of its spec (written at lowering, read by model.py and training)."""
+
+    name: str
+    file: str | None
+    inputs: tuple[str, ...]
+    targets: tuple[str, ...]
+    outputs: tuple[str, ...]  # forward's outputs by name
+    output_nodes: tuple[str, ...]  # the node each output is (one node may be two outputs)
+    node_paths: tuple[str, ...]  # the network's nodes (not inputs, not objectives)
+    objectives: tuple[str, ...]
+    head: Head | None
+    blocks: tuple[str, ...]
+    stages: tuple[Stage, ...]
+    layers: dict[str, tuple]  # module path -> layer ordinal, per block
+    coarse_layers: dict[str, tuple]  # the same, per stage
+
+
+def model_facts(graph: Graph) -> ModelFacts:
+    found_stages = stages(graph)
+    found_blocks = blocks(graph)
+    return ModelFacts(name=graph.name, file=graph.file, inputs=tuple(n.name for n in graph.inputs()),
+                      targets=tuple(n.name for n in graph.targets()), outputs=tuple(o.name for o in graph.outputs),
+                      output_nodes=tuple(o.node for o in graph.outputs), node_paths=tuple(network_nodes(graph)),
+                      objectives=tuple(o.name for o in graph.objectives), head=head(graph),
+                      blocks=tuple(found_blocks), stages=tuple(found_stages),
+                      layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]))
 
 
 def parent(path: str) -> str:
@@ -45,7 +103,7 @@ def blocks(graph: Graph) -> list[str]:
                                        for g in graph.groups)]
 
 
-def stages(graph: Graph) -> list[dict]:
+def stages(graph: Graph) -> list[Stage]:
     """The repetitions of the shallowest, first repeat, with the layout of what each gives."""
     repeats = [p for p, info in graph.groups.items() if info.kind == "repeat"]
     if not repeats:
@@ -63,53 +121,50 @@ def stages(graph: Graph) -> list[dict]:
                  or n in {o.node for o in graph.outputs}]
         last = (given or inside)[-1]
         t = graph.type_of(last)
-        out.append({"path": path, "node": last, "grid": list(t.grid) if t.grid else None, "prefix": t.prefix,
-                    "shape": [d if isinstance(d, int) else str(d) for d in t.shape]})
+        out.append(Stage(path=path, node=last, grid=tuple(t.grid) if t.grid else None, prefix=t.prefix,
+                         shape=tuple(d if isinstance(d, int) else str(d) for d in t.shape)))
     return out
 
 
-def head(graph: Graph) -> dict | None:
-    """The classifier: a top-level head of kind classify or distilled that the model returns."""
+def head(graph: Graph) -> Head | None:
+    """The classifier: a top-level node the model returns whose op's HEAD_ROLE is a Classifier
+    (compiler/facts.py: head kinds classify and distilled)."""
     returned = {o.node for o in graph.outputs}
     for name in network_nodes(graph):
-        node = graph.record(name)
-        if "." not in name and node.op.primitive == "head" and node.op.kind in HEAD_KINDS and name in returned:
+        if "." in name or name not in returned:
+            continue
+        role = HEAD_ROLE.of(graph.record(name).op, graph.node(name))
+        if role is not None:
             (source,) = graph.inputs_of(name)
-            return {"path": name, "kind": node.op.kind, "width": graph.type_of(source).channels, "reads": source}
+            return Head(path=name, role=role, width=graph.type_of(source).channels, reads=source)
     return None
 
 
-def layers(graph: Graph, units: list[str]) -> dict[str, list]:
+def layers(graph: Graph, units: list[str]) -> dict[str, tuple]:
     """Module path -> layer ordinal (as timm's group matchers give): the stem (0,); unit k of
     `units` (1, k); a node between units belongs to the next one; a node after the last unit to
     the last one (merged: the MERGE_WITH_PREVIOUS suffix); the head to no layer (left out)."""
     owner = {}
     for k, unit in enumerate(units):
         owner[unit] = k
-    order: dict[str, list] = {}
+    order: dict[str, tuple] = {}
     pending: list[str] = []
     seen_unit = None
-    head_path = (head(graph) or {}).get("path")
+    classifier = head(graph)
+    head_path = classifier.path if classifier else None
     for name in network_nodes(graph):
         unit = next((u for u in units if name.startswith(u + ".")), None)
         if unit is not None:
-            order[unit] = [1, owner[unit]]
+            order[unit] = (1, owner[unit])
             for waiting in pending:
-                order[waiting] = [1, owner[unit]]
+                order[waiting] = (1, owner[unit])
             pending, seen_unit = [], unit
         elif name == head_path:
             continue
         elif seen_unit is None:
-            order[name] = [0]
+            order[name] = (0,)
         else:
             pending.append(name)
     for waiting in pending:  # after the last unit: part of the last layer
-        order[waiting] = [1, owner[seen_unit], MERGE_WITH_PREVIOUS]
+        order[waiting] = (1, owner[seen_unit], MERGE_WITH_PREVIOUS)
     return order
-
-
-def interface_meta(graph: Graph) -> dict:
-    found_stages = stages(graph)
-    found_blocks = blocks(graph)
-    return {"head": head(graph), "blocks": found_blocks, "stages": found_stages,
-            "layers": layers(graph, found_blocks), "coarse_layers": layers(graph, [s["path"] for s in found_stages])}

@@ -24,8 +24,10 @@ from archspec.core.errors import InternalError, Loc, bug
 from archspec.core.interpreter import Interpreter
 from archspec.core.ir import Graph, NodeView
 
-from .hierarchy import OBJECTIVES, Hierarchy
-from .interface import interface_meta
+from archspec.language.names import OBJECTIVES
+
+from .hierarchy import Hierarchy
+from .interface import model_facts
 from .lowering_rules import LoweringContext, rule_for
 from .model import ArchspecModel
 
@@ -83,14 +85,7 @@ class Lowering(Interpreter):
         forward = hierarchy.build("", force=(inputs, [o.node for o in self.graph.outputs]))
         gm = ArchspecModel(self.root, forward, class_name=class_name(self.graph.name))
         gm.graph.lint()
-        gm.meta["archspec"] = {"name": self.graph.name, "file": self.graph.file, "inputs": inputs,
-                               "targets": [n.name for n in self.graph.targets()],
-                               "outputs": [o.name for o in self.graph.outputs],
-                               "output_nodes": [o.node for o in self.graph.outputs],
-                               "node_paths": [n.name for n in self.graph.nodes() if not n.is_input
-                                              and not n.name.startswith(OBJECTIVES + ".")],
-                               "objectives": [o.name for o in self.graph.objectives]}
-        gm.meta["archspec"].update(interface_meta(self.graph))
+        gm.meta["archspec"] = model_facts(self.graph)  # a ModelFacts (interface.py): ArchspecModel.facts
         if self.graph.objectives:
             gm.__dict__["_objective"] = torch.fx.GraphModule(self.objective_root, self.objective_graph())
         features = features_graph(gm)
@@ -130,10 +125,10 @@ class Lowering(Interpreter):
         return fx
 
 
-def features_graph(gm: torch.fx.GraphModule) -> torch.fx.Graph | None:
+def features_graph(gm: ArchspecModel) -> torch.fx.Graph | None:
     """forward up to the head: the root graph returning what the head reads (None when the
     head is not called at the top level)."""
-    head = gm.meta["archspec"].get("head")
+    head = gm.facts.head
     if head is None:
         return None
     graph = torch.fx.Graph()
@@ -142,7 +137,7 @@ def features_graph(gm: torch.fx.GraphModule) -> torch.fx.Graph | None:
         if node.op == "output":
             break
         env[node] = graph.node_copy(node, lambda a: env[a])
-    reads = next((n for n in gm.graph.nodes if n.meta.get("archspec_node") == head["reads"]), None)
+    reads = next((n for n in gm.graph.nodes if n.meta.get("archspec_node") == head.reads), None)
     if reads is None:
         return None
     graph.output(env[reads])

@@ -12,7 +12,7 @@ and the spec's objectives (`objectives:`), computed by `loss` / `losses`, never 
 they read forward's outputs and the inputs and targets, and add no parameters.
 
 What these methods need from the spec (which node is the head, which modules are blocks and
-stages) is recorded at lowering in `self.meta["archspec"]`.
+stages) is recorded at lowering in a `ModelFacts` (interface.py), `self.facts`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,18 @@ import torch
 import torch.fx
 import torch.nn as nn
 
+from .interface import Head, ModelFacts, Stage
+
 NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value")
 
 
 class ArchspecModel(torch.fx.GraphModule):
     """A built spec (see the module docstring)."""
+
+    @property
+    def facts(self) -> ModelFacts:
+        """What the model knows of its spec, written at lowering (kept in meta for pickling)."""
+        return self.meta["archspec"]
 
     # -- objectives ---------------------------------------------------------------------------------
     def loss(self, *args):
@@ -36,11 +43,11 @@ class ArchspecModel(torch.fx.GraphModule):
 
     def losses(self, *args) -> dict:
         """{objective name: value, ..., "loss": the weighted total}, given the inputs then the targets."""
-        info = self.meta["archspec"]
-        count = len(info["inputs"])
-        if len(args) != count + len(info["targets"]):
-            raise TypeError(f"loss takes the inputs ({', '.join(info['inputs'])}) and the targets "
-                            f"({', '.join(info['targets']) or 'none'}): {count + len(info['targets'])} tensors, "
+        facts = self.facts
+        count = len(facts.inputs)
+        if len(args) != count + len(facts.targets):
+            raise TypeError(f"loss takes the inputs ({', '.join(facts.inputs)}) and the targets "
+                            f"({', '.join(facts.targets) or 'none'}): {count + len(facts.targets)} tensors, "
                             f"got {len(args)}")
         return self.losses_from(self(*args[:count]), *args)
 
@@ -51,37 +58,34 @@ class ArchspecModel(torch.fx.GraphModule):
         if objective is None:
             raise TypeError("this model declares no objectives (a spec's `objectives:` section)")
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        distinct = list(dict.fromkeys(self.meta["archspec"]["output_nodes"]))
-        by_node = dict(zip(self.meta["archspec"]["output_nodes"], outputs))
+        distinct = list(dict.fromkeys(self.facts.output_nodes))
+        by_node = dict(zip(self.facts.output_nodes, outputs))
         values = objective(*(by_node[n] for n in distinct), *args)
-        names = self.meta["archspec"]["objectives"]
-        return {**dict(zip(names, values[1:])), "loss": values[0]}
+        return {**dict(zip(self.facts.objectives, values[1:])), "loss": values[0]}
 
     # -- the head -----------------------------------------------------------------------------------
-    def _head(self):
-        head = self.meta["archspec"].get("head")
+    def _head(self) -> tuple[Head, nn.Module]:
+        head = self.facts.head
         if head is None:
             raise TypeError("this model has no classifier head at its top level (a head of kind classify or "
                             "distilled that the model returns)")
-        return head, self.get_submodule(head["path"])
+        return head, self.get_submodule(head.path)
 
     @property
     def num_classes(self) -> int:
         head, module = self._head()
-        fc = module.fc
+        fc = getattr(module, head.role.layers[0])
         return fc.out_features if isinstance(fc, nn.Linear) else 0
 
     def reset_classifier(self, num_classes: int) -> None:
         """A new classifier with `num_classes` outputs (0: none, the head gives pooled features)."""
         head, module = self._head()
-        width = head["width"]
-        for name in ("fc", "fc_dist"):
-            if hasattr(module, name):
-                layer = nn.Linear(width, num_classes) if num_classes > 0 else nn.Identity()
-                if num_classes > 0:
-                    nn.init.trunc_normal_(layer.weight, std=0.02)
-                    nn.init.zeros_(layer.bias)
-                setattr(module, name, layer)
+        for name in head.role.layers:
+            layer = nn.Linear(head.width, num_classes) if num_classes > 0 else nn.Identity()
+            if num_classes > 0:
+                nn.init.trunc_normal_(layer.weight, std=0.02)
+                nn.init.zeros_(layer.bias)
+            setattr(module, name, layer)
 
     def forward_features(self, *inputs):
         """The network up to its head: what the head reads (e.g. [B, N, C] tokens)."""
@@ -94,12 +98,7 @@ class ArchspecModel(torch.fx.GraphModule):
     def forward_head(self, x, pre_logits: bool = False):
         """The head on features; with pre_logits, what its classifier reads (pooled, normed)."""
         head, module = self._head()
-        if not pre_logits:
-            return module(x)
-        if head["kind"] == "distilled":
-            return (x[:, 0] + x[:, 1]) / 2  # as timm: the average of the two tokens
-        pooled = x[:, 0] if module.pool == "cls" else x[:, module.prefix:].mean(dim=1)  # [B, N, C] -> [B, C]
-        return module.norm(pooled) if module.norm is not None else pooled
+        return head.role.pre_logits(module, x) if pre_logits else module(x)  # [B, N, C] -> [B, C] or logits
 
     # -- optimisation -----------------------------------------------------------------------------
     def no_weight_decay(self) -> set[str]:
@@ -114,20 +113,20 @@ class ArchspecModel(torch.fx.GraphModule):
         (timm.optim param_groups_layer_decay accepts it): the stem (0,); each block (1, k) in
         order; coarse: each stage. Nodes between blocks belong to the next block; the final norm
         to the last; the head to no layer (the largest ordinal, as timm)."""
-        layers = self.meta["archspec"]["coarse_layers" if coarse else "layers"]
+        layers = self.facts.coarse_layers if coarse else self.facts.layers
         ordered = sorted(layers.items(), key=lambda item: -len(item[0]))
 
         def ordinal(name: str):
             for prefix, value in ordered:
                 if name == prefix or name.startswith(prefix + "."):
-                    return tuple(value)
+                    return value
             return (math.inf,)
 
         return ordinal
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         """Recompute each block's activations in the backward pass instead of keeping them."""
-        for path in self.meta["archspec"]["blocks"]:
+        for path in self.facts.blocks:
             self.get_submodule(path).checkpointing = enable
 
     # -- features for detection and segmentation ------------------------------------------------------
@@ -137,7 +136,7 @@ class ArchspecModel(torch.fx.GraphModule):
         and PVT's stages), tokens on a grid as images [B, C, H, W] (prefix tokens dropped) with
         output_fmt NCHW. `indices`: an int n (the last n) or a list of stage indices; default all.
         Returns (forward's output, [features]) or, with intermediates_only, [features]."""
-        stages = self.meta["archspec"]["stages"]
+        stages = self.facts.stages
         if not stages:
             raise TypeError("this model has no repeated stages to take intermediates from")
         chosen = _choose(indices, len(stages))
@@ -145,7 +144,7 @@ class ArchspecModel(torch.fx.GraphModule):
         for i in chosen:
             def keep(module, args, output, i=i):
                 seen[i] = output[0] if isinstance(output, tuple) else output
-            hooks.append(self.get_submodule(stages[i]["path"]).register_forward_hook(keep))
+            hooks.append(self.get_submodule(stages[i].path).register_forward_hook(keep))
         try:
             out = self(*inputs)
         finally:
@@ -168,11 +167,10 @@ def _choose(indices, count: int) -> list[int]:
     return chosen
 
 
-def _layout(x, stage: dict, output_fmt: str):
+def _layout(x, stage: Stage, output_fmt: str):
     """Tokens on a grid -> [B, C, H, W] (NCHW) or [B, H, W, C] (NHWC), prefix tokens dropped."""
-    grid, prefix = stage.get("grid"), stage.get("prefix", 0)
-    if grid is None or x.dim() != 3:
+    if stage.grid is None or x.dim() != 3:
         return x
-    h, w = grid
-    x = x[:, prefix:].reshape(x.shape[0], h, w, x.shape[-1])  # [B, prefix + HW, C] -> [B, H, W, C]
+    h, w = stage.grid
+    x = x[:, stage.prefix:].reshape(x.shape[0], h, w, x.shape[-1])  # [B, prefix + HW, C] -> [B, H, W, C]
     return x.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else x  # -> [B, C, H, W]

@@ -31,7 +31,7 @@ class TestPipeline:
         for name, out in outputs.items():
             expected = _expected_shape(graph.type_of(name).shape, sizes, graph)
             assert list(out.shape) == expected, name
-        assert len(outputs) == len(gm.meta["archspec"]["node_paths"]) == len(graph) - len(graph.inputs()) - len(
+        assert len(outputs) == len(gm.facts.node_paths) == len(graph) - len(graph.inputs()) - len(
             graph.targets()) - len(graph.objectives)
 
     def test_parameter_count_matches_checker(self, spec_path):

@@ -65,11 +65,11 @@ class Objective:
 
     def __init__(self, model, graph):
         self.model, self.graph = model, graph
-        info = model.meta["archspec"]
-        self.inputs, self.targets = info["inputs"], info["targets"]
-        if info["objectives"]:
+        facts = model.facts
+        self.inputs, self.targets = facts.inputs, facts.targets
+        if facts.objectives:
             self.kind = "objectives"
-        elif info.get("head") is not None:
+        elif facts.head is not None:
             self.kind = "classify"
             self.classes = graph.type_of(graph.outputs[0].node).channels
         elif len(graph.outputs) == 1 and graph.record(graph.outputs[0].node).op.label == "head/lm":
@@ -129,7 +129,7 @@ class Trainer:
         if o.fsdp:
             from torch.distributed.fsdp import fully_shard
 
-            for path in model.meta["archspec"]["blocks"]:
+            for path in model.facts.blocks:
                 fully_shard(model.get_submodule(path))
             fully_shard(model)
             return model

@@ -21,7 +21,7 @@ from typing import Mapping
 
 import torch
 
-from archspec.core.errors import UsageError
+from archspec.core.errors import InternalError, UsageError
 from archspec.core.ir import Graph
 from archspec.core.types import Sym
 from archspec.primitives.infer import GraphContext
@@ -161,7 +161,7 @@ def export_program(gm: torch.fx.GraphModule, graph: Graph, batch_range: tuple[in
         with torch.no_grad():
             program = torch.export.export(sized, args, dynamic_shapes=dynamic_shapes(graph, batch_range, size_range),
                                           strict=False)
-    except UsageError:
+    except (UsageError, InternalError):  # InternalError: an op without its TOKEN_GRID fact
         raise
     except Exception as exc:  # noqa: BLE001 - torch's guard and tracing errors, said plainly
         raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): torch.export finds its "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from archspec.compiler.facts import KEEPS, register_facts
 from archspec.compiler.lowering_rules import lowering
 from archspec.compiler.modules.common import make
 
@@ -37,3 +38,7 @@ def lower_scale(p, inputs, ctx):
 @lowering(MEAN_MAX)
 def lower_mean_max(p, inputs, ctx):
     return make(MeanMaxHead, dim=inputs[0].channels, classes=p.classes)
+
+
+register_facts(SCALE, grid=KEEPS, fusion=None, head=None)
+register_facts(MEAN_MAX, grid=KEEPS, fusion=None, head=None)
