@@ -76,15 +76,36 @@ def _dependencies(obj, seen: dict) -> None:
     seen[name] = None  # reserve the slot; filled after its dependencies
     module = sys.modules[obj.__module__]
     source = textwrap.dedent(inspect.getsource(obj))
-    for node in ast.walk(ast.parse(source)):
+    _names_used(ast.parse(source), name, module, seen)
+    del seen[name]
+    seen[name] = source
+
+
+def _names_used(tree: ast.AST, name: str, module, seen: dict) -> None:
+    """Add the module-level names of ours that `tree` (the source of `name`) uses: classes and
+    functions, upper-case constants and tables (TORCH_ACTIVATIONS)."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id != name and node.id in vars(module):
             value = vars(module)[node.id]
             if (inspect.isclass(value) or inspect.isfunction(value)) and _is_ours(value):
                 _dependencies(value, seen)
             elif isinstance(value, (int, float, str)) and not isinstance(value, bool) and node.id.isupper():
                 seen.setdefault(node.id, f"{node.id} = {value!r}\n")
+            elif isinstance(value, dict) and node.id.isupper():
+                _table(node.id, module, seen)
+
+
+def _table(name: str, module, seen: dict) -> None:
+    """Add a module-level table (a dict) by the source of its assignment, after what it names."""
+    if name in seen:
+        return
+    seen[name] = None
+    source = inspect.getsource(module)
+    assignment = next(node for node in ast.parse(source).body if isinstance(node, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == name for t in node.targets))
+    _names_used(assignment.value, name, module, seen)
     del seen[name]
-    seen[name] = source
+    seen[name] = ast.get_source_segment(source, assignment) + "\n"
 
 
 def _call(module: nn.Module) -> str:

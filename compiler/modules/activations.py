@@ -1,36 +1,86 @@
-"""Element-wise activations by name (the mlp's `act`, the activation op's `fn`, poolers)."""
+"""Element-wise activations by name (the mlp's `act`, the activation op's `fn`, poolers, the
+activation fused into a Linear or a Conv2d): one table, TORCH_ACTIVATIONS, read for the module,
+the functional form and oneDNN's fused post-op. Its names are the rule floor's
+(archspec/primitives/activations.py, tests/test_activations.py); a name it lacks raises.
+
+Like every module here, it uses only torch, nn and F: model.py copies it (the table included)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+
+NO_ACTIVATION = "none"  # Linear.activate / Conv2d.activate without an activation
+
+
+def quick_gelu(x):
+    """CLIP's activation: x * sigmoid(1.702 x)."""
+    return x * torch.sigmoid(1.702 * x)
 
 
 class QuickGELU(nn.Module):
     """CLIP's activation: x * sigmoid(1.702 x)."""
 
     def forward(self, x):
-        return x * torch.sigmoid(1.702 * x)
+        return quick_gelu(x)
+
+
+TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, their keyword arguments, oneDNN's post-op)
+    "gelu": (nn.GELU, F.gelu, {}, ("gelu", "none")),  # erf
+    "gelu_tanh": (nn.GELU, F.gelu, {"approximate": "tanh"}, ("gelu", "tanh")),
+    "quick_gelu": (QuickGELU, quick_gelu, {}, None),  # None: oneDNN fuses no such post-op
+    "relu": (nn.ReLU, F.relu, {}, ("relu", "")),
+    "silu": (nn.SiLU, F.silu, {}, None),
+    "tanh": (nn.Tanh, torch.tanh, {}, None),
+    "sigmoid": (nn.Sigmoid, torch.sigmoid, {}, None),
+}
+
+
+def torch_activation(name: str):
+    """(module class, functional, keyword arguments, oneDNN post-op) of an activation."""
+    entry = TORCH_ACTIVATIONS.get(name)
+    if entry is None:
+        raise KeyError(f"no activation named {name!r} on the torch floor (known: {', '.join(TORCH_ACTIVATIONS)})")
+    return entry
 
 
 def activation_class(name: str):
-    """(module class, its keyword arguments) of an activation: gelu (erf), gelu_tanh,
-    quick_gelu, relu, silu, tanh or sigmoid."""
-    if name == "gelu":
-        return nn.GELU, {}
-    if name == "gelu_tanh":
-        return nn.GELU, {"approximate": "tanh"}
-    if name == "quick_gelu":
-        return QuickGELU, {}
-    if name == "silu":
-        return nn.SiLU, {}
-    if name == "tanh":
-        return nn.Tanh, {}
-    if name == "sigmoid":
-        return nn.Sigmoid, {}
-    return nn.ReLU, {}
+    """(module class, its keyword arguments) of an activation."""
+    cls, _, kwargs, _ = torch_activation(name)
+    return cls, kwargs
 
 
 def activation(name: str) -> nn.Module:
     cls, kwargs = activation_class(name)
     return cls(**kwargs)
+
+
+def fusable(name: str) -> bool:
+    """Whether oneDNN fuses the activation into a linear or a convolution (a post-op)."""
+    return torch_activation(name)[3] is not None
+
+
+def onednn_activation(fn: str):
+    """(attr, algorithm) of oneDNN's fused post-op for an activation name (or NO_ACTIVATION)."""
+    if fn == NO_ACTIVATION:
+        return "none", ""
+    post_op = torch_activation(fn)[3]
+    if post_op is None:
+        raise ValueError(f"oneDNN fuses no {fn} into a linear or a convolution")
+    return post_op
+
+
+def apply_activation(x, fn: str):
+    """fn(x) by the functional form (x itself for NO_ACTIVATION)."""
+    if fn == NO_ACTIVATION:
+        return x
+    _, functional, kwargs, _ = torch_activation(fn)
+    return functional(x, **kwargs)
+
+
+def same_names(rule_names, torch_names) -> None:
+    """Raise naming every activation one floor knows and the other does not."""
+    only_rules, only_torch = sorted(set(rule_names) - set(torch_names)), sorted(set(torch_names) - set(rule_names))
+    if only_rules or only_torch:
+        raise KeyError(f"activations on one floor only: rule floor {only_rules}, torch floor {only_torch}")

@@ -12,6 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .activations import NO_ACTIVATION, apply_activation, onednn_activation
+
 
 class DropPath(nn.Module):
     """Stochastic depth: drop the whole residual branch per sample (identity in eval)."""
@@ -151,10 +153,11 @@ class Linear(nn.Linear):
     Everywhere else (training, autograd, torch.compile, torch.export, ONNX, CUDA) it is F.linear."""
 
     def forward(self, x):
-        return self.activate(x, "none")
+        return self.activate(x, NO_ACTIVATION)
 
-    def activate(self, x, fn: str = "none", bias=None):
-        """fn(linear(x)) for fn in none, relu, gelu (erf), gelu_tanh; `bias` replaces the module's."""
+    def activate(self, x, fn: str = NO_ACTIVATION, bias=None):
+        """fn(linear(x)) for an activation oneDNN fuses (activations.fusable) or NO_ACTIVATION;
+        `bias` replaces the module's."""
         bias = self.bias if bias is None else bias
         ready = onednn_ready(self, x, self.weight) and x.numel() >= PACKED_MIN_ROWS * x.shape[-1]
         key = tensor_key(self.weight) if ready else None
@@ -176,10 +179,10 @@ class Conv2d(nn.Conv2d):
     memory format of its input (channels-last in, channels-last out). Elsewhere it is F.conv2d."""
 
     def forward(self, x):
-        return self.activate(x, "none")
+        return self.activate(x, NO_ACTIVATION)
 
-    def activate(self, x, fn: str = "none"):
-        """fn(conv(x)) for fn in none, relu, gelu (erf), gelu_tanh."""
+    def activate(self, x, fn: str = NO_ACTIVATION):
+        """fn(conv(x)) for an activation oneDNN fuses (activations.fusable) or NO_ACTIVATION."""
         if (onednn_ready(self, x, self.weight) and self.padding_mode == "zeros" and isinstance(self.padding, tuple)
                 and x.dim() == 4 and not (self._forward_hooks or self._forward_pre_hooks)
                 and (self.bias is None or self.bias.dtype == x.dtype)):
@@ -188,24 +191,3 @@ class Conv2d(nn.Conv2d):
                                                             list(self.stride), list(self.dilation), self.groups,
                                                             attr, [], algorithm)
         return apply_activation(self._conv_forward(x, self.weight, self.bias), fn)
-
-
-def onednn_activation(fn: str):
-    """(attr, algorithm) of oneDNN's fused post-op for an activation name."""
-    if fn == "gelu":
-        return "gelu", "none"  # erf
-    if fn == "gelu_tanh":
-        return "gelu", "tanh"
-    if fn == "relu":
-        return "relu", ""
-    return "none", ""
-
-
-def apply_activation(x, fn: str):
-    if fn == "gelu":
-        return F.gelu(x)
-    if fn == "gelu_tanh":
-        return F.gelu(x, approximate="tanh")
-    if fn == "relu":
-        return F.relu(x)
-    return x

@@ -13,7 +13,7 @@ from archspec.primitives.ops.mlp import MLP, hidden_of
 
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
-from .activations import activation
+from .activations import activation, fusable
 from .common import Conv2d, Linear, make, trunc_normal_linears
 from .sublayer import Sublayer, sublayer_args
 
@@ -30,7 +30,7 @@ class Mlp(Sublayer):
         self.relu = nn.ReLU() if extra_relu else None
         self.dwconv = Conv2d(hidden, hidden, 3, 1, 1, groups=hidden) if dwconv else None
         self.act = activation(act)
-        self.fused = act if act in ("gelu", "gelu_tanh", "relu") and not gated else None  # oneDNN post-ops
+        self.fused = act if fusable(act) and not gated else None  # oneDNN post-ops
         self.fc2 = Linear(hidden, dim, bias=bias)
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
         trunc_normal_linears(self)

@@ -107,7 +107,7 @@ class SequenceAttention(Sublayer):
             if self.q_bias is None:
                 qkv = self.qkv(x)
             else:
-                qkv = self.qkv.activate(x, "none", torch.cat((self.q_bias, self.k_bias, self.v_bias)))
+                qkv = self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
             q, k, v = qkv.split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
         else:
             q = self.q(x) if self.q_bias is None else F.linear(x, self.q.weight, self.q_bias)

@@ -190,7 +190,7 @@ class WindowAttention(Sublayer):
     def project_qkv(self, x):
         if self.q_bias is None:
             return self.qkv(x)
-        return self.qkv.activate(x, "none", torch.cat((self.q_bias, self.k_bias, self.v_bias)))
+        return self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
 
     def body(self, x):
         """[B, N, C] -> [B, N, C], tokens in grid order."""

@@ -1,0 +1,57 @@
+"""Activations: the rule floor's names (archspec/primitives/activations.py) and the torch floor's
+table (compiler/modules/activations.py) hold the same names; each torch module computes the
+functional it names, oneDNN's fused form agrees, and an unknown name raises naming it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from archspec.compiler.modules import activations as torch_floor
+from archspec.compiler.modules.common import Linear
+from archspec.primitives.activations import ACTIVATIONS
+
+
+def test_both_floors_hold_the_same_names():
+    torch_floor.same_names(ACTIVATIONS, torch_floor.TORCH_ACTIVATIONS)
+
+
+@pytest.mark.parametrize("floor", ["rules", "torch"])
+def test_a_name_on_one_floor_only_fails(floor, monkeypatch):
+    table = ACTIVATIONS if floor == "rules" else torch_floor.TORCH_ACTIVATIONS
+    monkeypatch.setitem(table, "mish", table["relu"])
+    with pytest.raises(KeyError, match="mish"):
+        torch_floor.same_names(ACTIVATIONS, torch_floor.TORCH_ACTIVATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(torch_floor.TORCH_ACTIVATIONS))
+def test_each_module_computes_the_functional_it_names(name):
+    cls, functional, kwargs, _ = torch_floor.TORCH_ACTIVATIONS[name]
+    x = torch.randn(4, 33, generator=torch.Generator().manual_seed(0)) * 3
+    module = torch_floor.activation(name)
+    assert type(module) is cls
+    torch.testing.assert_close(module(x), functional(x, **kwargs), rtol=0, atol=0)
+    torch.testing.assert_close(torch_floor.apply_activation(x, name), module(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(torch_floor.TORCH_ACTIVATIONS) if torch_floor.fusable(n)])
+def test_the_fused_linear_computes_the_activation(name):
+    linear = Linear(32, 64).eval()
+    x = torch.randn(2, 128, 32, generator=torch.Generator().manual_seed(0))  # enough rows for oneDNN's path
+    with torch.no_grad():
+        torch.testing.assert_close(linear.activate(x, name), torch_floor.activation(name)(linear(x)),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_an_unknown_name_raises_naming_it():
+    for use in (torch_floor.activation, torch_floor.activation_class, torch_floor.onednn_activation):
+        with pytest.raises(KeyError, match="'mish'"):
+            use("mish")
+    with pytest.raises(KeyError, match="'mish'"):
+        torch_floor.apply_activation(torch.zeros(1), "mish")
+
+
+def test_onednn_fuses_only_what_it_can():
+    assert [n for n in torch_floor.TORCH_ACTIVATIONS if torch_floor.fusable(n)] == ["gelu", "gelu_tanh", "relu"]
+    with pytest.raises(ValueError, match="oneDNN fuses no silu"):
+        torch_floor.onednn_activation("silu")
