@@ -116,8 +116,8 @@ def namings_to_try(model: torch.nn.Module, graph, user_files: list) -> list[Nami
 
 def model_spec_file(model: torch.nn.Module) -> str | None:
     """The spec file `model` was built from (None for a spec given as text)."""
-    info = getattr(model, "meta", {}).get("archspec") or {}
-    file = info.get("file")
+    facts = getattr(model, "meta", {}).get("archspec")  # a ModelFacts (compiler/interface.py)
+    file = facts.file if facts is not None else None
     return file if isinstance(file, str) and os.path.isfile(file) else None
 
 
