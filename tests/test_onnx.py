@@ -9,13 +9,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+import archspec
+
 onnx = pytest.importorskip("onnx")
 onnxruntime = pytest.importorskip("onnxruntime")
 
 from archspec.compiler.backends.export import example_inputs, other_lengths  # noqa: E402
-from archspec.compiler.backends.onnx import export_onnx  # noqa: E402
+from archspec.compiler.backends.onnx import expected_fusions, export_onnx  # noqa: E402
 
-from .conftest import ALL_SPECS, built, spec_id  # noqa: E402
+from .conftest import ALL_SPECS, ROOT, built, spec_id  # noqa: E402
 
 ATOL = 1e-4
 
@@ -53,3 +55,11 @@ def test_onnx_matches_eager_with_a_dynamic_batch(spec_path, tmp_path):
             gap = float((torch.from_numpy(got) - want).abs().max())
             print(f"{report.name} batch {batch} lengths {lengths}: max |onnxruntime - eager| {gap:.2e}")
             assert gap < ATOL
+
+
+@pytest.mark.parametrize("name,expected", [("vit_ti16", {"attention": 12, "gelu": 12}),
+                                           ("pvt_v2_b0", {"attention": 8, "gelu": 0}),  # GELU after a depthwise conv
+                                           ("llama", {"attention": 4, "gelu": 0})])  # gated SiLU
+def test_the_expected_fusions_follow_each_ops_onnx_fusion_fact(name, expected):
+    graph = archspec.check(str(ROOT / "specs" / f"{name}.yaml")).graph
+    assert expected_fusions(graph) == expected
