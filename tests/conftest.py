@@ -62,7 +62,7 @@ def run_capturing(model, args, names=None, grad: bool = False):
     import torch
 
     paths = names if names is not None else [p for p, _ in model.named_modules()
-                                              if p and p in model.meta["archspec"]["node_paths"]]
+                                              if p and p in model.facts.node_paths]
     captured, hooks = {}, []
     for path in paths:
         def keep(module, inputs, output, path=path):

@@ -41,7 +41,7 @@ def overrides_args(overrides: dict) -> list[str]:
 def test_a_hook_on_each_block_fires_once_with_the_blocks_output(spec):
     report = archspec.check(spec, SMALL[spec])
     model = archspec.build(spec, SMALL[spec]).eval()
-    blocks = model.meta["archspec"]["blocks"]
+    blocks = model.facts.blocks
     assert blocks and all(isinstance(model.get_submodule(b), torch.nn.Module) for b in blocks)
     calls: dict[str, list] = {b: [] for b in blocks}
     for path in blocks:
@@ -116,10 +116,10 @@ def test_forward_intermediates_are_the_checkers_stages_as_images(spec, overrides
     model = archspec.build(spec, overrides).eval()
     with torch.no_grad():
         out, features = model.forward_intermediates(torch.randn(2, 3, overrides["img"], overrides["img"]))
-    stages = model.meta["archspec"]["stages"]
+    stages = model.facts.stages
     assert len(features) == len(stages) > 1
     for stage, f in zip(stages, features):
-        t = report.graph.type_of(stage["node"])
+        t = report.graph.type_of(stage.node)
         assert list(f.shape) == [2, t.channels, *t.grid]  # NCHW, prefix tokens dropped
     last_two = model.forward_intermediates(torch.randn(1, 3, overrides["img"], overrides["img"]), indices=2,
                                            intermediates_only=True)

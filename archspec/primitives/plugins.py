@@ -5,7 +5,9 @@ its name is the plugin's name and its value a module that registers `Op` objects
 archspec.primitives.registry.register, as the built-in ops do). The torch side, if the
 plugin has one, is a second entry point of the same name in the group
 `archspec.plugins.torch`, naming a module that registers lowering rules
-(archspec.compiler.lowering.lowering); it is imported only when a model is built.
+(archspec.compiler.lowering_rules.lowering) and what the backends must know about each op
+(archspec.compiler.facts.register_facts: its token grid, ONNX fusion and head role); it is
+imported only when a model is built.
 
     [project.entry-points."archspec.plugins"]
     example = "archspec_example_plugin.rules"
