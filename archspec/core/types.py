@@ -9,6 +9,8 @@ Layouts:
 - vector  [B, C] (pooled features, class logits)
 - matrix  [B, B] (contrastive logits: images x texts)
 - scalar  [] (a loss)
+- tensor  [B, d1, d2, ...] any rank, batch first: what the tensor ops (einsum, rearrange,
+          reductions, ...) give unless told a layout; `dtype` says float or int64 (indices)
 
 `B` is the symbolic batch; a learned parameter has 1 there (it broadcasts). Sequence lengths may be symbolic too (a `Sym` with a range).
 `origin` remembers how a grid came about (image 224, patch 4, merge 2: a GridOrigin) so that
@@ -73,6 +75,8 @@ class TensorType:
     def layout_name(self) -> str:
         if self.layout == "tokens" and self.grid:
             return f"a {self.grid[0]}x{self.grid[1]} token grid"
+        if self.layout == "tensor":
+            return f"a rank-{len(self.shape)} tensor"
         return {"image": "an image", "tokens": "a token sequence", "ids": "token ids",
                 "vector": "a feature vector", "matrix": "a logit matrix", "mask": "a grid mask",
                 "labels": "class labels", "scalar": "a scalar"}[self.layout]
@@ -122,6 +126,11 @@ def vector(channels: int) -> TensorType:
 
 def matrix() -> TensorType:
     return TensorType("matrix", (BATCH, BATCH))
+
+
+def tensor(shape: tuple, dtype: str = "float32") -> TensorType:
+    """A tensor of any rank, batch first ([B, d1, ...]; a constant or a parameter has 1 there)."""
+    return TensorType("tensor", tuple(shape), dtype)
 
 
 def with_channels(t: TensorType, channels: int) -> TensorType:
