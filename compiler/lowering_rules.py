@@ -18,12 +18,11 @@ imported once (`load_lowerings`).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Callable
 
 import torch.nn as nn
 
+from archspec.core.discovery import import_modules
 from archspec.core.ir import Graph, NodeView
 from archspec.primitives.base import Op
 from archspec.primitives.plugins import load_torch_side
@@ -55,8 +54,7 @@ def load_lowerings() -> None:
     _LOADED = True
     from . import modules
 
-    for info in pkgutil.walk_packages(modules.__path__, modules.__name__ + "."):
-        importlib.import_module(info.name)
+    import_modules(modules)
 
 
 def load_torch_side_of(op: Op) -> None:

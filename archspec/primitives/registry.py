@@ -9,9 +9,7 @@ the same primitive kind twice is an error, never a silent overwrite.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from ..core.discovery import import_modules
 from .base import Op
 
 _OPS: dict[str, dict[str | None, Op]] = {}
@@ -59,8 +57,7 @@ def load_builtins() -> None:
     _LOADED = True
     from . import ops
 
-    for info in pkgutil.walk_packages(ops.__path__, ops.__name__ + "."):
-        importlib.import_module(info.name)
+    import_modules(ops)
 
 
 def primitives() -> list[str]:

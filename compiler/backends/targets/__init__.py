@@ -16,8 +16,9 @@ error, never a silent overwrite.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
+
+from archspec.core.discovery import import_modules
 
 GROUP = "archspec.targets"
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
@@ -46,9 +47,7 @@ def load_builtins() -> None:
     if "builtins" in _LOADED:
         return
     _LOADED.add("builtins")
-    for info in pkgutil.iter_modules(__path__):
-        if info.name != "base":
-            importlib.import_module(f"{__name__}.{info.name}")
+    import_modules(sys.modules[__name__], skip=("base",), nested=False)
 
 
 def load_plugins() -> None:
