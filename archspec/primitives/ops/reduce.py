@@ -1,0 +1,98 @@
+"""reduce: the mean, sum, max or min over some axes of a sample (RMSNorm's mean square over the
+channels, a mean pool over the tokens or over an image's height and width).
+
+Axes count from the batch, as torch's `dim` does: on tokens `[B, N, C]` axis 1 (or -2) is the
+tokens, 2 (or -1) the channels. The batch axis 0 is never reduced: each sample stays its own.
+
+What comes out keeps its layout only where every axis still means what it meant:
+- keepdim: true on tokens, an image or a vector keeps the layout, the reduced axes of size 1:
+  the mean over the channels of a token grid is tokens `[B, N, 1]` on the same grid (it
+  broadcasts back over the channels); over the tokens, one token `[B, 1, C]` without a grid;
+  over an image's height and width, an image `[B, C, 1, 1]`;
+- leaving exactly `[B, C]` of tokens or an image (a pool over the tokens, over height and width)
+  is a feature vector `[B, C]`;
+- anything else is the `tensor` layout of the remaining shape (channels reduced away from
+  tokens leave `[B, N]`, which is neither tokens nor ids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from pydantic import Field
+
+from ...core.types import TensorType, tensor, vector
+from ..base import Cost, Op, Params, RuleError
+from ..registry import register
+
+KEPT_LAYOUTS = ("tokens", "image", "vector")  # layouts whose axes stay meaningful at size 1
+
+
+class ReduceParams(Params):
+    fn: Literal["mean", "sum", "max", "min"] = Field(description="what the reduced values become")
+    axes: list[int] = Field([-1], min_length=1, max_length=8,
+                            description="the axes reduced, counted from the batch (0) or from the end (-1)")
+    keepdim: bool = Field(False, description="keep the reduced axes with size 1 (so the result broadcasts back)")
+
+
+def sample_axis(axis: int, x: TensorType, what: str, field: str) -> int:
+    """`axis` of x counted from 0, which must not be the batch (0): a RuleError otherwise."""
+    rank = len(x.shape)
+    if rank < 2:
+        raise RuleError(f"{what} needs an axis besides the batch; {x.layout_name()} {x.describe()} has none",
+                        field="from")
+    if not -rank <= axis < rank:
+        raise RuleError(f"axis {axis} is outside {x.layout_name()} {x.describe()}", field=field,
+                        hint=f"its axes are 1 to {rank - 1}, or -{rank - 1} to -1 from the end")
+    if axis % rank == 0:
+        raise RuleError(f"{what} over axis {axis}, the batch: each sample must stay its own", field=field,
+                        hint=f"axes count from the batch (axis 0): the first axis of a sample is 1, the last -1 "
+                             f"(here 1 to {rank - 1})")
+    return axis % rank
+
+
+class ReduceOp(Op):
+    """fn over the given axes of each sample; the layout is kept where it still fits, else `tensor`."""
+
+    primitive = "reduce"
+    Params = ReduceParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        if p.fn == "mean" and x.dtype != "float32":
+            raise RuleError(f"a mean reads floating-point values, got {x.layout_name()}", field="fn",
+                            hint="sum, max or min keep integers")
+        axes = normalised_axes(p.axes, x)
+        if p.keepdim:
+            return kept(x, axes)
+        shape = tuple(d for axis, d in enumerate(x.shape) if axis not in axes)  # [B, remaining axes]
+        if x.layout in ("tokens", "image") and shape == (x.shape[0], x.channels):
+            return vector(x.channels)  # [B, C]: pooled features
+        return tensor(shape, x.dtype)
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        return Cost(0, 0)
+
+
+def normalised_axes(axes: list[int], x: TensorType) -> tuple[int, ...]:
+    """The axes counted from 0, each once and none the batch."""
+    counted = tuple(sample_axis(axis, x, "reduce", "axes") for axis in axes)
+    if len(set(counted)) < len(counted):
+        raise RuleError(f"reduce names an axis twice: {axes} on {x.describe()}", field="axes")
+    return counted
+
+
+def kept(x: TensorType, axes: tuple[int, ...]) -> TensorType:
+    """The type of a reduction with keepdim: the reduced axes become 1."""
+    shape = tuple(1 if axis in axes else d for axis, d in enumerate(x.shape))  # [B, ..., 1, ...]
+    if x.layout not in KEPT_LAYOUTS:
+        return tensor(shape, x.dtype)
+    if x.layout == "tokens" and 1 in axes:
+        return replace(x, shape=shape, grid=None, prefix=0, origin=None)  # one token, no grid
+    if x.layout == "image" and (2 in axes or 3 in axes):
+        return replace(x, shape=shape, origin=None)  # a 1-pixel image: no grid of the input's
+    return replace(x, shape=shape)
+
+
+REDUCE = register(ReduceOp())

@@ -1,0 +1,35 @@
+"""softmax: exp(x) / sum(exp(x)) along one axis of each sample (attention scores written out,
+a router's weights)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ...core.types import TensorType
+from ..base import Cost, Op, Params, RuleError
+from ..registry import register
+from .reduce import sample_axis
+
+
+class SoftmaxParams(Params):
+    axis: int = Field(-1, description="the axis that sums to 1, counted from the batch (0) or from the end (-1)")
+
+
+class SoftmaxOp(Op):
+    """softmax along `axis` (not the batch); the output has the input's type."""
+
+    primitive = "softmax"
+    Params = SoftmaxParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        if x.dtype != "float32":
+            raise RuleError(f"softmax reads floating-point values, got {x.layout_name()}", field="from")
+        sample_axis(p.axis, x, "softmax", "axis")
+        return x
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        return Cost(0, 0)
+
+
+SOFTMAX = register(SoftmaxOp())
