@@ -1,0 +1,208 @@
+"""conv: a general convolution, 2-D over an image or a token grid, or 1-D along tokens.
+
+    conv: {dim: 2, out: 768, kernel: 3, stride: 1, padding: 1, dilation: 1, groups: 1, bias: true}
+
+dim 2 reads an image [B, C, H, W], or a token grid without class tokens read as an image, and
+gives the layout it read (a token grid gives a token grid of the new grid size, so PVT v2's /
+CPVT's position generator `x + dwconv(x)` is a conv and an add). dim 1 reads tokens [B, N, C]
+and convolves along N (`causal: true` pads on the left only, as Mamba's and Hyena's short
+convolutions do). `out` defaults to the input's channels; `groups: depthwise` is one group per
+channel. Kernel, stride, padding and dilation are an int or a pair [h, w] (dim 2); `padding:
+same` keeps the size at stride 1 (an even reach is padded one more after than before, as torch
+does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from ...core.suggestions import Divides, GridOrigin, Remedy
+from ...core.types import Sym, TensorType, grid_tokens, image, tokens
+from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
+from ..grids import as_image, divisors
+from ..registry import register
+
+PositivePair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
+NonNegPair = Annotated[list[NonNegInt], Field(min_length=2, max_length=2)]
+Size = Union[PositiveInt, PositivePair]
+
+
+class ConvParams(Params):
+    dim: Literal[1, 2] = Field(2, description="2: over an image or a token grid; 1: along the tokens")
+    out: PositiveInt | None = Field(None, description="output channels (default: the input's channels)")
+    kernel: Size = Field(description="kernel size: an int, or [kh, kw] (dim 2)")
+    stride: Size = Field(1, description="an int, or [sh, sw] (dim 2)")
+    padding: Union[NonNegInt, NonNegPair, Literal["same"]] = Field(
+        0, description="zeros on each side: an int, [ph, pw] (dim 2), or same (stride 1: the output keeps the size)")
+    dilation: Size = Field(1, description="spacing of the kernel's taps: an int, or [dh, dw] (dim 2)")
+    groups: Union[PositiveInt, Literal["depthwise"]] = Field(
+        1, description="channel groups; depthwise: one group per input channel")
+    bias: bool = True
+    causal: bool = Field(False, description="dim 1: pad (kernel - 1) * dilation on the left only, so no output "
+                                            "reads a later token")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One entry per convolved axis (H, W or N): kernel, stride, dilation, and the zeros padded
+    (before, after)."""
+
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    pads: tuple[tuple[int, int], ...]
+
+    def reach(self, axis: int) -> int:
+        """How many input positions one output reads along `axis`, dilation included."""
+        return self.dilation[axis] * (self.kernel[axis] - 1) + 1
+
+    def out_sizes(self, sizes: tuple) -> tuple:
+        """The output size along each axis (sizes may be torch SymInts while exporting)."""
+        return tuple((n + before + after - self.reach(axis)) // self.stride[axis] + 1
+                     for axis, (n, (before, after)) in enumerate(zip(sizes, self.pads)))
+
+    def keeps_size(self) -> bool:
+        """Whether every output size equals its input size, whatever the input."""
+        return all(self.stride[axis] == 1 and sum(self.pads[axis]) == self.reach(axis) - 1
+                   for axis in range(len(self.kernel)))
+
+
+def per_axis(p: ConvParams, name: str) -> tuple[int, ...]:
+    """A size parameter as one value per axis (an int is the same on every axis)."""
+    value = getattr(p, name)
+    if isinstance(value, int):
+        return (value,) * p.dim
+    if p.dim == 1:
+        raise RuleError(f"a 1-D conv takes one {name}, got the pair {value}", field=name,
+                        hint=Remedy(f"use {name}: {value[0]}"))
+    return tuple(value)
+
+
+def padding_of(p: ConvParams, kernel: tuple[int, ...], stride: tuple[int, ...],
+               dilation: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(before, after) zeros per axis: causal (all on the left), same, or as given."""
+    reaches = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    if p.causal:
+        if p.dim != 1:
+            raise RuleError("causal is for a 1-D conv along the tokens", field="causal",
+                            hint=Remedy("use dim: 1, or drop causal"))
+        if p.padding != 0:
+            raise RuleError("causal pads (kernel - 1) * dilation on the left itself; give no padding with it",
+                            field="padding", hint=Remedy("drop padding"))
+        return ((reaches[0], 0),)
+    if p.padding == "same":
+        if any(s != 1 for s in stride):
+            raise RuleError(f"padding: same keeps the size only at stride 1, got stride {p.stride}", field="padding",
+                            hint=Remedy("use stride: 1, or give the padding as a number"))
+        return tuple((r // 2, r - r // 2) for r in reaches)
+    pads = per_axis(p, "padding")
+    for axis, pad in enumerate(pads):
+        if pad > reaches[axis]:
+            raise RuleError(f"padding {pad} is not smaller than the kernel's reach {reaches[axis] + 1}: the outputs "
+                            "at the border would read padding only", field="padding",
+                            hint=Remedy(f"use a padding of at most {reaches[axis]}; {reaches[axis] // 2} keeps "
+                                        "the size at stride 1"))
+    return tuple((pad, pad) for pad in pads)
+
+
+def geometry(p: ConvParams) -> Geometry:
+    """The convolution's geometry per axis, or RuleError naming the parameter."""
+    kernel, stride, dilation = per_axis(p, "kernel"), per_axis(p, "stride"), per_axis(p, "dilation")
+    return Geometry(kernel, stride, dilation, padding_of(p, kernel, stride, dilation))
+
+
+def groups_of(p: ConvParams, channels: int) -> int:
+    return channels if p.groups == "depthwise" else p.groups
+
+
+def check_channels(p: ConvParams, channels: int) -> None:
+    """Groups divide both the input and the output channels."""
+    groups = groups_of(p, channels)
+    if channels % groups:
+        fitting = tuple(divisors(channels))
+        nearest = tuple(sorted(sorted(fitting, key=lambda d: (abs(d - groups), d))[:6]))
+        raise RuleError(f"{groups} groups do not divide the {channels} input channels", field="groups",
+                        hint=Divides("group count", channels, shown=nearest, candidates=fitting))
+    out = p.out or channels
+    if out % groups:
+        below, above = out // groups * groups, (out // groups + 1) * groups
+        nearest = f"{below} or {above}" if below else str(above)
+        raise RuleError(f"out {out} is not a multiple of the {groups} groups", field="out",
+                        hint=Remedy(f"use an out that is a multiple of {groups} ({nearest})"))
+
+
+def check_fits(g: Geometry, sizes: tuple[int, ...], origin: GridOrigin | None) -> None:
+    """Every axis, padded, is at least as long as the kernel's reach (else the output is empty)."""
+    for axis, (n, (before, after)) in enumerate(zip(sizes, g.pads)):
+        padded = n + before + after
+        if g.reach(axis) > padded:
+            shown = "x".join(map(str, sizes))
+            dilated = f" (reach {g.reach(axis)} with dilation {g.dilation[axis]})" if g.dilation[axis] > 1 else ""
+            largest = (padded - 1) // g.dilation[axis] + 1
+            raise RuleError(f"kernel {g.kernel[axis]}{dilated} is larger than the {shown} input padded to "
+                            f"{padded}: the output would be empty", field="kernel", grid=origin,
+                            hint=Remedy(f"use a kernel of at most {largest}"))
+
+
+def grid_step(g: Geometry) -> tuple:
+    """How a GridOrigin names this conv: (kernel, stride), or per axis when they differ."""
+    if len(set(g.kernel)) == 1 and len(set(g.stride)) == 1:
+        return (g.kernel[0], g.stride[0])
+    return g.kernel + g.stride
+
+
+class ConvOp(Op):
+    """2-D over an image or a token grid (giving the layout it read), or 1-D along tokens [B, N, C]."""
+
+    primitive = "conv"
+    Params = ConvParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        g = geometry(p)
+        return self.image_shape(p, g, x) if p.dim == 2 else self.sequence_shape(p, g, x)
+
+    def image_shape(self, p, g: Geometry, x: TensorType) -> TensorType:
+        if x.layout == "tokens" and not x.grid:
+            raise RuleError(f"a 2-D conv reads an image or a token grid, got {x.layout_name()}", field="dim",
+                            hint=Remedy("use dim: 1 to convolve along the tokens"))
+        channels, size, origin = as_image(x, "a 2-D conv")
+        check_channels(p, channels)
+        check_fits(g, size, origin)
+        grid = g.out_sizes(size)  # (H, W) -> (H', W')
+        step = origin if grid == size else origin.then("conv", *grid_step(g))
+        out = p.out or channels
+        if x.layout == "image":
+            return image(out, grid[0], grid[1], origin=step)  # [B, out, H', W']
+        return grid_tokens(grid, out, origin=step)  # [B, H'W', out]
+
+    def sequence_shape(self, p, g: Geometry, x: TensorType) -> TensorType:
+        if x.layout != "tokens":
+            raise RuleError(f"a 1-D conv reads tokens [B, N, C], got {x.layout_name()}", field="dim",
+                            hint=Remedy("use dim: 2 to convolve an image") if x.layout == "image" else None)
+        check_channels(p, x.channels)
+        out = p.out or x.channels
+        if g.keeps_size():
+            return replace(x, shape=(x.shape[0], x.length, out))  # [B, N, out], the grid kept
+        if isinstance(x.length, Sym):
+            raise RuleError(f"a 1-D conv over the symbolic length {x.length} must keep the length", field="stride",
+                            hint=Remedy("use stride: 1 with padding: same or causal: true"))
+        check_fits(g, (x.length,), None)
+        (length,) = g.out_sizes((x.length,))
+        return tokens(length, out)  # [B, N', out]
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        x = inputs[0]
+        channels = as_image(x, "a 2-D conv")[0] if p.dim == 2 else x.channels
+        fan_in = channels // groups_of(p, channels)
+        for k in geometry(p).kernel:
+            fan_in *= k
+        width = out.channels
+        positions = out.max_numel() // width  # H'W' or N' (symbolic lengths at their longest)
+        return Cost(fan_in * width + (width if p.bias else 0), 2 * fan_in * width * positions)
+
+
+CONV = register(ConvOp())

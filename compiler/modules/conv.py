@@ -1,0 +1,62 @@
+"""conv (torch): a 2-D convolution over an image or a token grid (the fast Conv2d), or a 1-D one
+along tokens (nn.Conv1d); zeros padded unevenly (causal, or same with an even reach) go in with
+F.pad first."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+import torch.nn.functional as F
+
+from archspec.primitives.grids import as_image
+from archspec.primitives.ops.conv import CONV, geometry, groups_of
+
+from ..facts import register_facts
+from ..lowering_rules import lowering
+from .common import Conv2d, make
+
+
+class Convolution(nn.Module):
+    """`reads`: "image" [B, C, H, W] -> [B, out, H', W']; "grid" [B, H*W, C] -> [B, H'*W', out]
+    (`grid`: the (H, W) it reads); "tokens" [B, N, C] -> [B, N', out] (1-D along N). `pads`:
+    (before, after) zeros per convolved axis."""
+
+    def __init__(self, reads, in_channels, out, kernel, stride, dilation, pads, groups, bias, grid=None):
+        super().__init__()
+        self.reads, self.grid = reads, tuple(grid) if grid is not None else None
+        even = all(before == after for before, after in pads)
+        self.pad = None if even else [side for before, after in reversed(pads) for side in (before, after)]
+        conv = nn.Conv1d if reads == "tokens" else Conv2d
+        self.conv = conv(in_channels, out, kernel, stride, padding=[before for before, _ in pads] if even else 0,
+                         dilation=dilation, groups=groups, bias=bias)
+
+    def forward(self, x):
+        if self.reads == "tokens":
+            x = x.transpose(1, 2)  # [B, N, C] -> [B, C, N]
+        elif self.reads == "grid":  # a token grid read as an image, channels-last (a view)
+            x = x.reshape(x.shape[0], self.grid[0], self.grid[1], -1).permute(0, 3, 1, 2)  # [B, HW, C] -> [B, C, H, W]
+        if self.pad is not None:
+            x = F.pad(x, self.pad)  # [B, C, *S] -> [B, C, *(S + before + after)]
+        x = self.conv(x)  # [B, C, *S] -> [B, out, *S']
+        if self.reads != "image":
+            x = x.flatten(2).transpose(1, 2)  # [B, out, H', W'] -> [B, H'W', out]; [B, out, N'] -> [B, N', out]
+        return x
+
+
+@lowering(CONV)
+def lower(p, inputs, ctx):
+    x = inputs[0]
+    g = geometry(p)
+    channels = as_image(x, "a 2-D conv")[0] if p.dim == 2 else x.channels
+    reads = "tokens" if p.dim == 1 else "grid" if x.layout == "tokens" else "image"
+    return make(Convolution, reads=reads, in_channels=channels, out=p.out or channels, kernel=list(g.kernel),
+                stride=list(g.stride), dilation=list(g.dilation), pads=[list(pad) for pad in g.pads],
+                groups=groups_of(p, channels), bias=p.bias, grid=x.grid if reads == "grid" else None)
+
+
+def conv_grid(p, grid):
+    """The token grid after the conv: dim 2 maps (H, W) by the conv formula; a 1-D conv has a
+    grid only where it keeps the length, and then keeps it."""
+    return geometry(p).out_sizes(grid) if p.dim == 2 else grid  # (H, W) -> (H', W')
+
+
+register_facts(CONV, grid=conv_grid, fusion=None, head=None)
