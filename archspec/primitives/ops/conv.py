@@ -103,8 +103,8 @@ def padding_of(p: ConvParams, kernel: tuple[int, ...], stride: tuple[int, ...],
         if pad > reaches[axis]:
             raise RuleError(f"padding {pad} is not smaller than the kernel's reach {reaches[axis] + 1}: the outputs "
                             "at the border would read padding only", field="padding",
-                            hint=Remedy(f"use a padding of at most {reaches[axis]}; {reaches[axis] // 2} keeps "
-                                        "the size at stride 1"))
+                            hint=Remedy(f"use a padding of at most {reaches[axis]}; padding: same keeps the size "
+                                        "at stride 1"))
     return tuple((pad, pad) for pad in pads)
 
 
