@@ -157,7 +157,8 @@ def test_strided_conv_on_tokens_gives_the_new_grid():
 
 def test_causal_depthwise_1d_reads_no_later_token():
     """Mamba's short convolution: depthwise, (kernel - 1) * dilation zeros on the left only."""
-    report, model = build(SEQUENCE + "  - {id: c, conv: {dim: 1, kernel: 4, dilation: 2, causal: true, groups: depthwise}}\n")
+    conv = "{dim: 1, kernel: 4, dilation: 2, causal: true, groups: depthwise}"
+    report, model = build(SEQUENCE + f"  - {{id: c, conv: {conv}}}\n")
     assert report.graph.type_of("c").shape[1:] == report.graph.type_of("x").shape[1:]  # [L, 8]
     x = torch.randn(2, 11, 8)
     weight, bias = weights(model.c)
