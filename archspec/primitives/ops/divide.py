@@ -13,8 +13,9 @@ class DivideParams(Params):
 
 
 class DivideOp(Op):
-    """x / y, element-wise; shapes must broadcast. Floating-point only (torch divides integers
-    into floats: the result would not have its inputs' type)."""
+    """x / y, element-wise on floating-point values; shapes must broadcast.
+
+    Integers are refused: torch divides them into floats, which is not their type."""
 
     primitive = "divide"
     Params = DivideParams
