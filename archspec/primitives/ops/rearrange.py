@@ -1,0 +1,233 @@
+"""rearrange: split, move and merge the axes of one tensor, in einops' notation:
+
+    - {id: heads, rearrange: {pattern: "b n (h d) -> b h n d", sizes: {h: 12}}}
+    - {id: tokens, rearrange: {pattern: "b c h w -> b (h w) c"}}      # tokens on the h x w grid
+    - {id: image, rearrange: {pattern: "b (h w) c -> b c h w"}}       # h, w from the token grid
+
+No axis is created or dropped (only size-1 dimensions, written `1`); the batch axis comes first
+on both sides, alone. In a group, at most one axis size is unknown: it is inferred from the
+dimension, the others are given under `sizes` (or, for the two axes of a token grid's
+`(h w)`, read from the grid).
+
+The output layout (`as`): `tensor`, `image` ([B, C, H, W]) or `tokens` ([B, N, C]). Without
+`as`, a rearrange that keeps the input's spatial axes keeps its layout's meaning: an image's
+(or a token grid's) rows and columns flattened into the tokens give tokens on that grid
+(`b c h w -> b (h w) c`, or `b c (h p) (w q) -> b (h w) (p q c)` on the patch grid), and a
+token grid's rows and columns as the last two axes of a rank-4 output give an image; anything
+else gives a `tensor`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ...core.suggestions import GridOrigin
+from ...core.types import Sym, TensorType
+from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
+from ..base import Cost, Op, Params, PositiveInt, RuleError
+from ..grids import divisors, grid_origin, image_origin
+from ..registry import register
+
+AxisName = Annotated[str, Field(pattern=f"^{AXIS_NAME.pattern}$")]
+
+
+class RearrangeParams(Params):
+    pattern: str = Field(max_length=500, description="einops pattern, e.g. 'b (h w) c -> b c h w'")
+    sizes: dict[AxisName, PositiveInt] = Field({},
+                                               description="sizes of axes the input does not fix, e.g. {h: 14}")
+    layout: Literal["tensor", "image", "tokens"] | None = Field(
+        None, alias="as", description="the output's layout; default: tokens or an image where the pattern keeps "
+                                      "the input's grid, else tensor")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one input is rearranged: the parsed pattern, every axis's size, the input dimension
+    whose two axes are read from the input's token grid (`grid_dim`), and the input's row and
+    column groups (`spatial`: an image's last two dimensions, or a token grid's two axes)."""
+
+    pattern: Pattern
+    sizes: dict
+    grid_dim: int | None
+    spatial: tuple[tuple[str, ...], tuple[str, ...]] | None
+
+    @property
+    def shape(self) -> tuple:
+        """The output shape."""
+        return tuple(merged(group, self.sizes) for group in self.pattern.right.groups)
+
+    def kept_grid(self) -> tuple[int, int] | None:
+        """The output's token grid, when its tokens are the input's rows and columns, flattened."""
+        right = self.pattern.right
+        if self.spatial is None or right.rank != 3 or len(right.groups[1]) != 2:
+            return None
+        row, column = right.groups[1]
+        if (row, column) != (self.spatial[0][0], self.spatial[1][0]):
+            return None
+        return self.sizes[row], self.sizes[column]
+
+    def kept_image(self) -> bool:
+        """Whether the output's last two dimensions are the input's rows and columns (of an
+        image, or of a token grid)."""
+        right = self.pattern.right
+        return (self.spatial is not None and right.rank == 4
+                and right.groups[2:] == tuple((group[0],) for group in self.spatial))
+
+
+class RearrangeOp(Op):
+    """Reshape and permute by an einops pattern; sizes inferred and checked."""
+
+    primitive = "rearrange"
+    Params = RearrangeParams
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        plan = plan_of(p, x)
+        layout = p.layout or ("tokens" if plan.kept_grid() else "image" if plan.kept_image() else "tensor")
+        return typed(layout, plan, x)
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        return Cost(0, 0)
+
+
+def plan_of(p: RearrangeParams, x: TensorType) -> Plan:
+    """The plan for rearranging `x` (RuleError where the pattern does not fit it)."""
+    try:
+        pattern = parse_pattern(p.pattern)
+    except AxesError as exc:
+        raise RuleError(exc.message, hint=exc.hint, field="pattern") from None
+    check_batch_axis(pattern, p)
+    if len(x.shape) != pattern.left.rank:
+        raise RuleError(f"the input is {x.describe()}, rank {len(x.shape)}; '{pattern.left.text}' has "
+                        f"{pattern.left.rank} dimensions", field="pattern",
+                        hint="write one name or one (group) per dimension of the input")
+    for axis in p.sizes:
+        if axis not in pattern.left.axes:
+            raise RuleError(f"`sizes` gives '{axis}', which is not an axis of '{pattern.text}'", field="sizes",
+                            hint=f"the axes are {', '.join(pattern.left.axes[1:])}")
+    grid_dim = grid_dimension(pattern, p, x)
+    sizes = {}
+    for d, (group, dim) in enumerate(zip(pattern.left.groups, x.shape)):
+        if d == grid_dim:
+            sizes.update(zip(group, x.grid))
+        else:
+            sizes.update(group_sizes(group, dim, d, p.sizes, pattern))
+    return Plan(pattern, sizes, grid_dim, spatial_groups(pattern, x, grid_dim))
+
+
+def check_batch_axis(pattern: Pattern, p: RearrangeParams) -> None:
+    """The batch axis leads both sides, alone, and its size is the input's."""
+    left, right = pattern.left, pattern.right
+    if len(left.groups[0]) != 1:
+        raise RuleError(f"'{left.text}' must start with the batch axis alone", field="pattern",
+                        hint="archspec's tensors are batch first: e.g. 'b n c -> ...'")
+    batch = left.groups[0][0]
+    if right.groups[0] != (batch,):
+        raise RuleError(f"'{pattern.text}' moves the batch axis '{batch}': it must stay first and alone",
+                        field="pattern", hint=f"write '{batch}' first on the right, on its own")
+    if batch in p.sizes:
+        raise RuleError(f"`sizes` gives the batch axis '{batch}'", field="sizes", hint="the batch size is the input's")
+
+
+def grid_dimension(pattern: Pattern, p: RearrangeParams, x: TensorType) -> int | None:
+    """1 when the input is tokens on a grid without a prefix and the pattern reads their
+    `(h w)` with neither size given: the two sizes are the grid's; else None."""
+    left = pattern.left
+    if x.layout != "tokens" or not x.grid or x.prefix or left.rank != 3 or len(left.groups[1]) != 2:
+        return None
+    return None if any(axis in p.sizes for axis in left.groups[1]) else 1
+
+
+def spatial_groups(pattern: Pattern, x: TensorType, grid_dim: int | None):
+    """The input's row and column groups: an image's last two dimensions, or a grid's two axes."""
+    if x.layout == "image":
+        return pattern.left.groups[2], pattern.left.groups[3]
+    if grid_dim is not None:
+        row, column = pattern.left.groups[grid_dim]
+        return (row,), (column,)
+    return None
+
+
+def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Pattern) -> dict:
+    """The sizes of the axes of one input dimension of size `dim` (one may be unknown)."""
+    written = f"({' '.join(group)})" if len(group) > 1 else " ".join(group) or "1"
+    if isinstance(dim, Sym) and d > 0:
+        if len(group) != 1 or group[0] in given:
+            raise RuleError(f"dimension {d} has the symbolic size {dim}; '{written}' in '{pattern.left.text}' "
+                            "would split it", field="pattern", hint="an axis of symbolic size can move, not split")
+        return {group[0]: dim}
+    if d == 0:
+        return {group[0]: dim}
+    unknown = [axis for axis in group if axis not in given]
+    known = math.prod(given[axis] for axis in group if axis in given)
+    if len(unknown) > 1:
+        raise RuleError(f"cannot infer both {' and '.join(repr(a) for a in unknown[:2])} in '{written}' "
+                        f"(dimension {d}, size {dim})", field="sizes",
+                        hint=f"give all but one of {', '.join(unknown)} under `sizes`, e.g. "
+                             f"sizes: {{{unknown[0]}: ...}}")
+    if unknown and dim % known:
+        parts = ", ".join(f"{a}={given[a]}" for a in group if a in given)
+        raise RuleError(f"axis '{unknown[0]}' of '{written}': dimension {d} of size {dim} does not divide by "
+                        f"{known} ({parts})", field="sizes", hint=f"give sizes whose product divides {dim} "
+                                                                 f"({', '.join(map(str, divisors(dim)[1:7]))})")
+    if not unknown and known != dim:
+        parts = " * ".join(f"{a}={given[a]}" for a in group) or "1"
+        raise RuleError(f"'{written}' is {known} ({parts}) but dimension {d} is {dim}", field="sizes",
+                        hint=f"give sizes whose product is {dim}")
+    sizes = {axis: given[axis] for axis in group if axis in given}
+    sizes.update({axis: dim // known for axis in unknown})
+    return sizes
+
+
+def merged(group: tuple[str, ...], sizes: dict):
+    """The size of an output dimension: the product of its axes (a symbolic one stands alone)."""
+    if len(group) == 1:
+        return sizes[group[0]]
+    symbolic = [axis for axis in group if isinstance(sizes[axis], Sym)]
+    if symbolic:
+        raise RuleError(f"axis '{symbolic[0]}' has the symbolic size {sizes[symbolic[0]]}; '({' '.join(group)})' "
+                        "would merge it", field="pattern", hint="an axis of symbolic size can move, not merge")
+    return math.prod(sizes[axis] for axis in group)
+
+
+def typed(layout: str, plan: Plan, x: TensorType) -> TensorType:
+    """The output's type in the layout asked for (RuleError if its rank does not fit)."""
+    shape = plan.shape  # [B, ...] one size per output group
+    wanted = {"image": 4, "tokens": 3}.get(layout)
+    if wanted and len(shape) != wanted:
+        raise RuleError(f"`as: {layout}` needs a rank-{wanted} output; '{plan.pattern.right.text}' has rank "
+                        f"{len(shape)}", field="as", hint="use `as: tensor`, or change the pattern's right side")
+    if layout == "tokens":
+        grid = plan.kept_grid()
+        return TensorType("tokens", shape, x.dtype, grid=grid, origin=grid and origin_of(x, grid))  # [B, N, C]
+    if layout == "image":
+        return TensorType("image", shape, x.dtype, origin=x.origin)  # [B, C, H, W]
+    return TensorType("tensor", shape, x.dtype)  # [B, ...]
+
+
+def origin_of(x: TensorType, grid: tuple[int, int]) -> GridOrigin:
+    """How the output's grid came about: the input's image or grid, cut into patches if smaller."""
+    origin = image_origin(x) if x.layout == "image" else grid_origin(x)
+    before = x.shape[2:] if x.layout == "image" else x.grid
+    patch = tuple(side // g for side, g in zip(before, grid))
+    return origin if patch == (1, 1) else origin.then("rearrange", *patch)
+
+
+def rearranged_grid(p: RearrangeParams, grid):
+    """The output's token grid for an input grid (or an image's height and width) `grid`, which
+    may be symbolic (TOKEN_GRID: export with a dynamic image size): each output grid axis is
+    its given size, or its input side divided by the given sizes of its group's other axes."""
+    if grid is None:
+        return None
+    pattern = parse_pattern(p.pattern)
+    left = pattern.left
+    spatial = left.groups[2:] if left.rank == 4 else tuple((axis,) for axis in left.groups[1])
+    return tuple(p.sizes[group[0]] if group[0] in p.sizes else side // math.prod(p.sizes[a] for a in group[1:])
+                 for group, side in zip(spatial, grid))
+
+
+REARRANGE = register(RearrangeOp())
