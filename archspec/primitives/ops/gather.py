@@ -29,9 +29,10 @@ def check_index(index: TensorType) -> None:
                         f"{index.describe()}", field="from")
 
 
-def check_sequence(x: TensorType, op: str, skip_prefix: bool, role: str) -> None:
-    """`x` is tokens [B, N, C] or a [B, N] tensor of this batch, with a prefix only if skipped."""
-    if x.layout != "tokens" and len(x.shape) != 2:
+def check_sequence(x: TensorType, op: str, role: str, skip_prefix: bool | None) -> None:
+    """`x` is tokens (or a tensor) [B, N, C] or a [B, N] tensor of this batch, with a prefix only
+    if skipped (`skip_prefix` None: the role cannot skip one)."""
+    if not (x.layout == "tokens" or len(x.shape) == 2 or (x.layout == "tensor" and len(x.shape) == 3)):
         raise RuleError(f"{op} reads tokens [B, N, C] or a [B, N] tensor as {role}, got {x.layout_name()}",
                         field="from")
     if x.shape[0] is not BATCH:
@@ -39,10 +40,11 @@ def check_sequence(x: TensorType, op: str, skip_prefix: bool, role: str) -> None
     if x.layout != "tokens" and skip_prefix:
         raise RuleError(f"skip_prefix is for tokens; {role} is {x.layout_name()}", field="skip_prefix")
     if x.prefix and not skip_prefix:
+        drop = f"drop them first (slice: {{start: {x.prefix}}})"
         raise RuleError(f"{role} ({x.describe()}) has {x.prefix} prefix (class) token(s), which the index "
-                        "would count", field="skip_prefix",
-                        hint=f"`skip_prefix: true` keeps them in front and indexes the others; or drop them first "
-                             f"(slice: {{start: {x.prefix}}})")
+                        "would count", field="from" if skip_prefix is None else "skip_prefix",
+                        hint=drop if skip_prefix is None else f"`skip_prefix: true` keeps them in front and indexes "
+                                                              f"the others; or {drop}")
 
 
 def shortest(n) -> int:
@@ -52,7 +54,7 @@ def shortest(n) -> int:
 class GatherOp(Op):
     """x[b, index[b, :count]] along the sequence: [B, N, C] -> [B, M, C] (no grid), [B, N] -> [B, M].
 
-    Tokens lose their grid; a [B, N] tensor keeps its layout and dtype."""
+    Tokens lose their grid; a tensor keeps its layout and dtype."""
 
     primitive = "gather"
     Params = GatherParams
@@ -62,7 +64,7 @@ class GatherOp(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         x, index = inputs
-        check_sequence(x, "gather", p.skip_prefix, "x")
+        check_sequence(x, "gather", "x", p.skip_prefix)
         check_index(index)
         taken = index.length if p.count is None else p.count
         if p.count is not None and p.count > shortest(index.length):
@@ -70,7 +72,7 @@ class GatherOp(Op):
                             hint=f"at most {shortest(index.length)}")
         if x.layout == "tokens":
             return tokens(x.prefix + taken, x.channels, prefix=x.prefix)  # [B, P + M, C], no grid
-        return replace(x, shape=(x.shape[0], taken))  # [B, N] -> [B, M]
+        return replace(x, shape=(x.shape[0], taken) + tuple(x.shape[2:]))  # [B, N(, C)] -> [B, M(, C)]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)

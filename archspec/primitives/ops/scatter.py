@@ -36,10 +36,10 @@ class ScatterOp(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         into, index, x = inputs
         check_index(index)
-        check_sequence(x, "scatter", False, "x")
+        check_sequence(x, "scatter", "x", None)
         if into.shape[0] is not BATCH:  # a parameter: one sequence for every sample
             into = replace(into, shape=(BATCH,) + tuple(into.shape[1:]))
-        check_sequence(into, "scatter", p.skip_prefix, "into")
+        check_sequence(into, "scatter", "into", p.skip_prefix)
         if len(x.shape) != len(into.shape) or x.shape[2:] != into.shape[2:] or x.dtype != into.dtype:
             raise RuleError(f"scatter puts {x.describe()} into {into.describe()}: the sizes after the sequence "
                             "and the dtypes must agree", field="from")
