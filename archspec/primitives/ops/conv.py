@@ -84,7 +84,7 @@ def per_axis(p: ConvParams, name: str) -> tuple[int, ...]:
 def padding_of(p: ConvParams, kernel: tuple[int, ...], stride: tuple[int, ...],
                dilation: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     """(before, after) zeros per axis: causal (all on the left), same, or as given."""
-    reaches = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    keeping = [d * (k - 1) for k, d in zip(kernel, dilation)]  # reach - 1: the zeros that keep the size
     if p.causal:
         if p.dim != 1:
             raise RuleError("causal is for a 1-D conv along the tokens", field="causal",
@@ -92,18 +92,18 @@ def padding_of(p: ConvParams, kernel: tuple[int, ...], stride: tuple[int, ...],
         if p.padding != 0:
             raise RuleError("causal pads (kernel - 1) * dilation on the left itself; give no padding with it",
                             field="padding", hint=Remedy("drop padding"))
-        return ((reaches[0], 0),)
+        return ((keeping[0], 0),)
     if p.padding == "same":
         if any(s != 1 for s in stride):
             raise RuleError(f"padding: same keeps the size only at stride 1, got stride {p.stride}", field="padding",
                             hint=Remedy("use stride: 1, or give the padding as a number"))
-        return tuple((r // 2, r - r // 2) for r in reaches)
+        return tuple((r // 2, r - r // 2) for r in keeping)
     pads = per_axis(p, "padding")
     for axis, pad in enumerate(pads):
-        if pad > reaches[axis]:
-            raise RuleError(f"padding {pad} is not smaller than the kernel's reach {reaches[axis] + 1}: the outputs "
+        if pad > keeping[axis]:
+            raise RuleError(f"padding {pad} is not smaller than the kernel's reach {keeping[axis] + 1}: the outputs "
                             "at the border would read padding only", field="padding",
-                            hint=Remedy(f"use a padding of at most {reaches[axis]}; padding: same keeps the size "
+                            hint=Remedy(f"use a padding of at most {keeping[axis]}; padding: same keeps the size "
                                         "at stride 1"))
     return tuple((pad, pad) for pad in pads)
 
