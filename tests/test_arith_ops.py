@@ -124,7 +124,8 @@ def test_shapes_that_do_not_broadcast_and_integer_division_are_refused():
         archspec.check_text(spec(inputs="  x: [B, 6, 8]\n  y: [B, 5, 8]\n", graph="  - {from: [x, y], subtract: {}}\n"))
     assert info.value.message == "subtract: shapes [B, 6, 8] and [B, 5, 8] do not broadcast (dimension 1: 6 vs 5)"
     with pytest.raises(archspec.SpecError) as info:
-        archspec.check_text(spec(inputs="  a: {shape: [B, 6], dtype: int64}\n  b: {shape: [B, 6], dtype: int64}\n", graph="  - {from: [a, b], divide: {}}\n"))
+        archspec.check_text(spec(inputs="  a: {shape: [B, 6], dtype: int64}\n  b: {shape: [B, 6], dtype: int64}\n",
+                                 graph="  - {from: [a, b], divide: {}}\n"))
     assert info.value.message == "divide reads floating-point values, got int64"
     assert "integer ids" in info.value.hint
 
@@ -158,8 +159,8 @@ REFERENCE = {"mean": lambda x, axes, keep: x.mean(axes, keep), "sum": lambda x, 
 ])
 def test_reduce_computes_fn_and_keeps_the_layout_only_where_it_fits(source, fn, axes, keepdim, layout, shape, grid,
                                                                     prefix):
-    text = GRID + f"  - {{id: r, from: {source}, reduce: {{fn: {fn}, axes: {axes}, keepdim: {str(keepdim).lower()}}}}}\n"
-    report, model = build(text + "outputs: [r, cls, img]\n")
+    node = f"{{id: r, from: {source}, reduce: {{fn: {fn}, axes: {axes}, keepdim: {str(keepdim).lower()}}}}}"
+    report, model = build(GRID + f"  - {node}\noutputs: [r, cls, img]\n")
     out = report.graph.type_of("r")
     assert (out.layout, out.shape[1:], out.grid, out.prefix) == (layout, shape, grid, prefix)
     image = torch.randn(2, 3, 16, 16)
