@@ -41,33 +41,56 @@ PositiveInt = Annotated[int, Field(gt=0, le=MAX_SIZE)]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE)]
 Rate = Annotated[float, Field(ge=0.0, lt=1.0, description="a probability in [0, 1)")]
 Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="LayerNorm epsilon")]
-NormPlace = Literal["pre", "post", "res_post", "none"]
+NormPlace = Literal["pre", "post", "res_post", "sandwich", "none"]
 
 
 class SublayerParams(Params):
     """A transformer sub-layer with its norm and residual.
 
-    norm: pre      x + drop_path(f(norm(x)))      ViT, Swin v1, PVT, CLIP
-    norm: post     norm(x + drop_path(f(x)))      the 2017 Transformer
-    norm: res_post x + drop_path(norm(f(x)))      Swin v2
+    norm: pre      x + drop_path(f(norm(x)))                 ViT, Swin v1, PVT, CLIP, Llama
+    norm: post     norm(x + drop_path(f(x)))                 the 2017 Transformer
+    norm: res_post x + drop_path(norm(f(x)))                 Swin v2
+    norm: sandwich x + drop_path(post_norm(f(norm(x))))      CogView, Gemma 2
     norm: none     x + drop_path(f(x))
 
     With `layer_scale`, the branch is multiplied by a learned per-channel scale before the
     residual add (LayerScale, CaiT / timm `ls1.gamma`): x + drop_path(gamma * f(norm(x))).
+    With `residual: false` the sub-layer returns its branch alone, drop_path(f(norm(x))): a
+    parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
+    With `norm_offset` (RMSNorm only) each norm scales by (offset + weight), the weight starting
+    at 1 - offset (Gemma: offset 1, the weight zero).
     """
 
-    norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post or none")
+    norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post, sandwich or none")
     norm_kind: Literal["layer", "rms"] = Field("layer", description="LayerNorm or RMSNorm (weight only)")
     norm_eps: Eps = 1e-5
+    norm_offset: float = Field(0.0, allow_inf_nan=False, description="RMSNorm: scale by (offset + weight), the "
+                                                                     "weight starting at 1 - offset (Gemma: 1)")
+    residual: bool = Field(True, description="add the input back; false: return the branch alone (parallel blocks)")
     drop_path: Rate = Field(0.0, description="stochastic depth rate of this residual branch")
     layer_scale: float | None = Field(None, gt=0, description="LayerScale: initial value of a learned per-channel "
                                                               "scale of the branch (e.g. 1e-5); none: no scale")
 
+    def check_structure(self) -> None:
+        """RuleError for options that do not go together."""
+        if self.norm == "post" and not self.residual:
+            raise RuleError("norm: post normalises the residual sum, and residual: false leaves no sum",
+                            field="residual", hint="for a branch with its norm after the body use norm: res_post "
+                                                   "with residual: false; or keep the residual")
+        if self.norm_offset and self.norm_kind != "rms":
+            raise RuleError(f"norm_offset {self.norm_offset} needs norm_kind: rms (a LayerNorm has no offset)",
+                            field="norm_offset", hint="add norm_kind: rms (Gemma's (1 + w) RMSNorm), or drop "
+                                                      "norm_offset")
+        if self.norm_offset and self.norm == "none":
+            raise RuleError("norm_offset is given but norm: none leaves no norm to offset", field="norm_offset",
+                            hint="drop norm_offset, or place a norm (pre, sandwich, ...)")
+
 
 def sublayer_params(p: SublayerParams, width: int) -> int:
-    """Parameters of a sub-layer's norm and LayerScale (its body's are the op's own)."""
-    norm = 0 if p.norm == "none" else (width if p.norm_kind == "rms" else 2 * width)
-    return norm + (width if p.layer_scale is not None else 0)
+    """Parameters of a sub-layer's norms and LayerScale (its body's are the op's own)."""
+    norms = {"pre": 1, "post": 1, "res_post": 1, "sandwich": 2, "none": 0}[p.norm]
+    per_norm = width if p.norm_kind == "rms" else 2 * width
+    return norms * per_norm + (width if p.layer_scale is not None else 0)
 
 
 # -- rule results ------------------------------------------------------------------------------

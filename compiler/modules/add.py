@@ -1,4 +1,4 @@
-"""add (torch): x + y."""
+"""add (torch): x + y (+ more), left to right."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from .common import make
 
 
 class Add(nn.Module):
-    def forward(self, x, y):
-        return x + y  # broadcast
+    def forward(self, x, *others):
+        for y in others:
+            x = x + y  # broadcast
+        return x
 
 
 @lowering(ADD)

@@ -1,11 +1,11 @@
-"""The norms a sub-layer or a norm node uses: LayerNorm, or RMSNorm computed as Hugging Face's
-Llama does it (in float32, the weight applied after casting back)."""
+"""The norms a sub-layer or a norm node uses: LayerNorm, RMSNorm computed as Hugging Face's
+Llama does it (in float32, the weight applied after casting back), or RMSNorm with an offset
+computed as Hugging Face's Gemma does it (in float32 times (offset + weight), then cast back)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
 
 
 class RMSNorm(nn.Module):
@@ -22,8 +22,33 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(x.dtype)
 
 
-def norm_module(kind: str, width: int, eps: float) -> nn.Module:
-    """A LayerNorm (`layer`) or an RMSNorm (`rms`) over `width` channels."""
+class OffsetRMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * (offset + weight) over the last dimension, in float32 (Gemma's
+    RMSNorm with offset 1). The weight starts at 1 - offset: the scale starts at 1."""
+
+    def __init__(self, dim, eps=1e-6, offset=1.0):
+        super().__init__()
+        self.eps = eps
+        self.offset = offset
+        self.weight = nn.Parameter(torch.full((dim,), 1.0 - offset))
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (self.offset + self.weight.float())).to(x.dtype)
+
+
+def norm_module(kind: str, width: int, eps: float, offset: float = 0.0) -> nn.Module:
+    """A LayerNorm (`layer`) or an RMSNorm (`rms`, with an `offset`: Gemma's) over `width` channels."""
+    if kind == "rms" and offset:
+        return OffsetRMSNorm(width, eps, offset)
     if kind == "rms":
         return RMSNorm(width, eps)
     return nn.LayerNorm(width, eps=eps)
+
+
+def zero_scale(norm: nn.Module) -> None:
+    """Make a norm output zeros (Swin v2's res_post norms: every block starts as the identity)."""
+    nn.init.constant_(norm.weight, -getattr(norm, "offset", 0.0))
+    if getattr(norm, "bias", None) is not None:
+        nn.init.zeros_(norm.bias)

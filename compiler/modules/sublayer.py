@@ -1,11 +1,15 @@
-"""A transformer sub-layer as one module: its norm, its body (the attention or MLP of the
+"""A transformer sub-layer as one module: its norms, its body (the attention or MLP of the
 subclass), LayerScale, stochastic depth and the residual add, all in `forward`, so that the
 module is exactly the sub-layer (hooks, checkpointing and FSDP see the whole of it):
 
-    pre       x + drop_path(ls(body(norm(x))))      ViT, Swin v1, PVT, CLIP, GPT-2, Llama
-    post      norm(x + drop_path(ls(body(x))))      the 2017 Transformer, BERT
-    res_post  x + drop_path(ls(norm(body(x))))      Swin v2
+    pre       x + drop_path(ls(body(norm(x))))                 ViT, Swin v1, PVT, CLIP, GPT-2, Llama
+    post      norm(x + drop_path(ls(body(x))))                 the 2017 Transformer, BERT
+    res_post  x + drop_path(ls(norm(body(x))))                 Swin v2
+    sandwich  x + drop_path(ls(post_norm(body(norm(x)))))      CogView, Gemma 2
     none      x + drop_path(ls(body(x)))
+
+Without the residual (`residual: false`) it returns the branch alone, drop_path(ls(...)): a
+parallel block adds the branches and x itself (GPT-J, PaLM).
 """
 
 from __future__ import annotations
@@ -13,18 +17,20 @@ from __future__ import annotations
 import torch.nn as nn
 
 from .common import DropPath, LayerScale
-from .norms import norm_module
+from .norms import norm_module, zero_scale
 
 
 class Sublayer(nn.Module):
-    def __init__(self, width, norm="pre", norm_kind="layer", norm_eps=1e-5, layer_scale=None, drop_path=0.0):
+    def __init__(self, width, norm="pre", norm_kind="layer", norm_eps=1e-5, norm_offset=0.0, residual=True,
+                 layer_scale=None, drop_path=0.0):
         super().__init__()
         self.place = norm
-        self.norm = norm_module(norm_kind, width, norm_eps) if norm != "none" else None
+        self.residual = residual
+        self.norm = norm_module(norm_kind, width, norm_eps, norm_offset) if norm != "none" else None
+        if norm == "sandwich":  # Gemma 2's post_attention_layernorm / post_feedforward_layernorm
+            self.post_norm = norm_module(norm_kind, width, norm_eps, norm_offset)
         if norm == "res_post":  # Swin v2 (and timm) zero this norm: every block starts as the identity
-            nn.init.zeros_(self.norm.weight)
-            if getattr(self.norm, "bias", None) is not None:
-                nn.init.zeros_(self.norm.bias)
+            zero_scale(self.norm)
         self.layer_scale = LayerScale(width, layer_scale) if layer_scale is not None else None
         self.drop_path = DropPath(drop_path) if drop_path > 0 else None
 
@@ -37,17 +43,24 @@ class Sublayer(nn.Module):
             h = self.layer_scale(h)
         return self.drop_path(h) if self.drop_path is not None else h
 
-    def forward(self, x, *extra):
+    def normed_body(self, x, *extra):
+        """The body with the norms the place puts around it (all but post's, which follows the add)."""
         if self.place == "pre":
-            return x + self.branch(self.body(self.norm(x), *extra))
+            return self.body(self.norm(x), *extra)
+        if self.place == "res_post":
+            return self.norm(self.body(x, *extra))
+        if self.place == "sandwich":
+            return self.post_norm(self.body(self.norm(x), *extra))
+        return self.body(x, *extra)
+
+    def forward(self, x, *extra):
         if self.place == "post":
             return self.norm(x + self.branch(self.body(x, *extra)))
-        if self.place == "res_post":
-            return x + self.branch(self.norm(self.body(x, *extra)))
-        return x + self.branch(self.body(x, *extra))
+        h = self.branch(self.normed_body(x, *extra))
+        return x + h if self.residual else h
 
 
 def sublayer_args(p) -> dict:
     """The Sublayer constructor arguments of a node's params."""
-    return dict(norm=p.norm, norm_kind=p.norm_kind, norm_eps=p.norm_eps, layer_scale=p.layer_scale,
-                drop_path=p.drop_path)
+    return dict(norm=p.norm, norm_kind=p.norm_kind, norm_eps=p.norm_eps, norm_offset=p.norm_offset,
+                residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path)

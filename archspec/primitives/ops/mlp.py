@@ -44,6 +44,7 @@ class MlpOp(Op):
         (x,) = inputs
         if x.layout != "tokens":
             raise RuleError(f"mlp reads tokens, got {x.layout_name()}")
+        p.check_structure()
         hidden = hidden_of(p, x.channels)
         if hidden < 1:
             raise RuleError(f"ratio {p.ratio} gives an empty hidden layer for width {x.channels}", field="ratio")

@@ -66,6 +66,7 @@ class AttentionOp(Op):
         if x.layout != "tokens":
             raise RuleError(f"attention reads tokens, got {x.layout_name()}",
                             hint="patchify the image first" if x.layout == "image" else None)
+        p.check_structure()
         check_heads(p, x.channels)
         self.check(p, inputs)
         return x  # same shape

@@ -1,8 +1,11 @@
-"""norm kind=rms: RMSNorm, x / sqrt(mean(x^2) + eps) * weight (no mean, no bias; Llama)."""
+"""norm kind=rms: RMSNorm, x / sqrt(mean(x^2) + eps) * weight (no mean, no bias; Llama); with
+`offset`, x / sqrt(mean(x^2) + eps) * (offset + weight) (Gemma: offset 1, the weight starting at 0)."""
 
 from __future__ import annotations
 
 from typing import Literal
+
+from pydantic import Field
 
 from ....core.types import TensorType
 from ...base import Cost, Eps, Op, Params
@@ -13,10 +16,12 @@ from .common import check_normalisable
 class RmsNormParams(Params):
     kind: Literal["rms"]
     eps: Eps = 1e-6
+    offset: float = Field(0.0, allow_inf_nan=False, description="scale by (offset + weight), the weight starting "
+                                                                "at 1 - offset (Gemma: 1)")
 
 
 class RmsNorm(Op):
-    """RMSNorm over the channels (a weight, no bias)."""
+    """RMSNorm over the channels (a weight, no bias; with `offset`, scaled by offset + weight)."""
 
     primitive = "norm"
     kind = "rms"
