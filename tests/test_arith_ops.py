@@ -170,6 +170,16 @@ def test_reduce_computes_fn_and_keeps_the_layout_only_where_it_fits(source, fn, 
     checks_shapes(report, model, (image,))
 
 
+def test_reduce_tells_the_channels_from_the_tokens_by_axis_not_by_size():
+    report = archspec.check_text(spec(inputs="  x: [B, 8, 8]\n", graph="""
+  - {id: over_channels, reduce: {fn: sum, axes: [2]}}
+  - {id: over_tokens, from: x, reduce: {fn: sum, axes: [1]}}
+outputs: [over_channels, over_tokens]
+"""))
+    assert report.graph.type_of("over_channels").layout == "tensor"  # [B, N], though N == C
+    assert report.graph.type_of("over_tokens").layout == "vector"
+
+
 def test_reduce_on_integers_keeps_them_but_refuses_a_mean():
     report, model = build(spec(inputs="  ids: {shape: [B, 6], dtype: int64}\n",
                                graph="  - {id: most, reduce: {fn: max, axes: [1]}}\n"))

@@ -27,6 +27,7 @@ from ..base import Cost, Op, Params, RuleError
 from ..registry import register
 
 KEPT_LAYOUTS = ("tokens", "image", "vector")  # layouts whose axes stay meaningful at size 1
+CHANNEL_AXIS = {"tokens": 2, "image": 1}  # what is left of them after a pool is a feature vector
 
 
 class ReduceParams(Params):
@@ -66,10 +67,10 @@ class ReduceOp(Op):
         axes = normalised_axes(p.axes, x)
         if p.keepdim:
             return kept(x, axes)
-        shape = tuple(d for axis, d in enumerate(x.shape) if axis not in axes)  # [B, remaining axes]
-        if x.layout in ("tokens", "image") and shape == (x.shape[0], x.channels):
+        remaining = tuple(axis for axis in range(len(x.shape)) if axis not in axes)
+        if remaining == (0, CHANNEL_AXIS.get(x.layout)):
             return vector(x.channels)  # [B, C]: pooled features
-        return tensor(shape, x.dtype)
+        return tensor(tuple(x.shape[axis] for axis in remaining), x.dtype)  # [B, remaining axes]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)
