@@ -191,7 +191,8 @@ def test_a_gemma2_block_matches_hugging_faces_norms_and_mlp():
     x = torch.randn(2, 6, WIDTH)
     attn, mlp = model.attn, model.mlp
     input_layernorm, post_attention_layernorm = gemma_norm(attn.norm.weight), gemma_norm(attn.post_norm.weight)
-    pre_feedforward_layernorm, post_feedforward_layernorm = gemma_norm(mlp.norm.weight), gemma_norm(mlp.post_norm.weight)
+    pre_feedforward_layernorm = gemma_norm(mlp.norm.weight)
+    post_feedforward_layernorm = gemma_norm(mlp.post_norm.weight)
     with torch.no_grad():
         h = x + post_attention_layernorm(causal_attention(input_layernorm(x), attn))
         want = h + post_feedforward_layernorm(gemma_mlp(mlp)(pre_feedforward_layernorm(h)))
