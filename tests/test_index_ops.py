@@ -93,6 +93,38 @@ def test_mae_random_masking_equals_hugging_face():
     assert report.params == 0 and report.flops == flops_of(model, (x, noise)) == 0
 
 
+def test_mae_embeddings_are_patchify_then_gather_with_skip_prefix():
+    """ViTMAEEmbeddings (patches + pos[1:], masked; then cls + pos[0] in front) with the same weights."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.vit_mae.modeling_vit_mae import ViTMAEEmbeddings
+
+    report, model = build("""
+name: mae_embeddings
+inputs:
+  image: [B, 3, 16, 16]
+  noise: [B, 16]
+graph:
+  - {id: patch, from: image, patchify: {patch: 4, dim: 8, cls_token: true, pos: learned}}
+  - {id: shuffle, from: noise, argsort: {}}
+  - {id: restore, from: shuffle, argsort: {}}
+  - {id: kept, from: [patch, shuffle], gather: {count: 4, skip_prefix: true}}
+  - {id: mask, from: restore, compare: {op: ge, value: 4}}
+outputs: [kept, mask, restore]
+""")
+    config = transformers.ViTMAEConfig(hidden_size=8, image_size=16, patch_size=4, num_channels=3, mask_ratio=0.75)
+    reference = ViTMAEEmbeddings(config).eval()
+    with torch.no_grad():
+        reference.patch_embeddings.projection.weight.copy_(model.patch.proj.weight)
+        reference.patch_embeddings.projection.bias.copy_(model.patch.proj.bias)
+        reference.cls_token.copy_(model.patch.cls_token)
+        reference.position_embeddings.copy_(model.patch.pos_embed)
+        image, noise = torch.randn(2, 3, 16, 16), torch.rand(2, 16)
+        for got, want in zip(model(image, noise), reference(image, noise)):
+            assert torch.equal(got, want)
+    assert report.params == sum(p.numel() for p in reference.parameters())
+    checks_shapes(report, model, (image, noise))
+
+
 def test_the_restore_direction_puts_kept_tokens_back_in_place():
     """MAE's decoder: cat(kept, filler) gathered by ids_restore has each kept token at its place."""
     report, model = build(MASKING.replace("  noise: [B, 16]", "  noise: [B, 16]\n  fill: [B, 12, 8]")
