@@ -166,7 +166,7 @@ def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Patte
     known = math.prod(given[axis] for axis in group if axis in given)
     if len(unknown) > 1:
         raise RuleError(f"cannot infer both {' and '.join(repr(a) for a in unknown[:2])} in '{written}' "
-                        f"(dimension {d}, size {dim})", field="sizes",
+                        f"(dimension {d}, size {dim})", field="sizes" if given else "pattern",
                         hint=f"give all but one of {', '.join(unknown)} under `sizes`, e.g. "
                              f"sizes: {{{unknown[0]}: ...}}")
     if unknown and dim % known:
