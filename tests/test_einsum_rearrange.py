@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
 from archspec.cli import EXIT_SPEC, main
-from archspec.compiler.backends.export import export_program
+from archspec.compiler.backends.export import SizeRange, export_program
 from archspec.compiler.backends.onnx import export_onnx
 from archspec.primitives.axes_notation import AxesError, parse_equation, parse_pattern
 from archspec.primitives.ops.einsum import contraction_flops
@@ -252,6 +252,28 @@ def test_a_symbolic_length_moves_but_does_not_split():
         archspec.check_text(text + '  - {rearrange: {pattern: "b (l k) c -> b l k c", sizes: {k: 2}}}\n')
     with pytest.raises(archspec.SpecError, match="axis 'l' has the symbolic size L; '\\(l c\\)' would merge it"):
         archspec.check_text(text + '  - {rearrange: {pattern: "b l c -> b (l c)"}}\n')
+
+
+PATCH_GRID = """\
+  - {id: grid, rearrange: {pattern: "b c (h p) (w q) -> b (h w) (p q c)", sizes: {p: 4, q: 4}}}
+  - {id: embedded, linear: {dim: 8}}
+  - {id: merged, merge: {kind: concat, dim: 16}}
+  - {id: pixels, rearrange: {pattern: "b (h w) c -> b c h w"}}
+  - {id: tokens, rearrange: {pattern: "b c h w -> b (h w) c"}}
+"""
+
+
+def test_exported_with_a_dynamic_image_size_the_grids_follow():
+    """The grid a rearrange cuts, the one a merge halves, and the one the next rearrange reads
+    from the tokens all follow the image (TOKEN_GRID), here at sizes it was not built for."""
+    text = spec(PATCH_GRID, "  image: [B, 3, 16, 16]\n")
+    report, model = build(text)
+    program = export_program(model, report.graph, size_range=SizeRange(16, 64, 8))
+    for height, width in ((32, 24), (48, 64)):
+        eager = archspec.build_text(text.replace("16, 16]", f"{height}, {width}]"), seed=0).eval()
+        image = torch.randn(2, 3, height, width)
+        with torch.no_grad():
+            assert torch.allclose(program.module()(image), eager(image), atol=TOL)
 
 
 def test_the_grid_rule_follows_a_dynamic_image_size():

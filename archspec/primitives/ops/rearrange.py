@@ -37,8 +37,7 @@ AxisName = Annotated[str, Field(pattern=f"^{AXIS_NAME.pattern}$")]
 
 class RearrangeParams(Params):
     pattern: str = Field(max_length=500, description="einops pattern, e.g. 'b (h w) c -> b c h w'")
-    sizes: dict[AxisName, PositiveInt] = Field({},
-                                               description="sizes of axes the input does not fix, e.g. {h: 14}")
+    sizes: dict[AxisName, PositiveInt] = Field({}, description="sizes of axes the input does not fix, e.g. {h: 14}")
     layout: Literal["tensor", "image", "tokens"] | None = Field(
         None, alias="as", description="the output's layout; default: tokens or an image where the pattern keeps "
                                       "the input's grid, else tensor")
