@@ -243,6 +243,61 @@ def test_an_offset_res_post_norm_still_starts_every_block_as_the_identity():
         assert torch.equal(model(x), x)
 
 
+# -- mixture of experts ---------------------------------------------------------------------------------
+
+MOE = spec(f"  - {{id: moe, mlp: {{hidden: {HIDDEN}, experts: 4, top_k: 2, act: silu, gated: true, bias: false, "
+           f"norm_kind: rms}}}}\n")
+
+
+def randomise(model, seed: int = 0):
+    """Every parameter drawn again (std 0.5): the router's choice then differs from token to token."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(0.5 * torch.randn(p.shape, generator=generator))
+    return model
+
+
+def test_a_mixture_of_experts_matches_hugging_faces_mixtral_block():
+    pytest.importorskip("transformers")
+    from transformers import MixtralConfig
+    from transformers.models.mixtral.modeling_mixtral import MixtralRMSNorm, MixtralSparseMoeBlock
+
+    report, model = build(MOE)
+    node = randomise(model).moe
+    config = MixtralConfig(hidden_size=WIDTH, intermediate_size=HIDDEN, num_local_experts=4, num_experts_per_tok=2,
+                           hidden_act="silu", rms_norm_eps=1e-5)
+    block, norm = MixtralSparseMoeBlock(config).eval(), MixtralRMSNorm(WIDTH, eps=1e-5)
+    with torch.no_grad():
+        block.gate.weight.copy_(node.router.weight)
+        block.experts.gate_up_proj.copy_(node.experts.fc1)
+        block.experts.down_proj.copy_(node.experts.fc2)
+        norm.weight.copy_(node.norm.weight)
+        x = torch.randn(2, 6, WIDTH)
+        assert torch.allclose(model(x), x + block(norm(x)), atol=TOL)
+        chosen = node.route(norm(x).reshape(-1, WIDTH)) > 0  # [T, E]
+    assert (chosen.sum(-1) == 2).all() and len({tuple(c.tolist()) for c in chosen}) > 1  # routing matters here
+    checks_shapes(report, model, (x,))
+    assert counted_flops(model, x) == report.flops
+    expert = 3 * HIDDEN * WIDTH  # gate, up, down
+    assert report.params == 4 * expert + 4 * WIDTH + WIDTH  # experts, router, RMSNorm
+
+
+def test_experts_without_gating_and_with_biases_are_weighted_by_the_renormalised_top_k():
+    report, model = build(spec(f"  - {{id: moe, mlp: {{hidden: {HIDDEN}, experts: 3, top_k: 1, norm: none}}}}\n"))
+    node = randomise(model).moe
+    x = torch.randn(2, 6, WIDTH)
+    tokens = x.reshape(-1, WIDTH)
+    choice = (tokens @ node.router.weight.t()).argmax(-1)  # top 1: the weight renormalises to 1
+    experts = node.experts
+    hidden = F.gelu(torch.einsum("tc,thc->th", tokens, experts.fc1[choice]) + experts.fc1_bias[choice])
+    want = torch.einsum("th,tch->tc", hidden, experts.fc2[choice]) + experts.fc2_bias[choice]
+    with torch.no_grad():
+        assert torch.allclose(model(x), x + want.reshape(x.shape), atol=TOL)
+    assert report.params == 3 * (2 * HIDDEN * WIDTH + HIDDEN + WIDTH) + 3 * WIDTH
+    assert counted_flops(model, x) == report.flops
+
+
 # -- options that do not go together -------------------------------------------------------------------
 
 
@@ -258,6 +313,10 @@ def test_an_offset_res_post_norm_still_starts_every_block_as_the_identity():
     ("norm: {kind: rms, offset: .inf}", "'.inf' is not a finite number", None, ".inf"),
     ("mlp: {hidden: 32, norm: sandwiched}", "sandwiched", "sandwich", "sandwiched"),
     ("mlp: {hidden: 32, residual: none}", "`residual` must be true or false; got 'none'", None, "none}"),
+    ("mlp: {hidden: 32, experts: 4, top_k: 5}", "top_k 5 is more than the 4 experts", "at most experts (4)", "5"),
+    ("mlp: {hidden: 32, top_k: 2}", "top_k goes with experts", "add experts", "2}"),
+    ("mlp: {hidden: 32, experts: 8}", "a mixture of 8 experts needs top_k", "add top_k: 2", "8"),
+    ("mlp: {hidden: 32, experts: 0, top_k: 1}", "", None, "0"),
 ])
 def test_options_that_do_not_go_together_are_located_errors(node, message, hint, at):
     text = spec(f"  - {{id: bad, {node}}}\n")
@@ -288,6 +347,7 @@ EVERY_OPTION = spec(f"""\
   - {{id: block, from: [x, attn, mlp], add: {{}}}}
   - {{id: ffn, mlp: {{hidden: {HIDDEN}, gated: true, act: silu, norm: sandwich, norm_kind: rms, norm_offset: 1.0}}}}
   - {{id: final, norm: {{kind: rms, offset: 1.0}}}}
+  - {{id: moe, mlp: {{hidden: {HIDDEN}, experts: 4, top_k: 2, gated: true, act: silu, bias: false, norm_kind: rms}}}}
 """)
 
 

@@ -1,5 +1,5 @@
 """mlp (torch): fc1, activation (after a depthwise conv on the grid for PVT v2), fc2; gated:
-fc2(act(a) * b) with [a, b] = fc1(x).
+fc2(act(a) * b) with [a, b] = fc1(x); with experts, a mixture of such MLPs routed per token (Mixtral).
 
 The depthwise conv reads the tokens [B, N, hidden] as a channels-last image (a view, no copy)
 and its channels-last output is the tokens again (a view): no transposing copies. In eager CPU
@@ -7,6 +7,7 @@ inference the activation is fused into fc1 or the conv (oneDNN post-ops; common.
 
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 
 from archspec.primitives.ops.mlp import MLP, hidden_of
@@ -62,17 +63,80 @@ class Mlp(Sublayer):
         return x
 
 
+class Experts(nn.Module):
+    """`count` MLPs as stacked weights, each run over every token; Hugging Face's MixtralExperts
+    layout: fc1 [E, first, C] (its gate_up_proj, the gate half first), fc2 [E, C, hidden] (down_proj)."""
+
+    def __init__(self, count, dim, hidden, act, gated=False, bias=True, dropout=0.0):
+        super().__init__()
+        self.gated = gated
+        first = 2 * hidden if gated else hidden
+        self.fc1 = nn.Parameter(torch.empty(count, first, dim))
+        self.fc2 = nn.Parameter(torch.empty(count, dim, hidden))
+        self.fc1_bias = nn.Parameter(torch.zeros(count, first)) if bias else None
+        self.fc2_bias = nn.Parameter(torch.zeros(count, dim)) if bias else None
+        self.act = activation(act)
+        self.drop = nn.Dropout(dropout) if dropout > 0 else None
+        nn.init.trunc_normal_(self.fc1, std=0.02)  # timm's init for transformer linears
+        nn.init.trunc_normal_(self.fc2, std=0.02)
+
+    def forward(self, x):
+        h = torch.einsum("tc,efc->tef", x, self.fc1)  # [T, C] -> [T, E, first]
+        if self.fc1_bias is not None:
+            h = h + self.fc1_bias
+        if self.gated:
+            gate, value = h.chunk(2, dim=-1)  # [T, E, 2 hidden] -> 2 x [T, E, hidden]
+            h = self.act(gate) * value
+        else:
+            h = self.act(h)
+        if self.drop is not None:
+            h = self.drop(h)
+        out = torch.einsum("teh,ech->tec", h, self.fc2)  # -> [T, E, C]
+        return out + self.fc2_bias if self.fc2_bias is not None else out
+
+
+class MixtureOfExperts(Sublayer):
+    """The feed-forward sub-layer's body as a mixture of experts (Hugging Face's MixtralSparseMoeBlock):
+    a router scores the experts per token, softmax in float32, the top_k kept and renormalised,
+    and the experts' outputs are summed with those weights. Dense: every expert runs on every
+    token (weight 0 where not chosen), so that shapes do not depend on the routing."""
+
+    def __init__(self, dim, hidden, act, experts, top_k, bias=True, dropout=0.0, gated=False, **sublayer):
+        super().__init__(dim, **sublayer)
+        self.top_k = top_k
+        self.router = Linear(dim, experts, bias=False)
+        self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout)
+        self.drop = nn.Dropout(dropout) if dropout > 0 else None
+        trunc_normal_linears(self)
+
+    def route(self, x):
+        """Each token's weight for each expert, in float32: the top_k probabilities renormalised, 0 elsewhere."""
+        probs = self.router(x).float().softmax(-1)  # [T, C] -> [T, E]
+        top, chosen = probs.topk(self.top_k, dim=-1)  # -> 2 x [T, k]
+        return torch.zeros_like(probs).scatter(-1, chosen, top / top.sum(-1, keepdim=True))  # -> [T, E]
+
+    def body(self, x):
+        tokens = x.reshape(-1, x.shape[-1])  # [B, N, C] -> [T, C]
+        mixed = (self.experts(tokens) * self.route(tokens)[..., None]).sum(1)  # [T, E, C] -> [T, C]
+        out = mixed.to(x.dtype).reshape(x.shape)  # -> [B, N, C]
+        return self.drop(out) if self.drop is not None else out
+
+
 @lowering(MLP)
 def lower(p, inputs, ctx):
     x = inputs[0]
+    if p.experts is not None:
+        return make(MixtureOfExperts, dim=x.channels, hidden=hidden_of(p, x.channels), act=p.act,
+                    experts=p.experts, top_k=p.top_k, bias=p.bias, dropout=p.dropout, gated=p.gated,
+                    **sublayer_args(p))
     return make(Mlp, dim=x.channels, hidden=hidden_of(p, x.channels), act=p.act, bias=p.bias, grid=x.grid,
                 dwconv=p.dwconv, extra_relu=p.extra_relu, dropout=p.dropout, gated=p.gated, **sublayer_args(p))
 
 
 def onnx_fusion(p):
     """ONNX Runtime fuses fc1's bias and a GELU (erf) into one BiasGelu when nothing comes
-    between them: not gated, no depthwise conv (it fuses no conv with a GELU)."""
-    return "gelu" if p.act == "gelu" and not p.gated and not p.dwconv else None
+    between them: not gated, no depthwise conv (it fuses no conv with a GELU), not experts."""
+    return "gelu" if p.act == "gelu" and not p.gated and not p.dwconv and p.experts is None else None
 
 
 register_facts(MLP, grid=KEEPS, fusion=onnx_fusion, head=None)
