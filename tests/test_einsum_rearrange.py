@@ -18,6 +18,7 @@ import archspec
 from archspec.cli import EXIT_SPEC, main
 from archspec.compiler.backends.export import SizeRange, export_program
 from archspec.compiler.backends.onnx import export_onnx
+from archspec.core.types import BATCH, tensor
 from archspec.primitives.axes_notation import AxesError, parse_equation, parse_pattern
 from archspec.primitives.ops.einsum import contraction_flops
 from archspec.primitives.ops.rearrange import RearrangeParams, rearranged_grid
@@ -225,6 +226,11 @@ def test_the_layout_follows_the_grid(pattern, extra, layout, shape, grid):
                                       "  x: [B, 3, 4, 4]\n"))
     out = report.graph.type_of("r")
     assert (out.layout, out.shape[1:], out.grid) == (layout, shape, grid)
+
+
+def test_an_image_row_written_1_is_no_grid():
+    report = archspec.check_text(spec('  - {id: r, rearrange: {pattern: "b c 1 w -> b w c"}}\n', "  x: [B, 3, 1, 4]\n"))
+    assert report.graph.type_of("r") == tensor((BATCH, 4, 3))
 
 
 def test_heads_split_and_size_one_axes():

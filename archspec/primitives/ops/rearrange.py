@@ -142,9 +142,11 @@ def grid_dimension(pattern: Pattern, p: RearrangeParams, x: TensorType) -> int |
 
 
 def spatial_groups(pattern: Pattern, x: TensorType, grid_dim: int | None):
-    """The input's row and column groups: an image's last two dimensions, or a grid's two axes."""
+    """The input's row and column groups: an image's last two dimensions (unless written 1),
+    or a grid's two axes."""
     if x.layout == "image":
-        return pattern.left.groups[2], pattern.left.groups[3]
+        rows, columns = pattern.left.groups[2:]
+        return (rows, columns) if rows and columns else None
     if grid_dim is not None:
         row, column = pattern.left.groups[grid_dim]
         return (row,), (column,)
