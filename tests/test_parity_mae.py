@@ -98,3 +98,26 @@ def test_flops_match_flop_counter(pair):
         pytest.skip("FLOPs are compared at the default size")
     measured = count_flops(lambda: pair.ref(pixel_values=images(1, 224), noise=noise_for(1, 224)))
     assert pair.report.flops == pytest.approx(measured, rel=FLOPS_REL), (pair.report.flops, measured)
+
+
+def test_a_pretraining_checkpoint_loads_its_encoder(tmp_path):
+    """ViTMAEForPreTraining's state dict (the encoder under `vit.`, and a decoder) loads through
+    the same mapping file: the decoder is left out, the encoder's outputs are ViTMAEModel's."""
+    from transformers import ViTMAEConfig, ViTMAEForPreTraining
+
+    config = ViTMAEConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                          decoder_hidden_size=32, decoder_num_hidden_layers=1, decoder_intermediate_size=64,
+                          image_size=64)
+    torch.manual_seed(0)
+    full = perturb_everything(ViTMAEForPreTraining(config).eval())
+    torch.save(full.state_dict(), tmp_path / "pretraining.pt")
+    assert any(k.startswith("decoder.") for k in full.state_dict())
+    overrides = {"img": 64, "dim": 64, "depth": 2, "heads": 4}
+    ours = archspec.build(SPEC, overrides, weights=str(tmp_path / "pretraining.pt")).eval()
+    assert param_count(ours) == param_count(full.vit)
+    image, noise = images(2, 64), noise_for(2, 64)
+    with torch.no_grad():
+        out = full.vit(pixel_values=image, noise=noise)
+        hidden, mask, ids_restore = ours(image, noise)
+    assert close(out.last_hidden_state, hidden) < TOL
+    assert torch.equal(mask, out.mask) and torch.equal(ids_restore, out.ids_restore)
