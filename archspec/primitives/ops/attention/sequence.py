@@ -23,6 +23,9 @@ class SequenceParams(AttentionParams):
     rope_theta: float | None = Field(None, gt=0, description="rotary position embedding base (e.g. 10000); none: no "
                                                              "rotary embedding")
     rope_dims: PositiveInt | None = Field(None, description="dims of each head the rotation covers (default: all)")
+    rope_flat: bool = Field(False, description="allow rotary embeddings over tokens on a grid or with class tokens: "
+                                               "each token is rotated by its index in the flattened sequence, "
+                                               "class tokens included")
     padding_mask: bool = Field(False, description="read a key-padding mask [B, L] as the last input: 1 keeps a "
                                                   "key, 0 hides it")
 
@@ -56,6 +59,10 @@ class SequenceAttentionOp(AttentionOp):
                             hint="each key/value head serves an equal group of query heads")
         if p.rope_theta is None and p.rope_dims is not None:
             raise RuleError("rope_dims goes with rope_theta", field="rope_dims")
+        if p.rope_theta is None and p.rope_flat:
+            raise RuleError("rope_flat goes with rope_theta", field="rope_flat")
+        if p.rope_theta is not None and not p.rope_flat:
+            check_rope_sequence(x)
         if p.rope_theta is not None:
             dims = p.rope_dims or head
             if dims > head or dims % 2:
@@ -71,6 +78,31 @@ class SequenceAttentionOp(AttentionOp):
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+
+
+def check_rope_sequence(x: TensorType) -> None:
+    """Rotary embeddings (rope_theta) rotate each token by its index in a 1-D sequence: over a
+    token grid that index is the flattened (row-major) position, and class tokens are rotated
+    as the first positions. Both are errors unless `rope_flat: true` says that is meant."""
+    if not x.grid and not x.prefix:
+        return
+    if x.grid:
+        h, w = x.grid
+        what = (f"these tokens lie on a {h}x{w} grid: each patch would be rotated by its row-major index "
+                f"(a patch and the one below it {w} positions apart)")
+        if x.prefix:
+            what += ", and " + _rotated_prefix(x.prefix)
+    else:
+        what = f"these tokens begin with class tokens: {_rotated_prefix(x.prefix)}"
+    raise RuleError(f"rope_theta rotates tokens by their index in a 1-D sequence, but {what}", field="rope_theta",
+                    hint=Remedy("give image tokens 2-D positions (patchify's `pos: learned` or `sincos`), or set "
+                                "`rope_flat: true` if the model really rotates the flattened positions (class "
+                                "tokens included)"))
+
+
+def _rotated_prefix(prefix: int) -> str:
+    return ("the class token as position 0" if prefix == 1
+            else f"the {prefix} class tokens as positions 0..{prefix - 1}")
 
 
 def check_sequence(x: TensorType, kind: str, p) -> None:
