@@ -31,6 +31,8 @@ class Fit:
     resampled: list[str] = field(default_factory=list)  # made for another size or window, resampled to ours
     matched: int = 0  # tensors of the checkpoint whose (mapped) name the model has
     file: str | None = None  # the naming's mapping file
+    created: list[str] = field(default_factory=list)  # ours, made by the mapping's create rules
+    dropped_learned: list[str] = field(default_factory=list)  # the checkpoint's, learned, left out by drop rules
 
     @property
     def problems(self) -> int:
@@ -47,7 +49,19 @@ class Fit:
             text += f"; kept initial values of {len(self.kept)} ({listing(self.kept)})"
         if self.resampled:
             text += f"; resampled {len(self.resampled)} to this model's size ({listing(self.resampled)})"
+        if self.created:
+            text += f"; created {len(self.created)} ({listing(self.created)})"
+        for warning in self.warnings:
+            text += f"; warning: {warning}"
         return text
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the load did that may not be meant: learned tensors the mapping dropped."""
+        if not self.dropped_learned:
+            return []
+        return [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
+                f"(not buffers): {listing(self.dropped_learned)}"]
 
     def details(self) -> str:
         """What does not fit: missing, unexpected, wrongly shaped and clashing tensors."""
@@ -77,8 +91,9 @@ def shared_names(ours: dict) -> dict[str, set[str]]:
 def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = None) -> Fit:
     """How `state` (a checkpoint in `naming`) fits the model whose state dict is `ours`;
     `resample` (resample.py) brings tensors made for another size or window to ours."""
-    converted = naming.convert(state)
-    fit = Fit(naming.name, dict(converted.state), clashes=converted.clashes, file=naming.file)
+    converted = naming.convert(state, ours)
+    fit = Fit(naming.name, dict(converted.state), clashes=converted.clashes, file=naming.file,
+              created=converted.created, dropped_learned=converted.dropped_learned)
     resize_to_model(fit, ours, resample or {})
     others = shared_names(ours)
     for key, value in ours.items():

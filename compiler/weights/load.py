@@ -38,16 +38,20 @@ ALLOW_NAN = "ARCHSPEC_ALLOW_NAN"  # =1: load NaN and infinite values (for debugg
 
 
 def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[str | os.PathLike] = (),
-                 allow_nan: bool | None = None) -> Fit:
-    """Load `source` (a checkpoint file or a state dict) into `model`, in place.
+                 allow_nan: bool | None = None, params: dict | None = None) -> Fit:
+    """Load `source` (a checkpoint file or a state dict) into `model`, in place; the Fit says
+    under which naming, and its `warnings` what may not be meant (learned tensors dropped).
 
     `graph` is the checked spec's IR (its `mappings` are the spec's mapping files); without it,
     they are read from the spec file the model was built from. `mappings` are more mapping
-    files to try after the spec's (a user's `--map`). `allow_nan` (default: the environment's
-    ARCHSPEC_ALLOW_NAN=1) loads non-finite values instead of refusing them."""
+    files to try after the spec's (a user's `--map`). `params` are the spec's params that
+    `${...}` in a mapping file reads (default: the graph's, else the spec file's own values).
+    `allow_nan` (default: the environment's ARCHSPEC_ALLOW_NAN=1) loads non-finite values
+    instead of refusing them."""
     state = read_state_dict(source)
     ours = model.state_dict()
-    fit = best_fit(state, ours, namings_to_try(model, graph, list(mappings)), guarded(resamplers(model)))
+    namings = namings_to_try(model, graph, list(mappings), spec_params(model, graph, params))
+    fit = best_fit(state, ours, namings, guarded(resamplers(model)))
     check_dtypes(fit, ours, source_name(source))
     if not (allow_nan if allow_nan is not None else os.environ.get(ALLOW_NAN, "") not in ("", "0")):
         check_finite(fit, ours, source_name(source))
@@ -98,8 +102,9 @@ def check_finite(fit: Fit, ours: dict, name: str) -> None:
                          "(for debugging)")
 
 
-def namings_to_try(model: torch.nn.Module, graph, user_files: list) -> list[Naming]:
-    """archspec's naming, then the spec's mapping files, then the user's (each file once)."""
+def namings_to_try(model: torch.nn.Module, graph, user_files: list, params=None) -> list[Naming]:
+    """archspec's naming, then the spec's mapping files, then the user's (each file once);
+    `params` (SpecParams) are what `${...}` in their rules reads."""
     if graph is not None:
         spec, spec_files = graph.file, list(graph.mappings)
     else:
@@ -110,8 +115,57 @@ def namings_to_try(model: torch.nn.Module, graph, user_files: list) -> list[Nami
         absolute = os.path.abspath(os.fspath(path))
         if absolute not in seen:
             seen.add(absolute)
-            namings.append(read_mapping_file(path, by))
+            namings.append(read_mapping_file(path, by, params))
     return namings
+
+
+class SpecParams:
+    """The spec's params as `${...}` in a mapping file's rule sees them: given (a dict), or the
+    graph's (`graph.params`, the checked spec's values, `--set` included, when the IR carries
+    them), or else the spec file's own values (evaluated on first use, only when a rule reads
+    one: a mapping file without `${...}` never evaluates them)."""
+
+    def __init__(self, values: dict | None = None, file: str | None = None):
+        self.values, self.file, self._params = values, file, None
+
+    def _source(self):
+        if self.values is not None:
+            return self.values
+        if self._params is None:
+            self._params = file_params(self.file)
+        return self._params
+
+    def lookup(self, name: str):
+        source = self._source()
+        if isinstance(source, dict):
+            return source[name]  # KeyError: the evaluator says "unknown name" with the names there are
+        return source.get(name)
+
+    def names(self) -> list[str]:
+        source = self._source()
+        return list(source) if isinstance(source, dict) else list(source.names)
+
+
+def spec_params(model: torch.nn.Module, graph=None, given: dict | None = None) -> SpecParams:
+    """Where the params a mapping file reads come from: `given`, the graph's, the spec file's."""
+    if given is not None:
+        return SpecParams(dict(given))
+    values = getattr(graph, "params", None)
+    if isinstance(values, dict):
+        return SpecParams(values)
+    return SpecParams(None, graph.file if graph is not None else model_spec_file(model))
+
+
+def file_params(file: str | None, overrides: dict | None = None):
+    """The params of the spec file `file` (with `overrides`, as `--set` gives them), evaluated
+    on first use (archspec/language/values.Params); none for a spec given as text."""
+    from archspec.language.values import Params
+
+    if file is None or not os.path.isfile(file):
+        return {}
+    doc = compose(load_file(file), overrides)
+    raw = doc.data.get("params") if isinstance(doc.data, dict) else None
+    return Params(raw if isinstance(raw, dict) else {}, doc)
 
 
 def model_spec_file(model: torch.nn.Module) -> str | None:

@@ -53,9 +53,10 @@ lacks is an error at the file, line and column where it is written.
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -66,7 +67,8 @@ from archspec.language.validation import diagnostics_from
 
 from .naming import Naming
 from .patterns import check_template, compile_pattern
-from .rules import OWN_SIZES, PART_GROUP, Drop, Fuse, Rename, Reshape, Rule, Split, Transpose
+from .rules import (FILLS, OWN_SIZES, PART_GROUP, Affine, Copy, Create, Drop, Fuse, Rename, Reshape, Rule, Split,
+                    Transpose)
 
 FORMAT_VERSION = 1
 PART = "{part}"
@@ -189,8 +191,67 @@ class DropRule(Strict):
         return Drop(tuple(compile_pattern(p, at(("drop", i))) for i, p in enumerate(self.drop)))
 
 
+class AffineParams(Strict):
+    match: str
+    scale: Union[int, float] = 1.0
+    add: Union[int, float] = 0.0
+
+
+class AffineRule(Strict):
+    affine: AffineParams
+
+    def build(self, at: At) -> Rule:
+        affine = self.affine
+        for what in ("scale", "add"):
+            value = getattr(affine, what)
+            if isinstance(value, bool) or not math.isfinite(value):
+                raise error(f"affine: `{what}` must be a finite number; got {value}", at(("affine", what)))
+        if "scale" not in affine.model_fields_set and "add" not in affine.model_fields_set:
+            raise error("affine: give `scale`, `add` or both", at(("affine",), key=True),
+                        hint="a matching tensor becomes value * scale + add, e.g. add: 1.0 for w -> 1 + w")
+        return Affine(compile_pattern(affine.match, at(("affine", "match"))), float(affine.scale), float(affine.add))
+
+
+class CopyParams(Strict):
+    match: str
+    into: list[str]
+
+
+class CopyRule(Strict):
+    copy_: CopyParams = Field(alias="copy")
+
+    def build(self, at: At) -> Rule:
+        copy = self.copy_
+        _check_two_or_more(copy.into, "copy", "into", at(("copy", "into")))
+        pattern = compile_pattern(copy.match, at(("copy", "match")))
+        into = tuple(check_template(pattern, name, at(("copy", "into", i)), "copy target")
+                     for i, name in enumerate(copy.into))
+        repeated = sorted({name for name in into if into.count(name) > 1})
+        if repeated:
+            raise error(f"copy: `into` names {one_of(repeated)} twice", at(("copy", "into")))
+        return Copy(pattern, into)
+
+
+class CreateParams(Strict):
+    match: str
+    fill: Union[Literal["zeros", "ones", "eye"], int, float]
+
+
+class CreateRule(Strict):
+    create: CreateParams
+
+    def build(self, at: At) -> Rule:
+        create = self.create
+        fill = create.fill
+        if not isinstance(fill, str) and (isinstance(fill, bool) or not math.isfinite(fill)):
+            raise error(f"create: `fill` must be {one_of(FILLS)} or a finite number; got {fill}", at(("create", "fill")))
+        return Create(compile_pattern(create.match, at(("create", "match"))),
+                      fill if isinstance(fill, str) else float(fill))
+
+
 RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "split": SplitRule,
-                                       "transpose": TransposeRule, "reshape": ReshapeRule, "drop": DropRule}
+                                       "transpose": TransposeRule, "reshape": ReshapeRule, "drop": DropRule,
+                                       "affine": AffineRule, "copy": CopyRule, "create": CreateRule}
 
 
 def _check_two_or_more(names: list[str], rule: str, what: str, loc: Loc | None) -> None:
@@ -215,9 +276,18 @@ def _check_lengths(values: list[int] | None, parts: int, what: str, loc: Loc | N
 # -- reading a file --------------------------------------------------------------------------------
 
 
-def read_mapping_file(path: str | os.PathLike, named_by: str | None = None) -> Naming:
+class Params(Protocol):
+    """The spec's params as `${...}` in a rule sees them (load.SpecParams)."""
+
+    def lookup(self, name: str) -> Any: ...  # KeyError for a name that is no param
+
+    def names(self) -> list[str]: ...
+
+
+def read_mapping_file(path: str | os.PathLike, named_by: str | None = None, params: Params | None = None) -> Naming:
     """The naming written in the mapping file at `path`; a located SpecError if it is wrong.
-    `named_by` says where the path came from (for the hint when the file is missing)."""
+    `named_by` says where the path came from (for the hint when the file is missing); `params`
+    are the spec's, which `${...}` in a rule reads (without them such a rule is an error)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         where = f" (named by {named_by})" if named_by else ""
@@ -225,7 +295,7 @@ def read_mapping_file(path: str | os.PathLike, named_by: str | None = None) -> N
                     hint="a spec's `mappings:` are relative to the file that names them" if named_by else None)
     doc = _load(path)
     try:
-        return _naming(doc)
+        return _naming(doc, params)
     except SpecError as exc:
         raise exc.with_sources(doc.sources) from None
 
@@ -239,13 +309,13 @@ def _load(path: str) -> Document:
         raise error("the mapping file is empty", exc.loc, hint="start with `name:` and `rules:`") from None
 
 
-def _naming(doc: Document) -> Naming:
+def _naming(doc: Document, params: Params | None = None) -> Naming:
     data = _top_level(doc)
     try:
         spec = MappingDoc.model_validate(data)
     except ValidationError as exc:
         raise SpecError(diagnostics_from(exc, data, doc, (), MappingDoc, "the mapping file")) from None
-    rules = tuple(_rule(doc, i, raw) for i, raw in enumerate(spec.rules))
+    rules = tuple(_rule(doc, i, raw, params) for i, raw in enumerate(spec.rules))
     identify = tuple(compile_pattern(p, doc.loc(("identify", i))) for i, p in enumerate(spec.identify))
     keep = tuple(compile_pattern(p, doc.loc(("keep", i))) for i, p in enumerate(spec.keep))
     return Naming(spec.name, rules, identify, keep, os.path.abspath(doc.file), spec.doc.strip())
@@ -262,10 +332,11 @@ def _top_level(doc: Document) -> dict:
     return data
 
 
-def _rule(doc: Document, index: int, raw: dict) -> Rule:
+def _rule(doc: Document, index: int, raw: dict, params: Params | None = None) -> Rule:
     base = ("rules", index)
     kind = _rule_kind(doc, base, raw)
     model = RULE_KINDS[kind]
+    raw = _evaluated(doc, base, raw, params)
     try:
         rule = model.model_validate(raw)
     except ValidationError as exc:
@@ -275,6 +346,36 @@ def _rule(doc: Document, index: int, raw: dict) -> Rule:
         return doc.loc(base + path, key=key)
 
     return rule.build(at)
+
+
+def _evaluated(doc: Document, base: tuple, raw: Any, params: Params | None) -> Any:
+    """The rule with each `${...}` in its values evaluated over the spec's params, by the spec
+    language's evaluator (archspec/language/expressions.py: a whitelisted AST, never eval); an
+    error points into the expression."""
+    found = _first_expression(raw, base)
+    if found is None:
+        return raw
+    if params is None:
+        raise error("this rule uses ${...}, which reads the spec's params, but the mapping file was read without a spec",
+                    doc.loc(found), hint="load it for a spec (archspec build SPEC --weights FILE), whose params it reads")
+    from archspec.language.values import evaluate_value  # the spec language's ${...}, located errors
+
+    return evaluate_value(raw, base, params, doc)
+
+
+def _first_expression(value: Any, path: tuple) -> tuple | None:
+    """The document path of the first value holding `${`, if any."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return path if isinstance(value, str) and "${" in value else None
+    for key, item in items:
+        found = _first_expression(item, path + (key,))
+        if found is not None:
+            return found
+    return None
 
 
 def _rule_kind(doc: Document, base: tuple, raw: dict) -> str:

@@ -24,8 +24,9 @@ class Naming:
         """Whether `state` has the keys that identify this naming."""
         return all(any(p.search(key) for key in state) for p in self.identify)
 
-    def convert(self, state: dict) -> Converted:
-        return convert(state, self.rules)
+    def convert(self, state: dict, ours: dict | None = None) -> Converted:
+        """`state` in archspec's naming; `ours`, the model's state dict, is what create rules make."""
+        return convert(state, self.rules, ours)
 
     def keeps(self, key: str) -> bool:
         return any(p.search(key) for p in self.keep)

@@ -1,22 +1,32 @@
 """The rule kinds of a mapping file, each a small object that turns one state dict into the
-next: rename, fuse, split, transpose, reshape and drop (the file format: mapping_file.py).
+next: rename, fuse, split, transpose, reshape, drop, affine, copy and create (the file format:
+mapping_file.py).
 
 A rule yields (key, tensor) pairs; `convert` runs the rules in order and notes any name that
 two tensors end up sharing. A rule that cannot apply to one tensor (a split whose sizes do not
 add up, a fuse of tensors whose shapes differ, a reshape to the wrong size) leaves that tensor
 as it is, under its old name, so the loader reports it with the rest of what does not fit.
-Patterns are searched (`re.search`) in each key.
+Patterns are searched (`re.search`) in each key. `create` alone looks at the model: it makes
+the model's tensors the checkpoint lacks (`convert(state, rules, ours)`, ours the model's state
+dict); without a model it makes nothing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Union
 
 Pairs = Iterator[tuple[str, object]]  # (key, tensor)
 PART_GROUP = "archspec_part"  # the name of the group `{part}` becomes in a fuse pattern
 OWN_SIZES = "*"  # in a reshape: the tensor's own sizes
+FILLS = ("zeros", "ones", "eye")  # what a create rule makes (or a number: a tensor full of it)
+# The last name component of tensors that references keep as buffers (rebuilt from shapes, or
+# constant): dropping one of these is no loss; dropping any other floating-point tensor drops
+# something learned, and the load warns (Drop.learned).
+BUFFER_NAMES = frozenset({"inv_freq", "original_inv_freq", "position_ids", "token_type_ids", "relative_position_index",
+                          "relative_coords_table", "attn_mask", "masked_bias", "running_mean", "running_var",
+                          "num_batches_tracked", "k_bias"})
 
 
 @dataclass(frozen=True)
@@ -154,34 +164,134 @@ class Reshape:
 
 @dataclass(frozen=True)
 class Drop:
-    """Tensors whose key matches a pattern are left out (buffers the model rebuilds)."""
+    """Tensors whose key matches a pattern are left out (buffers the model rebuilds, or parts
+    of the reference archspec's spec does not have, such as a pretraining head). `dropped` is
+    told each key left out."""
 
     patterns: tuple[re.Pattern, ...]
 
-    def apply(self, state: dict) -> Pairs:
+    def apply(self, state: dict, dropped: list | None = None) -> Pairs:
         for key, value in state.items():
             if not any(p.search(key) for p in self.patterns):
                 yield key, value
+            elif dropped is not None:
+                dropped.append((key, value))
 
 
-Rule = Rename | Fuse | Split | Transpose | Reshape | Drop
+def looks_learned(key: str, value) -> bool:
+    """Whether a checkpoint tensor is (most likely) a learned parameter, not a buffer: floating
+    point, and not named like the buffers references keep (BUFFER_NAMES). A state dict does not
+    say which is which; when in doubt this says learned, so that the warning is never missed."""
+    is_float = getattr(value, "is_floating_point", None)
+    if is_float is None or not is_float():
+        return False
+    return key.rpartition(".")[2] not in BUFFER_NAMES
+
+
+@dataclass(frozen=True)
+class Affine:
+    """A tensor whose key matches becomes `value * scale + add` (scale first, then add), in
+    its own dtype: Gemma's RMSNorm stores w where `1 + w` scales (add: 1.0); a query projection
+    may carry the attention's 1/sqrt(d) (scale: 0.125)."""
+
+    pattern: re.Pattern
+    scale: float = 1.0
+    add: float = 0.0
+
+    def apply(self, state: dict) -> Pairs:
+        for key, value in state.items():
+            if self.pattern.search(key) and value.is_floating_point():
+                yield key, value * self.scale + self.add
+            else:
+                yield key, value
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A tensor whose key matches is put under each `into` name (templates that may use the
+    pattern's groups), in place of its own: a tied table the model keeps twice."""
+
+    pattern: re.Pattern
+    into: tuple[str, ...]
+
+    def apply(self, state: dict) -> Pairs:
+        for key, value in state.items():
+            found = self.pattern.search(key)
+            if found is None:
+                yield key, value
+            else:
+                for name in self.into:
+                    yield found.expand(name), value  # the loader copies it into each
+
+
+@dataclass(frozen=True)
+class Create:
+    """Each tensor of the model whose name matches and that the state dict lacks is made, with
+    the model's shape and dtype: zeros, ones, eye (the identity in the last two dimensions,
+    repeated over the others) or a number (a tensor full of it). A tensor eye cannot make (fewer
+    than two dimensions) is not made, and the load reports it missing."""
+
+    pattern: re.Pattern
+    fill: Union[str, float]
+
+    def apply(self, state: dict, ours: dict | None = None) -> Pairs:
+        yield from state.items()
+        for key, mine in (ours or {}).items():
+            if key not in state and self.pattern.search(key):
+                made = self.made(mine)
+                if made is not None:
+                    yield key, made
+
+    def made(self, mine):
+        import torch
+
+        shape, dtype = tuple(mine.shape), mine.dtype
+        if self.fill == "zeros":
+            return torch.zeros(shape, dtype=dtype)
+        if self.fill == "ones":
+            return torch.ones(shape, dtype=dtype)
+        if self.fill == "eye":
+            if len(shape) < 2:
+                return None
+            return torch.eye(shape[-2], shape[-1], dtype=dtype).expand(shape).clone()
+        return torch.full(shape, self.fill, dtype=dtype)
+
+
+Rule = Rename | Fuse | Split | Transpose | Reshape | Drop | Affine | Copy | Create
 
 
 @dataclass
 class Converted:
-    """A state dict after the rules, and the names that two tensors ended up sharing."""
+    """A state dict after the rules, the names that two tensors ended up sharing, the
+    checkpoint tensors the drop rules left out that look learned (not buffers), and the
+    model's tensors the create rules made."""
 
     state: dict
     clashes: list[str] = field(default_factory=list)
+    dropped_learned: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
 
 
-def convert(state: dict, rules: tuple[Rule, ...]) -> Converted:
+def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> Converted:
+    """`state` after `rules`; `ours` (the model's state dict) is what create rules make."""
     result = Converted(dict(state))
     for rule in rules:
         out: dict = {}
-        for key, value in rule.apply(result.state):
+        if isinstance(rule, Drop):
+            dropped: list = []
+            pairs = rule.apply(result.state, dropped)
+        elif isinstance(rule, Create):
+            before = set(result.state)
+            pairs = rule.apply(result.state, ours)
+        else:
+            pairs = rule.apply(result.state)
+        for key, value in pairs:
             if key in out and key not in result.clashes:
                 result.clashes.append(key)
             out[key] = value
+        if isinstance(rule, Drop):
+            result.dropped_learned += [key for key, value in dropped if looks_learned(key, value)]
+        elif isinstance(rule, Create):
+            result.created += [key for key in out if key not in before]
         result.state = out
     return result
