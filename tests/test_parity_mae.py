@@ -121,3 +121,22 @@ def test_a_pretraining_checkpoint_loads_its_encoder(tmp_path):
         hidden, mask, ids_restore = ours(image, noise)
     assert close(out.last_hidden_state, hidden) < TOL
     assert torch.equal(mask, out.mask) and torch.equal(ids_restore, out.ids_restore)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_small_sibling_mae_ti16_is_exact(size, tmp_path):
+    """mae_ti16 (extends mae_b16 at width 192, 3 heads), against ViTMAEModel at that width."""
+    from transformers import ViTMAEConfig, ViTMAEModel
+
+    torch.manual_seed(0)
+    ref = perturb_everything(ViTMAEModel(ViTMAEConfig(image_size=size, hidden_size=192, num_attention_heads=3,
+                                                      intermediate_size=768)).eval())
+    torch.save(ref.state_dict(), tmp_path / "mae_ti16.pt")
+    spec, overrides = str(ROOT / "specs" / "mae_ti16.yaml"), None if size == 224 else {"img": size}
+    ours = archspec.build(spec, overrides, weights=str(tmp_path / "mae_ti16.pt")).eval()
+    assert param_count(ours) == archspec.check(spec, overrides).params == param_count(ref)
+    image, noise = images(2, size), noise_for(2, size)
+    with torch.no_grad():
+        out, (hidden, mask, ids_restore) = ref(pixel_values=image, noise=noise), ours(image, noise)
+    assert close(out.last_hidden_state, hidden) < TOL
+    assert torch.equal(mask, out.mask) and torch.equal(ids_restore, out.ids_restore)
