@@ -5,6 +5,8 @@ ViT's learned positions fix the grid, and export says so plainly."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,101 @@ def test_a_model_that_fixes_its_grid_says_so(name, size_range):
     gm = archspec.build(path, seed=0).eval()
     with pytest.raises(UsageError, match="cannot take a dynamic image size.*export it at one size"):
         export_program(gm, archspec.check(path).graph, size_range=size_range)
+
+
+# Image ops that change the height and width before a token-grid op: export follows the image's
+# (H, W) as its grid (grids_for), so patchify, the depthwise-conv MLP and the head see the grid the
+# input's symbolic size gives.
+CONV_THEN_PATCHIFY = """
+name: conv_then_patchify
+params:
+  img: 64
+inputs:
+  image: [B, 3, img, img]
+graph:
+  - {id: stem, conv: {out: 16, kernel: 3, stride: 2, padding: 1}}
+  - {id: patch_embed, patchify: {patch: 4, dim: 32, pos: none}}
+  - {id: mlp, mlp: {ratio: 2, dwconv: true}}
+  - {id: head, head: {kind: classify, classes: 3}}
+"""
+
+UPSCALED_IMAGE = """
+name: upscaled_image
+params:
+  img: 32
+inputs:
+  image: [B, 3, img, img]
+graph:
+  - {id: up, upsample: {factor: 2, mode: bilinear}}
+  - {id: widen, conv: {out: 16, kernel: 3, padding: 1}}
+  - {id: shuffle, pixel_shuffle: {factor: 2}}
+  - {id: patch_embed, patchify: {patch: 8, dim: 16, pos: none}}
+  - {id: mlp, mlp: {ratio: 2, dwconv: true}}
+  - {id: head, head: {kind: classify, classes: 3}}
+"""
+
+
+def test_grids_follow_image_ops_that_change_the_size():
+    graph = archspec.check_text(CONV_THEN_PATCHIFY).graph
+    grids = grids_for(graph, (96, 160))
+    assert grids["stem"] == (48, 80) and grids["patch_embed"] == (12, 20) and grids["mlp"] == (12, 20)
+    graph = archspec.check_text(UPSCALED_IMAGE).graph
+    grids = grids_for(graph, (48, 64))
+    assert grids["up"] == (96, 128) and grids["widen"] == (96, 128) and grids["shuffle"] == (192, 256)
+    assert grids["patch_embed"] == (24, 32) and grids["head"] is None
+
+
+@pytest.mark.parametrize("text,size_range,traced,others", [
+    (CONV_THEN_PATCHIFY, SizeRange(32, 128, 8), 64, (40, 120)),  # conv stride 2, then patch 4: every 8
+    (UPSCALED_IMAGE, SizeRange(16, 64, 4), 32, (20, 56)),  # x2 x2, then patch 8: every 2 (4 here)
+])
+def test_an_image_op_that_changes_the_size_then_a_token_grid_op_exports(text, size_range, traced, others):
+    graph = archspec.check_text(text).graph
+    gm = archspec.build_text(text, seed=0).eval()
+    program = export_program(gm, graph, batch_range=(1, 64), size_range=size_range)
+    for size in others:  # neither the traced size nor each other: eager models built at those sizes
+        assert size != traced
+        eager = archspec.build_text(text, overrides={"img": size}, seed=0).eval()
+        eager.load_state_dict(gm.state_dict())
+        (x,) = example_inputs(graph, batch=3, size=size)
+        with torch.no_grad():
+            assert max_abs_difference(program.module()(x), eager(x)) < 1e-4
+    (x,) = example_inputs(graph, batch=2, size=(others[0], others[1]))  # each side on its own
+    with torch.no_grad():
+        assert program.module()(x).shape == (2, 3)
+
+
+def test_build_with_a_size_range_follows_an_image_conv_into_patchify(tmp_path):
+    """The failing case as reported: `archspec build --target export --size` on an image conv
+    (stride 2) then patchify ("cannot take a dynamic image size ('NoneType' object is not
+    iterable)" before the image's size was followed)."""
+    spec = tmp_path / "conv_then_patchify.yaml"
+    spec.write_text(CONV_THEN_PATCHIFY)
+    done = subprocess.run([sys.executable, "-m", "archspec", "build", str(spec), "--target", "export", "--size",
+                           "48:96", "-o", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    program = torch.export.load(tmp_path / "out" / "model.pt2").module()
+    for size in (56, 88):
+        eager = archspec.build(str(spec), overrides={"img": size}, seed=0).eval()
+        x = torch.randn(2, 3, size, size)
+        with torch.no_grad():
+            assert max_abs_difference(program(x), eager(x)) < 1e-4
+
+
+def test_an_image_size_export_does_not_follow_fails_only_where_a_grid_reads_it():
+    """A keepdim reduce makes a 1x1 image whatever the input: its size is None (not followed),
+    which is fine until a token-grid op needs it, and then the error names the reduce."""
+    pooled = """
+name: pooled_image
+inputs:
+  image: [B, 3, 64, 64]
+graph:
+  - {id: gate, reduce: {fn: mean, axes: [2, 3], keepdim: true}}
+  - {id: scaled, from: [image, gate], multiply: {}}
+  - {id: patch_embed, patchify: {patch: 8, dim: 16, pos: none}}
+"""
+    grids = grids_for(archspec.check_text(pooled).graph, (96, 128))
+    assert grids["gate"] is None and grids["scaled"] == (96, 128) and grids["patch_embed"] == (12, 16)
+    reading = pooled.replace("from: [image, gate], multiply", "from: [gate, image], multiply")
+    with pytest.raises(UsageError, match="cannot take a dynamic image size: patch_embed .* gate \\(reduce\\)"):
+        grids_for(archspec.check_text(reading).graph, (96, 128))  # multiply keeps its first input's size

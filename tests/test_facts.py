@@ -54,7 +54,8 @@ def test_a_missing_fact_names_the_op_the_fact_and_where_to_register_it():
 def test_the_grid_changing_ops_say_how():
     load_lowerings()
     changing = {op.label for op, rule in TOKEN_GRID.registered().items() if rule != KEEPS}
-    assert changing >= {"patchify", "merge/conv", "merge/concat", "conv"}  # and the tensor ops that regroup axes
+    # and the tensor ops that regroup axes
+    assert changing >= {"patchify", "merge/conv", "merge/concat", "conv", "upsample", "pixel_shuffle"}
     assert all(callable(TOKEN_GRID.registered()[op]) for op in registry.ops() if op.label in changing)
 
 

@@ -257,31 +257,80 @@ def _submodule(root: torch.nn.Module, name: str):
 
 
 def grids_for(graph: Graph, size) -> dict:
-    """Each node's token grid for an image of `size` (H, W), which may be symbolic: each op maps
-    its first input's grid by its TOKEN_GRID fact (compiler/facts.py: patchify and merge by
-    their geometry; KEEPS for an op that passes the grid on). An op without the fact fails
-    naming it."""
+    """Each node's token grid for an image of `size` (H, W), which may be symbolic; for an image
+    node, its height and width (an image's spatial size is its grid here: a patchify or a
+    to_tokens reading it needs it). Each op maps its first input's grid by its TOKEN_GRID fact
+    (compiler/facts.py: patchify, merge, conv, upsample, pixel_shuffle by their geometry; KEEPS
+    for an op that passes the grid on). An op without the fact fails naming it. An image whose
+    size export cannot follow (a 1x1 image from a reduce, an op that changes the size but says
+    KEEPS) gets None, and fails only when a node that needs a grid reads it (UsageError naming
+    the op that lost the size)."""
     grids: dict = {}
+    lost: dict[str, str] = {}  # image nodes without a followed size -> the node that lost it
     for node in graph.nodes():
         if node.is_input:
             grids[node.name] = tuple(size) if node.type.layout == "image" else node.type.grid
             continue
         rule = TOKEN_GRID.of(node.op, node)
-        if node.type.grid is None:
+        if _spatial(node.type) is None:
             grids[node.name] = None
-        elif rule == KEEPS:
-            grids[node.name] = _kept_grid(graph, node, grids)
+        elif node.type.layout == "image":
+            grids[node.name] = _image_size(graph, node, rule, grids, lost)
         else:
-            grids[node.name] = rule(node.params, grids.get(node.inputs[0]))
+            _not_lost(graph, node, lost)
+            if rule == KEEPS:
+                grids[node.name] = _kept_grid(graph, node, grids)
+            else:
+                grids[node.name] = rule(node.params, grids.get(node.inputs[0]))
     return grids
 
 
-def _kept_grid(graph: Graph, node, grids: dict):
-    """The grid of the node's first input, which its output keeps (UsageError if it does not)."""
+def _spatial(t) -> tuple | None:
+    """A type's (H, W) as the checker sees it: its token grid, or an image's height and width."""
+    if t is None:
+        return None
+    if t.grid:
+        return tuple(t.grid)
+    return tuple(t.shape[2:]) if t.layout == "image" else None
+
+
+def _image_size(graph: Graph, node, rule, grids: dict, lost: dict):
+    """The (H, W) of an image node for its first input's (H, W) in `grids`: by its rule, or kept;
+    None (the node recorded in `lost`) where the rule, applied to the checked sizes, does not
+    give the node's checked size (the op changes it in a way export does not follow)."""
     source = grids.get(node.inputs[0]) if node.inputs else None
-    before = graph.type_of(node.inputs[0]) if node.inputs else None
-    before = before and (before.grid or (before.shape[2:] if before.layout == "image" else None))
-    if before is None or tuple(before) != tuple(node.type.grid):
+    if source is None:
+        lost[node.name] = lost.get(node.inputs[0], node.name) if node.inputs else node.name
+        return None
+    before, after = _spatial(graph.type_of(node.inputs[0])), _spatial(node.type)
+    if rule == KEEPS:
+        follows = before == after
+    else:
+        try:
+            follows = tuple(rule(node.params, before)) == after
+        except Exception:  # noqa: BLE001 - a rule that cannot map this input: export does not follow it
+            follows = False
+    if not follows:
+        lost[node.name] = node.name
+        return None
+    return source if rule == KEEPS else tuple(rule(node.params, source))
+
+
+def _not_lost(graph: Graph, node, lost: dict) -> None:
+    """UsageError when the node's first input is an image whose size export does not follow."""
+    if node.inputs and node.inputs[0] in lost:
+        culprit = graph.node(lost[node.inputs[0]])
+        raise UsageError(f"{graph.name} cannot take a dynamic image size: {node.name} ({node.op.label}) reads "
+                         f"{node.inputs[0]}, whose height and width {culprit.name} ({culprit.op.label}) changes "
+                         "in a way export does not follow")
+
+
+def _kept_grid(graph: Graph, node, grids: dict):
+    """The grid of the node's first input (a token grid, or an image's height and width), which
+    its output keeps (UsageError if it does not)."""
+    source = grids.get(node.inputs[0]) if node.inputs else None
+    before = _spatial(graph.type_of(node.inputs[0])) if node.inputs else None
+    if before is None or before != _spatial(node.type):
         raise UsageError(f"{graph.name} cannot take a dynamic image size: {node.name} ({node.op.label}) "
                          "changes the grid in a way export does not follow")
     return source

@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from archspec.primitives.ops.upsample import UPSAMPLE
 
-from ..facts import KEEPS, register_facts
+from ..facts import register_facts
 from ..lowering_rules import lowering
 from .common import make
 
@@ -18,4 +18,10 @@ def lower(p, inputs, ctx):
     return make(nn.Upsample, scale_factor=p.factor, mode="bilinear", align_corners=p.align_corners)
 
 
-register_facts(UPSAMPLE, grid=KEEPS, fusion=None, head=None)
+def upsampled_size(p, size):
+    """TOKEN_GRID: the image's height and width times the factor (may be torch SymInts while
+    exporting with a dynamic image size)."""
+    return (size[0] * p.factor, size[1] * p.factor)  # (H, W) -> (H*f, W*f)
+
+
+register_facts(UPSAMPLE, grid=upsampled_size, fusion=None, head=None)
