@@ -3,8 +3,9 @@ floor) so that every op's torch file in compiler/modules/ fills them beside its 
 
     register_facts(MERGE_CONV, grid=conv_grid_of, fusion=None, head=None)   # compiler/modules/merge/conv.py
 
-TOKEN_GRID   how the op maps the token grid of its first input, (H, W) as ints or as torch
-             SymInts while exporting with a dynamic image size (export.grids_for): `KEEPS`
+TOKEN_GRID   how the op maps the token grid of its first input (or an image's height and width,
+             which count as its grid here), (H, W) as ints or as torch SymInts while exporting
+             with a dynamic image size (export.grids_for): `KEEPS`
              (its output, when it has a grid, has its input's grid, or the height and width of
              the image it reads), or a function (params, grid) -> grid.
 ONNX_FUSION  which fused ONNX Runtime op the node becomes (onnx.expected_fusions): "attention",
