@@ -53,6 +53,7 @@ lacks is an error at the file, line and column where it is written.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -228,7 +229,8 @@ class CopyRule(Strict):
                      for i, name in enumerate(copy.into))
         repeated = sorted({name for name in into if into.count(name) > 1})
         if repeated:
-            raise error(f"copy: `into` names {one_of(repeated)} twice", at(("copy", "into")))
+            raise error(f"copy: `into` names {one_of(repeated)} twice", at(("copy", "into")),
+                        hint="each name of `into` gets its own copy: name each once")
         return Copy(pattern, into)
 
 
@@ -249,6 +251,18 @@ class CreateRule(Strict):
                       fill if isinstance(fill, str) else float(fill))
 
 
+RULE_FORMS = {  # each rule's form, for hints
+    "rename": "rename: {PATTERN: REPLACEMENT, ...}",
+    "fuse": "fuse: {match: PATTERN with {part}, parts: [A, B, ...], into: NAME, dim: 0}",
+    "split": "split: {match: PATTERN, into: [TEMPLATE, ...], shares: [1, 2] or sizes: [...], dim: 0}",
+    "transpose": "transpose: [PATTERN, ...]",
+    "reshape": "reshape: {match: PATTERN, shape: [SIZE, ..., -1 or '*']}",
+    "drop": "drop: [PATTERN, ...]",
+    "affine": "affine: {match: PATTERN, scale: NUMBER, add: NUMBER} (value * scale + add)",
+    "copy": "copy: {match: PATTERN, into: [TEMPLATE, TEMPLATE, ...]}",
+    "create": "create: {match: PATTERN of the model's names, fill: zeros, ones, eye or a number}",
+}
+
 RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "split": SplitRule,
                                        "transpose": TransposeRule, "reshape": ReshapeRule, "drop": DropRule,
                                        "affine": AffineRule, "copy": CopyRule, "create": CreateRule}
@@ -256,7 +270,9 @@ RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "
 
 def _check_two_or_more(names: list[str], rule: str, what: str, loc: Loc | None) -> None:
     if len(names) < 2:
-        raise error(f"{rule}: `{what}` has {plural(len(names), 'name')}; a {rule} needs two or more", loc)
+        raise error(f"{rule}: `{what}` has {plural(len(names), 'name')}; a {rule} needs two or more", loc,
+                    hint=f"the form: {RULE_FORMS[rule]}" + ("; to give a tensor one new name, use rename"
+                                                            if rule in ("copy", "split") else ""))
 
 
 def _tuple(values: list[int] | None) -> tuple[int, ...] | None:
@@ -340,7 +356,10 @@ def _rule(doc: Document, index: int, raw: dict, params: Params | None = None) ->
     try:
         rule = model.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(diagnostics_from(exc, raw, doc, base, model, f"the {kind} rule")) from None
+        found = diagnostics_from(exc, raw, doc, base, model, f"the {kind} rule")
+        found = found if isinstance(found, list) else [found]
+        raise SpecError([d if d.hint else dataclasses.replace(d, hint=f"the form: {RULE_FORMS[kind]}")
+                         for d in found]) from None
 
     def at(path: tuple, key: bool = False) -> Loc | None:
         return doc.loc(base + path, key=key)
@@ -360,7 +379,13 @@ def _evaluated(doc: Document, base: tuple, raw: Any, params: Params | None) -> A
                     doc.loc(found), hint="load it for a spec (archspec build SPEC --weights FILE), whose params it reads")
     from archspec.language.values import evaluate_value  # the spec language's ${...}, located errors
 
-    return evaluate_value(raw, base, params, doc)
+    try:
+        return evaluate_value(raw, base, params, doc)
+    except SpecError as exc:
+        names = params.names()
+        hint = ("${...} in a rule is an expression of the spec's params, as in specs"
+                + (f" (here: {', '.join(names[:12])}{', ...' if len(names) > 12 else ''})" if names else ""))
+        raise SpecError([d if d.hint else dataclasses.replace(d, hint=hint) for d in exc.diagnostics]) from None
 
 
 def _first_expression(value: Any, path: tuple) -> tuple | None:
