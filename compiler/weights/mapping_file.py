@@ -270,9 +270,8 @@ RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "
 
 def _check_two_or_more(names: list[str], rule: str, what: str, loc: Loc | None) -> None:
     if len(names) < 2:
-        raise error(f"{rule}: `{what}` has {plural(len(names), 'name')}; a {rule} needs two or more", loc,
-                    hint=f"the form: {RULE_FORMS[rule]}" + ("; to give a tensor one new name, use rename"
-                                                            if rule in ("copy", "split") else ""))
+        hint = f"the form: {RULE_FORMS[rule]}; to give a tensor one new name, use rename" if rule == "copy" else None
+        raise error(f"{rule}: `{what}` has {plural(len(names), 'name')}; a {rule} needs two or more", loc, hint=hint)
 
 
 def _tuple(values: list[int] | None) -> tuple[int, ...] | None:
