@@ -40,6 +40,19 @@ Rules (each list item has exactly one of these keys):
   sizes): Hugging Face keeps CLIP's class token as [C] and its positions as [N, C], archspec
   as [1, 1, C] and [1, N, C]: shapes [1, 1, '*'] and [1, '*'].
 - `drop: [PATTERN, ...]`: tensors whose key matches are left out (buffers the model rebuilds).
+  Dropped tensors that look learned (floating point, not named like a buffer: rules.looks_learned)
+  are named in the load's warning (Fit.warnings, printed in the load summary).
+- `affine: {match: PATTERN, scale: 0.125, add: 1.0}`: a matching floating-point tensor becomes
+  value * scale + add (scale first; either may be left out, not both).
+- `copy: {match: PATTERN, into: [TEMPLATE, TEMPLATE, ...]}`: a matching tensor is put under
+  each name of `into` (two or more), in place of its own.
+- `create: {match: PATTERN, fill: zeros | ones | eye | NUMBER}`: each tensor of the *model*
+  whose name matches and that the state dict lacks is made with the model's shape and dtype
+  (eye: the identity in the last two dimensions).
+
+Any value in a rule may hold `${...}`, an expression of the spec's params evaluated by the spec
+language's evaluator (archspec/language/expressions.py; never eval):
+`shape: ['${heads}', 3, '${dim // heads}', '${dim}']`.
 
 `keep` lists patterns of *our* tensors (after mapping) that a checkpoint in this naming does
 not have, e.g. the embeddings nn.Transformer leaves to its user: they keep their initial
