@@ -105,6 +105,7 @@ class Expander:
         self.errors.raise_if_any()
         self.graph.lint()
         self.graph.mappings = mapping_files(self.spec, self.doc, self.errors)
+        self.graph.params = {name: self.params.get(name) for name in self.spec.params}
         self.errors.raise_if_any()
         self.graph.warnings = unused_nodes(self.graph)
         return self.graph
