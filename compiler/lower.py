@@ -29,7 +29,7 @@ from archspec.language.names import OBJECTIVES
 from .hierarchy import Hierarchy
 from .interface import model_facts
 from .lowering_rules import LoweringContext, rule_for
-from .model import ArchspecModel
+from .model import ArchspecModel, input_shapes
 
 
 def class_name(spec_name: str) -> str:
@@ -86,6 +86,7 @@ class Lowering(Interpreter):
         gm = ArchspecModel(self.root, forward, class_name=class_name(self.graph.name))
         gm.graph.lint()
         gm.meta["archspec"] = model_facts(self.graph)  # a ModelFacts (interface.py): ArchspecModel.facts
+        gm.meta["archspec_inputs"] = input_shapes(self.graph)  # what calling the model checks (model.py)
         if self.graph.objectives:
             gm.__dict__["_objective"] = torch.fx.GraphModule(self.objective_root, self.objective_graph())
         features = features_graph(gm)

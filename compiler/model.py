@@ -13,11 +13,19 @@ they read forward's outputs and the inputs and targets, and add no parameters.
 
 What these methods need from the spec (which node is the head, which modules are blocks and
 stages) is recorded at lowering in a `ModelFacts` (interface.py), `self.facts`.
+
+Calling the model refuses an input outside its declared shape (a sequence longer than its
+dim's range, an image of another size, another rank) with a ValueError naming the input, what
+the spec declares and where (`InputShape`, recorded at lowering in meta["archspec_inputs"]).
+The batch is not checked. The check is a few integer comparisons, made in eager only: under
+torch.compile and torch.export (`torch.compiler.is_compiling()`) it is skipped, and the
+exported program keeps its own guards (the dims' ranges).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.fx
@@ -28,8 +36,85 @@ from .interface import Head, ModelFacts, Stage
 NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value")
 
 
+@dataclass(frozen=True)
+class InputShape:
+    """What the spec declares for one input: `checks` holds (dim index, lowest, highest) for
+    every dim but the batch (a fixed size has lowest == highest, a symbolic dim its range),
+    `symbols` the dims' names by index (symbolic dims only), `declared` the shape in words
+    ([B, L]) and `where` the declaration's file:line."""
+
+    name: str
+    rank: int
+    checks: tuple[tuple[int, int, int], ...]
+    symbols: dict
+    declared: str
+    where: str
+    sequence: bool  # dim 1 counts tokens (ids, tokens)
+
+    def check(self, x) -> None:
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            return
+        if len(shape) != self.rank:
+            raise ValueError(self.refusal(f"is {_shape_words(shape)}", f"[{self.declared}]"))
+        for index, lo, hi in self.checks:
+            size = shape[index]
+            if type(size) is not int:  # symbolic (a tracer's): the program's own guards hold
+                return
+            if not lo <= size <= hi:
+                raise ValueError(self.wrong_size(shape, index, size, lo, hi))
+
+    def wrong_size(self, shape, index: int, size: int, lo: int, hi: int) -> str:
+        name = self.symbols.get(index)
+        if name is None:
+            return self.refusal(f"is {_shape_words(shape)}", f"[{self.declared}]")
+        has = f"{size} tokens" if self.sequence and index == 1 else f"size {size} in dim {index}"
+        return self.refusal(f"has {has}", f"{name} in {lo}..{hi}")
+
+    def refusal(self, got: str, declared: str) -> str:
+        where = f" ({self.where})" if self.where else ""
+        return f"input '{self.name}' {got}; the spec declares {declared}{where}"
+
+
+def _shape_words(shape) -> str:
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def input_shapes(graph) -> tuple[InputShape, ...]:
+    """Each model input's declared shape (for ArchspecModel's check), from the IR."""
+    from archspec.core.types import Sym
+
+    shapes = []
+    for node in graph.inputs():
+        t = node.type
+        checks, symbols = [], {}
+        for index, d in enumerate(t.shape):
+            if isinstance(d, Sym):
+                if d.name == "B":
+                    continue
+                checks.append((index, d.lo, d.hi))
+                symbols[index] = d.name
+            else:
+                checks.append((index, d, d))
+        loc = node.loc
+        shapes.append(InputShape(node.name, len(t.shape), tuple(checks), symbols,
+                                 ", ".join(str(d) for d in t.shape), f"{loc.file}:{loc.line}" if loc else "",
+                                 t.layout in ("ids", "tokens")))
+    return tuple(shapes)
+
+
 class ArchspecModel(torch.fx.GraphModule):
     """A built spec (see the module docstring)."""
+
+    def __call__(self, *args, **kwargs):
+        if not torch.compiler.is_compiling():
+            self.check_inputs(args)
+        return super().__call__(*args, **kwargs)
+
+    def check_inputs(self, args) -> None:
+        """ValueError for an input outside the shape its spec declares (the module docstring)."""
+        for declared, x in zip(self.__dict__.get("meta", {}).get("archspec_inputs", ()), args):
+            declared.check(x)
 
     @property
     def facts(self) -> ModelFacts:
@@ -93,6 +178,8 @@ class ArchspecModel(torch.fx.GraphModule):
         if features is None:
             self._head()
             raise TypeError("forward_features needs the head to read one node at the model's top level")
+        if not torch.compiler.is_compiling():
+            self.check_inputs(inputs)
         return features(*inputs)
 
     def forward_head(self, x, pre_logits: bool = False):
