@@ -110,3 +110,106 @@ def test_no_shipped_spec_trips_the_rope_rule():
     assert specs
     for path in specs:
         archspec.check(path)  # raises SpecError on any error
+
+
+# -- 2. inputs outside their declared shape ------------------------------------------------------------
+
+TINY_LM = ROOT / "specs" / "examples" / "tiny_lm.yaml"
+
+
+def ids_line() -> int:
+    lines = TINY_LM.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.startswith("  ids:"))
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    return archspec.build(str(TINY_LM), seed=0).eval()
+
+
+def test_a_too_long_sequence_is_refused_in_eager(tiny_lm):
+    where = tiny_lm.meta["archspec_inputs"][0].where
+    assert where.endswith(f"tiny_lm.yaml:{ids_line()}")
+    with pytest.raises(ValueError) as info, torch.no_grad():
+        tiny_lm(torch.randint(0, 100, (2, 600)))
+    assert str(info.value) == f"input 'ids' has 600 tokens; the spec declares L in 1..512 ({where})"
+
+
+@pytest.mark.parametrize("shape,words", [((2, 0), "has 0 tokens; the spec declares L in 1..512"),
+                                         ((2, 3, 4), "is [2, 3, 4]; the spec declares [B, L]")])
+def test_an_empty_or_misranked_input_is_refused(tiny_lm, shape, words):
+    with pytest.raises(ValueError, match=r"^input 'ids' " + words.replace("[", r"\[").replace("]", r"\]")):
+        tiny_lm(torch.zeros(shape, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("length", [1, 17, 512])
+def test_a_length_within_range_still_runs(tiny_lm, length):
+    with torch.no_grad():
+        assert tiny_lm(torch.randint(0, 100, (2, length))).shape == (2, length, 8192)
+
+
+def test_a_fixed_size_is_checked_too():
+    model = archspec.build_text("""
+name: img
+inputs:
+  image: [B, 3, 32, 32]
+graph:
+  - patchify: {patch: 8, dim: 16}
+""", name="img.yaml").eval()
+    with torch.no_grad():
+        model(torch.randn(1, 3, 32, 32))
+        with pytest.raises(ValueError, match=r"^input 'image' is \[1, 3, 40, 40\]; the spec declares "
+                                             r"\[B, 3, 32, 32\] \(img.yaml:4\)$"):
+            model(torch.randn(1, 3, 40, 40))
+
+
+def test_loss_and_forward_features_check_too():
+    model = archspec.build_text("""
+name: cls
+dims:
+  L: [1, 16]
+inputs:
+  ids: {shape: [B, L], dtype: int64}
+graph:
+  - embed: {vocab: 50, dim: 16, pos: learned, max_len: 16}
+  - head: {kind: classify, classes: 3, pool: mean}
+""").eval()
+    with torch.no_grad():
+        model.forward_features(torch.randint(0, 50, (2, 16)))
+        with pytest.raises(ValueError, match="has 17 tokens; the spec declares L in 1..16"):
+            model.forward_features(torch.randint(0, 50, (2, 17)))
+
+
+def test_torch_compile_fullgraph_has_no_graph_break(tiny_lm):
+    x = torch.randint(0, 100, (2, 10))
+    explained = torch._dynamo.explain(tiny_lm)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    torch._dynamo.reset()
+    compiled = torch.compile(tiny_lm, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        assert torch.equal(compiled(x), tiny_lm(x))
+
+
+def test_exporting_a_module_that_calls_the_model_traces_no_check(tiny_lm):
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = tiny_lm
+
+        def forward(self, ids):
+            return self.model(ids)
+
+    length = torch.export.Dim("L", min=2, max=512)
+    program = torch.export.export(Wrap(), (torch.randint(0, 100, (2, 8)),), dynamic_shapes=({1: length},),
+                                  strict=False)
+    with torch.no_grad():
+        assert program.module()(torch.randint(0, 100, (2, 33))).shape == (2, 33, 8192)
+
+
+def test_archspec_build_target_export_still_works(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "archspec", "build", str(TINY_LM), "--target", "export", "-o",
+                          str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    program = torch.export.load(tmp_path / "model.pt2")
+    with torch.no_grad():
+        assert program.module()(torch.randint(0, 100, (2, 33))).shape == (2, 33, 8192)
