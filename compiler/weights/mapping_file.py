@@ -304,7 +304,7 @@ def _check_lengths(values: list[int] | None, parts: int, what: str, loc: Loc | N
 # -- reading a file --------------------------------------------------------------------------------
 
 
-class Params(Protocol):
+class ParamSource(Protocol):
     """The spec's params as `${...}` in a rule sees them (load.SpecParams)."""
 
     def lookup(self, name: str) -> Any: ...  # KeyError for a name that is no param
@@ -312,7 +312,7 @@ class Params(Protocol):
     def names(self) -> list[str]: ...
 
 
-def read_mapping_file(path: str | os.PathLike, named_by: str | None = None, params: Params | None = None) -> Naming:
+def read_mapping_file(path: str | os.PathLike, named_by: str | None = None, params: ParamSource | None = None) -> Naming:
     """The naming written in the mapping file at `path`; a located SpecError if it is wrong.
     `named_by` says where the path came from (for the hint when the file is missing); `params`
     are the spec's, which `${...}` in a rule reads (without them such a rule is an error)."""
@@ -337,7 +337,7 @@ def _load(path: str) -> Document:
         raise error("the mapping file is empty", exc.loc, hint="start with `name:` and `rules:`") from None
 
 
-def _naming(doc: Document, params: Params | None = None) -> Naming:
+def _naming(doc: Document, params: ParamSource | None = None) -> Naming:
     data = _top_level(doc)
     try:
         spec = MappingDoc.model_validate(data)
@@ -360,7 +360,7 @@ def _top_level(doc: Document) -> dict:
     return data
 
 
-def _rule(doc: Document, index: int, raw: dict, params: Params | None = None) -> Rule:
+def _rule(doc: Document, index: int, raw: dict, params: ParamSource | None = None) -> Rule:
     base = ("rules", index)
     kind = _rule_kind(doc, base, raw)
     model = RULE_KINDS[kind]
@@ -379,7 +379,7 @@ def _rule(doc: Document, index: int, raw: dict, params: Params | None = None) ->
     return rule.build(at)
 
 
-def _evaluated(doc: Document, base: tuple, raw: Any, params: Params | None) -> Any:
+def _evaluated(doc: Document, base: tuple, raw: Any, params: ParamSource | None) -> Any:
     """The rule with each `${...}` in its values evaluated over the spec's params, by the spec
     language's evaluator (archspec/language/expressions.py: a whitelisted AST, never eval); an
     error points into the expression."""
