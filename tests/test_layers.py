@@ -164,3 +164,14 @@ def test_no_test_imports_a_top_level_compiler_package():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             assert not any(n == "compiler" or n.startswith("compiler.") for n in names), f"{path}:{node.lineno}"
+
+
+def test_no_class_name_lives_on_two_sides():
+    """One name per concept: a rule-side class (archspec/) and a torch-side class (compiler/)
+    never share a name (`MlpOp` the op, `Mlp` the module)."""
+    def class_names(folder: str) -> set[str]:
+        return {node.name for path in (ROOT / folder).rglob("*.py")
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)}
+
+    shared = class_names("archspec") & class_names("compiler")
+    assert not shared, f"class names on both sides: {sorted(shared)}"
