@@ -26,7 +26,7 @@ inputs:
   x: [B, 6, 16]
 graph:
   - id: scaled
-    scale: {init: 2.0}
+    learned_scale: {init: 2.0}
   - id: head
     head: {kind: mean_max, classes: 3}
 """
@@ -62,7 +62,7 @@ def test_a_required_plugin_adds_a_primitive_and_a_kind(site):
         print(json.dumps({{"params": report.params, "built": sum(p.numel() for p in model.parameters()),
                           "ops": [r.op for r in report.nodes], "gap": float((y - expected).abs().max())}}))
     """)
-    assert out["ops"] == ["scale", "head/mean_max"]
+    assert out["ops"] == ["learned_scale", "head/mean_max"]
     assert out["params"] == out["built"] == 1 + (32 * 3 + 3)
     assert out["gap"] < 1e-6
 
@@ -94,7 +94,7 @@ def test_without_requires_the_plugin_ops_are_unknown(site):
         except archspec.SpecError as exc:
             print(json.dumps({{"message": exc.message}}))
     """)
-    assert out["message"] == "unknown op 'scale'"
+    assert out["message"] == "unknown op 'learned_scale'"
 
 
 def test_a_loaded_plugin_op_needs_requires_in_every_spec_that_uses_it(site):
@@ -106,5 +106,5 @@ def test_a_loaded_plugin_op_needs_requires_in_every_spec_that_uses_it(site):
         except archspec.SpecError as exc:
             print(json.dumps({{"message": exc.message, "hint": exc.hint}}))
     """)
-    assert out["message"] == "scale comes from the plugin 'example', which this spec does not require"
+    assert out["message"] == "learned_scale comes from the plugin 'example', which this spec does not require"
     assert out["hint"] == "add `requires: [example]` to the spec"

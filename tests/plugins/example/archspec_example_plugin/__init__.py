@@ -1,1 +1,1 @@
-"""An example archspec plugin: `scale` (a new primitive) and head kind `mean_max` (a new kind)."""
+"""An example archspec plugin: `learned_scale` (a new primitive) and head kind `mean_max` (a new kind)."""

@@ -19,7 +19,7 @@ class ScaleParams(Params):
 class Scale(Op):
     """x times one learned scalar."""
 
-    primitive = "scale"
+    primitive = "learned_scale"
     Params = ScaleParams
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
