@@ -10,10 +10,7 @@ from archspec.primitives.ops.attention.alibi import ALIBI
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from ..common import make
-from ..sublayer import sublayer_args
-from .common import common_args
-from .sequence import SelfAttention, sequence_args
+from .sequence import SelfAttention, attention_fusion, make_sequence_attention
 
 
 def alibi_slopes(heads: int) -> list[float]:
@@ -48,8 +45,7 @@ class AlibiAttention(SelfAttention):
 
 @lowering(ALIBI)
 def lower(p, inputs, ctx):
-    width = inputs[0].channels
-    return make(AlibiAttention, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p))
+    return make_sequence_attention(AlibiAttention, ALIBI, p, inputs)
 
 
-register_facts(ALIBI, grid=KEEPS, fusion="attention", head=None)
+register_facts(ALIBI, grid=KEEPS, fusion=attention_fusion, head=None)

@@ -8,10 +8,7 @@ from archspec.primitives.ops.attention.causal import CAUSAL
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from ..common import make
-from .common import common_args
-from ..sublayer import sublayer_args
-from .sequence import SelfAttention, sequence_args
+from .sequence import SelfAttention, attention_fusion, make_sequence_attention
 
 
 class CausalSelfAttention(SelfAttention):
@@ -27,8 +24,7 @@ class CausalSelfAttention(SelfAttention):
 
 @lowering(CAUSAL)
 def lower(p, inputs, ctx):
-    width = inputs[0].channels
-    return make(CausalSelfAttention, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p))
+    return make_sequence_attention(CausalSelfAttention, CAUSAL, p, inputs)
 
 
-register_facts(CAUSAL, grid=KEEPS, fusion="attention", head=None)
+register_facts(CAUSAL, grid=KEEPS, fusion=attention_fusion, head=None)

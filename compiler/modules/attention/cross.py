@@ -6,10 +6,7 @@ from archspec.primitives.ops.attention.cross import CROSS
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from ..common import make
-from .common import common_args
-from ..sublayer import sublayer_args
-from .sequence import SequenceAttention, sequence_args
+from .sequence import SequenceAttention, attention_fusion, make_sequence_attention
 
 
 class CrossAttention(SequenceAttention):
@@ -18,14 +15,14 @@ class CrossAttention(SequenceAttention):
     def __init__(self, dim, heads, **kwargs):
         super().__init__(dim, heads, fused=False, **kwargs)
 
-    def body(self, x, memory, padding=None):
-        return self.attend(x, memory, padding)
+    def body(self, x, memory, *extra):
+        bias, padding = self.split_extra(extra)
+        return self.attend(x, memory, padding, bias)
 
 
 @lowering(CROSS)
 def lower(p, inputs, ctx):
-    width = inputs[0].channels
-    return make(CrossAttention, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p))
+    return make_sequence_attention(CrossAttention, CROSS, p, inputs)
 
 
-register_facts(CROSS, grid=KEEPS, fusion="attention", head=None)
+register_facts(CROSS, grid=KEEPS, fusion=attention_fusion, head=None)

@@ -14,10 +14,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..common import Linear, trunc_normal_linears
+from ..common import Linear, make, trunc_normal_linears
 from ..norms import RMSNorm
-from ..sublayer import Sublayer
-from .common import attention_dropout
+from ..sublayer import Sublayer, sublayer_args
+from .common import attention_dropout, common_args
+from .scores.base import install_score_parts, score_part_names
 
 
 def rotate_half(x):
@@ -66,20 +67,24 @@ class SequenceAttention(Sublayer):
     causal = False  # the kind's mask is the plain causal one: SDPA's is_causal when nothing else is masked
 
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, kv_heads=None,
-                 qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, fused=True, **sublayer):
+                 qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, fused=True, head_dim=None,
+                 scale=None, score_bias=False, score_parts=(), **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads, self.attn_drop = heads, kv_heads or heads, attn_drop
-        self.head_dim = dim // heads
-        kv_width = self.head_dim * self.kv_heads
-        self.widths = (dim, kv_width, kv_width)
+        self.head_dim = head_dim or dim // heads
+        self.scale = scale  # None: 1/sqrt(head_dim)
+        self.score_bias = score_bias  # reads an additive score bias before the padding mask
+        self.score_parts = tuple(score_parts)  # children of these names, installed after construction
+        inner, kv_width = self.head_dim * heads, self.head_dim * self.kv_heads
+        self.widths = (inner, kv_width, kv_width)
         bias = qkv_bias is True
         if fused:
-            self.qkv = Linear(dim, dim + 2 * kv_width, bias=bias)
+            self.qkv = Linear(dim, inner + 2 * kv_width, bias=bias)
         else:  # queries from one stream, keys and values from another (cross attention)
-            self.q = Linear(dim, dim, bias=bias)
+            self.q = Linear(dim, inner, bias=bias)
             self.kv = Linear(dim, 2 * kv_width, bias=bias)
         if qkv_bias == "qv":  # biases for queries and values only
-            self.q_bias = nn.Parameter(torch.zeros(dim))
+            self.q_bias = nn.Parameter(torch.zeros(inner))
             self.register_buffer("k_bias", torch.zeros(kv_width), persistent=False)
             self.v_bias = nn.Parameter(torch.zeros(kv_width))
         else:
@@ -92,7 +97,7 @@ class SequenceAttention(Sublayer):
             self.q_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
             self.k_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
         self.rotary = Rotary(rope_dims or self.head_dim, rope_theta) if rope_theta is not None else None
-        self.proj = Linear(dim, dim, bias=proj_bias)
+        self.proj = Linear(inner, dim, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else None
         trunc_normal_linears(self)
 
@@ -138,8 +143,51 @@ class SequenceAttention(Sublayer):
         padded = hidden_keys(padding)  # [B, 1, 1, M]
         return additive(padded if hidden is None else padded | hidden, dtype), False
 
+    def additive_mask(self, q_len, k_len, padding, dtype, device):
+        """The kind's mask and the padded keys as one additive mask (SDPA's causal flag made
+        explicit), or None."""
+        attn_mask, is_causal = self.mask(q_len, k_len, padding, dtype, device)
+        return additive(self.hidden(q_len, k_len, device), dtype) if is_causal else attn_mask
+
+    def split_extra(self, extra):
+        """The inputs after the token streams -> (score bias or None, padding mask or None)."""
+        bias = extra[0] if self.score_bias else None
+        padding = extra[1 if self.score_bias else 0] if len(extra) > self.score_bias else None
+        return bias, padding
+
+    def position_bias(self, q, k, bias):
+        """The additive score biases: the bias input and the parts' biases ([B, h, N, M]), or None."""
+        for name in self.score_parts:
+            part = getattr(self, name)
+            if hasattr(part, "bias"):
+                b = part.bias(q, k)  # [B, h, N, M]
+                bias = b if bias is None else bias + b
+        return bias
+
+    def mixes_scores(self) -> bool:
+        return any(hasattr(getattr(self, name), "before_softmax") for name in self.score_parts)
+
+    def written_out(self, q, k, v, bias, padding):
+        """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax (their
+        order) and the mask added after those before it (timm TalkingHeadAttn's order)."""
+        scale = self.head_dim ** -0.5 if self.scale is None else self.scale
+        scores = (q * scale) @ k.transpose(-2, -1)  # [B, h, N, M]
+        if bias is not None:
+            scores = scores + bias
+        parts = [getattr(self, name) for name in self.score_parts if hasattr(getattr(self, name), "before_softmax")]
+        for part in parts:
+            scores = part.before_softmax(scores)
+        mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, scores.dtype, q.device)
+        if mask is not None:
+            scores = scores + mask
+        weights = scores.softmax(dim=-1)
+        for part in parts:
+            weights = part.after_softmax(weights)
+        weights = F.dropout(weights, attention_dropout(self))
+        return weights @ v  # [B, h, N, d]
+
     # -- forward ------------------------------------------------------------------------------
-    def attend(self, x, memory=None, padding=None):
+    def attend(self, x, memory=None, padding=None, bias=None):
         B, N, C = x.shape
         q, k, v = self.project(x, memory)
         if self.q_norm is not None:
@@ -147,21 +195,44 @@ class SequenceAttention(Sublayer):
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         k, v = self.share_kv(k), self.share_kv(v)
-        attn_mask, is_causal = self.mask(N, k.shape[-2], padding, q.dtype, x.device)
-        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=attention_dropout(self),
-                                           is_causal=is_causal)
-        x = self.proj(x.transpose(1, 2).reshape(B, N, C))  # [B, h, N, d] -> [B, N, C]
+        bias = self.position_bias(q, k, bias)
+        if self.mixes_scores():
+            x = self.written_out(q, k, v, bias, padding)
+        else:
+            attn_mask, is_causal = self.mask(N, k.shape[-2], padding, q.dtype, x.device)
+            if bias is not None:
+                mask = self.additive_mask(N, k.shape[-2], padding, q.dtype, x.device)
+                attn_mask, is_causal = (bias.to(q.dtype) if mask is None else mask + bias), False
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=attention_dropout(self),
+                                               is_causal=is_causal, scale=self.scale)
+        x = self.proj(x.transpose(1, 2).reshape(B, N, -1))  # [B, h, N, d] -> [B, N, h*d]
         return self.proj_drop(x) if self.proj_drop is not None else x
 
 
 class SelfAttention(SequenceAttention):
     """Queries, keys and values from one sequence."""
 
-    def body(self, x, padding=None):
-        return self.attend(x, padding=padding)
+    def body(self, x, *extra):
+        bias, padding = self.split_extra(extra)
+        return self.attend(x, padding=padding, bias=bias)
 
 
 def sequence_args(p, width: int) -> dict:
     """The constructor arguments the sequence options add."""
     return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, rope_theta=p.rope_theta,
-                rope_dims=p.rope_dims)
+                rope_dims=p.rope_dims, head_dim=p.head_dim, scale=p.scale, score_bias=p.bias,
+                score_parts=score_part_names(p))
+
+
+def make_sequence_attention(cls, op, p, inputs, **extra):
+    """The attention module of a sequence kind's node, with its score parts installed."""
+    width = inputs[0].channels
+    module = make(cls, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p), **extra)
+    return install_score_parts(module, p, op.score_site(p, inputs))
+
+
+def attention_fusion(p) -> str | None:
+    """ONNX Runtime fuses the attention unless a score part writes it out."""
+    from archspec.primitives.ops.attention.scores.base import parse_scores
+
+    return None if any(use.part.explicit for use in parse_scores(p.scores)) else "attention"

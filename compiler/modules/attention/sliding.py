@@ -8,10 +8,7 @@ from archspec.primitives.ops.attention.sliding import SLIDING
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from ..common import make
-from .common import common_args
-from ..sublayer import sublayer_args
-from .sequence import SelfAttention, sequence_args
+from .sequence import SelfAttention, attention_fusion, make_sequence_attention
 
 
 class SlidingWindowAttention(SelfAttention):
@@ -29,9 +26,7 @@ class SlidingWindowAttention(SelfAttention):
 
 @lowering(SLIDING)
 def lower(p, inputs, ctx):
-    width = inputs[0].channels
-    return make(SlidingWindowAttention, window=p.window, **common_args(p, width), **sequence_args(p, width),
-                **sublayer_args(p))
+    return make_sequence_attention(SlidingWindowAttention, SLIDING, p, inputs, window=p.window)
 
 
-register_facts(SLIDING, grid=KEEPS, fusion="attention", head=None)
+register_facts(SLIDING, grid=KEEPS, fusion=attention_fusion, head=None)

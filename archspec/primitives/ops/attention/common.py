@@ -45,15 +45,16 @@ def need_grid(x: TensorType, kind: str) -> tuple[int, int]:
     return x.grid
 
 
-def projection_params(width: int, p: AttentionParams, kv_width: int | None = None) -> int:
-    """qkv (or q + kv) and the output projection; keys and values are `kv_width` wide
-    (narrower than the queries with grouped-query attention)."""
+def projection_params(width: int, p: AttentionParams, kv_width: int | None = None, inner: int | None = None) -> int:
+    """qkv (or q + kv) and the output projection; queries are `inner` wide (heads x head width,
+    the width by default), keys and values `kv_width` (narrower with grouped-query attention)."""
     kv_width = width if kv_width is None else kv_width
-    params = (width + 2 * kv_width) * width + linear_params(width, width, p.proj_bias)
+    inner = width if inner is None else inner
+    params = (inner + 2 * kv_width) * width + linear_params(inner, width, p.proj_bias)
     if p.qkv_bias is True:
-        params += width + 2 * kv_width
+        params += inner + 2 * kv_width
     elif p.qkv_bias == "qv":
-        params += width + kv_width
+        params += inner + kv_width
     return params
 
 
@@ -67,7 +68,8 @@ class AttentionOp(Op):
             raise RuleError(f"attention reads tokens, got {x.layout_name()}",
                             hint="patchify the image first" if x.layout == "image" else None)
         p.check_structure()
-        check_heads(p, x.channels)
+        if getattr(p, "head_dim", None) is None:
+            check_heads(p, x.channels)
         self.check(p, inputs)
         return x  # same shape
 
@@ -87,13 +89,17 @@ class AttentionOp(Op):
         """Width of the keys (and of the values)."""
         return width
 
+    def inner_width(self, p, width: int) -> int:
+        """Width of the queries and of the attention's output before its projection."""
+        return width
+
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         x = inputs[0]
         width, queries = x.channels, dim_value(x.length)
-        kv_width = self.kv_width(p, width)
+        kv_width, inner = self.kv_width(p, width), self.inner_width(p, width)
         core = self.core_cost(p, inputs)
-        params = projection_params(width, p, kv_width) + sublayer_params(p, width) + core.params
-        flops = linear_flops(queries, width, width)  # q (or its part of qkv)
+        params = projection_params(width, p, kv_width, inner) + sublayer_params(p, width) + core.params
+        flops = linear_flops(queries, width, inner)  # q (or its part of qkv)
         flops += linear_flops(self.keys(p, inputs), width, 2 * kv_width)  # k and v
-        flops += linear_flops(queries, width, width)  # output projection
+        flops += linear_flops(queries, inner, width)  # output projection
         return Cost(params, flops + core.flops, core.buffer_bytes)

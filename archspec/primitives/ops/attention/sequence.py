@@ -1,17 +1,19 @@
 """What the sequence kinds (global, causal, sliding, cross) share: grouped-query attention,
-rotary position embeddings, query/key normalisation, separate q/k/v biases and a key-padding
+rotary position embeddings, query/key normalisation, separate q/k/v biases, a head size of its
+own, the score scale, an additive score-bias input, score parts (scores/) and a key-padding
 mask input."""
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from pydantic import Field
 
 from ....core.suggestions import Remedy
-from ....core.types import TensorType
+from ....core.types import TensorType, dim_value
 from ...base import Cost, Eps, PositiveInt, RuleError
 from .common import AttentionOp, AttentionParams
+from .scores.base import ScoreSite, parse_scores
 
 
 class SequenceParams(AttentionParams):
@@ -28,6 +30,14 @@ class SequenceParams(AttentionParams):
                                                "class tokens included")
     padding_mask: bool = Field(False, description="read a key-padding mask [B, L] as the last input: 1 keeps a "
                                                   "key, 0 hides it")
+    head_dim: PositiveInt | None = Field(None, description="width of each head (default: width / heads); the "
+                                                           "projections then map width -> heads x head_dim -> width")
+    scale: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                description="multiply the scores q·k^T by this (default: 1/sqrt(head width); T5: 1)")
+    bias: bool = Field(False, description="read an additive score bias [B or 1, heads or 1, queries, keys] as the "
+                                         "input after the token streams (a relative position bias node's output)")
+    scores: list[Any] = Field(default_factory=list,
+                              description="score parts, in order: a name (talking_heads) or {name: {options}}")
 
 
 class SequenceAttentionOp(AttentionOp):
@@ -36,24 +46,48 @@ class SequenceAttentionOp(AttentionOp):
     Params = SequenceParams
 
     def reads(self, p) -> tuple[str, ...]:
-        return self.streams(p) + (("mask",) if p.padding_mask else ())
+        return self.streams(p) + (("bias",) if p.bias else ()) + (("mask",) if p.padding_mask else ())
 
     def streams(self, p) -> tuple[str, ...]:
         """The token streams the kind reads (before the padding mask)."""
         return ("x",)
 
+    def head_dim(self, p, width: int) -> int:
+        return p.head_dim or width // p.heads
+
     def kv_width(self, p, width: int) -> int:
-        return width // p.heads * (p.kv_heads or p.heads)
+        return self.head_dim(p, width) * (p.kv_heads or p.heads)
+
+    def inner_width(self, p, width: int) -> int:
+        return self.head_dim(p, width) * p.heads
+
+    def score_site(self, p, inputs: list[TensorType]) -> ScoreSite:
+        """Where the score parts work (window kinds give their window as the grid)."""
+        x = inputs[0]
+        return ScoreSite(p.heads, self.head_dim(p, x.channels), dim_value(x.length), self.keys(p, inputs), x.grid,
+                         x)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
+        x = inputs[0]
+        head = self.head_dim(p, x.channels)
         core = super().core_cost(p, inputs)
-        head = inputs[0].channels // p.heads
+        flops = core.flops * self.inner_width(p, x.channels) // x.channels  # the products run over h x d
         norms = {"none": 0, "layer": 2 * 2 * head, "rms": 2 * head}[p.qk_norm]  # q_norm and k_norm
-        return Cost(core.params + norms, core.flops, core.buffer_bytes)
+        params = core.params + norms
+        site = self.score_site(p, inputs)
+        for use in parse_scores(p.scores):
+            part = use.part.cost(use.params, site)
+            params, flops = params + part.params, flops + part.flops
+        return Cost(params, flops, core.buffer_bytes)
 
     def check(self, p, inputs: list[TensorType]) -> None:
         x = inputs[0]
-        head = x.channels // p.heads
+        head = self.head_dim(p, x.channels)
+        site = self.score_site(p, inputs)
+        for use in parse_scores(p.scores):
+            use.part.check(use.params, site)
+        if p.bias:
+            check_score_bias(inputs[len(self.streams(p))], p.heads, x.length, inputs[len(self.streams(p)) - 1].length)
         if p.kv_heads is not None and p.heads % p.kv_heads:
             raise RuleError(f"{p.kv_heads} key/value heads do not divide the {p.heads} query heads", field="kv_heads",
                             hint="each key/value head serves an equal group of query heads")
@@ -78,6 +112,18 @@ class SequenceAttentionOp(AttentionOp):
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+
+
+def check_score_bias(bias: TensorType, heads: int, queries, keys) -> None:
+    """An additive score bias is [B or 1, heads or 1, queries, keys]."""
+    want = f"[B or 1, {heads} or 1, {queries}, {keys}]"
+    if bias.dtype != "float32" or len(bias.shape) != 4:
+        raise RuleError(f"the score bias must be a float tensor {want}, got {bias.layout_name()} "
+                        f"{bias.describe()}", field="from",
+                        hint=Remedy("feed the output of a position_bias node (or any [1, h, N, M] tensor)"))
+    _, h, n, m = bias.shape
+    if h not in (1, heads) or n != queries or m != keys:
+        raise RuleError(f"the score bias {bias.describe()} does not fit scores {want}", field="from")
 
 
 def check_rope_sequence(x: TensorType) -> None:

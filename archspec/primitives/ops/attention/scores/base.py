@@ -1,0 +1,117 @@
+"""What a score part is, and the registry of them.
+
+A sequence attention node lists its parts under `scores:`, in order:
+
+    - attention: {kind: global, heads: 4, scores: [talking_heads]}
+    - attention: {kind: global, heads: 12, scores: [{decomposed: {}}]}
+
+Each part is one `ScorePart` object in one file of this package (found by discovery, like the
+ops), with its parameter model, its shape rule and its cost; its torch module registers against
+the same object from compiler/modules/attention/scores/. A part either adds a bias to the
+scores (`explicit = False`: lowering passes it to one fused `scaled_dot_product_attention` as
+its additive mask) or changes the scores themselves (`explicit = True`: talking heads, soft-
+capping; lowering writes the attention out, softmax(q·k^T · scale + bias) · v, with the part's
+steps before and after the softmax).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from .....core.suggestions import Remedy
+from .....core.types import TensorType
+from ....base import Cost, RuleError
+
+
+@dataclass(frozen=True)
+class ScoreSite:
+    """Where a part works: the attention's heads and head width, its query and key counts, and
+    the token grid its queries lie on (the window, for window kinds; None: a plain sequence)."""
+
+    heads: int
+    head_dim: int
+    queries: int
+    keys: int
+    grid: tuple[int, int] | None
+    x: TensorType
+
+
+class ScorePart:
+    """One score part. Subclass it, set `name`, `Params`, `explicit`, override `check` and
+    `cost`, and `register_score` an instance."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[Params]]
+    explicit: ClassVar[bool] = False  # changes the scores themselves (no fused kernel)
+
+    def check(self, p, site: ScoreSite) -> None:
+        """RuleError when the part does not fit the attention."""
+
+    def cost(self, p, site: ScoreSite) -> Cost:
+        return Cost(0, 0)
+
+    @property
+    def doc(self) -> str:
+        return (type(self).__doc__ or "").strip()
+
+    def __repr__(self) -> str:
+        return f"<score part {self.name}>"
+
+
+SCORE_PARTS: dict[str, ScorePart] = {}
+
+
+def register_score(part: ScorePart) -> ScorePart:
+    if part.name in SCORE_PARTS:
+        raise ValueError(f"score part {part.name!r} is registered twice")
+    SCORE_PARTS[part.name] = part
+    return part
+
+
+def known_parts() -> dict[str, ScorePart]:
+    from ....registry import load_builtins  # discovery imports this package with the ops
+
+    load_builtins()
+    return SCORE_PARTS
+
+
+@dataclass(frozen=True)
+class ScoreUse:
+    """One entry of a node's `scores:`: the part and its validated params."""
+
+    part: ScorePart
+    params: Any
+
+
+def parse_scores(entries: list[Any]) -> list[ScoreUse]:
+    """The `scores:` list -> parts with their params; RuleError (field `scores`) for an unknown
+    part, a malformed entry or bad params."""
+    parts = known_parts()
+    uses = []
+    for i, entry in enumerate(entries):
+        if isinstance(entry, str):
+            name, given = entry, {}
+        elif isinstance(entry, dict) and len(entry) == 1:
+            (name, given), = entry.items()
+            given = {} if given is None else given
+        else:
+            raise RuleError(f"scores entry {i + 1} must be a part name or a one-key mapping {{part: {{...}}}}",
+                            field="scores", hint=Remedy(f"e.g. scores: [{', '.join(sorted(parts)) or 'a part'}]"))
+        if name not in parts:
+            raise RuleError(f"unknown score part {name!r}", field="scores",
+                            hint=Remedy(f"the score parts are: {', '.join(sorted(parts))}"))
+        part = parts[name]
+        if not isinstance(given, dict):
+            raise RuleError(f"score part {name!r} takes a mapping of options, got {given!r}", field="scores")
+        try:
+            params = TypeAdapter(part.Params).validate_python(given)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise RuleError(f"score part {name!r}: {where + ': ' if where else ''}{first['msg']}",
+                            field="scores") from None
+        uses.append(ScoreUse(part, params))
+    return uses

@@ -1,0 +1,24 @@
+"""softcap: squash the scores into (-cap, cap) with cap · tanh(scores / cap) before the softmax
+(Gemma 2's attention logit soft-capping)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ....base import Params
+from .base import ScorePart, register_score
+
+
+class SoftcapParams(Params):
+    cap: float = Field(50.0, gt=0, allow_inf_nan=False, description="the bound of the scores (Gemma 2: 50)")
+
+
+class Softcap(ScorePart):
+    """scores -> cap · tanh(scores / cap), before the softmax (and before any mask)."""
+
+    name = "softcap"
+    Params = SoftcapParams
+    explicit = True
+
+
+SOFTCAP = register_score(Softcap())

@@ -1,0 +1,55 @@
+"""How a score part's module is made and placed.
+
+Each part file registers a maker against the rule-side part object:
+
+    @score_module(TALKING_HEADS)
+    def make_talking_heads(p, site):
+        return make(TalkingHeads, heads=site.heads)
+
+Lowering a sequence attention node builds the attention module with `score_parts` (the parts'
+names, in order) and installs each part's module as a child of that name: the attention calls
+them in order, and model.py constructs them the same way. A part module has either
+`bias(q, k)` -> an additive bias [B, h, N, M] (fused attention stays possible) or
+`before_softmax(scores)` / `after_softmax(weights)` (the attention is written out).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch.nn as nn
+
+from archspec.primitives.ops.attention.scores.base import ScorePart, ScoreSite, parse_scores
+
+_MAKERS: dict[str, Callable] = {}
+
+
+def score_module(part: ScorePart):
+    def register(maker: Callable) -> Callable:
+        if part.name in _MAKERS:
+            raise ValueError(f"score part {part.name!r} has two torch makers")
+        _MAKERS[part.name] = maker
+        return maker
+    return register
+
+
+def score_part_names(p) -> tuple[str, ...]:
+    """The child names the parts get: the part's name, numbered when a part repeats."""
+    names: list[str] = []
+    for use in parse_scores(p.scores):
+        name, n = use.part.name, 1
+        while name in names:
+            n += 1
+            name = f"{use.part.name}_{n}"
+        names.append(name)
+    return tuple(names)
+
+
+def install_score_parts(module: nn.Module, p, site: ScoreSite) -> nn.Module:
+    """Make each part's module and place it in `module` under its name."""
+    from archspec.compiler.lowering_rules import load_lowerings  # the part files register with the modules
+
+    load_lowerings()
+    for name, use in zip(score_part_names(p), parse_scores(p.scores)):
+        module.add_module(name, _MAKERS[use.part.name](use.params, site))
+    return module
