@@ -13,7 +13,7 @@ class SoftcapParams(Params):
     cap: float = Field(50.0, gt=0, allow_inf_nan=False, description="the bound of the scores (Gemma 2: 50)")
 
 
-class Softcap(ScorePart):
+class SoftcapPart(ScorePart):
     """scores -> cap · tanh(scores / cap), before the softmax (and before any mask)."""
 
     name = "softcap"
@@ -21,4 +21,4 @@ class Softcap(ScorePart):
     explicit = True
 
 
-SOFTCAP = register_score(Softcap())
+SOFTCAP = register_score(SoftcapPart())

@@ -11,7 +11,7 @@ class TalkingHeadsParams(Params):
     pass
 
 
-class TalkingHeads(ScorePart):
+class TalkingHeadsPart(ScorePart):
     """Scores [B, h, N, M] mixed across heads by a linear map (with bias) before the softmax,
     the weights by another after it."""
 
@@ -25,4 +25,4 @@ class TalkingHeads(ScorePart):
         return Cost(params, flops)
 
 
-TALKING_HEADS = register_score(TalkingHeads())
+TALKING_HEADS = register_score(TalkingHeadsPart())
