@@ -73,12 +73,12 @@ class SequenceAttentionOp(AttentionOp):
         core = super().core_cost(p, inputs)
         flops = core.flops * self.inner_width(p, x.channels) // x.channels  # the products run over h x d
         norms = {"none": 0, "layer": 2 * 2 * head, "rms": 2 * head}[p.qk_norm]  # q_norm and k_norm
-        params = core.params + norms
+        params, buffers = core.params + norms, core.buffer_bytes
         site = self.score_site(p, inputs)
         for use in parse_scores(p.scores):
             part = use.part.cost(use.params, site)
-            params, flops = params + part.params, flops + part.flops
-        return Cost(params, flops, core.buffer_bytes)
+            params, flops, buffers = params + part.params, flops + part.flops, buffers + part.buffer_bytes
+        return Cost(params, flops, buffers)
 
     def check(self, p, inputs: list[TensorType]) -> None:
         x = inputs[0]
