@@ -43,3 +43,15 @@ def test_text_for_one_primitive(capsys):
 def test_an_unknown_primitive_is_a_usage_error(capsys):
     code, _, err = run(capsys, "primitives", "atention")
     assert code == 2 and "did you mean 'attention'" in err
+
+
+def test_attention_lists_its_score_parts(capsys):
+    from archspec.primitives.ops.attention.scores.base import known_parts
+
+    code, out, _ = run(capsys, "primitives", "attention")
+    assert code == 0
+    for name in known_parts():
+        assert f"score part: {name}:" in out
+    code, out, _ = run(capsys, "primitives", "attention", "--json")
+    parts = {p["part"]: p for p in json.loads(out)[0]["score_parts"]}
+    assert set(parts) == set(known_parts()) and parts["talking_heads"]["fused"] is False

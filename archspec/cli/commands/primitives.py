@@ -46,7 +46,17 @@ def describe(primitive: str) -> dict:
             "default_kind": registry.default_kind(primitive) if kinds != [None] else None,
             "kinds": [{"kind": op.kind, "doc": _first_line(op.doc), "plugin": op.plugin,
                        "options": [_option(n, f) for n, f in op.Params.model_fields.items() if n != "kind"]}
-                      for op in ops]}
+                      for op in ops],
+            "score_parts": _score_parts() if any("scores" in op.Params.model_fields for op in ops) else []}
+
+
+def _score_parts() -> list[dict]:
+    """The parts a `scores:` option takes (archspec/primitives/ops/attention/scores/)."""
+    from ...primitives.ops.attention.scores.base import known_parts
+
+    return [{"part": name, "doc": " ".join(part.doc.split("\n\n")[0].split()), "fused": not part.explicit,
+             "options": [_option(n, f) for n, f in part.Params.model_fields.items()]}
+            for name, part in sorted(known_parts().items())]
 
 
 def _first_line(doc: str) -> str:
@@ -56,7 +66,8 @@ def _first_line(doc: str) -> str:
 def _option(name: str, field) -> dict:
     required = field.is_required()
     return {"name": field.alias or name, "type": type_text(field.annotation, field.metadata), "required": required,
-            "default": None if required else _plain(field.default), "doc": field.description or ""}
+            "default": None if required else _plain(field.get_default(call_default_factory=True)),
+            "doc": field.description or ""}
 
 
 def _plain(value: Any) -> Any:
@@ -74,7 +85,7 @@ def type_text(annotation, metadata=()) -> str:
         parts = [type_text(a, metadata if a is not type(None) else ()) for a in args]
         return " | ".join("none" if p == "NoneType" else p for p in parts)
     if origin in (list, tuple):
-        return f"list of {type_text(args[0])}" if args else "list"
+        return f"list of {type_text(args[0])}" if args and args[0] is not typing.Any else "list"
     base = {int: "int", float: "number", bool: "bool", str: "text"}.get(annotation, getattr(annotation, "__name__",
                                                                                               str(annotation)))
     return base + _bounds(metadata)
@@ -113,6 +124,11 @@ def text(p: dict) -> str:
         widths = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
         for row in rows:
             lines.append(indent + "  ".join(f"{c:<{w}}" for c, w in zip(row[:3], widths)) + f"  {row[3]}".rstrip())
+    for part in p.get("score_parts", []):
+        fused = "fused" if part["fused"] else "written out"
+        options = ", ".join(f"{o['name']} ({_shown(o['default'])})" for o in part["options"])
+        lines.append(f"  score part: {part['part']}: {part['doc']} [{fused}]" + (f"; options: {options}" if options
+                                                                                 else ""))
     return "\n".join(line.rstrip() for line in lines)
 
 
