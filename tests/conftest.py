@@ -22,7 +22,8 @@ ALL_SPECS = SPECS + EXAMPLES
 # them only in the slow tier, their smaller sibling in every run.
 LARGER_SIBLINGS = {"swin_s": "swin_t", "swin_b": "swin_t", "vit_s16": "vit_ti16", "vit_b16": "vit_ti16",
                    "pvt_v2_b2": "pvt_v2_b0", "mae_b16": "mae_ti16",
-                   "beit_b16": "beit_ti16", "t5_small": "t5_tiny"}
+                   "beit_b16": "beit_ti16", "t5_small": "t5_tiny",
+                   "sam_vit_b": "sam_vit_ti"}
 
 # Prepended to a script run in a fresh interpreter: a loader that refuses archspec's packages, to
 # prove an artifact (model.pt2, model.py, a TensorRT program) does not need them.

@@ -20,6 +20,7 @@ from archspec.core.types import Sym
 from .conftest import NO_ARCHSPEC, built, run_capturing
 
 class TestPipeline:
+    @pytest.mark.pipeline  # a larger sibling's in the slow tier: its small sibling runs the same ops
     def test_shapes_match_the_modules_outputs(self, spec_path):
         """The checker's shape of every node is the shape its module gives (read by a forward
         hook on each node's module: the module tree is the call tree)."""
@@ -38,6 +39,7 @@ class TestPipeline:
         report, gm = built(spec_path)
         assert sum(p.numel() for p in gm.parameters()) == report.params
 
+    @pytest.mark.pipeline  # a larger sibling's in the slow tier: its small sibling runs the same ops
     def test_flops_match_flop_counter(self, spec_path):
         report, gm = built(spec_path)
         args = example_inputs(report.graph, batch=1, longest=True)  # the checker costs the longest sequences
@@ -50,6 +52,7 @@ class TestPipeline:
         measured = counter.get_total_flops()
         assert measured == pytest.approx(report.flops, rel=0.02), (measured, report.flops)  # the lowering issue: 2%
 
+    @pytest.mark.pipeline  # a larger sibling's in the slow tier: its small sibling runs the same ops
     def test_backward_reaches_every_parameter(self, spec_path):
         report, gm = built(spec_path)
         gm.train()

@@ -3,7 +3,8 @@ checkpoint filters do when pretrained weights meet a model of another size:
 
 - learned position embeddings [1, prefix + h*w, C] (patchify's `pos_embed`): the grid part
   resampled bicubically (antialiased, in float32) to the model's grid, the prefix (class)
-  tokens kept aside and put back in front (timm's resample_abs_pos_embed);
+  tokens kept aside and put back in front (timm's resample_abs_pos_embed); a map [1, h, w, C]
+  (timm's SAM, NHWC) is flattened first (and only flattened where h x w is the model's grid);
 - relative-position bias tables [(2w-1)^2, heads] (Swin v1's `position_bias.table`): each
   head's table resampled to the new window by linear interpolation on BEiT's uneven grid,
   whose spacing grows geometrically away from the centre so that the nearest offsets keep
@@ -49,7 +50,15 @@ def _table(window: tuple[int, int]) -> Resampler:
 
 
 def resample_positions(table: torch.Tensor, grid: tuple[int, int], prefix: int) -> torch.Tensor:
-    """[1, prefix + h*w, C] (a square h x w grid) -> [1, prefix + H*W, C] for grid (H, W)."""
+    """[1, prefix + h*w, C] (a square h x w grid) -> [1, prefix + H*W, C] for grid (H, W). A map
+    [1, h, w, C] (timm's SAM keeps its positions so, NHWC, without prefix tokens) is read as its
+    rows flattened; at the model's grid it is only flattened."""
+    if table.dim() == 4 and table.shape[0] == 1 and not prefix:
+        if tuple(table.shape[1:3]) == tuple(grid):
+            return table.reshape(1, -1, table.shape[-1])  # [1, H, W, C] -> [1, H*W, C]
+        if table.shape[1] != table.shape[2]:
+            raise ValueError(f"a position map of {table.shape[1]}x{table.shape[2]} is not a square grid")
+        table = table.reshape(1, -1, table.shape[-1])  # [1, h, w, C] -> [1, h*w, C]
     if table.dim() != 3 or table.shape[0] != 1:
         raise ValueError(f"a position table is [1, N, C], got {tuple(table.shape)}")
     tokens, grid_part = table[:, :prefix], table[:, prefix:]

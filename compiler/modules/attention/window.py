@@ -2,7 +2,13 @@
 position bias (Swin v1 table, Swin v2 continuous bias) and optionally scaled cosine
 attention; kind=shifted (shifted.py) is the same module with a cyclic shift and its mask.
 
-The position bias and the shift mask go into SDPA as one additive 4-D mask.
+The position bias and the shift mask go into SDPA as one additive 4-D mask, with the biases of
+any score parts (scores/, e.g. decomposed relative positions, computed from each window's
+queries) added to it.
+
+Padding (`pad: true`, SAM): the grid is padded at the bottom and the right with zero tokens to a
+multiple of the window. One zero token is appended to the (normed) tokens and the window order
+points every padded place at it; the inverse order reads back only the real tokens (the crop).
 
 No roll and no partition: the cyclic shift and the window partition are one fixed permutation
 of the tokens, so the body gathers its input once into window order (`order`, a constant
@@ -27,13 +33,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from archspec.primitives.ops.attention.window import WINDOW
+from archspec.primitives.ops.attention.window import WINDOW, padded_grid
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args
+from .scores.base import install_score_parts, score_part_names
 
 LOGIT_SCALE_MAX = math.log(1.0 / 0.01)  # Swin v2 clamps the cosine logit scale at 100
 
@@ -113,14 +120,25 @@ def window_partition(x, wh: int, ww: int):
     return x.reshape(-1, wh * ww, C)
 
 
-def window_order(grid, window, shift):
-    """[H*W] index: for each place in window order (windows row by row, the tokens of a window
-    row by row, after the cyclic shift by -shift), the token of the row-major grid it holds."""
+def window_order(grid, window, shift, padded=None):
+    """[Hp*Wp] index: for each place in window order (windows row by row, the tokens of a window
+    row by row, after the cyclic shift by -shift), the token of the row-major grid it holds;
+    places of the `padded` grid (Hp, Wp) outside the grid hold H*W, a zero token appended after
+    the grid's tokens."""
     (H, W), (wh, ww), (sh, sw) = grid, window, shift
+    Hp, Wp = padded if padded is not None else grid
     index = torch.arange(H * W).view(1, H, W, 1)
+    if (Hp, Wp) != (H, W):
+        index = F.pad(index, (0, 0, 0, Wp - W, 0, Hp - H), value=H * W)  # [1, H, W, 1] -> [1, Hp, Wp, 1]
     if sh or sw:
         index = torch.roll(index, shifts=(-sh, -sw), dims=(1, 2))
     return window_partition(index, wh, ww).flatten()
+
+
+def inverse_order(order, tokens: int):
+    """[tokens] index: where each token of the grid stands in window order (the padding places,
+    all holding index `tokens`, sort after the real ones and are left out: the crop)."""
+    return torch.argsort(order, stable=True)[:tokens]
 
 
 def window_reverse(windows, wh: int, ww: int, H: int, W: int):
@@ -135,10 +153,13 @@ class WindowAttention(Sublayer):
     shift (timm Swin / SwinV2 WindowAttention and the block's roll and partition)."""
 
     def __init__(self, dim, heads, grid, window, shift=(0, 0), bias="table", cosine=False, qkv_bias=True,
-                 proj_bias=True, cpb_hidden=512, pretrained_window=0, attn_drop=0.0, proj_drop=0.0, **sublayer):
+                 proj_bias=True, cpb_hidden=512, pretrained_window=0, attn_drop=0.0, proj_drop=0.0, padded=None,
+                 score_parts=(), **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.attn_drop = heads, attn_drop
         self.grid, self.window, self.shift = tuple(grid), tuple(window), tuple(shift)
+        self.padded = tuple(padded) if padded is not None and tuple(padded) != self.grid else None
+        self.score_parts = tuple(score_parts)  # children of these names, installed after construction
         self.qkv = Linear(dim, 3 * dim, bias=qkv_bias is True)
         if qkv_bias == "qv":  # Swin v2: biases for queries and values only
             self.q_bias = nn.Parameter(torch.zeros(dim))
@@ -157,12 +178,13 @@ class WindowAttention(Sublayer):
             self.position_bias = None
         mask = shift_mask(self.grid, self.window, self.shift) if any(self.shift) else None
         self.register_buffer("shift_mask", mask, persistent=False)
-        order = window_order(self.grid, self.window, self.shift)
-        if torch.equal(order, torch.arange(order.numel())):  # one unshifted window, or windows one row high
-            self.order = self.inverse = None
+        order = window_order(self.grid, self.window, self.shift, self.padded)
+        if self.padded is None and torch.equal(order, torch.arange(order.numel())):  # one unshifted window, or
+            self.order = self.inverse = None                                           # windows one row high
         else:
             self.register_buffer("order", order, persistent=False)  # window order <- grid order
-            self.register_buffer("inverse", torch.argsort(order), persistent=False)  # grid order <- window order
+            tokens = self.grid[0] * self.grid[1]
+            self.register_buffer("inverse", inverse_order(order, tokens), persistent=False)  # grid <- window order
         trunc_normal_linears(self.qkv)
         trunc_normal_linears(self.proj)
 
@@ -196,7 +218,16 @@ class WindowAttention(Sublayer):
         """[B, N, C] -> [B, N, C], tokens in grid order."""
         if self.order is None:
             return self.windowed(x)
+        if self.padded is not None:
+            x = F.pad(x, (0, 0, 0, 1))  # [B, N, C] -> [B, N+1, C]: the zero token the padding places read
         return self.windowed(x.index_select(1, self.order)).index_select(1, self.inverse)  # via window order
+
+    def part_bias(self, q, k, mask):
+        """The attention mask plus the score parts' biases ([B*nW, h, A, A] each), or the mask."""
+        for name in self.score_parts:
+            bias = getattr(self, name).bias(q, k)  # [B*nW, h, A, A]
+            mask = bias if mask is None else mask + bias
+        return mask
 
     def windowed(self, x):
         """Attention within each window, the tokens in window order: [B, N, C] -> [B, N, C]."""
@@ -209,8 +240,8 @@ class WindowAttention(Sublayer):
             q = F.normalize(q, dim=-1) * torch.clamp(self.logit_scale, max=LOGIT_SCALE_MAX).exp()
             k = F.normalize(k, dim=-1)
             scale = 1.0
-        x = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask_for(x), dropout_p=attention_dropout(self),
-                                           scale=scale)
+        mask = self.part_bias(q, k, self.mask_for(x))
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self), scale=scale)
         x = self.proj(x.transpose(1, 2).reshape(B, N, C))  # [B*nW, h, A, d] -> [B, N, C]
         if self.proj_drop is not None:
             x = self.proj_drop(x)
@@ -220,17 +251,24 @@ class WindowAttention(Sublayer):
         return without_cache(self.__dict__)
 
 
-def window_module(op, p, x):
-    """The WindowAttention of a window or shifted node (its op gives the geometry)."""
+def window_module(op, p, x, inputs=None):
+    """The WindowAttention of a window or shifted node (its op gives the geometry), with its
+    score parts installed."""
     window, shift = op.geometry(p, x.grid)
-    return make(WindowAttention, grid=x.grid, window=window, shift=shift, bias=p.bias, cosine=p.cosine,
-                cpb_hidden=p.cpb_hidden, pretrained_window=p.pretrained_window, **common_args(p, x.channels),
-                **sublayer_args(p))
+    extra = {}  # only what the node uses, so that model.py reads as before for Swin
+    if p.pad:
+        extra["padded"] = padded_grid(p, x.grid)
+    if p.scores:
+        extra["score_parts"] = score_part_names(p)
+    module = make(WindowAttention, grid=x.grid, window=window, shift=shift, bias=p.bias, cosine=p.cosine,
+                  cpb_hidden=p.cpb_hidden, pretrained_window=p.pretrained_window, **extra,
+                  **common_args(p, x.channels), **sublayer_args(p))
+    return install_score_parts(module, p, op.score_site(p, inputs or [x]))
 
 
 @lowering(WINDOW)
 def lower(p, inputs, ctx):
-    return window_module(WINDOW, p, inputs[0])
+    return window_module(WINDOW, p, inputs[0], inputs)
 
 
 register_facts(WINDOW, grid=KEEPS, fusion="attention", head=None)

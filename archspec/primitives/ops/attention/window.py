@@ -2,12 +2,18 @@
 relative position bias (a table: Swin v1; a continuous bias from a small MLP over
 log-spaced offsets: Swin v2) and optionally scaled cosine attention (Swin v2).
 
-Where the grid is no larger than the window, the window shrinks to the grid (as timm does).
+Where the grid is no larger than the window, the window shrinks to the grid (as timm's Swin
+does). With `pad: true` the window keeps its size and the grid is padded with zero tokens at
+the bottom and the right to a multiple of it, as SAM / ViTDet do: the padding is made after the
+sub-layer's norm, padded tokens are attended to (no key mask) and cropped off after.
+
+`scores:` takes score parts that add a bias (scores/), over the window: their grid is the
+window, their queries and keys the window's tokens, their cost counted once per window.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from pydantic import Field
 
@@ -18,6 +24,7 @@ from ...counting import FLOAT_BYTES, INDEX_BYTES, attention_flops, linear_flops,
 from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
+from .scores.base import ScoreSite, parse_scores
 
 
 class WindowParams(AttentionParams):
@@ -29,6 +36,10 @@ class WindowParams(AttentionParams):
     qkv_bias: Union[bool, Literal["qv"]] = Field(True, description="true, false, or qv (query and value only, Swin v2)")
     cpb_hidden: PositiveInt = 512
     pretrained_window: NonNegInt = Field(0, description="cpb: window size the coordinates are normalised by (0: this one)")
+    pad: bool = Field(False, description="pad the grid with zero tokens (after the norm) to a multiple of the window "
+                                         "and crop after, as SAM / ViTDet; the window never shrinks")
+    scores: list[Any] = Field(default_factory=list,
+                              description="score parts that add a bias, over each window (decomposed)")
 
 
 def window_misfit(p: WindowParams, grid: tuple[int, int], size: int, x: TensorType | None) -> RuleError:
@@ -41,8 +52,16 @@ def window_misfit(p: WindowParams, grid: tuple[int, int], size: int, x: TensorTy
                      input=nearest_input(origin, size, p.window))
 
 
+def padded_grid(p: WindowParams, grid: tuple[int, int]) -> tuple[int, int]:
+    """The grid the windows tile: with `pad`, each side rounded up to a multiple of the window."""
+    if not p.pad:
+        return tuple(grid)
+    return tuple(-(-size // p.window) * p.window for size in grid)
+
+
 class WindowAttentionOp(AttentionOp):
-    """Attention inside non-overlapping MxM windows of the grid (timm Swin / SwinV2 W-MSA)."""
+    """Attention inside non-overlapping MxM windows of the grid (timm Swin / SwinV2 W-MSA; SAM's
+    padded windows with `pad: true`)."""
 
     kind = "window"
     Params = WindowParams
@@ -53,6 +72,8 @@ class WindowAttentionOp(AttentionOp):
 
     def geometry(self, p, grid: tuple[int, int], x: TensorType | None = None):
         """Effective (window, shift) per grid dimension, as timm computes them."""
+        if p.pad:  # SAM: the window keeps its size, the grid is padded to it
+            return (p.window, p.window), (0, 0)
         shift = self.shift(p)
         windows, shifts = [], []
         for size in grid:
@@ -66,6 +87,13 @@ class WindowAttentionOp(AttentionOp):
             shifts.append(shift)
         return tuple(windows), tuple(shifts)
 
+    def score_site(self, p, inputs: list[TensorType]) -> ScoreSite:
+        """The score parts work on one window: its grid, its tokens as queries and keys."""
+        x = inputs[0]
+        windows, _ = self.geometry(p, x.grid)
+        area = windows[0] * windows[1]
+        return ScoreSite(p.heads, x.channels // p.heads, area, area, windows, x)
+
     def check(self, p, inputs: list[TensorType]) -> None:
         x = inputs[0]
         if p.bias == "cpb" and p.window == 1 and p.pretrained_window == 0:
@@ -76,30 +104,69 @@ class WindowAttentionOp(AttentionOp):
                             "itself, and no information would move between tokens", field="window",
                             hint=Remedy("use a window of at least 2 (Swin: 7), or mlp for a per-token layer"),
                             grid=grid_origin(x))
+        if p.pad and self.shift(p):
+            raise RuleError(f"pad goes with unshifted windows: a {self.kind} window's cyclic shift would move the "
+                            "padding into the grid", field="pad",
+                            hint=Remedy("use kind: window with pad: true (SAM), or a window that divides the grid"))
         self.geometry(p, grid, x)
+        self.check_scores(p, inputs)
+
+    def check_scores(self, p, inputs: list[TensorType]) -> None:
+        """Each part fits the window; parts that write the scores out are not taken here."""
+        site = self.score_site(p, inputs)
+        for use in parse_scores(p.scores):
+            if use.part.explicit:
+                raise RuleError(f"{self.kind} attention takes score parts that add a bias, and {use.part.name} "
+                                "changes the scores themselves", field="scores",
+                                hint=Remedy("use a bias part (decomposed) here, or the part on global attention"))
+            use.part.check(use.params, site)
+
+    def windows(self, p, grid: tuple[int, int]) -> int:
+        """How many windows tile the (padded) grid."""
+        windows, _ = self.geometry(p, grid)
+        rows, cols = padded_grid(p, grid)
+        return (rows // windows[0]) * (cols // windows[1])
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        """The projections also run over the padding tokens (qkv before the attention, the output
+        projection before the crop)."""
+        x = inputs[0]
+        base = super().cost(p, inputs, out, ctx)
+        rows, cols = padded_grid(p, x.grid)
+        extra = rows * cols - dim_value(x.length)
+        flops = linear_flops(extra, x.channels, 3 * x.channels) + linear_flops(extra, x.channels, x.channels)
+        return Cost(base.params, base.flops + flops, base.buffer_bytes)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]
         windows, shifts = self.geometry(p, x.grid)
+        rows, cols = padded_grid(p, x.grid)
         table = (2 * windows[0] - 1) * (2 * windows[1] - 1)
         params = p.heads if p.cosine else 0
-        flops = attention_flops(dim_value(x.length), windows[0] * windows[1], x.channels)
+        flops = attention_flops(rows * cols, windows[0] * windows[1], x.channels)
         if p.bias == "table":
             params += table * p.heads
         elif p.bias == "cpb":
             params += linear_params(2, p.cpb_hidden) + p.cpb_hidden * p.heads
             flops += linear_flops(table, 2, p.cpb_hidden) + linear_flops(table, p.cpb_hidden, p.heads)
-        return Cost(params, flops, self.buffer_bytes(p, x.grid, windows, shifts))
+        buffers = self.buffer_bytes(p, x.grid, windows, shifts)
+        site, count = self.score_site(p, inputs), self.windows(p, x.grid)
+        for use in parse_scores(p.scores):
+            part = use.part.cost(use.params, site)
+            params, flops, buffers = params + part.params, flops + count * part.flops, buffers + part.buffer_bytes
+        return Cost(params, flops, buffers)
 
     @staticmethod
     def buffer_bytes(p, grid: tuple[int, int], windows: tuple[int, int], shifts: tuple[int, int]) -> int:
-        """The window order and its inverse (int64 per token; on the high side: an order that
-        changes nothing is not kept), a shifted grid's mask (float32, a window's tokens per
-        token) and the relative position index (int64, a window's tokens squared)."""
+        """The window order (int64 per place of the padded grid) and its inverse (per token; on
+        the high side: an order that changes nothing is not kept), a shifted grid's mask (float32,
+        a window's tokens per token) and the relative position index (int64, a window's tokens
+        squared)."""
         tokens, area = grid[0] * grid[1], windows[0] * windows[1]
+        rows, cols = padded_grid(p, grid)
         mask = FLOAT_BYTES * tokens * area if any(shifts) else 0
         index = INDEX_BYTES * area * area if p.bias != "none" else 0
-        return 2 * INDEX_BYTES * tokens + mask + index
+        return INDEX_BYTES * (rows * cols + tokens) + mask + index
 
 
 WINDOW = register(WindowAttentionOp())

@@ -1,0 +1,58 @@
+"""decomposed: 2-D relative positions split into a row part and a column part (MViTv2, SAM).
+
+Each query q at grid cell (y, x) gets, for the key at (y', x'),
+
+    q · R_h[y - y'] + q · R_w[x - x']
+
+added to its score, where R_h [2H - 1, head_dim] and R_w [2W - 1, head_dim] are learned tables of
+the relative offsets along the rows and the columns, shared by all heads (timm's `rel_pos_h` and
+`rel_pos_w`, `get_decomposed_rel_pos_bias`). The grid is the site's: the token grid for global
+attention, the window for window attention, so the tables are 2S - 1 long for a side S of it.
+The part gives an additive bias [B, h, N, N]: the attention stays one fused SDPA.
+"""
+
+from __future__ import annotations
+
+from ....base import Cost, Params, RuleError
+from ....counting import INDEX_BYTES
+from .....core.suggestions import Remedy
+from .base import ScorePart, ScoreSite, register_score
+
+
+class DecomposedParams(Params):
+    pass
+
+
+class DecomposedPart(ScorePart):
+    """q · R_h[Δrow] + q · R_w[Δcolumn] added to the scores: learned tables of the relative row and
+    column offsets over the site's grid (the window, for window kinds), one bias, fused SDPA."""
+
+    name = "decomposed"
+    Params = DecomposedParams
+    explicit = False
+
+    def check(self, p, site: ScoreSite) -> None:
+        if site.grid is None:
+            raise RuleError(f"decomposed relative positions need tokens on a grid, got "
+                            f"{site.x.layout_name()}", field="scores",
+                            hint=Remedy("patchify an image first, or declare the input's `grid: [H, W]`"))
+        h, w = site.grid
+        if site.queries != h * w:
+            raise RuleError(f"decomposed relative positions need every query on the {h}x{w} grid, but there are "
+                            f"{site.queries} queries (class tokens have no place on it)", field="scores",
+                            hint=Remedy("patchify without cls_token, or slice the class token off first"))
+        if site.keys != site.queries:
+            raise RuleError(f"decomposed relative positions need the keys on the queries' {h}x{w} grid, but "
+                            f"there are {site.keys} keys for {site.queries} queries", field="scores",
+                            hint=Remedy("use the part with self-attention (global or window kinds)"))
+
+    def cost(self, p, site: ScoreSite) -> Cost:
+        """The two tables; q·R_h and q·R_w as timm's einsums (batched matmuls over the rows and
+        over the columns): 2 · heads · queries · (H + W) · head_dim; two int64 offset indexes."""
+        h, w = site.grid
+        params = (2 * h - 1 + 2 * w - 1) * site.head_dim
+        flops = 2 * site.heads * site.queries * (h + w) * site.head_dim
+        return Cost(params, flops, INDEX_BYTES * (h * h + w * w))
+
+
+DECOMPOSED = register_score(DecomposedPart())
