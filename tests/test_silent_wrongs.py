@@ -58,9 +58,9 @@ def test_rope_over_a_token_grid_is_a_located_error(kind, opts):
     assert d.message == ("rope_theta rotates tokens by their index in a 1-D sequence, but these tokens lie on a "
                          "4x4 grid: each patch would be rotated by its row-major index (a patch and the one below "
                          "it 4 positions apart)")
-    assert d.hint == ("give image tokens 2-D positions (patchify's `pos: learned` or `sincos`), or set "
-                      "`rope_flat: true` if the model really rotates the flattened positions (class tokens "
-                      "included)")
+    assert d.hint == ("give image tokens 2-D positions (patchify's `pos: learned` or `sincos`, or 2-D rotary "
+                      "positions: `scores: [rotary_grid]` instead of rope_theta), or set `rope_flat: true` if the "
+                      "model really rotates the flattened positions (class tokens included)")
 
 
 def test_rope_over_class_tokens_says_the_class_token_is_rotated():

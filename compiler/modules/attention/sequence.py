@@ -155,6 +155,14 @@ class SequenceAttention(Sublayer):
         padding = extra[1 if self.score_bias else 0] if len(extra) > self.score_bias else None
         return bias, padding
 
+    def rotate_parts(self, q, k):
+        """q and k turned by the score parts that rotate them (2-D rotary positions), in order."""
+        for name in self.score_parts:
+            part = getattr(self, name)
+            if hasattr(part, "rotate"):
+                q, k = part.rotate(q, k)  # [B, h, N, d], [B, h_kv, M, d]: shapes kept
+        return q, k
+
     def position_bias(self, q, k, bias):
         """The additive score biases: the bias input and the parts' biases ([B, h, N, M]), or None."""
         for name in self.score_parts:
@@ -194,6 +202,7 @@ class SequenceAttention(Sublayer):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             q, k = self.rotary(q, k)
+        q, k = self.rotate_parts(q, k)
         k, v = self.share_kv(k), self.share_kv(v)
         bias = self.position_bias(q, k, bias)
         if self.mixes_scores():

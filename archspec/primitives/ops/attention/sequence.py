@@ -65,7 +65,7 @@ class SequenceAttentionOp(AttentionOp):
         """Where the score parts work (window kinds give their window as the grid)."""
         x = inputs[0]
         return ScoreSite(p.heads, self.head_dim(p, x.channels), dim_value(x.length), self.keys(p, inputs), x.grid,
-                         x)
+                         x, rotates=True, rope_theta=p.rope_theta)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]
@@ -141,7 +141,8 @@ def check_rope_sequence(x: TensorType) -> None:
     else:
         what = f"these tokens begin with class tokens: {_rotated_prefix(x.prefix)}"
     raise RuleError(f"rope_theta rotates tokens by their index in a 1-D sequence, but {what}", field="rope_theta",
-                    hint=Remedy("give image tokens 2-D positions (patchify's `pos: learned` or `sincos`), or set "
+                    hint=Remedy("give image tokens 2-D positions (patchify's `pos: learned` or `sincos`, or 2-D "
+                                "rotary positions: `scores: [rotary_grid]` instead of rope_theta), or set "
                                 "`rope_flat: true` if the model really rotates the flattened positions (class "
                                 "tokens included)"))
 

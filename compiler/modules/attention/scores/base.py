@@ -10,7 +10,9 @@ Lowering a sequence attention node builds the attention module with `score_parts
 names, in order) and installs each part's module as a child of that name: the attention calls
 them in order, and model.py constructs them the same way. A part module has either
 `bias(q, k)` -> an additive bias [B, h, N, M] (fused attention stays possible) or
-`before_softmax(scores)` / `after_softmax(weights)` (the attention is written out).
+`before_softmax(scores)` / `after_softmax(weights)` (the attention is written out), or
+`rotate(q, k)` -> (q, k): queries and keys turned after the q/k norms and before the scores
+(2-D rotary positions; the sequence kinds call it, and fused attention stays possible).
 """
 
 from __future__ import annotations

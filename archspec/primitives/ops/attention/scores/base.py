@@ -29,7 +29,9 @@ from ....base import Cost, RuleError
 @dataclass(frozen=True)
 class ScoreSite:
     """Where a part works: the attention's heads and head width, its query and key counts, and
-    the token grid its queries lie on (the window, for window kinds; None: a plain sequence)."""
+    the token grid its queries lie on (the window, for window kinds; None: a plain sequence);
+    whether the kind's module calls the parts' `rotate(q, k)` (the sequence kinds), and the
+    node's 1-D `rope_theta`."""
 
     heads: int
     head_dim: int
@@ -37,6 +39,8 @@ class ScoreSite:
     keys: int
     grid: tuple[int, int] | None
     x: TensorType
+    rotates: bool = False
+    rope_theta: float | None = None
 
 
 class ScorePart:

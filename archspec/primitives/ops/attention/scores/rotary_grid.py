@@ -1,0 +1,92 @@
+"""rotary_grid: 2-D axial rotary positions over a token grid (RoPE-ViT, EVA-02; timm's
+`RotaryEmbeddingCat` applied by `EvaAttention` / `AttentionRope` with `apply_rot_embed_cat`).
+
+The first `dims` dims of each head's queries and keys rotate; half of them by the token's row on
+the H x W grid and half by its column (`indexing: ij` puts the row first, `xy` the column first,
+as timm's `rope_grid_indexing`), each axis with the frequencies theta^(-i / (dims / 4)),
+i = 0 .. dims/4 - 1 (timm's `freq_bands(dims // 4, temperature, step=1)`). The pairs that turn
+together are (2i, 2i + 1) with `interleaved: true` (timm's default) or (i, i + dims/2) with
+`interleaved: false` (timm's `rope_rotate_half`). `ref_grid` rescales the positions to a
+reference grid (timm's `ref_feat_shape`, EVA's way to fine-tune at another size). The prefix
+(class and register) tokens are not rotated. The part turns queries and keys before the
+scores, so the attention stays one fused SDPA.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ....base import Cost, Params, PositiveInt, RuleError
+from ....counting import FLOAT_BYTES
+from .....core.suggestions import Remedy
+from .base import ScorePart, ScoreSite, register_score
+
+
+class RotaryGridParams(Params):
+    theta: float = Field(10000.0, gt=0, allow_inf_nan=False,
+                         description="frequency base (timm's rope_temperature: 10000; RoPE-ViT: 100)")
+    dims: PositiveInt | None = Field(None, description="dims of each head that rotate, a multiple of 4 (half by "
+                                                       "the row, half by the column); default: all")
+    interleaved: bool = Field(True, description="rotate the pairs (2i, 2i + 1) (timm's default); false: (i, i + "
+                                                "dims/2), rotate-half (timm's rope_rotate_half)")
+    indexing: Literal["ij", "xy"] = Field("ij", description="ij: the first half of the dims carry the row, the "
+                                                            "second the column; xy: the column first (RoPE-ViT)")
+    ref_grid: list[PositiveInt] | None = Field(None, min_length=2, max_length=2,
+                                               description="positions rescaled to this reference grid [H, W] "
+                                                           "(timm's ref_feat_shape); none: the cell indices")
+
+
+def rotated_dims(p, site: ScoreSite) -> int:
+    return p.dims or site.head_dim
+
+
+class RotaryGridPart(ScorePart):
+    """Queries and keys rotated by their cell on the grid: half the rotated dims by the row,
+    half by the column; class tokens left as they are. Fused SDPA."""
+
+    name = "rotary_grid"
+    Params = RotaryGridParams
+    explicit = False
+
+    def check(self, p, site: ScoreSite) -> None:
+        if not site.rotates:
+            raise RuleError("rotary_grid turns queries and keys before the scores, and this kind of attention "
+                            "does not take parts that do", field="scores",
+                            hint=Remedy("use it on global attention (or another sequence kind)"))
+        if site.rope_theta is not None:
+            raise RuleError("rotary_grid gives the tokens 2-D rotary positions, and rope_theta would rotate them "
+                            "again by their 1-D index", field="scores",
+                            hint=Remedy("drop rope_theta (and rope_dims, rope_flat); rotary_grid has its own "
+                                        "`theta` and `dims`"))
+        self._check_grid(site)
+        self._check_dims(p, site)
+
+    def _check_grid(self, site: ScoreSite) -> None:
+        if site.grid is None:
+            raise RuleError(f"2-D rotary positions need tokens on a grid, got {site.x.layout_name()} without one",
+                            field="scores", hint=Remedy("patchify an image first, or declare the input's "
+                                                        "`grid: [H, W]`; 1-D positions are `rope_theta`"))
+        h, w = site.grid
+        if site.keys != site.queries:
+            raise RuleError(f"2-D rotary positions need the keys on the queries' {h}x{w} grid, but there are "
+                            f"{site.keys} keys for {site.queries} queries", field="scores",
+                            hint=Remedy("use the part with self-attention (global)"))
+
+    def _check_dims(self, p, site: ScoreSite) -> None:
+        dims = rotated_dims(p, site)
+        if dims > site.head_dim or dims % 4:
+            what = f"dims {dims}" if p.dims else f"the head width {dims} (all of it rotates by default)"
+            raise RuleError(f"rotary_grid needs {what} to be a multiple of 4 and at most the head width "
+                            f"{site.head_dim}: a pair of dims per frequency, half of them for the rows and half "
+                            "for the columns", field="scores",
+                            hint=Remedy(f"set `dims` to a multiple of 4 up to {site.head_dim - site.head_dim % 4}"))
+
+    def cost(self, p, site: ScoreSite) -> Cost:
+        """No parameters; no FLOPs (elementwise); the sin and cos tables [H*W, dims], float32."""
+        h, w = site.grid
+        return Cost(0, 0, FLOAT_BYTES * 2 * h * w * rotated_dims(p, site))
+
+
+ROTARY_GRID = register_score(RotaryGridPart())
