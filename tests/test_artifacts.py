@@ -142,14 +142,20 @@ def test_a_folder_that_is_no_build_is_refused_not_replaced(spec, tmp_path, files
     assert {p.name: p.read_text() for p in out.iterdir()} == files and leftovers(tmp_path) == []
 
 
-def test_a_build_from_before_manifests_is_replaced_and_what_else_is_there_kept(spec, tmp_path):
+def test_a_build_from_before_manifests_is_replaced_and_all_it_held_kept(spec, tmp_path):
+    """Without a manifest nothing pins down which files archspec wrote (issue 19: a forged
+    report.json must not get the user's model.py overwritten): every file is kept, a name the
+    new build writes again as NAME.kept."""
     out = tmp_path / "out"
     assert build(spec, out, "--target", "onnx").returncode == 0
     (out / "manifest.json").unlink()  # as an archspec from before manifests left it
     (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
     assert build(spec, out, "--target", "eager").returncode == 0
-    assert {p.name for p in out.iterdir()} == {"report.json", "report.html", "model.py", "weights.pt", "manifest.json",
-                                               "notes.txt"}
+    new = {"report.json", "report.html", "model.py", "weights.pt"}
+    after = snapshot(out)
+    assert set(after) == new | {"manifest.json"} | {f"{n}.kept" if n in new else n for n in before}, sorted(after)
+    assert all(after[f"{n}.kept" if n in new else n] == digest for n, digest in before.items())
 
 
 @pytest.mark.parametrize("case", ["existing file", "missing parent", "unwritable", "root", "current folder",

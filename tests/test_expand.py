@@ -466,7 +466,8 @@ def write(path: Path, body: str) -> Path:
 
 
 @pytest.fixture
-def family(tmp_path):
+def family(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCHSPEC_PATH", str(tmp_path))  # wide/child.yaml extends ../base.yaml, above its folder
     write(tmp_path / "base.yaml", """
         archspec: 1
         name: base

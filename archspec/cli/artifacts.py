@@ -7,13 +7,19 @@ elsewhere two renames, with a moment where the target is absent). So a reader th
 folder sees one complete build, the old or the new, never a mix; a build that fails or is
 interrupted leaves the previous build as it was (or none) and removes its staging folder.
 
-The folder is archspec's: `manifest.json` lists the files a build wrote (size, and sha256 of
-the small ones). The next build replaces them all, so an artifact it does not write again
+The folder is archspec's: `manifest.json` lists the regular files a build wrote (size and
+sha256 of each). The next build replaces them, so an artifact it does not write again
 (`model.onnx` after an `--target eager` rebuild) is gone; anything else found in the folder,
 a file the user put there or an artifact the user edited since, is carried into the new
 folder (an edited artifact the new build writes again is kept beside it as NAME.edited).
-Nothing archspec did not write is ever deleted: a non-empty folder that is no archspec build
-is refused, not replaced.
+Nothing archspec did not write is ever deleted, and the manifest is not taken on its word:
+only a regular file whose sha256 is the one recorded is replaced or removed, never a folder,
+a link or a file the record does not pin down (kept as NAME.kept when the new build writes
+one of its name). A manifest.json that archspec could not have written (an entry that is a
+folder, a record without size or hash, no JSON) is a usage error naming it; a folder from
+before manifests (archspec's report.json, no manifest) is replaced with all of its files kept.
+A non-empty folder that is no archspec build is refused, not replaced. What archspec reads in
+the folder it reads only from regular files, opened non-blocking (a FIFO cannot hang a build).
 
 Builds into the same target commit one at a time (a lock on the parent folder); staging
 folders of builds killed outright (SIGKILL, power loss) are cleaned by a later build.
@@ -35,12 +41,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
+from ..language.loader import special_file
 
 MANIFEST = "manifest.json"
 PARTIAL_MARKER = ".archspec-partial"  # in a staging folder: everything here is this build's
-HASHED_BYTES = 16 << 20  # artifacts up to this size are hashed (text a user may edit: model.py, report.json)
-LEGACY_ARTIFACTS = frozenset({"report.json", "model.py", "weights.pt", "model.pt2", "model.onnx", "model.onnx.data",
-                              "model.engine", "tensorrt.json", "model.trt.pt2", "report.html", "graph.svg"})
+MAX_JSON_BYTES = 64 << 20  # a manifest.json or legacy report.json larger than this is none of ours
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 _STAGING = re.compile(r"\.(?P<name>.+)\.archspec-(?:partial|old)-(?P<pid>\d+)-[A-Za-z0-9_]+\Z")
 
 
@@ -81,7 +87,13 @@ def check_replaceable(target: str, shown: str) -> None:
         return
     if not os.access(target, os.W_OK | os.X_OK):
         raise UsageError(f"-o {shown}: cannot write into {target}: permission denied")
-    if os.listdir(target) and previous_build(target) is None:
+    try:
+        previous = previous_build(target)
+    except ForgedManifest as exc:
+        raise UsageError(f"-o {shown}: {os.path.join(target, MANIFEST)} is no manifest archspec wrote: {exc}; "
+                         "archspec replaces nothing on its word: remove it if the folder is yours, or give a new "
+                         "folder") from None
+    if os.listdir(target) and previous is None:
         raise UsageError(f"-o {shown}: {target} holds files archspec did not write and is no archspec build "
                          f"folder (it has no {MANIFEST}); give a new or empty folder, so that nothing of yours "
                          "is replaced")
@@ -101,83 +113,162 @@ def make_parent(parent: str, shown: str) -> None:
 # -- what a folder holds -----------------------------------------------------------------------------
 
 
+class ForgedManifest(Exception):
+    """A manifest.json that archspec could not have written; the message says why."""
+
+
+class NotRegular(OSError):
+    """The path is no regular file (a folder, link, FIFO, socket or device): archspec does not read it."""
+
+
 @dataclass
 class Previous:
     """An existing build folder: which of its entries archspec wrote, and which it wrote as they are now."""
 
-    files: dict[str, dict] = field(default_factory=dict)  # name -> manifest record (legacy: {})
+    files: dict[str, dict] = field(default_factory=dict)  # name -> manifest record {"bytes", "sha256"}
 
     def ours(self, folder: str, name: str) -> bool:
-        """Whether entry `name` is archspec's artifact, unchanged since archspec wrote it."""
+        """Whether entry `name` is archspec's artifact, unchanged since archspec wrote it: a regular
+        file of the recorded size and sha256 (a record without a hash pins nothing down: not ours)."""
         if name == MANIFEST:
             return True
-        if name not in self.files:
-            return False
-        record = self.files[name]
-        return not record or not edited(os.path.join(folder, name), record)
+        record = self.files.get(name)
+        return bool(record) and "sha256" in record and not edited(os.path.join(folder, name), record)
 
 
 def previous_build(folder: str) -> Previous | None:
-    """The build in `folder` by its manifest; a folder of an archspec from before manifests (it
-    holds archspec's report.json) by the artifact names archspec writes; None for any other."""
+    """The build in `folder` by its manifest (ForgedManifest for one archspec could not have
+    written); a folder of an archspec from before manifests (it holds archspec's report.json)
+    with nothing known to be archspec's; None for any other."""
     manifest = read_manifest(folder)
     if manifest is not None:
         return Previous(manifest)
-    try:
-        names = set(os.listdir(folder))
-    except OSError:
-        return None
-    if "report.json" in names and is_archspec_report(os.path.join(folder, "report.json")):
-        return Previous({name: {} for name in names & LEGACY_ARTIFACTS})
+    if is_archspec_report(os.path.join(folder, "report.json")):
+        return Previous({})  # no hashes: every file in it is kept
     return None
+
+
+def read_json(path: str):
+    """The JSON value in the regular file at `path` (read non-blocking); NotRegular for a FIFO,
+    folder, link or device, OSError when unreadable, ValueError when no JSON or too large."""
+    with open_regular(path) as f:
+        raw = f.read(MAX_JSON_BYTES + 1)
+    if len(raw) > MAX_JSON_BYTES:
+        raise ValueError(f"larger than {MAX_JSON_BYTES >> 20} MiB")
+    return json.loads(raw.decode("utf-8"))
 
 
 def is_archspec_report(path: str) -> bool:
     """Whether `path` is a report.json that archspec wrote (its FLOP convention says so)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and "flops_convention" in data and isinstance(data.get("nodes"), list)
 
 
 def read_manifest(folder: str) -> dict[str, dict] | None:
-    """name -> record from folder/manifest.json; None when absent or not a manifest of ours."""
+    """name -> record from folder/manifest.json; None when there is none; ForgedManifest when
+    it is no manifest archspec wrote (see manifest_files)."""
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.lexists(path):
+        return None
     try:
-        with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        data = read_json(path)
+    except NotRegular as exc:
+        raise ForgedManifest(f"it is {exc.strerror}, not a file") from None
+    except OSError as exc:
+        raise ForgedManifest(f"it cannot be read ({exc.strerror or exc})") from None
+    except ValueError:
+        raise ForgedManifest("it is not JSON text") from None
+    return manifest_files(data, folder)
+
+
+def manifest_files(data, folder: str) -> dict[str, dict]:
+    """The files a manifest lists, each checked to be what archspec writes: a plain file name, a
+    record of its size (and sha256), and in the folder a regular file or nothing."""
+    if not isinstance(data, dict) or data.get("written_by") != "archspec build" or not isinstance(data.get("files"), dict):
+        raise ForgedManifest('it has no `"written_by": "archspec build"` and `files` table')
+    for name, record in data["files"].items():
+        if not isinstance(name, str) or name in ("", ".", "..", MANIFEST) or name != os.path.basename(name) \
+                or "\0" in name:
+            raise ForgedManifest(f"its entry {name!r} is no file name archspec writes")
+        problem = record_problem(record)
+        if problem is None:
+            problem = entry_problem(os.path.join(folder, name))
+        if problem is not None:
+            raise ForgedManifest(f"its entry {name!r} {problem}")
+    return dict(data["files"])
+
+
+def record_problem(record) -> str | None:
+    """What is wrong with a manifest record (archspec writes {"bytes": N, "sha256": HEX}); None if nothing."""
+    if not isinstance(record, dict) or not isinstance(record.get("bytes"), int) or isinstance(record["bytes"], bool) \
+            or record["bytes"] < 0:
+        return "has no size (archspec records the size and sha256 of every file it writes)"
+    if "sha256" in record and not (isinstance(record["sha256"], str) and _SHA256.match(record["sha256"])):
+        return "has a sha256 that is no sha256"
+    return None
+
+
+def entry_problem(path: str) -> str | None:
+    """Why the entry at `path` cannot be an artifact archspec wrote (it writes regular files only)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None  # listed, since removed: nothing to replace
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    what = file_kind(mode)
+    return None if what is None else f"is {what}, and archspec writes only files"
+
+
+def file_kind(mode: int) -> str | None:
+    """What an entry that is no regular file is ("a folder"); None for a regular file."""
+    if stat.S_ISREG(mode):
         return None
-    files = data.get("files") if isinstance(data, dict) else None
-    if not isinstance(files, dict):
-        return None
-    return {name: record if isinstance(record, dict) else {} for name, record in files.items()
-            if isinstance(name, str) and name == os.path.basename(name) and name not in ("", ".", "..")}
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return "a folder" if stat.S_ISDIR(mode) else special_file(mode) or "not a regular file"
+
+
+def open_regular(path: str):
+    """A binary file object for the regular file at `path`: opened non-blocking and without
+    following a link, so a FIFO with no writer cannot hang the build; NotRegular otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise NotRegular(exc.errno, "a symbolic link", path) from None
+        raise
+    what = file_kind(os.fstat(fd).st_mode)
+    if what is not None:
+        os.close(fd)
+        raise NotRegular(errno.EINVAL, what, path)
+    return os.fdopen(fd, "rb")
 
 
 def record_of(path: str) -> dict:
-    """What the manifest keeps of an artifact: its size, and the sha256 of a small one."""
-    size = os.path.getsize(path)
-    record = {"bytes": size}
-    if os.path.isfile(path) and size <= HASHED_BYTES:
-        record["sha256"] = file_sha256(path)
-    return record
+    """What the manifest keeps of an artifact: its size and sha256."""
+    return {"bytes": os.lstat(path).st_size, "sha256": file_sha256(path)}
 
 
 def edited(path: str, record: dict) -> bool:
-    """Whether the artifact at `path` changed since its manifest record was taken."""
+    """Whether the artifact at `path` changed since its manifest record was taken (or is no
+    regular file now)."""
     try:
-        if os.path.getsize(path) != record.get("bytes"):
+        if os.lstat(path).st_size != record.get("bytes"):
             return True
-        return "sha256" in record and file_sha256(path) != record["sha256"]
+        return file_sha256(path) != record.get("sha256")
     except OSError:
         return True
 
 
 def file_sha256(path: str) -> str:
+    """sha256 of the regular file at `path` (NotRegular for anything else)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -226,7 +317,8 @@ class OutputDir:
         """Write the manifest and put the staging folder in place of the target, atomically;
         carry over what was not archspec's. Returns the manifest's files (name -> record)."""
         os.remove(os.path.join(self.staging, PARTIAL_MARKER))
-        files = {name: record_of(os.path.join(self.staging, name)) for name in sorted(os.listdir(self.staging))}
+        files = {name: record_of(os.path.join(self.staging, name)) for name in sorted(os.listdir(self.staging))
+                 if file_kind(os.lstat(os.path.join(self.staging, name)).st_mode) is None}  # files only: see above
         write_json(os.path.join(self.staging, MANIFEST), {"written_by": "archspec build", "files": files,
                                                           **({"build": info} if info else {})})
         # the lock first: a build waiting for another's commit can still be interrupted
@@ -276,15 +368,24 @@ class OutputDir:
     def carry_over(self, old: str) -> None:
         """Move what the old folder holds that archspec did not write (or that was edited since)
         into the new one, under a free name if the new build wrote one of the same name."""
-        previous = previous_build(old) or Previous()
+        previous = trusted_previous(old)
         for name in sorted(os.listdir(old)):
             if previous.ours(old, name):
                 continue
             destination = name
             if os.path.lexists(os.path.join(self.target, name)):
-                destination = free_name(self.target, f"{name}.edited" if name in previous.files else f"{name}.kept")
+                hashed = "sha256" in previous.files.get(name, {})  # archspec's, changed since: edited
+                destination = free_name(self.target, f"{name}.edited" if hashed else f"{name}.kept")
                 self.notes.append(f"kept your {name} as {destination}")
             os.rename(os.path.join(old, name), os.path.join(self.target, destination))
+
+
+def trusted_previous(folder: str) -> Previous:
+    """The previous build in `folder` as far as it can be trusted: a forged manifest, or none, trusts nothing."""
+    try:
+        return previous_build(folder) or Previous()
+    except ForgedManifest:
+        return Previous()
 
 
 def short_name(name: str) -> str:
@@ -307,23 +408,29 @@ def free_name(folder: str, name: str) -> str:
 
 def remove_build(folder: str) -> list[str]:
     """Remove a build folder's own entries, then the folder if that left it empty; what could not go.
-    A staging folder (it holds the partial marker) is all archspec's; an old build folder is
-    archspec's by its manifest (carry_over has moved the rest out)."""
+    A staging folder (it holds the partial marker) is all archspec's; in an old build folder
+    (carry_over has moved the rest out) only the regular files whose size and sha256 are the
+    manifest's records go, and the manifest; a folder without a trustworthy manifest keeps all."""
     if os.path.exists(os.path.join(folder, PARTIAL_MARKER)):
         shutil.rmtree(folder, ignore_errors=True)
         return []
-    previous = previous_build(folder) or Previous()
+    try:
+        previous = previous_build(folder)
+    except ForgedManifest:
+        previous = None
     left = []
     names = sorted(os.listdir(folder), key=lambda n: n != MANIFEST)  # the manifest first: no longer a build
-    for name in names:
-        if name != MANIFEST and name not in previous.files:
+    for name in names if previous is not None else ():
+        path = os.path.join(folder, name)
+        if not previous.ours(folder, name) or entry_problem(path) is not None:  # never a folder or link
             left.append(name)
             continue
-        path = os.path.join(folder, name)
         try:
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+            os.remove(path)
         except OSError:
             left.append(name)
+    if previous is None:  # nothing in it is known to be archspec's
+        left = sorted(os.listdir(folder))
     if not left:
         try:
             os.rmdir(folder)

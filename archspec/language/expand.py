@@ -29,6 +29,7 @@ from .hints import hint_budget
 from .inputs import InputTypes, symbolic_dims
 from .loader import Document
 from .names import OBJECTIVES, check_node_id, node_names
+from .paths import named_file
 from .node_params import node_params
 from .schema import GROUP, BlockDef, NodeMeta, SpecDoc
 from .scope import Alias, Compound, Out, Ref, Scope, resolve
@@ -359,12 +360,15 @@ class Expander:
 
 def mapping_files(spec: SpecDoc, doc: Document, errors: Collector) -> list[str]:
     """The spec's weight mapping files (absolute paths), each relative to the file that names
-    it; a missing one is an error at the name."""
+    it; a missing one, or one the spec may not name (paths.py), is an error at the name."""
     files = []
     for i, name in enumerate(spec.mappings):
         loc = doc.loc(("mappings", i))
-        folder = os.path.dirname(loc.file) if loc and os.path.isfile(loc.file) else os.getcwd()
-        path = os.path.abspath(os.path.join(folder, name))
+        try:  # the rule of paths.py, refused before the file is looked for
+            path = os.path.abspath(named_file(name, loc.file if loc else doc.file, doc.file, loc, "mappings"))
+        except SpecError as exc:
+            errors.add(exc)
+            continue
         if not os.path.isfile(path):
             errors.add(error(f"no such mapping file: {name}", loc,
                              hint=f"mapping files are found relative to the folder of {loc.file}" if loc else None))

@@ -3,7 +3,8 @@
 A spec that extends another starts from that spec's document: `params`, `dims`, `inputs`,
 `targets` and `blocks` are overridden key by key; `name`, `doc`, `graph`, `outputs` and the
 rest are replaced whole. Instead of a whole `graph`, the spec may edit its base's graph
-(edits.py). Every value keeps the position of the file it came from.
+(edits.py). Every value keeps the position of the file it came from. Which files `extends`
+may name: paths.py (YAML files in the spec's folder tree or archspec's specs folder).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..core.words import did_you_mean
 from .edits import edit_graph, refuse_edits_without_base
 from .limits import MAX_EXTENDS
 from .loader import Document, load_file
+from .paths import named_file
 
 MERGED_BY_KEY = ("params", "dims", "inputs", "targets", "blocks")
 
@@ -31,8 +33,8 @@ def with_bases(doc: Document, chain: tuple[str, ...] = ()) -> Document:
     loc = doc.loc(("extends",))
     if not isinstance(target, str):
         raise error("`extends` must be a path to another spec", loc)
-    base_dir = os.path.dirname(doc.file) if os.path.isfile(doc.file) else os.getcwd()
-    path = os.path.normpath(os.path.join(base_dir, target))
+    root = chain[0] if chain else doc.file
+    path = named_file(target, doc.file, root, loc, "extends")  # refused before it is looked for
     here = os.path.abspath(doc.file)
     if os.path.abspath(path) in chain + (here,):
         names = " -> ".join(os.path.basename(p) for p in chain + (here, path))

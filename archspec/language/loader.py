@@ -10,7 +10,8 @@ We let PyYAML parse and compose the node tree, then build plain Python values ou
   literal such as 1e400 overflows to infinity), integers beyond 2^63 (checked before Python
   converts them: a number of thousands of digits is refused, not slow);
 - a file is read only when it is a regular file: a FIFO, a socket or a device is refused
-  without reading (opened non-blocking, so it cannot hang).
+  without reading (opened non-blocking, so it cannot hang); a file whose path is not UTF-8 is
+  refused by name (the path goes into UTF-8 artifacts and messages).
 
 Limits: limits.py.
 
@@ -365,7 +366,19 @@ class _SpecialFile(OSError):
     """The path names a FIFO, socket or device, which a spec never is."""
 
 
+def _check_file_name(path: str) -> None:
+    """A path that is not UTF-8 (bytes Python keeps as lone surrogates) is refused before reading:
+    report.json, model.py and every message carry the spec's path, and they are UTF-8 text."""
+    try:
+        os.path.abspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(os.path.abspath(path)).decode("utf-8", "backslashreplace")
+        raise error(f"the file name {shown} is not UTF-8 text", hint="rename the file (or the folder that holds it) "
+                    "with a UTF-8 name: archspec writes a spec's path into report.json and model.py") from None
+
+
 def load_file(path: str) -> Document:
+    _check_file_name(path)
     try:
         raw = read_regular_file(path, MAX_TEXT_BYTES)
     except FileNotFoundError:

@@ -24,6 +24,7 @@ from typing import Any
 from ..core.errors import Diagnostic, Loc, SpecError
 from ..core.ir import Graph
 from ..language.loader import Document, load_text
+from ..language.paths import named_file
 from ..language.names import node_names, taken_names
 from ..language.schema import META_KEYS
 from ..pipeline import Attempt, attempt_document
@@ -374,8 +375,10 @@ def _extended_file(doc: Document) -> Place | None:
     target = _value(doc.data, ("extends",))
     if not isinstance(target, str):
         return None
-    base = os.path.dirname(doc.file) if os.path.isfile(doc.file) else os.getcwd()
-    full = os.path.normpath(os.path.join(base, target))
+    try:  # only a file the spec may name (paths.py): go-to-definition never opens /proc or a dotfile
+        full = named_file(target, doc.file, doc.file, None, "extends")
+    except SpecError:
+        return None
     return Place(full, 0, 0) if os.path.isfile(full) else None
 
 

@@ -24,6 +24,7 @@ import torch
 
 from archspec.language.compose import compose
 from archspec.language.loader import load_file
+from archspec.language.paths import named_file
 
 from archspec.core.errors import error
 
@@ -177,7 +178,8 @@ def model_spec_file(model: torch.nn.Module) -> str | None:
 
 def spec_mapping_files(model: torch.nn.Module) -> list[str]:
     """The mapping files named by the spec file `model` was built from, each relative to the
-    file that names it (a spec it extends may name them), as the checker resolves them."""
+    file that names it (a spec it extends may name them), as the checker resolves them (and
+    refuses them: archspec/language/paths.py)."""
     file = model_spec_file(model)
     if file is None:
         return []
@@ -188,6 +190,5 @@ def spec_mapping_files(model: torch.nn.Module) -> list[str]:
     files = []
     for i, name in enumerate(names):
         loc = doc.loc(("mappings", i))
-        folder = os.path.dirname(loc.file) if loc and os.path.isfile(loc.file) else os.getcwd()
-        files.append(os.path.normpath(os.path.join(folder, str(name))))
+        files.append(named_file(str(name), loc.file if loc else file, file, loc, "mappings"))  # paths.py's rule
     return files
