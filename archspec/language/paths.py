@@ -68,9 +68,9 @@ def named_file(name: str, named_by: str, root_file: str, loc: Loc | None, what: 
     """The path of the file `name` that the file `named_by` names (relative to its folder), for
     the spec at `root_file`; a located SpecError when the rule above refuses it. `what` is the
     key that named it (`extends`, `mappings`)."""
-    folder = os.path.dirname(os.path.abspath(named_by)) if os.path.isfile(named_by) else os.getcwd()
-    path = os.path.normpath(os.path.join(folder, name))
-    reason = why_refused(path, root_file)
+    folder = os.path.dirname(named_by) if os.path.isfile(named_by) else os.getcwd()
+    path = os.path.normpath(os.path.join(folder, name))  # as the user named the spec: errors show it so
+    reason = why_refused(os.path.abspath(path), root_file)
     if reason is not None:
         raise refusal(name, reason, root_file, loc, what)
     return path
