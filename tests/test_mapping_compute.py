@@ -304,7 +304,7 @@ def test_build_prints_the_drop_warning(tmp_path, capsys):
     ("- copy: {match: 'x', into: [a, '\\2']}", "copy target", (4, 34)),
     ("- copy: {match: 'x', into: [a, a]}", "names a twice", (4, 30)),
     ("- create: {match: 'x', fill: eyes}", "fill", (4, 32)),
-    ("- create: {match: '(a+)+', fill: ones}", "repeats a group", (4, 21)),
+    ("- create: {match: '(a)\\1', fill: ones}", "cannot be matched in linear time", (4, 21)),
     ("- reshape: {match: 'x', shape: ['${head}', -1]}", "unknown name 'head'", (4, 38)),
     ("- reshape: {match: 'x', shape: ['${heads //}', -1]}", "invalid expression", (4, 46)),
     ("- reshape: {match: 'x', shape: ['${heads / 0}', -1]}", "", (4, 38)),

@@ -246,11 +246,12 @@ BAD = [
     ("empty", """
         # nothing yet
         """, "map.yaml:1:1: error: the mapping file is empty", "start with `name:` and `rules:`"),
-    ("nested repetition", """
+    ("lookahead", """
         name: x
-        identify: ['^(a+)+$']
-        """, "map.yaml:2:12: error: pattern '^(a+)+$' repeats a group that itself repeats without bound",
-     "nested repetition such as (a+)+ or (.*)* can take exponential time; repeat the inner part only, e.g. (a+) or .*"),
+        identify: ['^a(?=b)']
+        """, "map.yaml:2:12: error: pattern '^a(?=b)' cannot be matched in linear time: invalid perl operator: (?=",
+     "patterns are matched in linear time, which rules out lookahead and lookbehind, backreferences, "
+     "atomic groups and possessive repeats; \\Z is written $"),
     ("unknown key", """
         name: x
         drop_me: 1

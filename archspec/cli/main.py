@@ -21,7 +21,7 @@ import traceback
 
 from .. import __version__
 from ..core.errors import InternalError, SpecError, UsageError
-from .output import print_errors
+from .output import print_errors, visible_streams
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as if killed by SIGPIPE, like other command-line tools
@@ -52,6 +52,13 @@ def _parser(found: dict) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command `argv` names; its exit code. What it prints goes through VisibleStreams:
+    control characters in a spec's names reach the terminal as escapes, never as commands."""
+    with visible_streams():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     found = commands()
     parser = _parser(found)
     try:

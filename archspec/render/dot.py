@@ -4,6 +4,7 @@ itself needs no Graphviz."""
 
 from __future__ import annotations
 
+from ..core.visible import visible
 from .picture import Box, Cluster, Picture, box_lines, cluster_lines, error_lines, figures
 
 FILL = {"attention": "#ddeeff", "mlp": "#dff5e3", "patchify": "#fff1dc", "embed": "#fff1dc", "merge": "#f6e3ff",
@@ -11,8 +12,9 @@ FILL = {"attention": "#ddeeff", "mlp": "#dff5e3", "patchify": "#fff1dc", "embed"
 
 
 def quote(text: str) -> str:
-    """A DOT string: quotes and backslashes escaped, line breaks as \\n."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A DOT string: quotes and backslashes escaped, line breaks as \\n, other control
+    characters shown as their escapes (visible), so that no name can end the string or the line."""
+    return '"' + visible(text, keep="\n").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def to_dot(pic: Picture) -> str:

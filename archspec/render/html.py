@@ -8,11 +8,19 @@ alone (a spec that does not check: the graph with its errors drawn, and the erro
 
 from __future__ import annotations
 
-from html import escape
+import html
 
+from ..core.visible import visible
 from ..report import Report, human
 from .picture import MULTIPLY, Box, Cluster, Picture, figures, picture, short
 from .svg import to_svg
+
+
+
+def escape(text: str) -> str:
+    """`text` as HTML: &, <, >, quotes escaped, control characters written as visible escapes."""
+    return html.escape(visible(text, keep="\n\t"))
+
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;

@@ -1,9 +1,16 @@
 """The picture as a Mermaid flowchart (top to bottom): clusters are `subgraph`s, edges carry
 the tensor's type, failed nodes get the `error` class and hold their error. GitHub and most
-Markdown viewers draw a ```mermaid block (`.md`)."""
+Markdown viewers draw a ```mermaid block (`.md`).
+
+Every name and message is written on its line with its control characters as visible escapes
+(a carriage return would end the line, and in Markdown the code fence, letting what follows be
+read as HTML); the Markdown heading has `&`, `<` and `>` as entities."""
 
 from __future__ import annotations
 
+from html import escape
+
+from ..core.visible import visible
 from .picture import Box, Cluster, Picture, box_lines, cluster_lines, error_lines, figures
 
 STYLES = {
@@ -22,6 +29,7 @@ def label(lines: list[str]) -> str:
     """A quoted Mermaid label: lines joined by <br/>, characters Mermaid reads escaped."""
     out = []
     for line in lines:
+        line = visible(line)
         for char, code in (("#", "#35;"), ('"', "#34;"), ("<", "#60;"), (">", "#62;")):
             line = line.replace(char, code)
         out.append(line)
@@ -41,9 +49,10 @@ class _Writer:
     def write(self) -> str:
         pic = self.pic
         state = "checks" if pic.ok else f"{len(pic.errors)} error(s)"
-        self.lines.append(f"  %% {pic.name}: {pic.summary}; {figures(pic.params, pic.flops)} in total, {state}")
+        head = f"{pic.name}: {pic.summary}; {figures(pic.params, pic.flops)} in total, {state}"
+        self.lines.append("  %% " + visible(head))
         for d in pic.unplaced:
-            self.lines.append(f"  %% {d.text()}".replace("\n", " "))
+            self.lines.append("  %% " + visible(d.text().replace("\n", " ")))
         self.children(pic.root, "  ")
         for edge in pic.edges:
             self.lines.append(f"  {self.id_of(edge.source)} -->|{label([edge.label])}| {self.id_of(edge.target)}")
@@ -80,4 +89,6 @@ def to_mermaid(pic: Picture) -> str:
 
 
 def to_markdown(pic: Picture) -> str:
-    return f"# {pic.name}\n\n{pic.summary}\n\n```mermaid\n{to_mermaid(pic)}```\n"
+    """The flowchart in a Markdown page: the name as its heading, the summary, the fenced block."""
+    name, summary = (escape(visible(text), quote=False) for text in (pic.name, pic.summary))
+    return f"# {name}\n\n{summary}\n\n```mermaid\n{to_mermaid(pic)}```\n"

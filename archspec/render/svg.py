@@ -5,14 +5,29 @@ Boxes are `<g class="node ...">` groups with the node's path in `data-path` and 
 `<g class="cluster">`; edges `<g class="edge">` with the tensor they carry. A failed node is
 drawn red with its error and hint inside it; errors that name no drawn node are listed under
 the title.
+
+Text from the spec is escaped for XML with its control characters written as visible escapes
+(XML 1.0 allows none but tab and line breaks), so the file is valid XML whatever the names hold.
 """
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax import saxutils
 
+from ..core.visible import visible
 from .layout import BOX_PAD_X, BOX_PAD_Y, FONT, LINE, Layout, Rect, header_texts, layout
 from .picture import Box, Cluster, Picture, box_lines, cluster_lines, error_lines, figures, walk
+
+
+def escape(text: str) -> str:
+    """`text` as XML character data: &, < and > escaped, control characters made visible."""
+    return saxutils.escape(visible(text, keep="\n\t"))
+
+
+def quoteattr(text: str) -> str:
+    """`text` as a quoted XML attribute value, control characters made visible."""
+    return saxutils.quoteattr(visible(text, keep="\n\t"))
+
 
 STYLE = """
 svg { background: #ffffff; }
@@ -71,7 +86,7 @@ def to_svg(pic: Picture) -> str:
         parts += _box(box, geo.rect(box))
     parts += labels
     parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+    return visible("\n".join(parts), keep="\n\t") + "\n"  # (a guard: every text above is escaped)
 
 
 def _text(x: float, y: float, text: str, cls: str = "") -> str:

@@ -16,9 +16,10 @@ Face transformers, torch.nn.Transformer, your own training code) are named in ar
           '^blocks\.(\d+)\.norm1\.': 'blocks.\1.attn.norm.'
     keep: []                         # optional: our tensors the checkpoint lacks (they keep their init)
 
-Patterns are Python regular expressions searched in each key (`re.search`): anchor them with
-`^` and `$`. Replacements are Python templates: `\1` is the first group's text. Quote patterns
-with single quotes in YAML, where a backslash is just a backslash.
+Patterns are regular expressions searched in each key, matched by RE2 in time linear in the
+key's length (patterns.py): Python's syntax without lookaround or backreferences. Anchor them
+with `^` and `$`. Replacements are Python templates: `\1` is the first group's text. Quote
+patterns with single quotes in YAML, where a backslash is just a backslash.
 
 Rules (each list item has exactly one of these keys):
 
@@ -60,8 +61,8 @@ values and the load says so, instead of failing on them as missing.
 
 A file is read with archspec's safe YAML loader (plain values only; size bounded) and checked
 before use: an unknown key, a value of the wrong type, a pattern that does not compile, is too
-long or may backtrack without end (patterns.py), or a template that names a group its pattern
-lacks is an error at the file, line and column where it is written.
+long or needs what a linear-time matcher lacks (patterns.py), or a template that names a group
+its pattern lacks is an error at the file, line and column where it is written.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ from archspec.language.loader import Document, load_file
 from archspec.language.validation import diagnostics_from
 
 from .naming import Naming
-from .patterns import check_template, compile_pattern
+from .patterns import check_template, compile_pattern, linear
 from .rules import (FILLS, OWN_SIZES, PART_GROUP, Affine, Copy, Create, Drop, Fuse, Rename, Reshape, Rule, Split,
                     Transpose)
 
@@ -138,10 +139,7 @@ class FuseRule(Strict):
             raise error(f"fuse: `parts` names {one_of(repeated)} twice", at(("fuse", "parts")))
         compile_pattern(text, loc)  # the text as written ({part} is a literal to re): its errors, its positions
         alternatives = "|".join(re.escape(p) for p in fuse.parts)
-        try:
-            pattern = re.compile(text.replace(PART, f"(?P<{PART_GROUP}>{alternatives})"))
-        except re.error:
-            pattern = None
+        pattern = linear(text.replace(PART, f"(?P<{PART_GROUP}>{alternatives})"))
         if pattern is None or PART_GROUP not in pattern.groupindex:  # e.g. {part} inside [...]
             raise error(f"fuse: {PART} in `match` must stand where a group can, not inside [...]", loc)
         return Fuse(pattern, tuple(fuse.parts), fuse.into, fuse.dim)

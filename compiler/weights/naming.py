@@ -5,9 +5,9 @@ into archspec's. archspec's own naming has no rules; the others are read from ma
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from .patterns import KeyPattern
 from .rules import Converted, Rule, convert
 
 
@@ -15,8 +15,8 @@ from .rules import Converted, Rule, convert
 class Naming:
     name: str  # "timm swin": what messages call it
     rules: tuple[Rule, ...] = ()
-    identify: tuple[re.Pattern, ...] = ()  # each must match some key of a checkpoint in this naming
-    keep: tuple[re.Pattern, ...] = ()  # our tensors this naming does not have: they keep their initial values
+    identify: tuple[KeyPattern, ...] = ()  # each must match some key of a checkpoint in this naming
+    keep: tuple[KeyPattern, ...] = ()  # our tensors this naming does not have: they keep their initial values
     file: str | None = None  # the mapping file it was read from
     doc: str = ""
 

@@ -6,16 +6,17 @@ A rule yields (key, tensor) pairs; `convert` runs the rules in order and notes a
 two tensors end up sharing. A rule that cannot apply to one tensor (a split whose sizes do not
 add up, a fuse of tensors whose shapes differ, a reshape to the wrong size) leaves that tensor
 as it is, under its old name, so the loader reports it with the rest of what does not fit.
-Patterns are searched (`re.search`) in each key. `create` alone looks at the model: it makes
-the model's tensors the checkpoint lacks (`convert(state, rules, ours)`, ours the model's state
-dict); without a model it makes nothing.
+Patterns are searched in each key, in linear time (patterns.py). `create` alone looks at the
+model: it makes the model's tensors the checkpoint lacks (`convert(state, rules, ours)`, ours
+the model's state dict); without a model it makes nothing.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterator, Union
+
+from .patterns import KeyPattern
 
 Pairs = Iterator[tuple[str, object]]  # (key, tensor)
 PART_GROUP = "archspec_part"  # the name of the group `{part}` becomes in a fuse pattern
@@ -34,7 +35,7 @@ class Rename:
     """Each key takes the replacement of the first pattern that it matches (only that match is
     replaced, the rest of the key stays); keys no pattern matches stay as they are."""
 
-    renames: tuple[tuple[re.Pattern, str], ...]
+    renames: tuple[tuple[KeyPattern, str], ...]
 
     def apply(self, state: dict) -> Pairs:
         for key, value in state.items():
@@ -54,7 +55,7 @@ class Fuse:
     `dim`, in the order of `parts`, into one tensor whose key has `into` there. A group that
     lacks a part, or whose tensors do not concatenate, is left as it is."""
 
-    pattern: re.Pattern  # `{part}` became the group PART_GROUP
+    pattern: KeyPattern  # `{part}` became the group PART_GROUP
     parts: tuple[str, ...]
     into: str
     dim: int = 0
@@ -92,7 +93,7 @@ class Split:
     that may use the pattern's groups: `\\1`). The cut is by `sizes` (exact lengths) or by
     `shares` (relative lengths: [1, 2] gives a third and two thirds; equal parts by default)."""
 
-    pattern: re.Pattern
+    pattern: KeyPattern
     into: tuple[str, ...]
     shares: tuple[int, ...] | None = None
     sizes: tuple[int, ...] | None = None
@@ -128,7 +129,7 @@ class Transpose:
     """2-D tensors whose key matches a pattern are transposed ([in, out] -> [out, in], as
     GPT-2's Conv1D stores what a Linear holds the other way round); others stay."""
 
-    patterns: tuple[re.Pattern, ...]
+    patterns: tuple[KeyPattern, ...]
 
     def apply(self, state: dict) -> Pairs:
         for key, value in state.items():
@@ -145,7 +146,7 @@ class Reshape:
     [C] takes [1, 1, "*"] -> [1, 1, C]; a table [N, C] takes [1, "*"] -> [1, N, C]. A tensor
     that cannot take the shape stays as it is."""
 
-    pattern: re.Pattern
+    pattern: KeyPattern
     shape: tuple[int | str, ...]
 
     def apply(self, state: dict) -> Pairs:
@@ -168,7 +169,7 @@ class Drop:
     of the reference archspec's spec does not have, such as a pretraining head). `dropped` is
     told each key left out."""
 
-    patterns: tuple[re.Pattern, ...]
+    patterns: tuple[KeyPattern, ...]
 
     def apply(self, state: dict, dropped: list | None = None) -> Pairs:
         for key, value in state.items():
@@ -194,7 +195,7 @@ class Affine:
     its own dtype: Gemma's RMSNorm stores w where `1 + w` scales (add: 1.0); a query projection
     may carry the attention's 1/sqrt(d) (scale: 0.125)."""
 
-    pattern: re.Pattern
+    pattern: KeyPattern
     scale: float = 1.0
     add: float = 0.0
 
@@ -211,7 +212,7 @@ class Copy:
     """A tensor whose key matches is put under each `into` name (templates that may use the
     pattern's groups), in place of its own: a tied table the model keeps twice."""
 
-    pattern: re.Pattern
+    pattern: KeyPattern
     into: tuple[str, ...]
 
     def apply(self, state: dict) -> Pairs:
@@ -231,7 +232,7 @@ class Create:
     repeated over the others) or a number (a tensor full of it). A tensor eye cannot make (fewer
     than two dimensions) is not made, and the load reports it missing."""
 
-    pattern: re.Pattern
+    pattern: KeyPattern
     fill: Union[str, float]
 
     def apply(self, state: dict, ours: dict | None = None) -> Pairs:
