@@ -20,25 +20,29 @@ in one process.
 
 On CPU the processes talk over gloo. Progress is one line per step (rank 0); --json prints a
 summary (losses, seconds per step) at the end.
+
+Every option is range-checked before anything runs (options.py: a usage error naming the option
+and its range), a batch against the memory available (memory.py), a --resume file against the
+model before it is loaded (state.py: read with weights_only=True, checked tensor by tensor). A
+loss that is not finite stops the run at that step. --save writes a whole file or none.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 
-from ..core.errors import UsageError
-from .options import DATASET, Options  # noqa: F401  (the package's API)
+from .options import DATASET, Options, check_options  # noqa: F401  (the package's API)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC", help="path of a YAML spec")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a param (repeatable)")
-    parser.add_argument("--steps", type=int, default=20, help="optimizer steps (default 20)")
-    parser.add_argument("--batch", type=int, default=8, help="global batch per step (default 8)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")
-    parser.add_argument("--weight-decay", type=float, default=0.05)
+    parser.add_argument("--steps", type=int, default=20, help="optimizer steps, 1 to 1,000,000 (default 20)")
+    parser.add_argument("--batch", type=int, default=8,
+                        help="global batch per step, 1 to 1024 per process and within memory (default 8)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate, finite and > 0 (default 1e-3)")
+    parser.add_argument("--weight-decay", type=float, default=0.05, help="finite and >= 0 (default 0.05)")
     parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw", help="default adamw")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data")
     parser.add_argument("--fsdp", action="store_true", help="FSDP2: fully_shard every block and the root")
@@ -54,17 +58,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_of(args) -> Options:
     from ..cli.commands.common import overrides_of
 
-    if args.steps < 1 or args.batch < 1:
-        raise UsageError("--steps and --batch must be at least 1")
-    if args.resume and not os.path.isfile(args.resume):
-        raise UsageError(f"--resume: no such file: {args.resume}")
     return Options(args.spec, overrides_of(args), args.steps, args.batch, args.lr, args.weight_decay, args.optimizer,
                    args.seed, args.fsdp, args.ddp, args.bf16, args.checkpointing, args.save, args.resume, args.json,
                    args.dump)
 
 
 def train(options: Options) -> dict:
-    """Train as the options say (in this process, or as one of torchrun's); a summary of the run."""
-    from .loop import run
+    """Train as the options say (in this process, or as one of torchrun's); a summary of the run.
+    A UsageError for an option out of its range, a SpecError for a bad spec or resume file or a
+    loss that stopped being finite."""
+    check_options(options)
+    from .loop import run  # torch, only once the options hold
 
     return run(options)

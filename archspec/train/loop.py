@@ -1,7 +1,14 @@
-"""The training loop behind `python -m archspec.train` (see the package's docstring)."""
+"""The training loop behind `python -m archspec.train` (see the package's docstring).
+
+The options are range-checked before this runs (options.py); here the batch's memory is
+checked against the report before the model is built (memory.py), a resume file against the
+built model and optimizer (state.py), and a loss that is not finite stops the run with the step
+and the last finite loss instead of training on to NaN.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -13,9 +20,10 @@ import torch.nn.functional as F
 
 from .. import build, check
 from ..compiler.backends.export import value_bound
-from ..core.errors import UsageError
-from ..core.types import Sym
+from ..core.errors import UsageError, error
+from .memory import check_batch_memory, size
 from .options import DATASET, Options
+from .state import Expected, read_resume, write_whole
 
 
 @dataclass
@@ -53,11 +61,6 @@ def synthetic_dataset(graph, seed: int) -> dict[str, torch.Tensor]:
         else:
             data[node.name] = torch.randn(shape, generator=generator)
     return data
-
-
-def size(d) -> int:
-    """A concrete length for a symbolic one: short, so training stays quick."""
-    return min(d.hi, max(d.lo, 16)) if isinstance(d, Sym) else d
 
 
 class Objective:
@@ -104,18 +107,15 @@ class Trainer:
 
     def setup(self) -> None:
         o = self.options
-        if o.batch % self.world.size:
-            raise UsageError(f"--batch {o.batch} does not divide among {self.world.size} processes")
-        if o.fsdp and o.ddp:
-            raise UsageError("choose --fsdp or --ddp, not both")
         self.report = check(o.spec, o.overrides)
+        check_batch_memory(self.report, o.batch, self.world.size)
         self.model = build(o.spec, o.overrides, seed=o.seed).train()
         self.objective = Objective(self.model, self.report.graph)
         self.objective.model_for_losses = self.model
         self.data = synthetic_dataset(self.report.graph, o.seed)
         if self.objective.kind == "classify":
             self.data["__labels__"] = torch.randint(0, self.objective.classes, (DATASET,),
-                                                    generator=torch.Generator().manual_seed(o.seed + 1))
+                                                    generator=torch.Generator().manual_seed((o.seed + 1) % 2**64))
         if o.checkpointing:
             self.model.set_grad_checkpointing(True)
         self.network = self.wrap(self.model)
@@ -134,20 +134,20 @@ class Trainer:
             fully_shard(model)
             return model
         if o.ddp:
-            if not self.world.distributed:
-                raise UsageError("--ddp needs several processes: run it under torchrun")
             from torch.nn.parallel import DistributedDataParallel
 
             return DistributedDataParallel(model)
         return model
 
     def param_groups(self) -> list[dict]:
+        """Decayed and not decayed parameters; their names, in order, are kept in group_names."""
         skip = self.model.no_weight_decay()
-        decay, no_decay = [], []
+        decay, no_decay = {}, {}
         for name, p in self.model.named_parameters():
-            (no_decay if name in skip else decay).append(p)
-        return [{"params": decay, "weight_decay": self.options.weight_decay},
-                {"params": no_decay, "weight_decay": 0.0}]
+            (no_decay if name in skip else decay)[name] = p
+        self.group_names = [list(decay), list(no_decay)]
+        return [{"params": list(decay.values()), "weight_decay": self.options.weight_decay},
+                {"params": list(no_decay.values()), "weight_decay": 0.0}]
 
     def batch(self, step: int) -> dict:
         """This process's share of the step's global batch."""
@@ -183,6 +183,8 @@ class Trainer:
         for step in range(self.start, self.start + o.steps):
             begin = time.perf_counter()
             loss = self.step(step)
+            if not math.isfinite(loss):
+                raise self.diverged(step, loss)
             self.seconds.append(time.perf_counter() - begin)
             self.losses.append(loss)
             if self.world.rank == 0 and not o.as_json:
@@ -190,6 +192,14 @@ class Trainer:
                       file=sys.stderr, flush=True)
         if o.save:
             self.save(self.start + o.steps)
+
+    def diverged(self, step: int, loss: float):
+        """The error that stops a run whose loss is no longer finite."""
+        last = (f"the last finite loss was {self.losses[-1]:.4f} at step {step}" if self.losses else
+                "no step before it gave a finite loss")
+        earlier = ", or resume from an earlier --save file" if self.options.resume else ""
+        return error(f"training stopped at step {step + 1}: the loss is {loss} ({last})",
+                     hint=f"lower --lr (it is {self.options.lr:g}){earlier}")
 
     # -- state ------------------------------------------------------------------------------------
     def full_state(self) -> tuple[dict, dict]:
@@ -203,17 +213,26 @@ class Trainer:
     def save(self, step: int) -> None:
         model, optimizer = self.full_state()
         if self.world.rank == 0:
-            torch.save({"model": model, "optimizer": optimizer, "step": step}, self.options.save)
+            write_whole(self.options.save, {"model": model, "optimizer": optimizer, "step": step}, "--save")
+
+    def expected(self) -> Expected:
+        """What a resume file must hold for this model and optimizer."""
+        tensors = {name: (tuple(t.shape), t.dtype) for name, t in self.model.state_dict().items()}
+        parameters = {name: tuple(p.shape) for name, p in self.model.named_parameters()}
+        groups = [{**{k: v for k, v in group.items() if k != "params"}, "params": names}
+                  for group, names in zip(self.optimizer.param_groups, self.group_names)]
+        return Expected(tensors, parameters, groups, self.options.optimizer)
 
     def load(self) -> int:
+        """Load the --resume file (checked first: state.py); the step it reached."""
         from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
                                                              set_optimizer_state_dict)
 
-        saved = torch.load(self.options.resume, weights_only=True)
+        resumed = read_resume(self.options.resume, self.expected())
         options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=False)
-        set_model_state_dict(self.network, saved["model"], options=options)
-        set_optimizer_state_dict(self.network, self.optimizer, saved["optimizer"], options=options)
-        return int(saved["step"])
+        set_model_state_dict(self.network, resumed.model, options=options)
+        set_optimizer_state_dict(self.network, self.optimizer, resumed.optimizer, options=options)
+        return resumed.step
 
     def summary(self) -> dict:
         per_step = sorted(self.seconds)
@@ -226,7 +245,7 @@ class Trainer:
     def dump(self) -> None:
         model, _ = self.full_state()
         if self.world.rank == 0:
-            torch.save({"losses": self.losses, "model": model}, self.options.dump)
+            write_whole(self.options.dump, {"losses": self.losses, "model": model}, "--dump")
 
 
 # -- the command line ------------------------------------------------------------------------------------
