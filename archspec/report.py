@@ -24,6 +24,7 @@ class NodeRow:
     flops: int
     activation_bytes: int
     buffer_bytes: int = 0
+    score_bytes: int = 0
     record: dict = field(repr=False, default_factory=dict)
 
 
@@ -50,10 +51,10 @@ class Report:
                       "shape": shape_list(node.type), "layout": node.type.layout,
                       "grid": list(node.type.grid) if node.type.grid else None,
                       "params": c.params, "flops": c.flops, "activation_bytes": c.activation_bytes,
-                      "buffer_bytes": c.buffer_bytes,
+                      "buffer_bytes": c.buffer_bytes, "score_bytes": c.score_bytes,
                       "line": node.loc.line if node.loc else None}
             rows.append(NodeRow(node.name, node.op.label, node.type.describe(), c.params, c.flops,
-                                c.activation_bytes, c.buffer_bytes, record))
+                                c.activation_bytes, c.buffer_bytes, c.score_bytes, record))
         total = totals(graph)
         inputs = {n.name: n.type for n in graph.inputs()}
         outputs = {o.name: graph.type_of(o.node) for o in graph.outputs}

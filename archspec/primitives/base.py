@@ -120,11 +120,16 @@ class Cost:
     torch.utils.flop_counter.FlopCounterMode counts: matmuls, convolutions and attention
     (Q K^T and A V); norms, activations, softmax and element-wise ops are not counted.
     `buffer_bytes`: the fixed state the module precomputes besides its parameters (sin-cos
-    tables, window orders and masks), in bytes: a build allocates it whatever the batch."""
+    tables, window orders and masks), in bytes: a build allocates it whatever the batch.
+    `score_bytes`: the attention score matrices the node computes, float32, per sample (heads x
+    queries x keys at the shortest lengths the spec allows; window kinds: summed over the
+    windows), in bytes: what a run that spells the attention out (ONNX Runtime's MatMul and
+    Softmax) holds, where a fused kernel streams them."""
 
     params: int
     flops: int
     buffer_bytes: int = 0
+    score_bytes: int = 0
 
 
 class RuleContext(Protocol):

@@ -3,7 +3,9 @@
 FLOPs follow torch.utils.flop_counter.FlopCounterMode: a multiply-add counts 2, and only
 matmuls, convolutions and attention products are counted. Figures are per sample (batch 1),
 symbolic lengths at their largest. Activation bytes are those of the node's output; buffer
-bytes the fixed tables, indices and masks its module precomputes.
+bytes the fixed tables, indices and masks its module precomputes; score bytes the attention
+score matrices it computes (attention nodes only), which a fused kernel never holds whole but
+ONNX Runtime's spelled-out attention does.
 Results: meta["cost"].
 """
 
@@ -22,6 +24,7 @@ class NodeCost:
     flops: int
     activation_bytes: int
     buffer_bytes: int = 0
+    score_bytes: int = 0
 
 
 class Costing(Interpreter):
@@ -33,7 +36,7 @@ class Costing(Interpreter):
     def call(self, node: NodeView, inputs) -> NodeCost:
         types = [self.graph.type_of(name) for name in node.inputs]
         c = node.op.cost(node.params, types, node.type, GraphContext(self.graph, node))
-        return NodeCost(c.params, c.flops, node.type.nbytes(), c.buffer_bytes)
+        return NodeCost(c.params, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes)
 
 
 def cost(graph: Graph) -> Graph:
@@ -44,4 +47,5 @@ def cost(graph: Graph) -> Graph:
 def totals(graph: Graph) -> NodeCost:
     costs = [n.meta["cost"] for n in graph.nodes() if not n.is_input]
     return NodeCost(sum(c.params for c in costs), sum(c.flops for c in costs),
-                    sum(c.activation_bytes for c in costs), sum(c.buffer_bytes for c in costs))
+                    sum(c.activation_bytes for c in costs), sum(c.buffer_bytes for c in costs),
+                    sum(c.score_bytes for c in costs))

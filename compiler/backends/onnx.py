@@ -44,9 +44,11 @@ from archspec.core.ir import Graph
 
 from ..facts import ONNX_FUSIONS, fusion_of
 from .export import dynamic_shapes, example_inputs, max_abs_difference, other_lengths
+from .memory import out_of_memory_error, ran_out_of_memory
 
 OPSET = 18
 OPSET_FUSED = 23  # the first opset with an Attention op
+ORT_QUIET = 4  # ONNX Runtime logs only fatal errors: a failure comes back as its exception, said once
 MS_DOMAIN = "com.microsoft"
 FUSIONS = ("attention", "bias_gelu", "skip_layer_norm")
 DEFAULT_FUSIONS = ("attention", "bias_gelu")
@@ -327,12 +329,27 @@ def count_fusions(path: str, graph: Graph, skip_layer_norms: int | None = None) 
 
 
 def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3) -> float | None:
-    """Max |onnxruntime - eager| at a batch size (and sequence lengths) the export was not traced with."""
+    """Max |onnxruntime - eager| at a batch size (and sequence lengths) the export was not traced
+    with. Running out of memory there (ONNX Runtime holds each attention's scores whole) is a
+    located error, not a crash (memory.py)."""
     try:
         import onnxruntime
     except ImportError:
         return None
-    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    try:
+        return _onnxruntime_gap(onnxruntime, gm, graph, path, batch)
+    except Exception as exc:  # noqa: BLE001 - only an allocation failure is turned into an error here
+        if ran_out_of_memory(exc):
+            raise out_of_memory_error(f"ONNX Runtime's check of {os.path.basename(path)} at batch {batch}", graph,
+                                      exc, scores=True, hint="--target export (PyTorch's fused attention streams "
+                                                             "the scores)") from None
+        raise
+
+
+def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str, batch: int) -> float:
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = ORT_QUIET
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     args = example_inputs(graph, batch=batch, lengths=other_lengths(graph))
     feeds = {n.name: a.numpy() for n, a in zip(graph.inputs(), args)}
     outs = session.run(None, feeds)

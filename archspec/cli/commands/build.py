@@ -251,7 +251,8 @@ class Build:
     def lower(self) -> None:
         from ...compiler.lower import lower
 
-        check_build_memory(self.report, runs_model=any(target.runs_model for target in self.chain))
+        check_build_memory(self.report, runs_model=any(target.runs_model for target in self.chain),
+                           scores=any(target.materializes_scores for target in self.chain))
         seed = self.options.seed
         self.model = self.progress.run("lower to torch.fx", lambda: lower(self.graph, seed=seed),
                                        lambda m: f"{len(m.graph.nodes)} fx nodes, seed {seed}")

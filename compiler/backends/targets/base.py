@@ -97,6 +97,9 @@ class Target:
     needs: tuple[str, ...] = ()  # targets whose build runs before this one's
     default_for: tuple[str, ...] = ()  # commands whose --target defaults to it
     runs_model: bool = True  # its build runs the model (export traces it): a forward's memory is needed
+    # its build's run holds attention score matrices whole (heads x queries x keys at the example
+    # batch: archspec/budget.py counts them), where PyTorch's fused CPU attention streams them
+    materializes_scores: bool = False
     dynamic_sizes: bool = False  # its build takes --size MIN:MAX
     is_reference: bool = False  # fp32 on the CPU at it is what bench measures the others against
     order: int = 100  # where it is listed (the built-ins 10 to 50)

@@ -25,23 +25,35 @@ class Export(ModuleTarget):
         return 1
 
     def build(self, context):
-        """model.pt2; returns the program (TensorRT reuses it when its batch range is the same)."""
+        """model.pt2; returns the program (TensorRT reuses it when its batch range is the same).
+        Running out of memory while exporting or comparing with eager is a located error."""
         import torch
 
         from ..export import export_program, export_range, gap_at_other_sizes
 
-        def run():
+        def export():
             program = export_program(context.model, context.graph, export_range(context.batch),
                                      context.image_sizes())
             path = context.path("model.pt2")
             torch.export.save(program, path)
             context.written.append(path)
-            return program
+            return program, gap_at_other_sizes(program, context.model, context.graph, context.batch)
+
+        def run():
+            try:
+                return export()
+            except Exception as exc:  # noqa: BLE001 - only an allocation failure is turned into an error here
+                from ..memory import out_of_memory_error, ran_out_of_memory
+
+                if ran_out_of_memory(exc):
+                    raise out_of_memory_error("torch.export's run of the model", context.graph, exc,
+                                              scores=False) from None
+                raise
 
         what = "dynamic batch" + (f", image sides {context.size}" if context.size else "")
-        return context.progress.run(
-            f"torch.export ({what}) -> model.pt2", run,
-            lambda p: f"max |export - eager| {gap_at_other_sizes(p, context.model, context.graph, context.batch):.2e}")
+        program, gap = context.progress.run(f"torch.export ({what}) -> model.pt2", run,
+                                            lambda made: f"max |export - eager| {made[1]:.2e}")
+        return program
 
 
 register(Export())

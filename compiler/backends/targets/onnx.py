@@ -19,6 +19,7 @@ class Onnx(Target):
     bench_precisions = ("fp32", "int8")
     precision_docs = {"int8": "model.int8.onnx beside model.onnx"}
     needs = ("export",)
+    materializes_scores = True  # opset 18 spells attention out (MatMul, Softmax); ONNX Runtime checks it at batch 3
     order = 40
     packages = ("onnx", "onnxscript", "onnxruntime")
     install = "pip install 'archspec[onnx]'"

@@ -12,9 +12,9 @@ from typing import Literal
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value, tokens
 from ...base import Cost, RuleError, sublayer_params
-from ...counting import attention_flops, linear_flops
+from ...counting import FLOAT_BYTES, attention_flops, linear_flops
 from ...registry import register
-from .common import projection_params
+from .common import at_shortest, projection_params
 from .scores.base import ScoreSite
 from .sequence import SequenceAttentionOp, SequenceParams, check_score_bias
 
@@ -61,6 +61,10 @@ class ClassAttentionOp(SequenceAttentionOp):
         every = attention_flops(dim_value(x.length), keys, inner)  # what the sequence rule counts
         return Cost(cost.params, cost.flops - every + attention_flops(x.prefix, keys, inner), cost.buffer_bytes)
 
+    def score_bytes(self, p, inputs: list[TensorType]) -> int:
+        """The class tokens' scores only: heads x class tokens x keys (at the shortest length)."""
+        return FLOAT_BYTES * p.heads * inputs[0].prefix * self.keys(p, [at_shortest(t) for t in inputs])
+
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         """q and the output projection for the class tokens, k and v for every token."""
         x = inputs[0]
@@ -70,7 +74,7 @@ class ClassAttentionOp(SequenceAttentionOp):
         params = projection_params(width, p, kv_width, inner) + sublayer_params(p, width) + core.params
         flops = linear_flops(queries, width, inner) + linear_flops(keys, width, 2 * kv_width)
         flops += linear_flops(queries, inner, width)
-        return Cost(params, flops + core.flops, core.buffer_bytes)
+        return Cost(params, flops + core.flops, core.buffer_bytes, self.score_bytes(p, inputs))
 
 
 CLASS = register(ClassAttentionOp())

@@ -2,19 +2,22 @@
 requirement of the spatial kinds, and the cost of the projections.
 
 A kind subclasses `AttentionOp`, sets `kind` and `Params`, and overrides `check` (its own
-shape rules), `keys` (how many tokens keys and values are computed for) and `core_cost`
-(the attention products and whatever else the kind adds).
+shape rules), `keys` (how many tokens keys and values are computed for), `core_cost` (the
+attention products and whatever else the kind adds) and, where its queries are not every token
+or its scores come in windows, `score_bytes` (the score matrices, for the memory estimate).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import Field
 
-from ....core.types import TensorType, dim_value
+from ....core.types import Sym, TensorType, dim_value
 from ....core.words import plural
 from ....core.suggestions import Divides, Remedy
 from ...base import Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
-from ...counting import attention_flops, linear_flops, linear_params
+from ...counting import FLOAT_BYTES, attention_flops, linear_flops, linear_params
 from ...grids import divisors
 
 
@@ -85,6 +88,13 @@ class AttentionOp(Op):
         x = inputs[0]
         return Cost(0, attention_flops(dim_value(x.length), self.keys(p, inputs), x.channels))
 
+    def score_bytes(self, p, inputs: list[TensorType]) -> int:
+        """The score matrices, float32, per sample: heads x queries x keys (every token a query),
+        at the shortest lengths the spec allows: what the build's run holds (ONNX Runtime's check
+        runs at short example lengths), not what a long run would."""
+        shortest = [at_shortest(t) for t in inputs]
+        return FLOAT_BYTES * p.heads * dim_value(shortest[0].length) * self.keys(p, shortest)
+
     def kv_width(self, p, width: int) -> int:
         """Width of the keys (and of the values)."""
         return width
@@ -102,4 +112,10 @@ class AttentionOp(Op):
         flops = linear_flops(queries, width, inner)  # q (or its part of qkv)
         flops += linear_flops(self.keys(p, inputs), width, 2 * kv_width)  # k and v
         flops += linear_flops(queries, inner, width)  # output projection
-        return Cost(params, flops + core.flops, core.buffer_bytes)
+        return Cost(params, flops + core.flops, core.buffer_bytes, self.score_bytes(p, inputs))
+
+
+def at_shortest(t: TensorType) -> TensorType:
+    """`t` with every symbolic length at the smallest size it may take."""
+    shape = tuple(Sym(d.name, d.lo, d.lo) if isinstance(d, Sym) else d for d in t.shape)
+    return replace(t, shape=shape)

@@ -127,6 +127,14 @@ class WindowAttentionOp(AttentionOp):
         rows, cols = padded_grid(p, grid)
         return (rows // windows[0]) * (cols // windows[1])
 
+    def score_bytes(self, p, inputs: list[TensorType]) -> int:
+        """One window's scores (heads x its tokens squared) for every window of the padded grid,
+        computed together (the windows go through attention as one batch)."""
+        grid = inputs[0].grid
+        windows, _ = self.geometry(p, grid)
+        area = windows[0] * windows[1]
+        return FLOAT_BYTES * p.heads * self.windows(p, grid) * area * area
+
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         """The projections also run over the padding tokens (qkv before the attention, the output
         projection before the crop)."""
@@ -135,7 +143,7 @@ class WindowAttentionOp(AttentionOp):
         rows, cols = padded_grid(p, x.grid)
         extra = rows * cols - dim_value(x.length)
         flops = linear_flops(extra, x.channels, 3 * x.channels) + linear_flops(extra, x.channels, x.channels)
-        return Cost(base.params, base.flops + flops, base.buffer_bytes)
+        return Cost(base.params, base.flops + flops, base.buffer_bytes, base.score_bytes)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]

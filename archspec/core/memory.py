@@ -1,0 +1,42 @@
+"""The memory a build may use, and how messages write a number of bytes.
+
+One budget for every floor: `build`'s estimate (archspec/budget.py) and the checkpoint reader
+(compiler/weights/checkpoint.py) both refuse work that needs more than `available_bytes()`:
+ARCHSPEC_MAX_BUILD_BYTES when set, else the memory the system has available.
+"""
+
+from __future__ import annotations
+
+import os
+
+MAX_BUILD_BYTES = "ARCHSPEC_MAX_BUILD_BYTES"  # env: the most memory a build may plan to use, in bytes
+
+
+def available_bytes() -> int | None:
+    """The memory a build may use: ARCHSPEC_MAX_BUILD_BYTES, else what the system has available."""
+    limit = os.environ.get(MAX_BUILD_BYTES, "").strip()
+    if limit:
+        try:
+            return max(0, int(float(limit)))
+        except (ValueError, OverflowError):
+            pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def human(n: int) -> str:
+    """A size in bytes as people read it: 512 B, 64.0 MB, 1.0 GB (units of 1024)."""
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1024 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
