@@ -367,20 +367,49 @@ FUZZ_JOB_CASES = 200_000 if os.environ.get("ARCHSPEC_FUZZ_LONG") == "1" else \
     int(os.environ.get("ARCHSPEC_FUZZ_CASES", 200))
 
 
+NEWER_KINDS = ("extends", "mapping", "lsp")  # rarer kinds: the sample takes a few of each besides
+
+
 def test_the_fuzz_job_finds_no_crash_no_hang_and_no_memory_blowup():
     """tests/fuzz/: mutated specs through check/check_text/build_text, wrong argument types,
-    hostile command lines; each case in a watched worker (hang: over 2 s, confirmed alone;
-    memory: a peak over 1 GB)."""
+    hostile command lines, extends chains, mapping files and the language server's analysis;
+    each case in a watched worker (hang: over 2 s, confirmed alone; memory: a peak over 1 GB)."""
+    from .fuzz.cases import kind_of
     from .fuzz.run import Watch, confirm, summary
 
     seed = int(os.environ.get("ARCHSPEC_FUZZ_SEED", 11))
-    results = Watch(seed).run(list(range(FUZZ_JOB_CASES)))
+    beyond = range(FUZZ_JOB_CASES, FUZZ_JOB_CASES + 1000)
+    extra = [i for kind in NEWER_KINDS for i in [i for i in beyond if kind_of(seed, i) == kind][:3]]
+    results = Watch(seed).run(list(range(FUZZ_JOB_CASES)) + extra)
     hangs, memory = confirm(seed, results)
     found = summary(seed, results, hangs, memory, 0)
-    assert found["cases"] == FUZZ_JOB_CASES
+    assert found["cases"] == FUZZ_JOB_CASES + len(extra)
     assert (found["crashes"], found["hangs_over_2s"], found["memory_over_1GB"]) == (0, 0, 0), (
         found["crash_list"], found["hang_list"], found["memory_list"])
-    assert set(found["kinds"]) >= {"check_text", "cli"}  # the sample reaches the API and the command line
+    assert set(found["kinds"]) >= {"check_text", "cli", *NEWER_KINDS}  # the API, the command line, and the rest
+
+
+@pytest.mark.parametrize("kind, target", [("extends", "archspec.check"), ("mapping", "archspec.build_text"),
+                                          ("lsp", "archspec.lsp.analysis.hover")])
+def test_the_newer_fuzz_kinds_report_a_crash_as_a_crash(kind, target, monkeypatch, tmp_path):
+    """What the watcher counts: an exception that is no SpecError out of an extends chain or a
+    mapping file's load, and any exception out of the language server's analysis, is a crash."""
+    import importlib
+
+    from .fuzz import cases
+
+    index = next(i for i in range(500) if cases.kind_of(3, i) == kind)
+    case = cases.make_case(3, index, {"ckpt_timm_vit.pt": str(tmp_path / "w.pt")})
+    module, name = target.rsplit(".", 1)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(importlib.import_module(module), name, broken)
+    monkeypatch.chdir(tmp_path)
+    case.call = case.call if kind != "lsp" else ((0, 0),)
+    outcome = cases.run_case(case)
+    assert outcome.startswith("crash:") and "planted" in outcome, outcome
 
 
 def test_every_fuzz_mutator_changes_specs():

@@ -10,6 +10,10 @@ a path names all of them.
 The three edits apply in the order remove, replace, insert; each sees the graph the one
 before it left, and reads all its paths in that graph before it changes anything. Nodes that
 stay keep their positions; the nodes an edit brings carry the child's.
+
+Costs stay in proportion to the graph and the edits, not their product: the names of each list
+of nodes are worked out once per edit (not once per path it reads), only the graph's positions
+are visited, and a long list of unknown paths gets a "did you mean" for its first few only.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from .names import node_names, taken_names
 from .schema import GROUP, META_KEYS, SpecDoc, StrictSpecModel
 
 EDITS = ("remove", "replace", "insert")  # edits of the base's graph, applied in this order
+LISTED = 20  # names an unknown path's hint lists at most
+HINTED = 20  # unknown paths of one spec's edits given a "did you mean" (each search reads every name)
 
 
 def refuse_edits_without_base(doc: Document) -> None:
@@ -39,12 +45,15 @@ def refuse_edits_without_base(doc: Document) -> None:
     _raise_all(problems)
 
 
-def edit_graph(out: Document, child: Document, base_file: str) -> None:
+def edit_graph(out: Document, child: Document, base_file: str, edited: list | None = None) -> list | None:
     """Apply the child's `remove`, `replace` and `insert` to the base's graph in `out`, then
-    drop them from `out` (expansion never sees them)."""
+    drop them from `out` (expansion never sees them). `edited`: the graph as the edits of a spec
+    further down the chain left it, not yet written into `out` (None: `out`'s own graph). Returns
+    the graph as these edits leave it, for `write_graph` (a chain of specs that each edit the
+    graph lays it out once, at the end, not once per spec), or `edited` when there are none."""
     keys = [key for key in EDITS if key in child.data]
     if not keys:
-        return
+        return edited
     where = child.loc((keys[0],), key=True)
     named = _in_words([f"`{key}`" for key in keys])
     if GROUP in child.data:
@@ -56,15 +65,20 @@ def edit_graph(out: Document, child: Document, base_file: str) -> None:
         raise error(f"{named}: {os.path.basename(base_file)} has no graph to edit", where,
                     hint="give this spec its own `graph:`")
     for key in keys:
-        del out.data[key]
-        out.drop_positions((key,))
-    if not isinstance(out.data[GROUP], list):
-        return  # the schema check reports the base's graph
-    editor = _GraphEditor(out, child)
+        out.drop_positions_of((key,), out.data.pop(key))
+    if edited is None and not isinstance(out.data[GROUP], list):
+        return None  # the schema check reports the base's graph
+    editor = _GraphEditor(out, child, edited)
     edit = {"remove": editor.remove, "replace": editor.replace, "insert": editor.insert}
     for key in keys:
         edit[key](child.data[key])
-    editor.write()
+    editor.report_problems()
+    return editor.graph
+
+
+def write_graph(out: Document, edited: list) -> None:
+    """The graph `edit_graph` returned into the document, with its positions."""
+    out.data[GROUP] = _write(out, (GROUP,), edited)
 
 
 @functools.cache
@@ -131,7 +145,8 @@ def _build(value: Any, path: tuple, index: dict[tuple, _Node]) -> _Node:
 
 def _place(doc: Document, index: dict[tuple, _Node]) -> None:
     """Give each node of `index` (path -> node) the positions written inside it and not inside
-    one of its nodes, relative to it. One pass over the document's tables."""
+    one of its nodes, relative to it. One pass over the document's tables (the child's: the
+    edits it brings)."""
     for path, loc in doc.locs.items():
         if (found := _owner(path, index)) is not None:
             found[1].tables.locs[found[0]] = loc
@@ -141,6 +156,28 @@ def _place(doc: Document, index: dict[tuple, _Node]) -> None:
     for path in doc.quoted:
         if (found := _owner(path, index)) is not None:
             found[1].tables.quoted.add(found[0])
+
+
+def _move_graph_positions(doc: Document, index: dict[tuple, _Node]) -> None:
+    """Give each node of `index` (the graph's nodes, by path) the positions written inside it and
+    not inside one of its nodes, relative to it, taking them out of `doc`. Only the graph's paths
+    are visited (found by walking its values), not the rest of a document that may be large."""
+    stack = [((GROUP, k), item, index[(GROUP, k)], ()) for k, item in enumerate(doc.data[GROUP])]
+    while stack:
+        path, value, node, relative = stack.pop()
+        loc, key_loc = doc.locs.pop(path, None), doc.key_locs.pop(path, None)
+        if loc is not None:
+            node.tables.locs[relative] = loc
+        if key_loc is not None and relative:  # not the key it is written under
+            node.tables.key_locs[relative] = key_loc
+        if path in doc.quoted:
+            doc.quoted.discard(path)
+            node.tables.quoted.add(relative)
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            inner = path + (key,)
+            owner = index.get(inner)
+            stack.append((inner, item, owner, ()) if owner is not None else (inner, item, node, relative + (key,)))
 
 
 def _owner(path: tuple, index: dict[tuple, _Node]) -> tuple[tuple, _Node] | None:
@@ -201,22 +238,24 @@ def _by_list(matches: list[_Match]) -> list[tuple[list[_Node], list[_Node]]]:
 class _GraphEditor:
     """The base's graph as a tree of nodes, which remove, replace and insert edit in turn."""
 
-    def __init__(self, out: Document, child: Document):
+    def __init__(self, out: Document, child: Document, edited: list[_Node] | None = None):
         self.out, self.child = out, child
-        index: dict[tuple, _Node] = {}
-        self.graph = [_build(v, (GROUP, k), index) for k, v in enumerate(out.data[GROUP])]
-        _place(out, index)
+        if edited is None:
+            index: dict[tuple, _Node] = {}
+            edited = [_build(v, (GROUP, k), index) for k, v in enumerate(out.data[GROUP])]
+            _move_graph_positions(out, index)
+        self.graph = edited
         self.brought = _brought(child)
         self.taken = taken_names(out.data, (GROUP,))  # the top-level nodes' names count past these
         self.gone: dict[str, str] = {}  # paths an earlier edit took away -> that edit
         self.problems: list[SpecError] = []  # reported together once all edits are done
+        self.reading: dict | None = None  # while an edit reads its paths: each list's names, worked out once
+        self.hinted = 0  # unknown paths given a "did you mean" so far
 
-    def write(self) -> None:
-        """The edited graph into the document, or every problem the edits had, in the child's order."""
+    def report_problems(self) -> None:
+        """Every problem the edits had, in the child's order (nothing when they had none)."""
         _raise_all(sorted(self.problems, key=lambda problem: (problem.loc.line, problem.loc.col) if problem.loc
                           else (0, 0)))
-        self.out.drop_positions_where(lambda path: path[:1] == (GROUP,) and len(path) > 1)  # the old nodes'
-        self.out.data[GROUP] = _write(self.out, (GROUP,), self.graph)
 
     # -- the edits ----------------------------------------------------------------------------------
     def remove(self, paths: list[str]) -> None:
@@ -224,12 +263,17 @@ class _GraphEditor:
         found = self.find_all(paths, wheres)
         before = self.paths()
         emptied: dict[int, tuple[str, Loc | None]] = {}  # a list -> (its group, the path that emptied it)
+        removed: set[int] = set()  # the nodes removed (a path named twice removes its node once)
+        left = {id(m.nodes): len(m.nodes) for matches in found for m in matches}  # nodes left in each list
         for loc, matches in zip(wheres, found):
             for m in matches:
-                if m.node in m.nodes:  # not removed already (a path named twice)
-                    m.nodes.remove(m.node)
-                if not m.nodes:
+                if id(m.node) not in removed:
+                    removed.add(id(m.node))
+                    left[id(m.nodes)] -= 1
+                if not left[id(m.nodes)]:
                     emptied[id(m.nodes)] = (m.owner, loc)
+        for nodes in {id(m.nodes): m.nodes for matches in found for m in matches}.values():
+            nodes[:] = [node for node in nodes if id(node) not in removed]
         self.problems += [self.emptied(*emptied[id(nodes)]) for nodes in self.lists()
                           if not nodes and id(nodes) in emptied]
         self.forget(before, "remove")
@@ -280,14 +324,19 @@ class _GraphEditor:
 
     # -- finding nodes by path --------------------------------------------------------------------
     def find_all(self, paths: list[str | None], wheres: list[Loc | None]) -> list[list[_Match]]:
-        """The nodes each path names; none, with a problem noted, for a path not found (or None)."""
+        """The nodes each path names; none, with a problem noted, for a path not found (or None).
+        The graph does not change while they are read: each list's names are worked out once."""
         found = []
-        for path, loc in zip(paths, wheres):
-            try:
-                found.append(self.find(path, loc) if path is not None else [])
-            except SpecError as exc:
-                self.problems.append(exc)
-                found.append([])
+        self.reading = {}
+        try:
+            for path, loc in zip(paths, wheres):
+                try:
+                    found.append(self.find(path, loc) if path is not None else [])
+                except SpecError as exc:
+                    self.problems.append(exc)
+                    found.append([])
+        finally:
+            self.reading = None
         return found
 
     def find(self, path: str, loc: Loc | None) -> list[_Match]:
@@ -304,22 +353,44 @@ class _GraphEditor:
 
     def matches(self, path: str, parts: list[str], depth: int, places: list, loc: Loc | None) -> list[_Match]:
         found = [_Match(nodes, node, owner) for owner, _, nodes in places
-                 for node, name in zip(nodes, self.names(nodes)) if name == parts[depth]]
+                 for node in self.named(nodes).get(parts[depth], ())]
         if not found:
             raise self.unknown(path, parts, depth, places, loc)
         return found
 
     def names(self, nodes: list[_Node]) -> list[str | None]:
-        return node_names([node.value for node in nodes], self.taken if nodes is self.graph else ())
+        if self.reading is not None and ("names", id(nodes)) in self.reading:
+            return self.reading[("names", id(nodes))]
+        names = node_names([node.value for node in nodes], self.taken if nodes is self.graph else ())
+        if self.reading is not None:
+            self.reading[("names", id(nodes))] = names
+        return names
+
+    def named(self, nodes: list[_Node]) -> dict[str, list[_Node]]:
+        """The nodes of a list by name, in order (alternatives may share one)."""
+        if self.reading is not None and ("named", id(nodes)) in self.reading:
+            return self.reading[("named", id(nodes))]
+        index: dict[str, list[_Node]] = {}
+        for node, name in zip(nodes, self.names(nodes)):
+            index.setdefault(name, []).append(node)
+        if self.reading is not None:
+            self.reading[("named", id(nodes))] = index
+        return index
 
     def paths(self, nodes: list[_Node] | None = None, prefix: str = "") -> list[str]:
         """Every node's path, in order."""
-        nodes = self.graph if nodes is None else nodes
+        if nodes is None and self.reading is not None:
+            if "paths" not in self.reading:
+                self.reading["paths"] = self._paths(self.graph, "")
+            return self.reading["paths"]
+        return self._paths(self.graph if nodes is None else nodes, prefix)
+
+    def _paths(self, nodes: list[_Node], prefix: str) -> list[str]:
         found = []
         for node, name in zip(nodes, self.names(nodes)):
             if name is not None:
                 found.append(prefix + name)
-                found += self.paths(node.nodes, f"{prefix}{name}.") if node.nodes is not None else []
+                found += self._paths(node.nodes, f"{prefix}{name}.") if node.nodes is not None else []
         return found
 
     def lists(self, nodes: list[_Node] | None = None) -> list[list[_Node]]:
@@ -341,9 +412,11 @@ class _GraphEditor:
             rest = ".".join(parts[:depth] + parts[depth + 1:])
             hint = f"a repeated node is one node in the spec: '{rest}' names it in every copy"
         else:
-            held = one_of(here) or "no named nodes"
-            listing = f"'{places[0][0]}' holds {held}" if depth else f"the base graph has {held}"
-            closest = self.closest(parts, depth, here)
+            held = one_of(here[:LISTED]) + (f" and {len(here) - LISTED:,} more" if len(here) > LISTED else "")
+            listing = f"'{places[0][0]}' holds {held or 'no named nodes'}" if depth else \
+                f"the base graph has {held or 'no named nodes'}"
+            self.hinted += 1
+            closest = self.closest(parts, depth, here) if self.hinted <= HINTED else None
             hint = f"did you mean '{closest}'?" if closest else listing
         return error(f"unknown node '{path}' in the base graph", loc, hint=hint)
 

@@ -5,30 +5,47 @@ A spec that extends another starts from that spec's document: `params`, `dims`, 
 rest are replaced whole. Instead of a whole `graph`, the spec may edit its base's graph
 (edits.py). Every value keeps the position of the file it came from. Which files `extends`
 may name: paths.py (YAML files in the spec's folder tree or archspec's specs folder).
+
+A chain is bounded as a whole, not only file by file: at most MAX_EXTENDS levels, and at most
+MAX_VALUES values in all its files together (limits.py), so that checking a spec that extends
+others costs no more than checking one spec file of the largest size. Laying a spec over its base
+takes time in proportion to the two files, not to the chain so far: the base's document, which
+nothing else holds, is reused, and only the positions of the values the spec replaces are
+dropped (found by walking those values, not by scanning every position of the chain), and a
+graph that several specs of the chain edit is laid out once, after the last edit.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable
 
 from ..core.errors import error
 from ..core.words import did_you_mean
-from .edits import edit_graph, refuse_edits_without_base
-from .limits import MAX_EXTENDS
+from .edits import edit_graph, refuse_edits_without_base, write_graph
+from .limits import MAX_EXTENDS, MAX_VALUES
 from .loader import Document, load_file
 from .paths import named_file
+from .schema import GROUP
 
 MERGED_BY_KEY = ("params", "dims", "inputs", "targets", "blocks")
 
 
-def with_bases(doc: Document, chain: tuple[str, ...] = ()) -> Document:
-    """The document with the specs it extends laid under it (`chain`: the files extending it, to
-    refuse a loop)."""
+def with_bases(doc: Document) -> Document:
+    """The document with the specs it extends laid under it."""
+    out, edited = _laid(doc, (), 0)
+    if edited is not None:
+        write_graph(out, edited)
+    return out
+
+
+def _laid(doc: Document, chain: tuple[str, ...], held: int) -> tuple[Document, list | None]:
+    """The document with the specs it extends laid under it, and its graph as edits left it when
+    they did (not yet written into the document). `chain`: the files extending it, to refuse a
+    loop; `held`: the values those files hold, to bound the chain as a whole."""
     data = doc.data
     if not isinstance(data, dict) or "extends" not in data:
         refuse_edits_without_base(doc)
-        return doc
+        return doc, None
     target = data["extends"]
     loc = doc.loc(("extends",))
     if not isinstance(target, str):
@@ -50,47 +67,58 @@ def with_bases(doc: Document, chain: tuple[str, ...] = ()) -> Document:
         hint = did_you_mean(os.path.basename(path), siblings)
         hint = hint or f"paths in `extends` are relative to the folder of {os.path.basename(doc.file)}"
         raise error(f"extends: no such file {target}", loc, hint=hint)
-    base = with_bases(load_file(path), chain + (here,))
+    held += value_count(doc)
+    base = load_file(path)
+    if held + value_count(base) > MAX_VALUES:
+        raise error(f"extends: {target} makes the chain hold more than {MAX_VALUES:,} values (keys and values, "
+                    "in this spec and every spec it extends: archspec's limit)", loc,
+                    hint="a spec and its bases together stay small: repeat structure with `blocks` and `repeat`")
+    base, edited = _laid(base, chain + (here,), held)
     if not isinstance(base.data, dict):
         raise error("the extended spec is not a mapping", loc)
-    return merge(base, doc)
+    return merge(base, doc, edited)
 
 
-def _under(prefix: tuple) -> Callable[[tuple], bool]:
-    n = len(prefix)
-    return lambda path: path[:n] == prefix
+def value_count(doc: Document) -> int:
+    """The values (keys and values, aliases expanded) of a loaded document: one position each."""
+    return len(doc.locs) + len(doc.key_locs)
 
 
-def _under_names(key: str, names: set) -> Callable[[tuple], bool]:
-    """Paths inside `key.name` for any of `names`: one pass over the tables, however many names."""
-    return lambda path: len(path) >= 2 and path[0] == key and path[1] in names
+def take_positions(out: Document, child: Document, merged: set[str]) -> None:
+    """The child's positions into `out`, but for its `extends` and the mappings it merged into
+    its base's key by key (those keep the base's position for the mapping itself)."""
+    def kept(path: tuple) -> bool:
+        return not path or (path[0] != "extends" and not (len(path) == 1 and path[0] in merged))
+
+    out.locs.update((p, loc) for p, loc in child.locs.items() if kept(p))
+    out.key_locs.update((p, loc) for p, loc in child.key_locs.items() if p[0] != "extends")
+    out.quoted.update(p for p in child.quoted if p and p[0] != "extends")
 
 
-def _take_where(dst: Document, src: Document, inside: Callable[[tuple], bool]) -> None:
-    for dst_table, src_table in ((dst.locs, src.locs), (dst.key_locs, src.key_locs)):
-        dst_table.update({p: loc for p, loc in src_table.items() if inside(p)})
-    dst.quoted |= {p for p in src.quoted if inside(p)}
-
-
-def merge(base: Document, child: Document) -> Document:
-    """The child's document laid over its base's."""
-    out = Document(child.file, dict(base.data), dict(base.locs), dict(base.key_locs), set(base.quoted),
-                   {**base.sources, **child.sources})
-    out.data.pop("extends", None)
-    out.drop_positions(("extends",))
-    out.locs[()] = child.locs[()]
+def merge(base: Document, child: Document, edited: list | None = None) -> tuple[Document, list | None]:
+    """The child's document laid over its base's (the base's document, held by no one else, is
+    reused: only the positions of the values the child replaces are dropped), and the graph as
+    edits left it (`edited`: as the base's edits left it, not yet written; None: the document's)."""
+    base_file, data = base.file, base.data
+    out = base
+    out.file, out.sources = child.file, {**base.sources, **child.sources}
+    if "extends" in data:
+        out.drop_positions_of(("extends",), data.pop("extends"))
+    merged: set[str] = set()
     for key, value in child.data.items():
         if key == "extends":
             continue
-        if key in MERGED_BY_KEY and isinstance(value, dict) and isinstance(out.data.get(key), dict):
-            inside = _under_names(key, set(value))
-            out.drop_positions_where(inside)
-            out.data[key] = {**out.data[key], **value}
-            _take_where(out, child, inside)
-            out.key_locs[(key,)] = child.key_locs[(key,)]
+        before = data.get(key)
+        if key in MERGED_BY_KEY and isinstance(value, dict) and isinstance(before, dict):
+            for name in value.keys() & before.keys():
+                out.drop_positions_of((key, name), before[name])
+            data[key] = {**before, **value}
+            merged.add(key)
             continue
-        out.drop_positions((key,))
-        out.data[key] = value
-        _take_where(out, child, _under((key,)))
-    edit_graph(out, child, base.file)
-    return out
+        if key in data:
+            out.drop_positions_of((key,), before)
+        if key == GROUP:
+            edited = None  # the child's own graph, whole
+        data[key] = value
+    take_positions(out, child, merged)
+    return out, edit_graph(out, child, base_file, edited)

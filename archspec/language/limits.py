@@ -11,7 +11,8 @@ from __future__ import annotations
 
 # -- the text ----------------------------------------------------------------------------------
 MAX_TEXT_BYTES = 256 << 10  # a spec file (or --set value): a page of text (the shipped ones: 1-4 KiB)
-MAX_VALUES = 100_000  # values once YAML anchors and aliases are expanded ("billion laughs")
+MAX_VALUES = 100_000  # values once YAML anchors and aliases are expanded ("billion laughs"); also
+# of a spec and every spec it `extends`, together (extends.py), so that a chain costs what one file may
 MAX_DEPTH = 64  # nesting of YAML lists and mappings
 MAX_INT = 2**63  # integers, literal or computed: a size or count beyond this cannot be built
 

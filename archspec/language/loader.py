@@ -131,6 +131,20 @@ class Document:
         n = len(prefix)
         self.drop_positions_where(lambda path: path[:n] == prefix)
 
+    def drop_positions_of(self, path: tuple, value: Any) -> None:
+        """Forget where `value`, at `path`, and everything inside it were written: found by walking
+        the value, so it takes time in proportion to the value, not to the whole document."""
+        stack = [(path, value)]
+        while stack:
+            path, value = stack.pop()
+            self.locs.pop(path, None)
+            self.key_locs.pop(path, None)
+            self.quoted.discard(path)
+            if isinstance(value, dict):
+                stack.extend((path + (key,), item) for key, item in value.items())
+            elif isinstance(value, list):
+                stack.extend((path + (i,), item) for i, item in enumerate(value))
+
     def drop_positions_where(self, inside: Callable[[tuple], bool]) -> None:
         """Forget where the values at the paths `inside` accepts were written."""
         for table in (self.locs, self.key_locs):

@@ -271,10 +271,10 @@ def diagnostics_from(exc: ValidationError, data: Any, doc: Document, base: tuple
         groups.setdefault(_data_path(err["loc"], data, err["type"]), []).append(err)
     # A value that one member of a union accepted as a container, with a problem inside it: report
     # the problem inside, not that the value is not the other members' types.
-    deeper = [path for path, _ in groups]
+    # (One set of every path that lies around another: a spec with thousands of errors stays linear.)
+    around = {path[:n] for path, _ in groups for n in range(len(path))}
     groups = {(path, is_key): errs for (path, is_key), errs in groups.items()
-              if not (all(e["type"] in _EXPECTED for e in errs)
-                      and any(len(d) > len(path) and d[:len(path)] == path for d in deeper))}
+              if not (all(e["type"] in _EXPECTED for e in errs) and path in around)}
     # A misspelt key explains the required key it was meant to be: report only the misspelling.
     meant = set()
     for (path, _), errs in groups.items():

@@ -14,6 +14,7 @@ compiler/backends/targets/); this module times them.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
 from typing import Callable
@@ -191,7 +192,10 @@ def run_bench(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
               samples: int = 32, log: Callable[[str], None] = lambda s: None) -> BenchResult:
     """Every variant at every batch size; the variants of one batch size are timed together
     (interleaved, with the matmul probe of each dtype in use), batch sizes one after another.
-    `threads`: torch's intra-op threads while it runs (set back afterwards)."""
+    `threads`: torch's intra-op threads while it runs (set back afterwards), 1 to the machine's
+    logical CPUs (torch crashes when asked for tens of thousands)."""
+    if threads is not None and not 1 <= threads <= (os.cpu_count() or 1):
+        raise ValueError(f"threads must be 1 to {os.cpu_count() or 1} (this machine's logical CPUs), got {threads}")
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)

@@ -6,10 +6,17 @@ Kinds of case, by share:
   build_text  a mutated small spec that `check` accepts, through archspec.build_text: lowering
               must never fail on what the checker accepted
   api_types   a public function given arguments of the wrong Python types
-  cli         a hostile command line through the CLI's main(), in process
+  cli         a hostile command line through the CLI's main(), in process (check, build, graph, ...)
+  extends     a chain of spec files (a mutated base, perhaps a middle spec, a child) through
+              archspec.check: edits of the base's graph, hostile `extends` paths, links and loops
+  mapping     a mutated weight mapping file (from specs/mappings/) used by archspec.build_text to
+              load a timm-named checkpoint of tiny_vit
+  lsp         a mutated spec through the language server's analysis (archspec/lsp/analysis.py):
+              analyse, diagnostics, and hover and definition at random positions (no server)
 
 A case's outcome is `ok`, `spec_error`, `usage_error`, `type_error` (only where the case gave
-wrong types) or `crash: ...`: a traceback, exit code 3, or any other exception.
+wrong types) or `crash: ...`: a traceback, exit code 3, or any other exception (for `lsp`, any
+exception at all, and a diagnostic placed outside the text).
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from dataclasses import dataclass, field
 
 from . import mutators, seeds
 
-KINDS = {"check_text": 70, "check_file": 8, "build_text": 4, "api_types": 3, "cli": 15}
+KINDS = {"check_text": 60, "check_file": 8, "build_text": 4, "api_types": 3, "cli": 15, "extends": 5, "mapping": 3,
+         "lsp": 5}
+LSP_POSITIONS = 4  # hover and definition requests per lsp case
 BUILD_PARAMS = 2_000_000  # build_text only builds specs this small (the fuzz measures, not trains)
 
 
@@ -38,24 +47,40 @@ class Case:
     overrides: dict | None = None
     argv: list[str] = field(default_factory=list)
     call: tuple = ()
+    files: dict[str, str] = field(default_factory=dict)  # file name (in the workspace) -> text, written first
 
     @property
     def key(self) -> str:
         return f"{self.seed}:{self.index}"
 
 
-def make_case(seed: int, index: int, files: dict[str, str]) -> Case:
+def case_random(seed: int, index: int) -> tuple[random.Random, str]:
+    """The case's random source, and its kind (the first draw)."""
     rng = random.Random(f"archspec-fuzz:{seed}:{index}")
-    kind = rng.choices(list(KINDS), list(KINDS.values()))[0]
+    return rng, rng.choices(list(KINDS), list(KINDS.values()))[0]
+
+
+def kind_of(seed: int, index: int) -> str:
+    return case_random(seed, index)[1]
+
+
+def make_case(seed: int, index: int, files: dict[str, str]) -> Case:
+    rng, kind = case_random(seed, index)
     case = Case(seed, index, kind)
     if kind == "cli":
         case.argv = mutators.command_line(rng, files)
         if case.argv[:1] == ["build"]:
             case.argv[1:1] = ["--target", "eager"]  # export takes seconds; a later --target still wins
+        if case.argv[:1] == ["bench"]:
+            case.argv[1:1] = ["--rounds", "1", "--samples", "2", "--target", "eager"]  # cheap unless a later flag says
         return case
     if kind == "api_types":
         case.call = wrong_types(rng)
         return case
+    if kind == "extends":
+        return extends_case(case, rng)
+    if kind == "mapping":
+        return mapping_case(case, rng, files)
     pool = seeds.TINY if kind == "build_text" else seeds.all_seeds()
     name = rng.choice(sorted(pool))
     case.seed_spec, text = name, pool[name]
@@ -67,6 +92,51 @@ def make_case(seed: int, index: int, files: dict[str, str]) -> Case:
     case.text = text.replace("\nmappings:", "\n# mappings:") if kind != "check_file" else text
     if kind == "check_text" and rng.random() < 0.15:
         case.overrides = hostile_overrides(rng)
+    if kind == "lsp":
+        lines = case.text.count("\n") + 1
+        case.call = tuple((rng.randint(0, lines + 2), rng.randint(0, 100)) for _ in range(LSP_POSITIONS))
+        case.argv = ["saved" if rng.random() < 0.7 else "unsaved"]
+    return case
+
+
+def mutated_spec(rng: random.Random, text: str, case: Case, most: int = 3) -> str:
+    for _ in range(rng.randint(0, most)):
+        mutator = rng.choice(sorted(mutators.SPEC_MUTATORS))
+        case.mutations.append(mutator)
+        fn = mutators.SPEC_MUTATORS[mutator]
+        text = fn(rng, text, rng.choice(list(seeds.all_seeds().values()))) if mutator == "splice" else fn(rng, text)
+    return text
+
+
+def extends_case(case: Case, rng: random.Random) -> Case:
+    """base_0.yaml (a mutated seed spec), perhaps base_1.yaml extending it, and child.yaml extending
+    the last (or a hostile path); a hidden file and a link out of the folder lie beside them."""
+    name = rng.choice(sorted(seeds.TINY) * 3 + sorted(seeds.shipped()))
+    case.seed_spec = name
+    base = seeds.TINY.get(name) or seeds.shipped()[name]
+    base = mutated_spec(rng, base, case, most=1) if rng.random() < 0.3 else base
+    case.files = {"base_0.yaml": base, ".hidden.yaml": base, "link.yaml": "@link"}
+    last, last_text = "base_0.yaml", base
+    if rng.random() < 0.4:
+        middle = mutators.child_spec(rng, "base_0.yaml", base)
+        case.files["base_1.yaml"] = mutated_spec(rng, middle, case, most=1) if rng.random() < 0.25 else middle
+        last, last_text = "base_1.yaml", middle
+    target = last if rng.random() < 0.8 else rng.choice(mutators.EXTENDS_TARGETS)
+    child = mutators.child_spec(rng, target, last_text)
+    case.files["child.yaml"] = mutated_spec(rng, child, case, most=1) if rng.random() < 0.25 else child
+    return case
+
+
+def mapping_case(case: Case, rng: random.Random, files: dict[str, str]) -> Case:
+    """A mutated mapping file, given to build_text with a timm-named checkpoint of tiny_vit."""
+    pool = seeds.mappings()
+    name = "timm_vit.yaml" if rng.random() < 0.6 else rng.choice(sorted(pool))
+    case.seed_spec, text = name, pool[name]
+    for _ in range(rng.choice([1, 1, 1, 2])):
+        case.mutations.append("mapping")
+        text = mutators.mapping(rng, text)
+    case.files = {"fuzz_map.yaml": text}
+    case.call = (files["ckpt_timm_vit.pt"],)
     return case
 
 
@@ -115,9 +185,18 @@ def run_case(case: Case) -> str:
     import archspec
     from archspec.core.errors import InternalError, SpecError, UsageError
 
+    write_files(case)
     try:
         if case.kind == "cli":
             return run_cli(case.argv)
+        if case.kind == "lsp":
+            return run_lsp(case)
+        if case.kind == "extends":
+            archspec.check("child.yaml")
+            return "ok"
+        if case.kind == "mapping":
+            archspec.build_text(seeds.TINY["tiny_vit"], weights=case.call[0], mapping="fuzz_map.yaml")
+            return "ok"
         if case.kind == "api_types":
             function, args, kwargs = case.call
             try:
@@ -147,6 +226,45 @@ def run_case(case: Case) -> str:
         return f"crash: InternalError: {str(exc).splitlines()[0][:200]}"
     except Exception as exc:  # noqa: BLE001 - what the fuzz is looking for
         return f"crash: {type(exc).__name__}: {str(exc)[:200]} @ {where(exc)}"
+
+
+def write_files(case: Case) -> None:
+    """The case's files into the current folder (the worker's copy of specs/); `@link` makes a
+    symbolic link out of the folder, to a file that is no spec."""
+    for name, text in case.files.items():
+        if text == "@link":
+            os.symlink("/etc/hostname", name)
+            continue
+        with open(name, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(text)
+
+
+def run_lsp(case: Case) -> str:
+    """The language server's analysis of the text: every call returns, and the diagnostics lie
+    inside the text. Any exception is a crash: the server has no error to show for it."""
+    from archspec.lsp import analysis
+
+    path = os.path.join(os.getcwd(), f"fuzz_lsp_{case.index % 7}.yaml")
+    if case.argv == ["saved"]:
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(case.text)
+    try:
+        analysis.looks_like_spec(case.text)
+        result = analysis.analyse(case.text, path)
+        found = analysis.diagnostics(result)
+        lines = max(len(case.text.splitlines()), 1)
+        for d in found:
+            if not (0 <= d.line < lines and 0 <= d.start <= d.end and d.message):
+                return f"crash: lsp diagnostic outside the text: line {d.line}, {d.start}-{d.end} of {lines} lines"
+        for line, character in case.call:
+            hover = analysis.hover(result, line, character)
+            place = analysis.definition(result, line, character)
+            if hover is not None and not isinstance(hover, str) or \
+                    place is not None and not isinstance(place, analysis.Place):
+                return f"crash: lsp answered {type(hover).__name__}, {type(place).__name__}"
+    except Exception as exc:  # noqa: BLE001 - what the fuzz is looking for
+        return f"crash: lsp {type(exc).__name__}: {str(exc)[:200]} @ {where(exc)}"
+    return "ok"
 
 
 def build_what_checked(text: str) -> str:

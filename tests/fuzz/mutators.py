@@ -3,7 +3,9 @@
 Each spec mutator takes a `random.Random` and a spec's text and returns new text; a case
 applies one to three of them. They aim at the classes issue 11 found: numbers that overflow,
 names Python or torch reserve, long chains that resolve into one another, deep nesting,
-hostile expressions, broken YAML, hostile `extends`, semantic slips.
+hostile expressions, broken YAML, hostile `extends`, semantic slips. Below them: mapping files
+(hostile rules, patterns and templates), extends chains (a child of a base, with edits of its
+graph) and hostile command lines (bench's numbers among them).
 """
 
 from __future__ import annotations
@@ -237,6 +239,7 @@ HOSTILE_SETS = ["img=256", "img=30", "img=0", "img=-1", "img=1e400", "img=" + "9
                 "classes=10", "patch=16", "depths=[2,2,18,2]", "window=1", "window=5"]
 HOSTILE_SEEDS = ["0", "1", "-1", "18446744073709551615", "18446744073709551616", "9" * 40, "abc", "1.5", "", "0x10",
                  "-9223372036854775809"]
+HOSTILE_COUNTS = ["0", "-1", "1", "2", "1001", "100001", "100000", "1000000000", "9" * 30, "x", "", "1.5"]
 HOSTILE_BATCHES = ["1", "0", "-1", "64", "65", "1:8:64", "8:1:64", "1:1:1", "a:b:c", "1:2", "::", "", "9" * 30,
                    "1:8:99999999", "3:3:3"]
 
@@ -244,8 +247,8 @@ HOSTILE_BATCHES = ["1", "0", "-1", "64", "65", "1:8:64", "8:1:64", "1:1:1", "a:b
 def command_line(rng: random.Random, files: dict[str, str]) -> list[str]:
     """A command line: a command, a spec path, and flags drawn from hostile pools (`files` maps a
     role — spec, bad_spec, fifo, dir, file, checkpoint names... — to paths the worker made)."""
-    command = rng.choices(["check", "build", "graph", "schema", "primitives", "bogus", "--version", "--help", ""],
-                          [45, 30, 10, 3, 3, 2, 1, 1, 1])[0]
+    command = rng.choices(["check", "build", "graph", "bench", "schema", "primitives", "bogus", "--version", "--help",
+                           ""], [45, 30, 10, 3, 3, 3, 2, 1, 1, 1])[0]
     argv = [command] if command else []
     spec_roles = [r for r in files if r.startswith(("spec", "tiny", "special"))]
     if rng.random() < 0.95:
@@ -271,9 +274,152 @@ def flag(rng: random.Random, command: str, files: dict[str, str]) -> list[str]:
         lambda: ["--map", rng.choice([files["file"], files["fifo"], files["dir"], "missing.yaml",
                                       files["garbage_map"]])],
         lambda: ["--batch", rng.choice(HOSTILE_BATCHES)],
+        lambda: ["--batch", *rng.sample(["1", "2", "0", "2000", "100000000", "3"] + [str(n) for n in range(4, 24)],
+                                        rng.randint(1, 20))],
+        lambda: [rng.choice(["--threads", "--rounds", "--samples"]), rng.choice(HOSTILE_COUNTS)],
         lambda: ["--precision", rng.choice(["fp32", "fp16", "int8"])],
         lambda: ["--expand"],
         lambda: ["-o", rng.choice(["g.svg", "g.dot", "g.mmd", "g.html", "g.png", "g", "/", "missing/g.svg"])],
         lambda: [rng.choice(["--bogus", "-x", "--set", "--seed", "-o", "--weights", "--"])],
     ]
     return rng.choice(pool)()
+
+
+# -- mapping files -----------------------------------------------------------------------------------
+
+HOSTILE_PATTERNS = ["(a+)+$", "(.*)*x", "((a|a)*)*$", "^(?P<x>", "[", "\\", "(?=a)", "(?<=a)b", "a{1000000}",
+                    "a{2,1}", "\\1", "(a)\\1", ".*" * 200, "x" * 400, "(?i)^head", "\\p{L}+", "^$", "", "$^",
+                    "(" * 40 + ")" * 40, "^(.*)$", "^blocks\\.(\\d+)\\.", "\\Z", "(?>a)", "a*+", "${dim}", "${1/0}",
+                    "^(head)\\.(weight|bias)$", "\\x00", "[^\\x00-\\x{10FFFF}]"]
+HOSTILE_TEMPLATES = ["\\1", "\\9", "\\g<x>", "\\g<0>", "", ".", "..", "a..b", "x" * 300, "\\", "${dim}", "${1/0}",
+                     "head.fc.weight", "blocks.\\1.attn.qkv.weight", "patch_embed.pos_embed", "${'a' * 10000}",
+                     "norm.weight", "\\2\\1"]
+HOSTILE_VALUES = ["0", "1", "-1", "2", "3", "1e400", "9" * 30, "'${dim}'", "'${dim * 2}'", "'${1/0}'", "'*'", "-2",
+                  "1.5", "[]", "{}", "~", "'x'", ".nan"]
+
+
+def quoted(text: str) -> str:
+    """A YAML single-quoted scalar (quotes doubled; other characters as they are)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def mapping_rule(rng: random.Random) -> str:
+    """One rule of a mapping file, with hostile patterns, templates and values."""
+    p, t, v = (lambda: quoted(rng.choice(HOSTILE_PATTERNS))), (lambda: quoted(rng.choice(HOSTILE_TEMPLATES))), \
+        (lambda: rng.choice(HOSTILE_VALUES))
+    rules = [
+        lambda: f"rename: {{{p()}: {t()}}}",
+        lambda: f"fuse: {{match: {p()}, parts: [{t()}, {t()}], into: {t()}, dim: {v()}}}",
+        lambda: f"split: {{match: {p()}, into: [{t()}, {t()}], {rng.choice(['shares', 'sizes'])}: [{v()}, {v()}], "
+                f"dim: {v()}}}",
+        lambda: f"transpose: [{p()}]",
+        lambda: f"reshape: {{match: {p()}, shape: [{v()}, {v()}, {v()}]}}",
+        lambda: f"drop: [{p()}]",
+        lambda: f"affine: {{match: {p()}, scale: {v()}, add: {v()}}}",
+        lambda: f"copy: {{match: {p()}, into: [{t()}, {t()}]}}",
+        lambda: f"create: {{match: {p()}, fill: {rng.choice(['zeros', 'ones', 'eye', 'nan', '1e400', '3', 'x'])}}}",
+        lambda: f"{rng.choice(['renam', 'bogus', 'keep', 'rename'])}: {v()}",
+    ]
+    return "  - " + rng.choice(rules)()
+
+
+def mapping(rng: random.Random, text: str) -> str:
+    """A mapping file mutated: a hostile rule among its rules, a hostile `identify` or `keep`, or the
+    generic spec mutators (numbers, lines, keys, garbage, characters, truncation)."""
+    choice = rng.random()
+    if choice < 0.55 and "\nrules:" in text:
+        return text.replace("\nrules:\n", "\nrules:\n" + mapping_rule(rng) + "\n", 1) if rng.random() < 0.5 else \
+            text.rstrip("\n") + "\n" + mapping_rule(rng) + "\n"
+    if choice < 0.65:
+        key = rng.choice(["identify", "keep"])
+        return re.sub(rf"^{key}:.*$\n?", "", text, flags=re.M) + f"{key}: [{quoted(rng.choice(HOSTILE_PATTERNS))}]\n"
+    generic = rng.choice(["number", "delete_line", "duplicate_line", "swap_lines", "rename_key", "insert_garbage",
+                          "expression", "indent", "truncate", "characters"])
+    return SPEC_MUTATORS[generic](rng, text)
+
+
+# -- extends chains ------------------------------------------------------------------------------------
+
+EXTENDS_TARGETS = ["vit_b16.yaml", "swin_t.yaml", "examples/tiny_lm.yaml", "base_0.yaml", "base_1.yaml",
+                   "./base_0.yaml", "sub/../base_0.yaml", "missing.yaml", "child.yaml", "../specs/vit_b16.yaml",
+                   "/proc/self/environ", "/dev/zero", "/etc/passwd", ".hidden.yaml", "base_0.txt", "mappings",
+                   "a" * 300 + ".yaml", "x\x00y.yaml", "~/x.yaml", "${x}.yaml", "é.yaml", "link.yaml"]
+
+
+def node_ids(text: str) -> list[str]:
+    """The paths of a spec's graph nodes (into inline groups), as edits name them; the ids written in
+    its text when it does not parse."""
+    import yaml
+
+    from archspec.language.names import node_names, taken_names
+
+    try:
+        data = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - a mutated base: any parse failure
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("graph"), list):
+        return [m.group(2) for m in ID_VALUE.finditer(text)] or ["head"]
+    paths, todo = [], [("", data["graph"], taken_names(data, ("graph",)))]
+    while todo:
+        prefix, items, taken = todo.pop()
+        for item, name in zip(items, node_names(items, taken)):
+            if name is None:
+                continue
+            paths.append(prefix + name)
+            if isinstance(item, dict) and isinstance(item.get("graph"), list):
+                todo.append((f"{prefix}{name}.", item["graph"], ()))
+    return paths or ["head"]
+
+
+def edit_path(rng: random.Random, ids: list[str]) -> str:
+    """Mostly a node id of the base (a top-level node, or one inside a group: a path either way
+    most of the time), sometimes a path that cannot be found or cannot be read."""
+    if rng.random() < 0.85:
+        return rng.choice(ids)
+    path = ".".join(rng.choice(ids) for _ in range(rng.choice([2, 3])))
+    return rng.choice([path, path + "x", rng.choice(HOSTILE_NAMES), "", ".", "a.", ".a", path + ".0", "*"])
+
+
+def edits(rng: random.Random, ids: list[str]) -> str:
+    """remove, replace and insert of a base graph's nodes: mostly well formed and naming nodes the
+    base has, some paths unknown, some forms wrong."""
+    def node() -> str:
+        good = ["{norm: {}}", "{mlp: {ratio: 2.0}}", "{id: extra, norm: {}}", "{graph: [{norm: {}}]}",
+                "{attention: {kind: global, heads: 2}}", "{id: extra_2, mlp: {hidden: 48}}"]
+        return rng.choice(good) if rng.random() < 0.85 else rng.choice(["{bogus: 1}", "3", "[]", "{}", "~"])
+
+    out = []
+    for key in rng.sample(["remove", "replace", "insert"], rng.choice([1, 1, 2, 3])):
+        count = rng.choice([1, 1, 2]) if rng.random() < 0.98 else 0
+        paths = list(dict.fromkeys(edit_path(rng, ids) for _ in range(count)))
+        if key == "remove":
+            out.append("remove: [" + ", ".join(quoted(path) for path in paths) + "]")
+        elif key == "replace":
+            out.append("replace:" + "".join(f"\n  {quoted(path)}: {node()}" for path in paths))
+        elif rng.random() < 0.95:
+            side = rng.choice(["after", "before"]) if rng.random() < 0.95 else "bogus"
+            out.append(f"insert:\n  - {{{side}: {quoted(edit_path(rng, ids))}, nodes: [{node()}]}}")
+        else:
+            out.append("insert: 3")
+    return "\n".join(out) + "\n"
+
+
+def child_spec(rng: random.Random, target: str, base_text: str) -> str:
+    """A spec extending `target`: a new name, some params and blocks laid over the base's, and
+    edits of its graph or a graph of its own."""
+    lines = [f"extends: {quoted(target) if rng.random() < 0.7 else target}", f"name: child_{rng.randint(0, 9)}"]
+    if rng.random() < 0.4:
+        keys = rng.sample(["img", "dim", "depth", "heads", "window", "x"], rng.randint(1, 3))
+        numbers = [rng.choice(HOSTILE_NUMBERS) if rng.random() < 0.15 else rng.choice(["1", "2", "4", "8", "32"])
+                   for _ in keys]
+        lines.append("params: {" + ", ".join(f"{key}: {number}" for key, number in zip(keys, numbers)) + "}")
+    if rng.random() < 0.2:
+        lines.append("blocks: {b: {graph: [{norm: {}}]}}")
+    if rng.random() < 0.2:
+        lines.append("inputs: {image: [B, 3, 64, 64]}")
+    text = "\n".join(lines) + "\n"
+    if rng.random() < 0.7:
+        text += edits(rng, node_ids(base_text))
+    elif rng.random() < 0.5:
+        text += "graph:\n  - norm: {}\n"
+    return text

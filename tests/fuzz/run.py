@@ -97,7 +97,8 @@ def checkpoints(folder: str, files: dict, torch) -> None:
     data = Path(folder, "good.safetensors").read_bytes()
     Path(folder, "truncated.safetensors").write_bytes(data[: len(data) // 2])
     Path(folder, "header.safetensors").write_bytes((10**12).to_bytes(8, "little") + b"{}")
-    for name in list(made) + ["empty.pth", "garbage.pt", "good.safetensors", "truncated.safetensors",
+    torch.save({seeds.timm_name(k): v for k, v in state.items()}, os.path.join(folder, "timm_vit.pt"))
+    for name in list(made) + ["timm_vit.pt", "empty.pth", "garbage.pt", "good.safetensors", "truncated.safetensors",
                               "header.safetensors"]:
         files[f"ckpt_{name}"] = os.path.join(folder, name)
     files["ckpt_fifo"], files["ckpt_dir"], files["ckpt_missing"] = files["fifo"], folder, "missing.pt"
@@ -293,6 +294,8 @@ def summary(seed: int, results: list[dict], hangs: list[dict], memory: list[dict
         "crashes": len(crashes), "hangs_over_2s": len(hangs), "memory_over_1GB": len(memory),
         "kinds": dict(Counter(r["kind"] for r in results)),
         "outcomes": dict(Counter(r["outcome"].split(":")[0] for r in results)),
+        "outcomes_by_kind": {kind: dict(Counter(r["outcome"].split(":")[0] for r in results if r["kind"] == kind))
+                             for kind in sorted({r["kind"] for r in results})},
         "mutators": {name: sum(name in r["mutations"] for r in results) for name in mutators.SPEC_MUTATORS},
         "case_kinds": cases.KINDS,
         "peak_bytes": max((r["peak"] for r in results if r["peak"]), default=0),

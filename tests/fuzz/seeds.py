@@ -180,3 +180,25 @@ def bad() -> dict[str, str]:
 @lru_cache(maxsize=None)
 def all_seeds() -> dict[str, str]:
     return {**shipped(), **{f"bad/{k}": v for k, v in bad().items()}, **{f"tiny/{k}": v for k, v in TINY.items()}}
+
+
+@lru_cache(maxsize=None)
+def mappings() -> dict[str, str]:
+    """The shipped weight mapping files, by file name (specs/mappings/)."""
+    return {f.name: f.read_text(encoding="utf-8") for f in sorted((SPECS / "mappings").glob("*.yaml"))}
+
+
+# tiny_vit's tensors as timm names them (specs/mappings/timm_vit.yaml maps them back)
+TIMM_NAMES = [(r"^patch_embed\.cls_token$", "cls_token"), (r"^patch_embed\.pos_embed$", "pos_embed"),
+              (r"^blocks\.(\d+)\.attn\.norm\.", r"blocks.\1.norm1."),
+              (r"^blocks\.(\d+)\.mlp\.norm\.", r"blocks.\1.norm2."), (r"^head\.fc\.", "head.")]
+
+
+def timm_name(name: str) -> str:
+    import re
+
+    for pattern, replacement in TIMM_NAMES:
+        name, count = re.subn(pattern, replacement, name)
+        if count:
+            break
+    return name

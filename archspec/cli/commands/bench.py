@@ -12,20 +12,33 @@ and exported targets also show their deviation from fp32 eager (max |difference|
 agreement on random inputs for classifiers). ONNX Runtime runs archspec's optimised graph
 (`export_onnx(optimize=True)`) with intra-op spinning off. A target that cannot run here
 (TensorRT without a CUDA GPU, bf16 ONNX on a CPU) is listed with the reason.
+
+Every number it takes is bounded, each a usage error naming the option and its range before any
+work: --threads up to this machine's logical CPUs (more only measures contention, and torch
+crashes when asked for tens of thousands), --rounds and --samples up to MAX_ROUNDS and
+MAX_SAMPLES, at most MAX_BATCHES batch sizes, each within the batch sizes the checker proves
+shapes for (1 to 1024) and with activations that fit in the memory available (a model whose
+weights do not fit is refused as by `build`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
+from ...budget import check_build_memory
 from ...compiler.backends import targets
 from ...core.errors import UsageError
+from ...core.types import BATCH
 from ...pipeline import check_file
-from .common import add_spec_arguments, checked_seed, overrides_of, spec_path
+from .common import add_spec_arguments, batch_fits_memory, checked_seed, counted, overrides_of, spec_path
 
 NAME = "bench"
 HELP = "time the built model on each target and precision (latency, throughput, memory, matmul share)"
+MAX_ROUNDS = 1_000  # interleaved rounds (the default is 9; each runs every variant once per batch size)
+MAX_SAMPLES = 10_000  # random inputs for the top-1 agreement (run in batches of the smallest --batch)
+MAX_BATCHES = 16  # batch sizes timed one after another
 
 def add_arguments(parser) -> None:
     add_spec_arguments(parser)
@@ -35,15 +48,19 @@ def add_arguments(parser) -> None:
                         metavar="TARGET",
                         help=f"one or more of {names} (default {default}; `archspec targets` says what each is); "
                              "several are timed in the same interleaved rounds")
-    parser.add_argument("--batch", nargs="+", type=int, default=[1], metavar="N", help="batch sizes (default 1)")
+    parser.add_argument("--batch", nargs="+", type=int, default=[1], metavar="N",
+                        help=f"batch sizes (default 1; at most {MAX_BATCHES} of them, each 1 to {BATCH.hi:,} and "
+                             "fitting in memory)")
     parser.add_argument("--precision", nargs="+", default=["fp32"], choices=targets.PrecisionChoices("bench"),
                         metavar="P",
                         help="fp32 (default), bf16, fp16 (CUDA), int8 (ONNX Runtime); each with each target")
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads for torch and ONNX Runtime "
-                                                                  "(default: torch's)")
-    parser.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds (default 9)")
+                                                                  "(default: torch's; at most the logical CPUs)")
+    parser.add_argument("--rounds", type=int, default=9,
+                        help=f"interleaved timing rounds (default 9, at most {MAX_ROUNDS:,})")
     parser.add_argument("--samples", type=int, default=32,
-                        help="random inputs for the top-1 agreement of lower precisions (default 32)")
+                        help="random inputs for the top-1 agreement of lower precisions "
+                             f"(default 32, at most {MAX_SAMPLES:,})")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="eager/compile device")
     parser.add_argument("--reuse-memory", action="store_true",
                         help="glibc: keep freed memory for reuse, so that eager's large temporaries cost no page "
@@ -53,15 +70,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def run(args) -> int:
-    if any(b < 1 for b in args.batch):
-        raise UsageError("--batch takes sizes of 1 or more")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError("--threads takes 1 or more")
-    if args.rounds < 1:
-        raise UsageError("--rounds takes 1 or more")
+def check_numbers(args) -> None:
+    """Usage errors in the numeric options, before any work."""
+    for batch in args.batch:
+        counted(batch, "--batch", 1, BATCH.hi, " (the batch sizes the checker proves shapes for)")
+    if len(set(args.batch)) > MAX_BATCHES:
+        raise UsageError(f"--batch takes 1 to {MAX_BATCHES} sizes, got {len(set(args.batch))}")
+    if args.threads is not None:
+        counted(args.threads, "--threads", 1, os.cpu_count() or 1, " (this machine's logical CPUs)")
+    counted(args.rounds, "--rounds", 1, MAX_ROUNDS)
+    counted(args.samples, "--samples", 0, MAX_SAMPLES)
     checked_seed(args.seed)
+
+
+def run(args) -> int:
+    check_numbers(args)
     report = check_file(spec_path(args), overrides_of(args))
+    check_build_memory(report, runs_model=False)  # the weights, located at the node that needs the most
+    batch_fits_memory(report, max(args.batch))
     import torch
 
     from ...compiler.backends.bench import Variant, run_bench

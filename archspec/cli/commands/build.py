@@ -38,11 +38,12 @@ from ...budget import check_build_memory
 from ...compiler.backends import targets
 from ...compiler.backends.targets.base import BuildContext
 from ...core.errors import UsageError
+from ...core.types import BATCH
 from ...language.loader import MAX_TEXT_BYTES, read_regular_file
 from ...pipeline import check_file
 from ..artifacts import OutputDir
 from ..progress import Progress
-from .common import add_spec_arguments, checked_seed, overrides_of, size_range, spec_path
+from .common import add_spec_arguments, batch_sizes, checked_seed, overrides_of, size_range, spec_path
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
 
@@ -198,14 +199,9 @@ class Build:
 
     def check_options(self) -> None:
         """Usage errors in the options, before any work."""
-        from ...compiler.backends.batch import BatchRange
-
         o = self.options
         checked_seed(o.seed)
-        try:
-            self.batch = BatchRange.parse(o.batch)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        self.batch = batch_sizes(o.batch)
         self.target = build_target(o.target)
         self.chain = targets.chain(self.target)
         reason = self.target.build_problem(o.precision)
@@ -405,7 +401,8 @@ def add_arguments(parser) -> None:
                              "tried after the spec's own (see specs/mappings/README.md)")
     parser.add_argument("--precision", default="fp32", choices=targets.PrecisionChoices("build"),
                         metavar=choices_metavar(targets.PRECISIONS), help=precision_help(builtin))
-    parser.add_argument("--batch", default=None, help="batch size N or range MIN:OPT:MAX (default 1:8:64)")
+    parser.add_argument("--batch", default=None, help="batch size N or range MIN:OPT:MAX (default 1:8:64; sizes "
+                                                       f"1 to {BATCH.hi:,})")
     parser.add_argument("--size", default=None, metavar="MIN:MAX",
                         help="with --target export: model.pt2 takes any square image size in MIN:MAX that passes "
                              "the spec (a step apart)")

@@ -7,9 +7,10 @@ import json
 
 from ...compiler.backends import targets
 from ...core.errors import SpecError, UsageError
+from ...core.types import BATCH
 from ...pipeline import check_file
 from ..output import print_warnings
-from .common import add_spec_arguments, overrides_of, size_range, spec_path
+from .common import add_spec_arguments, batch_fits_memory, batch_sizes, overrides_of, size_range, spec_path
 
 NAME = "check"
 HELP = "check every shape; print params and FLOPs per node"
@@ -22,7 +23,8 @@ def add_arguments(parser) -> None:
     builtin = [t.name for t in targets.builtins("check")]
     parser.add_argument("--target", choices=targets.TargetChoices("check"), metavar="{" + ",".join(builtin) + "}",
                         help="also check that every op converts to this target")
-    parser.add_argument("--batch", default=None, help="with --target: a batch size N or a range MIN:OPT:MAX")
+    parser.add_argument("--batch", default=None, help="with --target: a batch size N or a range MIN:OPT:MAX "
+                                                       f"(sizes 1 to {BATCH.hi:,})")
     parser.add_argument("--sizes", nargs="?", const=DEFAULT_SIZES, default=None, metavar="MIN:MAX",
                         help=f"list the square input sizes in MIN:MAX (default {DEFAULT_SIZES}) at which the whole "
                              "spec passes")
@@ -33,7 +35,13 @@ def run(args) -> int:
         if args.target:
             raise UsageError("--sizes lists input sizes; check --target separately")
         return list_sizes(args)
+    batch = batch_sizes(args.batch) if args.target else None
     report = check_file(spec_path(args), overrides_of(args))
+    if args.target:  # the coverage check builds the model and traces it at the example batch
+        from ...budget import check_build_memory
+
+        check_build_memory(report, runs_model=False)
+        batch_fits_memory(report, batch.example)
     coverage = targets.get(args.target).check(report.graph, batch=args.batch) if args.target else None
     if coverage is not None and not coverage.complete:
         if not args.json:
