@@ -4,6 +4,12 @@
     report = archspec.check("specs/swin_t.yaml")          # shapes, params, FLOPs (no torch)
     model = archspec.build("specs/swin_t.yaml", seed=0)   # a torch.fx.GraphModule
     report = archspec.check_text(yaml_text)               # a spec given as text
+    archspec.list_models("swin*")                         # the shipped specs by name
+    model = archspec.create_model("swin_t", weights="swin_t.pth", num_classes=10)  # timm's way
+
+Wherever a function takes a spec's path it takes a shipped spec's name too ("swin_t" is the
+shipped specs/swin_t.yaml): a name is looked up only when no file of that name exists (see
+archspec/models.py).
 
 `overrides` maps param names to values, like `--set`. Problems with the spec (or a
 checkpoint) raise `SpecError` (its `diagnostics` carry file, line, column, node path, message
@@ -24,8 +30,8 @@ from typing import Any, Mapping
 from .core.errors import Diagnostic, InternalError, Loc, SpecError, UsageError
 
 __version__ = "0.1.0"
-__all__ = ["check", "check_text", "build", "build_text", "SpecError", "InternalError", "UsageError", "Diagnostic",
-           "Loc", "__version__"]
+__all__ = ["check", "check_text", "build", "build_text", "create_model", "list_models", "SpecError", "InternalError",
+           "UsageError", "Diagnostic", "Loc", "__version__"]
 
 
 SEED_MAX = 2**64 - 1  # torch.manual_seed's range (0 .. 2^64 - 1)
@@ -34,15 +40,24 @@ _WALK_LIMIT = 100_000  # values of an override looked at for their types (the la
 
 
 def _path_argument(function: str, path) -> str:
+    """The spec file `path` names: a path, or else a shipped spec's name (archspec/models.py).
+    A SpecError for neither (naming the closest shipped names), as for any missing file."""
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
+    text_function = "build" if function == "create_model" else function
     if not isinstance(path, str):
-        raise TypeError(f"archspec.{function}: `path` must be a file path (str or os.PathLike), got "
-                        f"{type(path).__name__}; for a spec held in a string use archspec.{function}_text")
+        raise TypeError(f"archspec.{function}: `path` must be a file path (str or os.PathLike) or a shipped spec's "
+                        f"name, got {type(path).__name__}; for a spec held in a string use "
+                        f"archspec.{text_function}_text")
     if "\n" in path and not os.path.exists(path):
         raise TypeError(f"archspec.{function}: `path` holds a line break, so it looks like YAML text rather than "
-                        f"a file path; for a spec held in a string use archspec.{function}_text")
-    return path
+                        f"a file path; for a spec held in a string use archspec.{text_function}_text")
+    from .models import not_found, resolve_spec
+
+    found = resolve_spec(path)
+    if found is None:
+        raise SpecError(Diagnostic(not_found(path, "archspec.list_models()")))
+    return found[0]
 
 
 def _text_argument(function: str, text) -> str:
@@ -125,8 +140,8 @@ def _mapping_argument(function: str, mapping, weights):
 
 
 def check(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None):
-    """Check the spec in the file at `path`: every shape, parameter count and FLOP count.
-    Returns a Report; raises SpecError."""
+    """Check the spec in the file at `path` (or the shipped spec of that name, "swin_t"): every
+    shape, parameter count and FLOP count. Returns a Report; raises SpecError."""
     from .pipeline import check_file
 
     return check_file(_path_argument("check", path), _overrides_argument("check", overrides))
@@ -149,28 +164,71 @@ def _build_arguments(function: str, overrides, seed, weights, mapping) -> dict:
 
 def build(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None, seed: int = 0, weights=None,
           mapping: str | os.PathLike | None = None):
-    """Build the spec at `path` into a torch.fx.GraphModule (a fresh, trainable model);
-    `weights` is a checkpoint file or state dict in archspec's naming or in one of the spec's
-    mapping files' (`mappings:`); `mapping` is one more mapping file to try (see
-    specs/mappings/README.md)."""
+    """Build the spec at `path` (or the shipped spec of that name) into a torch.fx.GraphModule (a
+    fresh, trainable model); `weights` is a checkpoint file or state dict in archspec's naming or
+    in one of the spec's mapping files' (`mappings:`); `mapping` is one more mapping file to try
+    (see specs/mappings/README.md). A model built for another number of classes than the
+    checkpoint's (overrides={"classes": 10}) loads every weight but the classifier, which keeps
+    its initialisation, and says so on the `archspec` logger (as timm's num_classes)."""
     from .budget import check_build_memory
-    from .pipeline import check_file, lower_report
+    from .pipeline import check_file
 
     path = _path_argument("build", path)
     args = _build_arguments("build", overrides, seed, weights, mapping)
     report = check_file(path, args.pop("overrides"))
     check_build_memory(report, runs_model=False)
-    return lower_report(report, **args)
+    return _lowered(report, **args)
+
+
+def _lowered(report, seed: int, weights, mapping):
+    """The checked spec as a module, with `weights` loaded (archspec/models.py says when the
+    classifier was left new)."""
+    from .models import load_checkpoint
+    from .pipeline import lower_report
+
+    model = lower_report(report, seed=seed)
+    if weights is not None:
+        load_checkpoint(model, report, weights, mapping)
+    return model
 
 
 def build_text(text: str, overrides: Mapping[str, Any] | None = None, seed: int = 0, weights=None, *,
                name: str = "<spec>", mapping: str | os.PathLike | None = None):
     """`build` for a spec given as YAML text."""
     from .budget import check_build_memory
-    from .pipeline import check_text as check_yaml, lower_report
+    from .pipeline import check_text as check_yaml
 
     text, name = _text_argument("build_text", text), _name_argument("build_text", name)
     args = _build_arguments("build_text", overrides, seed, weights, mapping)
     report = check_yaml(text, args.pop("overrides"), name)
     check_build_memory(report, runs_model=False)
-    return lower_report(report, **args)
+    return _lowered(report, **args)
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """The names of the shipped specs that match the shell-style `pattern` (fnmatch), sorted, as
+    timm.list_models: list_models("swin*") == ["swin_b", "swin_s", "swin_t", "swinv2_t"]."""
+    from .models import list_models as shipped
+
+    return shipped(pattern)
+
+
+def create_model(name_or_path: str | os.PathLike, weights=None, num_classes: int | None = None, **overrides):
+    """A model by name, as timm.create_model: the shipped spec `name_or_path` (or the spec file
+    at that path) built with `overrides` as its params (like --set), and `weights` (a checkpoint
+    file or state dict, as for build) loaded. `num_classes` follows timm: N > 0 builds a
+    classifier for N classes (the spec's `classes` param) and loads every weight but the
+    classifier, which keeps its initialisation and is named on the `archspec` logger; 0 removes
+    the classifier (the model gives pooled features, reset_classifier(0)); None keeps the
+    spec's. For a seed or a mapping file, use archspec.build."""
+    from .budget import check_build_memory
+    from .models import check_classifier, classes_override
+    from .pipeline import check_file
+
+    path = _path_argument("create_model", name_or_path)
+    args = _build_arguments("create_model", overrides, 0, weights, None)
+    report = check_file(path, classes_override("create_model", path, dict(args.pop("overrides")), num_classes) or None)
+    check_build_memory(report, runs_model=False)
+    model = _lowered(report, **args)
+    check_classifier("create_model", model, path, num_classes)
+    return model

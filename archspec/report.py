@@ -1,4 +1,7 @@
-"""The result of `archspec check`: per-node shapes and costs, totals, as a table or JSON."""
+"""The result of `archspec check`: per-node shapes and costs, totals, as a table or JSON.
+
+FLOPs are per sample (batch 1), with every symbolic length at its largest; the totals say at
+which lengths (`per sample at L=1024`), since a sequence model's FLOPs grow with its length."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from typing import Any
 
 from .core.errors import Diagnostic
 from .core.ir import Graph
-from .core.types import TensorType
+from .core.types import BATCH, TensorType
 from .primitives.cost import totals
 
 
@@ -61,6 +64,17 @@ class Report:
         return cls(graph.name, graph.file, inputs, outputs, total.params, total.flops, rows, graph,
                    list(graph.warnings))
 
+    @property
+    def flops_at(self) -> dict[str, int]:
+        """The symbolic lengths the FLOPs are counted at (each at its largest), by name."""
+        return {name: sym.hi for name, sym in self.graph.dims.items() if name != BATCH.name}
+
+    @property
+    def flops_basis(self) -> str:
+        """What the FLOPs are counted for: `per sample`, and at which lengths for a sequence model."""
+        lengths = ", ".join(f"{name}={size}" for name, size in self.flops_at.items())
+        return f"per sample at {lengths}" if lengths else "per sample"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -68,7 +82,8 @@ class Report:
             "outputs": {k: shape_list(t) for k, t in self.outputs.items()},
             "params": self.params,
             "flops": self.flops,
-            "flops_convention": "per sample (batch 1); multiply-add = 2; matmul, conv and attention only",
+            "flops_convention": f"{self.flops_basis} (batch 1); multiply-add = 2; matmul, conv and attention only",
+            "flops_at": self.flops_at,
             "nodes": [row.record for row in self.nodes],
             "warnings": [w.record() for w in self.warnings],
         }
@@ -86,7 +101,7 @@ class Report:
         outs = ", ".join(f"{k} {t.describe()}" for k, t in self.outputs.items())
         rule = "-" * len(line(head))
         return "\n".join([f"{self.name}: {ins} -> {outs}", line(head), rule, *map(line, body), rule,
-                          f"total: {self.params:,} params, {human(self.flops)}FLOPs per sample "
+                          f"total: {self.params:,} params, {human(self.flops)}FLOPs {self.flops_basis} "
                           "(multiply-add = 2; matmul, conv and attention)"])
 
 

@@ -335,11 +335,16 @@ def test_a_checkpoint_in_our_naming_with_problems_names_archspec():
 def test_a_spec_naming_a_missing_mapping_file_says_so(tmp_path):
     spec = tmp_path / "vit.yaml"
     spec.write_text(Path(VIT).read_text().replace("mappings/timm_vit.yaml", "nowhere.yaml"))
-    with pytest.raises(archspec.SpecError) as caught:  # found by the check, at the spec's `mappings:` line
-        archspec.build(str(spec), SMALL, weights=small_vit().state_dict())
+    warned = archspec.check(str(spec), SMALL).warnings[0]  # a warning at check: only a load needs the file
+    assert warned.message == "no such mapping file: nowhere.yaml" and warned.severity == "warning"
+    archspec.build(str(spec), SMALL, weights=small_vit().state_dict())  # archspec's naming fits without it
+    renamed = {f"other.{key}": value for key, value in small_vit().state_dict().items()}
+    with pytest.raises(archspec.SpecError) as caught:  # no naming fits: the load names the missing file first
+        archspec.build(str(spec), SMALL, weights=renamed)
     diag = caught.value.diagnostics[0]
     assert diag.message == "no such mapping file: nowhere.yaml" and diag.loc.file == str(spec)
-    assert "relative to the folder of" in diag.hint
+    assert "relative to the folder of" in diag.hint and diag.severity == "error"
+    assert caught.value.diagnostics[1].message.startswith("weights do not fit this model")
 
 
 # -- a user's own naming: mapping= and --map -----------------------------------------------------------

@@ -304,6 +304,17 @@ class OutputDir:
             f.write(f"archspec build {os.getpid()}: partial output, removed when the build ends\n")
         return cls(target, staging, path)
 
+    def recorded(self, path: str) -> str:
+        """A file the user named (the spec, the weights) as the artifacts record it: as named when
+        relative (to the folder the build ran in), else relative to this build folder; never an
+        absolute path of the user's machine."""
+        return path if not os.path.isabs(path) else self.relative(path)
+
+    def relative(self, path: str) -> str:
+        """`path` relative to this build folder (as the user named it), so that the folder and
+        the files beside it can move together."""
+        return os.path.relpath(os.path.abspath(path), os.path.abspath(self.shown))
+
     def path(self, name: str) -> str:
         """Where the build writes artifact `name`."""
         return os.path.join(self.staging, name)

@@ -1,6 +1,7 @@
 """The `archspec` command.
 
     archspec check SPEC [--set K=V]... [--json] [--target TARGET]
+    archspec models [PATTERN] [--json]   the shipped specs (SPEC may be one's name)
     archspec build SPEC [--set K=V]... [-o OUTDIR] [--target TARGET]
                         [--weights FILE [--map FILE]] ...
     archspec targets [--json]     the targets, usable here or why not

@@ -120,6 +120,7 @@ class Graph:
         self.dims: dict[str, Sym] = {}
         self.objectives: list[Output] = []  # training losses (model.loss), not part of forward
         self.mappings: list[str] = []  # weight mapping files the spec names (absolute paths)
+        self.mapping_sources: list = []  # `mappings:` entries as resolved (language/mapping_sources.py)
         self.params: dict = {}  # the spec's params as checked (after --set), for mapping files' ${...}
         self.groups: dict[str, GroupInfo] = {}  # paths of repeats, block uses and inline groups
         self.warnings: list[Diagnostic] = []  # found while making the IR (e.g. nodes no output needs)

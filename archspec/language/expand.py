@@ -13,7 +13,6 @@ path of the node that uses it: stages.2.blocks.1.attn.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,8 +27,8 @@ from .expressions import work_budget
 from .hints import hint_budget
 from .inputs import InputTypes, symbolic_dims
 from .loader import Document
+from .mapping_sources import MappingSource, mapping_sources
 from .names import OBJECTIVES, check_node_id, node_names
-from .paths import named_file
 from .node_params import node_params
 from .schema import GROUP, BlockDef, NodeMeta, SpecDoc
 from .scope import Alias, Compound, Out, Ref, Scope, resolve
@@ -105,10 +104,12 @@ class Expander:
         self.resolve_all(top, last, objectives)
         self.errors.raise_if_any()
         self.graph.lint()
-        self.graph.mappings = mapping_files(self.spec, self.doc, self.errors)
+        sources = mapping_files(self.spec, self.doc)
+        self.graph.mapping_sources = sources  # read by compiler/weights/load.py
+        self.graph.mappings = [source.path for source in sources if source.path is not None]
         self.graph.params = {name: self.params.get(name) for name in self.spec.params}
         self.errors.raise_if_any()
-        self.graph.warnings = unused_nodes(self.graph)
+        self.graph.warnings = [s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph)
         return self.graph
 
     def check_header(self) -> None:
@@ -358,22 +359,12 @@ class Expander:
         return outs
 
 
-def mapping_files(spec: SpecDoc, doc: Document, errors: Collector) -> list[str]:
-    """The spec's weight mapping files (absolute paths), each relative to the file that names
-    it; a missing one, or one the spec may not name (paths.py), is an error at the name."""
-    files = []
-    for i, name in enumerate(spec.mappings):
-        loc = doc.loc(("mappings", i))
-        try:  # the rule of paths.py, refused before the file is looked for
-            path = os.path.abspath(named_file(name, loc.file if loc else doc.file, doc.file, loc, "mappings"))
-        except SpecError as exc:
-            errors.add(exc)
-            continue
-        if not os.path.isfile(path):
-            errors.add(error(f"no such mapping file: {name}", loc,
-                             hint=f"mapping files are found relative to the folder of {loc.file}" if loc else None))
-        files.append(path)
-    return files
+def mapping_files(spec: SpecDoc, doc: Document) -> list[MappingSource]:
+    """The spec's weight mapping files, each relative to the file that names it (or archspec's
+    shipped one of that name); an entry that leads nowhere carries its warning
+    (mapping_sources.py): a mapping matters only when a checkpoint is loaded."""
+    locs = [doc.loc(("mappings", i)) for i in range(len(spec.mappings))]
+    return mapping_sources(spec.mappings, locs, doc.file)
 
 
 def unused_nodes(graph: Graph) -> list:

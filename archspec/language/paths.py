@@ -5,7 +5,8 @@ So a spec may name only YAML files (`.yaml`, `.yml`) inside one of these folders
 
 - the folder of the spec being checked (the one given on the command line or to the API;
   the current folder for a spec given as text) and everything below it;
-- archspec's own specs folder (the shipped architectures and their mapping files);
+- archspec's own specs folder (the shipped architectures and their mapping files: the
+  repository's specs/, or archspec/specs/ in an installed wheel; core/shipped.py);
 - the folders listed in the environment variable ARCHSPEC_PATH (separated like PATH).
 
 A path is judged where it really leads (symbolic links followed), so a link cannot lead out.
@@ -21,11 +22,12 @@ from __future__ import annotations
 import os
 
 from ..core.errors import Loc, SpecError, error
+from ..core.shipped import shipped_folder
 
 SEARCH_PATH_VARIABLE = "ARCHSPEC_PATH"
 YAML_SUFFIXES = (".yaml", ".yml")
 SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
-SHIPPED_SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "specs")
+SHIPPED_SPECS = shipped_folder()  # where the shipped specs are (core/shipped.py says)
 
 
 def spec_folder(root_file: str) -> str:

@@ -78,7 +78,8 @@ def _page(pic: Picture, report: Report | None) -> str:
     parts += ["<h2>Graph</h2>", f'<div class="graph">{_inline(to_svg(pic))}</div>']
     stages = stage_figures(pic)
     if stages and pic.ok:
-        parts += ["<h2>Params and FLOPs per stage</h2>", stage_chart(stages)]
+        basis = report.flops_basis if report is not None else "per sample"
+        parts += ["<h2>Params and FLOPs per stage</h2>", stage_chart(stages, basis)]
     if report is not None:
         parts += ["<h2>Nodes</h2>", node_table(report)]
         if report.warnings:
@@ -89,7 +90,7 @@ def _page(pic: Picture, report: Report | None) -> str:
 
 def _totals(pic: Picture, report: Report | None) -> str:
     if report is not None:
-        return (f"{report.params:,} params, {human(report.flops)}FLOPs per sample "
+        return (f"{report.params:,} params, {human(report.flops)}FLOPs {report.flops_basis} "
                 "(multiply-add = 2; matmul, conv and attention)")
     state = "the spec checks" if pic.ok else f"{len(pic.errors)} error{'s' if len(pic.errors) != 1 else ''}"
     return f"{figures(pic.params, pic.flops)} where checked; {state}"
@@ -120,8 +121,9 @@ def stage_figures(pic: Picture) -> list[tuple[str, int, int]]:
     return found
 
 
-def stage_chart(stages: list[tuple[str, int, int]]) -> str:
-    """Two bar charts side by side, params and FLOPs, one row per stage (inline SVG)."""
+def stage_chart(stages: list[tuple[str, int, int]], basis: str = "per sample") -> str:
+    """Two bar charts side by side, params and FLOPs (`basis`: per sample, at which lengths),
+    one row per stage (inline SVG)."""
     most_params = max((p for _, p, _ in stages), default=0) or 1
     most_flops = max((f for _, _, f in stages), default=0) or 1
     left, right = NAME_W, NAME_W + BAR_W + VALUE_W + 20
@@ -129,7 +131,7 @@ def stage_chart(stages: list[tuple[str, int, int]]) -> str:
     parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img">',
              f'<text x="{left}" y="16" font-weight="bold">params</text>',
-             f'<text x="{right}" y="16" font-weight="bold">FLOPs per sample</text>']
+             f'<text x="{right}" y="16" font-weight="bold">FLOPs {escape(basis)}</text>']
     for i, (name, params, flops) in enumerate(stages):
         y = ROW * (i + 1) + 4
         pw, fw = BAR_W * params / most_params, BAR_W * flops / most_flops

@@ -30,12 +30,13 @@ loss that is not finite stops the run at that step. --save writes a whole file o
 from __future__ import annotations
 
 import argparse
+import os
 
 from .options import DATASET, Options, check_options  # noqa: F401  (the package's API)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", metavar="SPEC", help="path of a YAML spec")
+    parser.add_argument("spec", metavar="SPEC", help="path of a YAML spec, or a shipped spec's name (archspec models)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a param (repeatable)")
     parser.add_argument("--steps", type=int, default=20, help="optimizer steps, 1 to 1,000,000 (default 20)")
@@ -56,9 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_of(args) -> Options:
-    from ..cli.commands.common import overrides_of
+    """The options the command line gives; SPEC a path or a shipped spec's name (rank 0 of
+    torchrun's processes says which shipped spec it took)."""
+    from ..cli.commands.common import overrides_of, spec_path
 
-    return Options(args.spec, overrides_of(args), args.steps, args.batch, args.lr, args.weight_decay, args.optimizer,
+    spec = spec_path(args, announce=os.environ.get("RANK", "0") in ("", "0"))
+    return Options(spec, overrides_of(args), args.steps, args.batch, args.lr, args.weight_decay, args.optimizer,
                    args.seed, args.fsdp, args.ddp, args.bf16, args.checkpointing, args.save, args.resume, args.json,
                    args.dump)
 

@@ -6,6 +6,13 @@ one the naming keeps), and nothing is left over. When none fits, the closest is 
 under which the largest share of the checkpoint's tensors carry names the model has (the key
 overlap); the error lists what is missing, left over or of the wrong shape under it, and its
 hint lists every naming tried with its overlap.
+
+One mismatch is forgiven, as timm forgives it: the classifier's. Built for another number of
+classes than the checkpoint's (`--set classes=10`, create_model(num_classes=10)), the model
+keeps its freshly initialised classifier and loads every other tensor; the Fit lists what was
+left (`new_classifier`) and says so. Which tensors are the classifier comes from the head op's
+HEAD_ROLE (compiler/facts.py, read by load.py), never from a name; any other mismatch, and a
+classifier missing from the checkpoint, stay errors.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ class Fit:
     file: str | None = None  # the naming's mapping file
     created: list[str] = field(default_factory=list)  # ours, made by the mapping's create rules
     dropped_learned: list[str] = field(default_factory=list)  # the checkpoint's, learned, left out by drop rules
+    new_classifier: list[str] = field(default_factory=list)  # ours, left at their initialisation: other classes
+    notes: list[str] = field(default_factory=list)  # what the load summary also says (a shipped mapping file taken)
 
     @property
     def problems(self) -> int:
@@ -51,6 +60,10 @@ class Fit:
             text += f"; resampled {len(self.resampled)} to this model's size ({listing(self.resampled)})"
         if self.created:
             text += f"; created {len(self.created)} ({listing(self.created)})"
+        if self.new_classifier:
+            text += f"; {self.classifier_note}"
+        for note in self.notes:
+            text += f"; {note}"
         for warning in self.warnings:
             text += f"; warning: {warning}"
         return text
@@ -62,6 +75,14 @@ class Fit:
             return []
         return [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
                 f"(not buffers): {listing(self.dropped_learned)}"]
+
+    @property
+    def classifier_note(self) -> str | None:
+        """One line on the classifier left at its initialisation (None: it was loaded)."""
+        if not self.new_classifier:
+            return None
+        return (f"left the classifier at its initialisation ({listing(self.new_classifier)}): the checkpoint's is "
+                f"for another number of classes, so this one is new, to be fine-tuned (as timm's num_classes)")
 
     def details(self) -> str:
         """What does not fit: missing, unexpected, wrongly shaped and clashing tensors."""
@@ -88,9 +109,11 @@ def shared_names(ours: dict) -> dict[str, set[str]]:
     return {key: set(keys) - {key} for keys in by_tensor.values() for key in keys}
 
 
-def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = None) -> Fit:
+def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = None,
+              classifier: frozenset[str] = frozenset()) -> Fit:
     """How `state` (a checkpoint in `naming`) fits the model whose state dict is `ours`;
-    `resample` (resample.py) brings tensors made for another size or window to ours."""
+    `resample` (resample.py) brings tensors made for another size or window to ours;
+    `classifier` names the model's classifier tensors, whose shape may differ (left new)."""
     converted = naming.convert(state, ours)
     fit = Fit(naming.name, dict(converted.state), clashes=converted.clashes, file=naming.file,
               created=converted.created, dropped_learned=converted.dropped_learned)
@@ -102,10 +125,25 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
         if key not in fit.state:
             (fit.kept if naming.keeps(key) else fit.missing).append(key)
         elif tuple(fit.state[key].shape) != tuple(value.shape):
-            fit.wrong_shape.append(f"{key} {tuple(fit.state[key].shape)} (model has {tuple(value.shape)})")
+            if key in classifier:
+                fit.new_classifier.append(f"{key} {tuple(fit.state[key].shape)} -> {tuple(value.shape)}")
+            else:
+                fit.wrong_shape.append(f"{key} {tuple(fit.state[key].shape)} (model has {tuple(value.shape)})")
+    leave_classifier_new(fit, classifier)
     fit.unexpected = [k for k in fit.state if k not in ours]
     fit.matched = len(fit.state) - len(fit.unexpected)
     return fit
+
+
+def leave_classifier_new(fit: Fit, classifier: frozenset[str]) -> None:
+    """When a classifier tensor's shape differs from the checkpoint's, none of the classifier's
+    tensors is loaded (its weight and bias stay one fresh layer, as timm drops them)."""
+    if not fit.new_classifier:
+        return
+    listed = {entry.split(" ", 1)[0] for entry in fit.new_classifier}
+    for key in sorted(classifier):
+        if fit.state.pop(key, None) is not None and key not in listed:
+            fit.new_classifier.append(f"{key} (with the rest of the classifier)")
 
 
 def resize_to_model(fit: Fit, ours: dict, resample: dict) -> None:
@@ -123,13 +161,14 @@ def resize_to_model(fit: Fit, ours: dict, resample: dict) -> None:
             fit.state[key] = resized
 
 
-def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | None = None) -> Fit:
+def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | None = None,
+             classifier: frozenset[str] = frozenset()) -> Fit:
     """The first naming (in the order given) under which `state` fits; else an error naming the
-    closest one."""
+    closest one. `classifier`: the model's classifier tensors (fit_under)."""
     fits, not_tried = [], []
     for naming in namings:
         if naming.applies_to(state):
-            fits.append(fit_under(naming, state, ours, resample))
+            fits.append(fit_under(naming, state, ours, resample, classifier))
         else:
             not_tried.append(naming)
     for fit in fits:

@@ -3,7 +3,9 @@
 The namings tried, in order: archspec's own (the model's state-dict names), those of the
 mapping files the spec names under `mappings:`, then any mapping file the user gives
 (`--map FILE`). The first under which the checkpoint fits is loaded; if none fits, the error
-names the closest (fit.py).
+names the closest (fit.py). The classifier alone may differ in shape (a model built for
+another number of classes, as timm's num_classes): it stays at its initialisation and the Fit
+says so; which tensors are the classifier, the model's head says (`classifier_tensors`).
 
 The dtype policy, checked on the tensors that land in the model (after mapping; a reference
 checkpoint's other tensors may be anything its mapping drops):
@@ -18,15 +20,16 @@ checkpoint's other tensors may be anything its mapping drops):
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Iterable
 
 import torch
 
 from archspec.language.compose import compose
 from archspec.language.loader import load_file
-from archspec.language.paths import named_file
+from archspec.language.mapping_sources import MappingSource, as_error, mapping_sources
 
-from archspec.core.errors import error
+from archspec.core.errors import SpecError, error
 
 from .checkpoint import listing, read_state_dict, source_name
 from .fit import Fit, best_fit
@@ -52,7 +55,7 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     state = read_state_dict(source)
     ours = model.state_dict()
     namings = namings_to_try(model, graph, list(mappings), spec_params(model, graph, params))
-    fit = best_fit(state, ours, namings, guarded(resamplers(model)))
+    fit = namings.best_fit(state, ours, guarded(resamplers(model)), classifier_tensors(model, ours))
     check_dtypes(fit, ours, source_name(source))
     if not (allow_nan if allow_nan is not None else os.environ.get(ALLOW_NAN, "") not in ("", "0")):
         check_finite(fit, ours, source_name(source))
@@ -61,6 +64,18 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
             if key in fit.state:
                 value.copy_(fit.state[key])
     return fit
+
+
+def classifier_tensors(model: torch.nn.Module, ours: dict) -> frozenset[str]:
+    """The state-dict names of the model's classifier: the layers its head's HEAD_ROLE names
+    (compiler/facts.py; reset_classifier replaces the same), under the head's path. Empty for
+    a model without a classifier head at its top level (or one archspec did not build)."""
+    facts = getattr(model, "meta", {}).get("archspec")  # a ModelFacts (compiler/interface.py)
+    head = getattr(facts, "head", None)
+    if head is None:
+        return frozenset()
+    prefixes = tuple(f"{head.path}.{layer}." for layer in head.role.layers)
+    return frozenset(key for key in ours if key.startswith(prefixes))
 
 
 def guarded(found: dict) -> dict:
@@ -103,21 +118,57 @@ def check_finite(fit: Fit, ours: dict, name: str) -> None:
                          "(for debugging)")
 
 
-def namings_to_try(model: torch.nn.Module, graph, user_files: list, params=None) -> list[Naming]:
+def namings_to_try(model: torch.nn.Module, graph, user_files: list, params=None) -> Namings:
     """archspec's naming, then the spec's mapping files, then the user's (each file once);
-    `params` (SpecParams) are what `${...}` in their rules reads."""
-    if graph is not None:
-        spec, spec_files = graph.file, list(graph.mappings)
-    else:
-        spec, spec_files = model_spec_file(model), spec_mapping_files(model)
-    named_by = [(path, spec or "the spec") for path in spec_files] + [(path, None) for path in user_files]
+    `params` (SpecParams) are what `${...}` in their rules reads. The spec's entries that lead
+    nowhere (mapping_sources.py) are left out and kept, to be named if no naming fits."""
+    spec, sources = spec_mapping_sources(model, graph)
+    found = [source for source in sources if source.path is not None]
+    named_by = [(source.path, spec or "the spec") for source in found] + [(path, None) for path in user_files]
     namings, seen = [ARCHSPEC], set()
     for path, by in named_by:
         absolute = os.path.abspath(os.fspath(path))
         if absolute not in seen:
             seen.add(absolute)
             namings.append(read_mapping_file(path, by, params))
-    return namings
+    notes = {source.path: source.shipped_note(spec) for source in found if source.shipped}
+    return Namings(namings, [source for source in sources if source.path is None], notes)
+
+
+@dataclass
+class Namings:
+    """The namings to try, the spec's mapping entries that lead nowhere, and what to say when a
+    naming read from a shipped mapping file (taken for a missing one) is the one loaded."""
+
+    namings: list[Naming]
+    unavailable: list[MappingSource]
+    notes: dict[str, str]  # a mapping file's path -> the note on it
+
+    def best_fit(self, state: dict, ours: dict, resample: dict, classifier: frozenset[str] = frozenset()) -> Fit:
+        """best_fit under these namings, noting a shipped file; when none fits and an entry of
+        the spec's led nowhere, the error names that entry first (the load needed it)."""
+        try:
+            fit = best_fit(state, ours, self.namings, resample, classifier)
+        except SpecError as exc:
+            if not self.unavailable:
+                raise
+            why = "the checkpoint fits none of the namings tried without it (see the next error)"
+            raise SpecError([as_error(source, why) for source in self.unavailable] + exc.diagnostics,
+                            exc.sources) from None
+        if fit.file in self.notes:
+            fit.notes.append(self.notes[fit.file])
+        return fit
+
+
+def spec_mapping_sources(model: torch.nn.Module, graph) -> tuple[str | None, list[MappingSource]]:
+    """The spec file and its `mappings:` entries: the checked graph's, else read from the spec
+    file the model was built from."""
+    if graph is None:
+        return model_spec_file(model), spec_mapping_files(model)
+    sources = graph.mapping_sources
+    if not sources and graph.mappings:  # an IR made without the expander: its mapping files, as they are
+        sources = [MappingSource(os.fspath(path), None, os.path.abspath(os.fspath(path))) for path in graph.mappings]
+    return graph.file, list(sources)
 
 
 class SpecParams:
@@ -176,10 +227,10 @@ def model_spec_file(model: torch.nn.Module) -> str | None:
     return file if isinstance(file, str) and os.path.isfile(file) else None
 
 
-def spec_mapping_files(model: torch.nn.Module) -> list[str]:
-    """The mapping files named by the spec file `model` was built from, each relative to the
-    file that names it (a spec it extends may name them), as the checker resolves them (and
-    refuses them: archspec/language/paths.py)."""
+def spec_mapping_files(model: torch.nn.Module) -> list[MappingSource]:
+    """The `mappings:` entries of the spec file `model` was built from, each relative to the file
+    that names it (a spec it extends may name them), as the checker resolves them (and refuses
+    them: archspec/language/paths.py)."""
     file = model_spec_file(model)
     if file is None:
         return []
@@ -187,8 +238,4 @@ def spec_mapping_files(model: torch.nn.Module) -> list[str]:
     names = doc.data.get("mappings") if isinstance(doc.data, dict) else None
     if not isinstance(names, list):
         return []
-    files = []
-    for i, name in enumerate(names):
-        loc = doc.loc(("mappings", i))
-        files.append(named_file(str(name), loc.file if loc else file, file, loc, "mappings"))  # paths.py's rule
-    return files
+    return mapping_sources(names, [doc.loc(("mappings", i)) for i in range(len(names))], file)

@@ -229,19 +229,22 @@ class Build:
             context.notes.clear()
 
     def provenance(self) -> dict:
-        """What made this build: the spec and its hash, the overrides, the options, the versions."""
+        """What made this build: the spec and its hash, the overrides, the options, the versions.
+        Paths as the user named them when relative, else relative to the build folder ("spec_file":
+        always relative to it): never an absolute path of the user's machine."""
         import torch
 
-        o = self.options
-        return {"spec": o.spec, "spec_file": os.path.abspath(o.spec), "spec_sha256": self.spec_sha256,
-                "overrides": dict(o.overrides or {}), "target": o.target, "seed": o.seed, "weights": o.weights,
+        o, out = self.options, self.output
+        weights = out.recorded(o.weights) if isinstance(o.weights, str) else o.weights
+        return {"spec": out.recorded(o.spec), "spec_file": out.relative(o.spec), "spec_sha256": self.spec_sha256,
+                "overrides": dict(o.overrides or {}), "target": o.target, "seed": o.seed, "weights": weights,
                 "precision": o.precision, "size": o.size, "archspec": __version__, "torch": torch.__version__}
 
     # -- steps -------------------------------------------------------------------------------
     def check(self) -> None:
         o = self.options
         self.report = self.progress.run(f"check {o.spec}", lambda: check_file(o.spec, o.overrides),
-                                        lambda r: f"{r.params:,} params, {r.flops / 1e9:.2f} GFLOPs per sample")
+                                        lambda r: f"{r.params:,} params, {r.flops / 1e9:.2f} GFLOPs {r.flops_basis}")
         self.graph = self.progress.graph = self.report.graph
 
     def lower(self) -> None:
@@ -250,8 +253,9 @@ class Build:
         check_build_memory(self.report, runs_model=any(target.runs_model for target in self.chain),
                            scores=any(target.materializes_scores for target in self.chain))
         seed = self.options.seed
-        self.model = self.progress.run("lower to torch.fx", lambda: lower(self.graph, seed=seed),
-                                       lambda m: f"{len(m.graph.nodes)} fx nodes, seed {seed}")
+        self.model = self.progress.run("make the torch module", lambda: lower(self.graph, seed=seed),
+                                       lambda m: f"{len(self.report.nodes):,} spec nodes in {torch_modules(m):,} "
+                                                 f"torch modules, initial weights from seed {seed}")
 
     def load_weights(self) -> None:
         from ...compiler.weights.load import load_weights
@@ -278,7 +282,7 @@ class Build:
 
         info = self.provenance()
         report = {**self.report.to_json(), "build": info}
-        source = standalone_source(self.model, self.report.name, one_line(self.report.file or "a spec"))
+        source = standalone_source(self.model, self.report.name, one_line(info["spec"]))
         texts = [("report.json", json.dumps(report, indent=2)), ("report.html", report_html(self.report)),
                  ("model.py", with_provenance(source, info))]
         if getattr(self, "precision_result", None) is not None:
@@ -335,6 +339,11 @@ def spec_sha256(path: str) -> str | None:
         return hashlib.sha256(read_regular_file(path, MAX_TEXT_BYTES)).hexdigest()
     except (OSError, ValueError):
         return None
+
+
+def torch_modules(model) -> int:
+    """The torch modules the lowered model is made of (itself not counted)."""
+    return sum(1 for _ in model.modules()) - 1
 
 
 def one_line(text: str) -> str:

@@ -4,6 +4,7 @@ batch sizes (a batch the machine's memory cannot hold is a usage error, not a cr
 from __future__ import annotations
 
 import os
+import sys
 
 from ... import SEED_MAX
 from ...core.errors import UsageError
@@ -11,7 +12,7 @@ from ...language.compose import parse_override
 
 
 def add_spec_arguments(parser) -> None:
-    parser.add_argument("spec", metavar="SPEC", help="path of a YAML spec")
+    parser.add_argument("spec", metavar="SPEC", help="path of a YAML spec, or a shipped spec's name (archspec models)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a param (repeatable), e.g. --set img=256 --set depths=[2,2,18,2]")
 
@@ -27,12 +28,20 @@ def overrides_of(args) -> dict[str, str] | None:
     return result or None
 
 
-def spec_path(args) -> str:
-    path = args.spec
-    if not os.path.exists(path):
-        raise UsageError(f"no such file: {path}")
+def spec_path(args, announce: bool = True) -> str:
+    """The spec file SPEC names: a path, or else a shipped spec's name (archspec/models.py),
+    which the command says on stderr (with `announce`); a usage error naming the closest
+    shipped names when it is neither."""
+    from ...models import not_found, resolve_spec, shipped_line
+
+    found = resolve_spec(args.spec)
+    if found is None:
+        raise UsageError(not_found(args.spec, "`archspec models`"))
+    path, shipped = found
     if os.path.isdir(path):
         raise UsageError(f"{path} is a directory; give a spec file")
+    if shipped and announce:
+        print(shipped_line(args.spec, path), file=sys.stderr)
     return path
 
 

@@ -1,0 +1,100 @@
+"""Where a spec's `mappings:` entries lead, and what to say about one that leads nowhere.
+
+A spec names its weight mapping files relative to the file that names them (the rule of
+paths.py says which files it may name). A name with no file there that names one of archspec's
+shipped mapping files (`mappings/timm_swin.yaml`, as the shipped specs write it) leads to the
+shipped file: a shipped spec copied into another folder keeps its mappings.
+
+A mapping file matters only when a checkpoint is loaded (`--weights`). So an entry that leads
+nowhere (no such file, one that cannot be read, or one the rule refuses) is a warning at check,
+located at the entry, and the spec's own errors are still reported; the load says it again, as
+an error, only when the checkpoint fits none of the namings it could try without it
+(compiler/weights/load.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+from ..core.errors import Diagnostic, Loc, SpecError, warning
+from .paths import SHIPPED_SPECS, named_file
+
+# Where archspec's shipped specs (and their mappings/ folder) are. When the shipped specs become
+# package data, this is the one line to switch to that module's answer.
+SHIPPED_FOLDER = SHIPPED_SPECS
+
+
+@dataclass(frozen=True)
+class MappingSource:
+    """One entry of a spec's `mappings:`: where it leads, or why it leads nowhere."""
+
+    name: str  # as the spec wrote it
+    loc: Loc | None  # the entry in the spec (or in the spec it extends)
+    path: str | None = None  # the file it leads to (absolute); None when it leads nowhere
+    shipped: bool = False  # archspec's shipped file, found because the spec's folder has none
+    problem: Diagnostic | None = None  # why it leads nowhere (a warning)
+
+    def shipped_note(self, spec: str | None) -> str:
+        """What the load summary says about a shipped file taken for this entry."""
+        beside = f" beside {os.path.basename(spec)}" if spec else ""
+        return f"mapping {self.name} is archspec's shipped file (there is none{beside})"
+
+
+def mapping_sources(names: list, locs: list[Loc | None], root_file: str) -> list[MappingSource]:
+    """The entries `names` of a spec's `mappings:` (each at its `locs` entry), for the spec at
+    `root_file`: each resolved, or with the warning that says why it leads nowhere."""
+    return [mapping_source(str(name), loc, root_file) for name, loc in zip(names, locs)]
+
+
+def mapping_source(name: str, loc: Loc | None, root_file: str) -> MappingSource:
+    named_by = loc.file if loc else root_file
+    try:  # the rule of paths.py, applied before the file is looked for
+        path = os.path.abspath(named_file(name, named_by, root_file, loc, "mappings"))
+    except SpecError as exc:
+        return MappingSource(name, loc, problem=as_warning(exc.diagnostics[0]))
+    if not os.path.isfile(path):
+        shipped = shipped_file(name)
+        if shipped is not None:
+            return MappingSource(name, loc, shipped, shipped=True)
+        return MappingSource(name, loc, problem=missing(name, loc))
+    if not os.access(path, os.R_OK):
+        return MappingSource(name, loc, problem=warning(
+            f"cannot read mapping file: {name} (permission denied)", loc, hint=NEEDED_ONLY))
+    return MappingSource(name, loc, path)
+
+
+NEEDED_ONLY = "a mapping file is needed only to load a checkpoint in its naming (--weights)"
+
+
+def shipped_file(name: str) -> str | None:
+    """archspec's shipped mapping file that `name` names relative to the shipped specs folder
+    (`mappings/timm_swin.yaml`), when there is one; never a file outside its mappings/ folder."""
+    if os.path.isabs(name):
+        return None
+    specs = os.path.realpath(SHIPPED_FOLDER)
+    path = os.path.realpath(os.path.join(specs, name))
+    if not path.startswith(os.path.join(specs, "mappings") + os.sep) or not path.endswith((".yaml", ".yml")):
+        return None
+    return path if os.path.isfile(path) else None
+
+
+def missing(name: str, loc: Loc | None) -> Diagnostic:
+    where = f"the folder of {loc.file}" if loc else "the current folder"
+    return warning(f"no such mapping file: {name}", loc,
+                   hint=f"mapping files are found relative to {where}, or among archspec's shipped mappings; "
+                        + NEEDED_ONLY)
+
+
+def as_warning(diag: Diagnostic) -> Diagnostic:
+    """A refusal of paths.py as a warning (the file is never read either way)."""
+    hint = f"{diag.hint}; {NEEDED_ONLY}" if diag.hint else NEEDED_ONLY
+    return dataclasses.replace(diag, severity="warning", hint=hint)
+
+
+def as_error(source: MappingSource, why: str) -> Diagnostic:
+    """The warning of an entry that leads nowhere, as the error of a load that needed it."""
+    problem = source.problem
+    hint = problem.hint.replace(NEEDED_ONLY, why) if problem.hint else why
+    return dataclasses.replace(problem, severity="error", hint=hint)

@@ -1,0 +1,210 @@
+"""Models by name: the shipped specs as timm's models are, by name (floor 6, the face).
+
+    archspec.list_models("swin*")                  ['swin_b', 'swin_s', 'swin_t']
+    archspec.check("swin_t")                       the shipped specs/swin_t.yaml
+    archspec.create_model("vit_ti16", weights="vit_tiny.pth", num_classes=10)
+    archspec check swin_t                          the same on the command line
+    archspec models [PATTERN]                      name, params, input and paper of each
+
+A name is a shipped spec's file name without `.yaml` (core/shipped.py says where they are).
+What a command or function is given is a path first: a name is looked up among the shipped
+specs only when no such file exists (and the command line says which spec it used). A name
+that is neither is an error naming the closest shipped names.
+
+This module holds what the API (archspec/__init__.py) and the command line share: resolving a
+name, the error for an unknown one, a shipped spec's description (`archspec models`), the
+`num_classes` override of create_model and loading a checkpoint with a word on the classifier.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+
+from .core.errors import UsageError
+from .core.shipped import closest_names, looks_like_a_name, shipped_names, shipped_spec
+
+LOG = logging.getLogger("archspec")
+CLASSES = "classes"  # the param a shipped classifier's class count is (`classes: ${classes}`)
+HEADER_LINES = 12  # the leading comment lines read for a spec's paper and reference
+
+
+# -- names ---------------------------------------------------------------------------------------
+def resolve_spec(text: str) -> tuple[str, bool] | None:
+    """(path, shipped) for what `text` names: the file at that path when there is one, else the
+    shipped spec of that name (shipped=True); None when it is neither. A folder is not a spec
+    file: a shipped name wins over a folder of the same name."""
+    if os.path.exists(text) and not os.path.isdir(text):
+        return text, False
+    shipped = shipped_spec(text)
+    if shipped is not None:
+        return shipped, True
+    return (text, False) if os.path.exists(text) else None
+
+
+def not_found(text: str, lister: str) -> str:
+    """The one-line error for `text`, neither a file nor a shipped spec's name; `lister` says
+    what lists the shipped names (`archspec models`, `archspec.list_models()`)."""
+    if not looks_like_a_name(text):
+        stem = os.path.splitext(os.path.basename(text))[0]
+        if text.endswith((".yaml", ".yml")) and shipped_spec(stem) is not None:
+            return f"no such file: {text}; the shipped spec of that name is given by its name alone: {stem}"
+        return f"no such file: {text}"
+    close = closest_names(text)
+    hint = f"did you mean {alternatives(close)}? " if close else ""
+    return f"no such file or shipped spec: {text}; {hint}{lister} lists the shipped specs"
+
+
+def alternatives(names: list[str]) -> str:
+    """`a`, `a or b`, `a, b or c`."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def shipped_line(text: str, path: str) -> str:
+    """What a command says when `text` was taken for the shipped spec at `path`."""
+    return f"{text}: the shipped spec {path}"
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """The names of the shipped specs matching the shell-style `pattern` (fnmatch), sorted."""
+    if not isinstance(pattern, str):
+        raise TypeError(f"archspec.list_models: `pattern` must be a str such as 'swin*', got {type(pattern).__name__}")
+    return shipped_names(pattern)
+
+
+# -- describing a shipped spec (`archspec models`) ------------------------------------------------
+@dataclass(frozen=True)
+class ModelInfo:
+    """A shipped spec as `archspec models` lists it."""
+
+    name: str
+    path: str
+    params: int | None  # None: the spec does not check (error says why)
+    inputs: str
+    paper: str | None
+    same_as: str | None  # the reference implementation it is the same network as
+    error: str | None = None
+
+    def record(self) -> dict:
+        return {"name": self.name, "path": self.path, "params": self.params, "inputs": self.inputs,
+                "paper": self.paper, "same_as": self.same_as, "error": self.error}
+
+
+def describe(name: str) -> ModelInfo:
+    """The shipped spec `name` checked (params, inputs) and its header comment's references."""
+    from .core.errors import SpecError
+    from .pipeline import check_file
+
+    path = shipped_spec(name)
+    paper, same_as = references(header_comment(path))
+    parent = extended_spec(path)
+    if paper is None and parent is not None:  # a sibling made small (vit_ti16 of vit_b16): its parent's paper
+        paper = references(header_comment(parent))[0]
+    try:
+        report = check_file(path)
+    except SpecError as exc:
+        return ModelInfo(name, path, None, "", paper, same_as, exc.diagnostics[0].message)
+    inputs = ", ".join(f"{k} {t.describe()}" for k, t in report.inputs.items())
+    return ModelInfo(name, path, report.params, inputs, paper, same_as)
+
+
+def header_comment(path: str) -> str:
+    """The spec file's leading comment lines, joined into one text."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("#") or len(lines) >= HEADER_LINES:
+                break
+            lines.append(line[1:].strip())
+    return " ".join(lines)
+
+
+def extended_spec(path: str) -> str | None:
+    """The spec file a shipped spec extends (its top-level `extends:`), when it is one beside it."""
+    with open(path, encoding="utf-8") as f:
+        found = re.search(r"^extends:\s*([\w.-]+\.yaml)\s*$", f.read(), re.M)
+    parent = os.path.join(os.path.dirname(path), found.group(1)) if found else None
+    return parent if parent is not None and os.path.isfile(parent) else None
+
+
+PAPER = re.compile(r"\(([^()]*? et al\.,[^()]*?\d{4})\)")
+SAME_AS = re.compile(r"(timm's|transformers') ([A-Za-z_][\w.]*)|(torch\.nn\.[A-Za-z]\w*)|(microsoft/\w+)")
+
+
+def references(header: str) -> tuple[str | None, str | None]:
+    """(paper, reference implementation) as a shipped spec's header comment states them:
+    `(Liu et al., ICCV 2021)` and `timm's swin_tiny_patch4_window7_224`; None where it does not."""
+    paper, same = PAPER.search(header), SAME_AS.search(header)
+    same_as = None
+    if same is not None:
+        owner = {"timm's": "timm", "transformers'": "transformers"}.get(same.group(1))
+        same_as = f"{owner} {same.group(2)}" if owner else same.group(3) or same.group(4)
+    return (citation(paper.group(1)) if paper else None), same_as
+
+
+def citation(text: str) -> str:
+    """`Liu et al., ICCV 2021` out of the parenthesis that holds it (quoted titles and the
+    parts before or after a `;` that cite no one left out)."""
+    cited = next(part for part in text.split(";") if "et al." in part)
+    cited = re.sub(r'"[^"]*",\s*', "", cited)
+    return " ".join(cited.split())
+
+
+# -- create_model ---------------------------------------------------------------------------------
+def classes_override(function: str, path: str, overrides: dict, num_classes) -> dict:
+    """`overrides` with timm's `num_classes` as the spec's `classes` param (N > 0; 0 keeps the
+    spec's classes and create_model removes the classifier after loading). A TypeError for a
+    num_classes that is not a whole number, a UsageError for one below 0, for both num_classes
+    and `classes`, or for a spec without a `classes` param."""
+    if num_classes is None:
+        return overrides
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int):
+        raise TypeError(f"archspec.{function}: `num_classes` must be an int, got {type(num_classes).__name__}")
+    if num_classes < 0:
+        raise UsageError(f"archspec.{function}: `num_classes` must be 0 (no classifier: pooled features) or more, "
+                         f"got {num_classes}")
+    if CLASSES in overrides:
+        raise UsageError(f"archspec.{function}: give num_classes or {CLASSES}=, not both")
+    names = spec_param_names(path)
+    if CLASSES not in names:
+        raise UsageError(f"archspec.{function}: `num_classes` sets the spec's `{CLASSES}` param, and {path} has none "
+                         f"(its params: {', '.join(names) or 'none'}); it has no classifier to size")
+    return {**overrides, CLASSES: num_classes} if num_classes > 0 else overrides
+
+
+def spec_param_names(path: str) -> list[str]:
+    """The params a spec file declares (those it extends included)."""
+    from .language.compose import compose
+    from .language.loader import load_file
+
+    params = compose(load_file(path)).data.get("params")
+    return list(params) if isinstance(params, dict) else []
+
+
+def check_classifier(function: str, model, path: str, num_classes) -> None:
+    """With num_classes given: the built model's classifier has that many classes (0: the
+    classifier is removed, as timm's reset_classifier(0)); a UsageError for a model without one."""
+    if num_classes is None:
+        return
+    if model.facts.head is None:
+        raise UsageError(f"archspec.{function}: `num_classes` needs a classifier head (a head of kind classify or "
+                         f"distilled that the model returns), and {path} has none")
+    if num_classes == 0:
+        model.reset_classifier(0)
+    elif model.num_classes != num_classes:
+        raise UsageError(f"archspec.{function}: {path}'s classifier does not read its `{CLASSES}` param "
+                         f"({model.num_classes} classes after {CLASSES}={num_classes}); set its head's classes")
+
+
+def load_checkpoint(model, report, weights, mapping=None):
+    """Load `weights` into `model` (compiler/weights/load.py); when the classifier was left at
+    its initialisation (another number of classes than the checkpoint's), say so on the
+    `archspec` logger (one line on stderr unless logging is set up otherwise). The Fit."""
+    from .compiler.weights.load import load_weights
+
+    fit = load_weights(model, weights, report.graph, [mapping] if mapping is not None else [])
+    if fit.classifier_note:
+        LOG.warning("archspec: weights: %s", fit.classifier_note)
+    return fit
