@@ -130,6 +130,7 @@ def extended_spec(path: str) -> str | None:
 
 
 PAPER = re.compile(r"\(([^()]*? et al\.,[^()]*?\d{4})\)")
+WITH = re.compile(r"\s+(with [^:;()]*?)(?=[:;(]|\.\s|\.$|$)")
 SAME_AS = re.compile(r"(timm's|transformers') ([A-Za-z_][\w.]*)|(torch\.nn\.[A-Za-z]\w*)|(microsoft/\w+)")
 
 
@@ -141,6 +142,8 @@ def references(header: str) -> tuple[str | None, str | None]:
     if same is not None:
         owner = {"timm's": "timm", "transformers'": "transformers"}.get(same.group(1))
         same_as = f"{owner} {same.group(2)}" if owner else same.group(3) or same.group(4)
+        resized = WITH.match(header, same.end())  # a sibling made small: the reference resized
+        same_as += f" {resized.group(1).strip()}" if resized and "=" in resized.group(1) else ""
     return (citation(paper.group(1)) if paper else None), same_as
 
 
