@@ -363,7 +363,7 @@ def node_ids(text: str) -> list[str]:
     while todo:
         prefix, items, taken = todo.pop()
         for item, name in zip(items, node_names(items, taken)):
-            if name is None:
+            if not isinstance(name, str):  # no name, or a mutated id YAML reads as a bool or number
                 continue
             paths.append(prefix + name)
             if isinstance(item, dict) and isinstance(item.get("graph"), list):
