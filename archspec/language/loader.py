@@ -21,11 +21,9 @@ later stages can point at the exact key or value that is wrong.
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -33,6 +31,7 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from ..core.errors import Loc, SpecError, error
+from ..core.files import SpecialFile, read_regular_file, special_file  # noqa: F401  (special_file: for artifacts.py)
 from .limits import MAX_DEPTH, MAX_INT, MAX_TEXT_BYTES, MAX_VALUES
 
 _PLAIN = "tag:archspec:plain"  # our marker for an untagged plain scalar
@@ -350,36 +349,6 @@ def _load_text(text: str, file: str) -> Document:
     return builder.doc
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
-def special_file(mode: int) -> str | None:
-    """What a file that is not a regular file is ("a named pipe (FIFO)"); None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
-
-
-def read_regular_file(path: str, limit: int) -> bytes:
-    """At most `limit` + 1 bytes of the regular file at `path`. A FIFO, socket or device is refused
-    without reading (opened non-blocking, so a FIFO with no writer cannot hang us); OSError for the
-    rest (missing, unreadable)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        what = special_file(os.fstat(fd).st_mode)
-        if what is not None:
-            raise IsADirectoryError(errno.EISDIR, what) if what == "a directory" else _SpecialFile(what)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(limit + 1)
-    finally:
-        os.close(fd)
-
-
-class _SpecialFile(OSError):
-    """The path names a FIFO, socket or device, which a spec never is."""
-
-
 def _check_file_name(path: str) -> None:
     """A path that is not UTF-8 (bytes Python keeps as lone surrogates) is refused before reading:
     report.json, model.py and every message carry the spec's path, and they are UTF-8 text."""
@@ -399,7 +368,7 @@ def load_file(path: str) -> Document:
         raise error(f"no such file: {path}") from None
     except IsADirectoryError:
         raise error(f"{path} is a directory, not a spec file") from None
-    except _SpecialFile as exc:
+    except SpecialFile as exc:
         raise error(f"{path} is {exc}, not a spec file", hint="give the path of a YAML file") from None
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -33,13 +33,13 @@ extents tile the file exactly; for both, the file's size is what must fit the bu
 from __future__ import annotations
 
 import os
-import stat
 import zipfile
 from typing import Mapping
 
 import torch
 
 from archspec.core.errors import error
+from archspec.core.files import file_problem
 from archspec.core.memory import MAX_BUILD_BYTES, available_bytes, human
 
 CONTAINERS = ("state_dict", "model", "module", "model_state")
@@ -108,20 +108,14 @@ def _read_file(path: str) -> dict:
 
 
 def _check_regular_file(path: str) -> None:
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise error(f"weights: no such file {path}") from None
-    except (OSError, ValueError) as exc:
-        raise error(f"weights: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise error(f"weights: {path} is a directory, not a checkpoint file")
-    if not stat.S_ISREG(info.st_mode):
-        raise error(f"weights: {path} is not a regular file (a pipe, socket or device), not a checkpoint file")
-    if info.st_size == 0:
+    problem = file_problem(path)
+    if problem is not None:
+        kind, words = problem
+        if kind == "missing":
+            raise error(f"weights: no such file {path}")
+        raise error(f"weights: {path} {words}" + (", not a checkpoint file" if kind == "folder" else ""))
+    if os.path.getsize(path) == 0:
         raise error(f"weights: {path} is empty (0 bytes), not a checkpoint")
-    if not os.access(path, os.R_OK):
-        raise error(f"weights: cannot read {path}: permission denied")
 
 
 def _check_unpacked_size(path: str) -> None:

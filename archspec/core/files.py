@@ -1,0 +1,62 @@
+"""A user's file, opened for reading: one answer for every floor that reads one (a spec, a
+checkpoint, a resume file), so each refuses the same things in the same words.
+
+    special_file(mode)          what a file that is not a regular file is ("a named pipe (FIFO)")
+    read_regular_file(path, n)  at most n + 1 bytes, a FIFO or device refused without blocking
+    file_problem(path)          why a path names no regular file we can read, in words; None if it does
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+class SpecialFile(OSError):
+    """The path names a FIFO, socket or device, which a spec or checkpoint never is."""
+
+
+def special_file(mode: int) -> str | None:
+    """What a file that is not a regular file is ("a named pipe (FIFO)"); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of the regular file at `path`. A FIFO, socket or device is refused
+    without reading (opened non-blocking, so a FIFO with no writer cannot hang us); OSError for the
+    rest (missing, unreadable)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        what = special_file(os.fstat(fd).st_mode)
+        if what is not None:
+            raise IsADirectoryError(errno.EISDIR, what) if what == "a directory" else SpecialFile(what)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
+def file_problem(path: str) -> tuple[str, str] | None:
+    """Why `path` names no regular file we may read, as (kind, words): kind is "missing",
+    "folder", "special" or "unreadable", the words say it after the path ("is a named pipe
+    (FIFO)", "cannot be read: permission denied"). None when it does. Nothing is opened."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "missing", "does not exist"
+    except (OSError, ValueError) as exc:
+        return "unreadable", f"cannot be read: {getattr(exc, 'strerror', None) or exc}"
+    what = special_file(info.st_mode)
+    if what == "a directory":
+        return "folder", "is a directory"
+    if what is not None:
+        return "special", f"is not a regular file ({what})"
+    if not os.access(path, os.R_OK):
+        return "unreadable", "cannot be read: permission denied"
+    return None
