@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from archspec.language.compose import compose
 from archspec.core.errors import Loc, SpecError
 from archspec.language.loader import load_file, load_text
 from archspec.language.expand import expand, validate
+from archspec.pipeline import attempt_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").glob("*.yaml")) + sorted((ROOT / "specs" / "examples").glob("*.yaml"))
@@ -250,3 +252,75 @@ def test_a_schema_for_one_spec_knows_its_blocks(tmp_path):
     assert not own.is_valid(doc)  # nor a parameter of that name
     assert subprocess.run([sys.executable, "-m", "archspec", "schema", "nope.yaml"], capture_output=True,
                           cwd=ROOT, timeout=60).returncode == 2
+
+
+# -- expressions in the editor (issue 20, item 7) -----------------------------------------------
+def _every_error(errors):
+    """Each error and each error inside it (the alternatives of an anyOf or a oneOf)."""
+    for error in errors:
+        yield error
+        yield from _every_error(error.context or [])
+
+
+def _refusals_of_the_kind(validator, doc: dict) -> list:
+    return [e for e in _every_error(validator.iter_errors(doc))
+            if e.validator in ("const", "enum") and isinstance(e.instance, str) and e.instance.startswith("${")]
+
+
+def kind_expression_spec(params: str) -> dict:
+    text = ("name: k\nparams: {k: window}\ninputs:\n  x: {shape: [B, 64, 16], grid: [8, 8]}\n"
+            f"graph:\n  - attention: {params}\n")
+    return load_text(text, "k.yaml").data
+
+
+def test_a_kind_expression_is_never_refused_as_a_kind(validator):
+    """yaml-language-server shows the errors of the alternative closest to the node: a node whose
+    kind is an expression and has a wrong key got 'Value must be "alibi" | ... | "window"' on its
+    `kind:` beside the real error. No alternative refuses the expression now."""
+    assert validator.is_valid(kind_expression_spec('{kind: "${k}", heads: 2, window: 4}'))
+    wrong_key = kind_expression_spec('{kind: "${k}", heads: 2, windw: 4}')
+    assert not validator.is_valid(wrong_key)
+    assert _refusals_of_the_kind(validator, wrong_key) == []
+    assert any("windw" in e.message for e in _every_error(validator.iter_errors(wrong_key)))
+    wrong_kind = kind_expression_spec("{kind: windw, heads: 2}")
+    assert not validator.is_valid(wrong_kind)
+    assert any(e.instance == "windw" for e in _every_error(validator.iter_errors(wrong_kind)))
+
+
+def test_a_kind_expression_allows_the_keys_of_one_kind_not_of_several(validator):
+    """Whichever kind the expression gives, the checker refuses the keys of the other kinds: a
+    window's `window` beside an sra's `sr_ratio` is wrong for every kind."""
+    assert validator.is_valid(kind_expression_spec('{kind: "${k}", heads: 2, sr_ratio: 2}'))
+    assert not validator.is_valid(kind_expression_spec('{kind: "${k}", heads: 2, window: 4, sr_ratio: 2}'))
+    for kind in ("window", "sra"):
+        attempt = attempt_text("archspec: 1\nname: k\nparams: {k: " + kind + "}\ninputs:\n  x: {shape: [B, 64, 16], "
+                               "grid: [8, 8]}\ngraph:\n  - attention: {kind: \"${k}\", heads: 2, window: 4, "
+                               "sr_ratio: 2}\n")
+        assert attempt.error is not None and "unknown key" in attempt.error.message
+
+
+def _yaml_language_server() -> bool:
+    """Whether node and yaml-language-server are here (NODE_PATH names where it is installed)."""
+    if shutil.which("node") is None:
+        return False
+    found = subprocess.run(["node", "-e", "require.resolve('yaml-language-server'); "
+                            "require.resolve('vscode-languageserver-textdocument')"],
+                           capture_output=True, timeout=30)
+    return found.returncode == 0
+
+
+@pytest.mark.skipif(not _yaml_language_server(), reason="needs node and yaml-language-server (NODE_PATH)")
+def test_yaml_language_server_underlines_the_wrong_key_and_not_the_kind_expression(tmp_path, schema):
+    schema_file = tmp_path / "archspec.schema.json"
+    schema_file.write_text(json.dumps(schema))
+    spec = tmp_path / "kind.yaml"
+    spec.write_text("name: k\nparams: {k: window}\ninputs:\n  x: {shape: [B, 64, 16], grid: [8, 8]}\ngraph:\n"
+                    "  - attention: {kind: \"${k}\", heads: 2, windw: 4}\n  - attention: {kind: windw, heads: 2}\n")
+    shown = subprocess.run(["node", str(ROOT / "tests" / "editor" / "yls_validate.js"), str(schema_file), str(spec),
+                            *map(str, SPECS)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    kind_file = shown.stdout.split(f"{spec}: ")[1].split("\n" + str(SPECS[0]))[0]
+    assert kind_file.startswith("2 problem(s)")
+    assert "6:41 Property windw is not allowed." in kind_file and "7:23 Value must be" in kind_file
+    assert [line for line in shown.stdout.splitlines() if line.endswith("problem(s)") and not line.startswith(
+        str(spec))] == [f"{path}: 0 problem(s)" for path in SPECS]

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 
-def did_you_mean(word: str, choices) -> str | None:
+class DidYouMean(str):
+    """The hint "did you mean 'mlp'?", which also keeps, as data, the word as written (`written`)
+    and the word meant (`meant`): an editor makes the change from these (the language server's
+    code action), never from the words of the hint. It is a str, so it goes wherever a hint goes."""
+
+    written: str
+    meant: str
+
+    def __new__(cls, written: str, meant: str) -> "DidYouMean":
+        hint = super().__new__(cls, f"did you mean '{meant}'?")
+        hint.written, hint.meant = str(written), str(meant)
+        return hint
+
+    def __reduce__(self):  # copied or pickled with its data
+        return (DidYouMean, (self.written, self.meant))
+
+
+def did_you_mean(word: str, choices) -> DidYouMean | None:
     """A hint naming the closest known word, if one is close enough."""
     import difflib  # only when a hint is wanted: keeps `archspec check` start-up short
 
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
+    return DidYouMean(word, close[0]) if close else None
 
 
 def one_of(choices) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import Loc, SpecError, error
-from ..core.words import one_of
+from ..core.words import DidYouMean, one_of
 from .loader import Document
 from .names import node_names, taken_names
 from .schema import GROUP, META_KEYS, SpecDoc, StrictSpecModel
@@ -417,7 +417,7 @@ class _GraphEditor:
                 f"the base graph has {held or 'no named nodes'}"
             self.hinted += 1
             closest = self.closest(parts, depth, here) if self.hinted <= HINTED else None
-            hint = f"did you mean '{closest}'?" if closest else listing
+            hint = DidYouMean(path, closest) if closest else listing
         return error(f"unknown node '{path}' in the base graph", loc, hint=hint)
 
     def closest(self, parts: list[str], depth: int, here: list[str]) -> str | None:

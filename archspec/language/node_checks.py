@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..core.errors import SpecError, error
 from ..core.ir import Graph
-from ..core.words import did_you_mean, one_of
+from ..core.words import DidYouMean, did_you_mean, one_of
 from ..primitives import registry
 from ..primitives.base import Op
 from .hints import some, suggest
@@ -80,7 +80,7 @@ def op_and_meta(raw, path: tuple, doc: Document, spec: SpecDoc) -> tuple[str, No
 def _unknown_op(op: str, known: list[str], where) -> SpecError:
     meta = difflib.get_close_matches(op, META_KEYS, n=1, cutoff=0.75)  # `mask` is not `as`
     if meta and not suggest(op, known):  # a misspelt node key (`fromm`), not an op
-        return error(f"unknown key '{op}' in this node", where, hint=f"did you mean '{meta[0]}'?")
+        return error(f"unknown key '{op}' in this node", where, hint=DidYouMean(op, meta[0]))
     hint = suggest(op, known) or misplaced_parameter(op) or f"ops: {some(known)}"
     return error(f"unknown op '{op}'", where, hint=hint)
 

@@ -3,8 +3,9 @@ complete and validate specs. Every primitive parameter also accepts a `${...}` e
 
 It is as strict as a static schema can be:
 - a primitive's parameters are those of its kind (`kind: window` allows `window`, not `windw`);
-  a node whose kind is an expression allows only the keys some kind of that primitive has,
-  each with any of the types those kinds give it;
+  a node whose kind is an expression allows the keys of one kind of that primitive, with the
+  types that kind gives them (and yaml-language-server says what is wrong with the keys, not
+  that `${...}` is no kind);
 - a node's op is a primitive, `graph`, or a block. A static schema cannot know the spec's
   block names, so it refuses the op names one typo away from a primitive or a node key (a
   swapped pair, a dropped or a wrong letter: `mpl`, `attnetion`, `nrom`) and allows the rest.
@@ -36,7 +37,11 @@ def _allow_expressions(schema: dict) -> None:
 
 
 def _kind_schemas(primitive: str, defs: dict) -> list[dict]:
-    """The parameters of each kind of a primitive (one schema when it has no kinds)."""
+    """The parameters of each kind of a primitive (one schema when it has no kinds). A kind's
+    `kind:` is its name or an expression: a node whose kind is an expression is valid when its
+    keys are those of one kind (whichever kind the expression gives, the checker asks that
+    much), and an editor that reports the closest kind's errors never calls the expression a
+    wrong kind."""
     schemas = []
     for op in registry.ops():
         if op.primitive != primitive:
@@ -46,35 +51,19 @@ def _kind_schemas(primitive: str, defs: dict) -> list[dict]:
             _allow_expressions(sub)
             defs[def_name] = sub
         _allow_expressions(schema)
+        kind = schema.get("properties", {}).get("kind")
+        if kind is not None:
+            schema["properties"]["kind"] = {"anyOf": [kind, {"$ref": "#/$defs/Expression"}]}
         schemas.append(schema)
     return schemas
 
 
-def _any_kind(primitive: str, schemas: list[dict]) -> dict:
-    """The parameters of a node whose kind is an expression: each key some kind has, with any
-    of the types the kinds give it; no other key."""
-    props: dict[str, list] = {}
-    for schema in schemas:
-        for prop, sub in schema.get("properties", {}).items():
-            if prop != "kind" and sub not in props.setdefault(prop, []):
-                props[prop].append(sub)
-    properties = {"kind": {"$ref": "#/$defs/Expression"}}
-    properties.update({p: subs[0] if len(subs) == 1 else {"anyOf": subs} for p, subs in props.items()})
-    return {"type": "object", "required": ["kind"], "properties": properties, "additionalProperties": False,
-            "description": f"{primitive} whose kind is an expression: the keys of any of its kinds"}
-
-
 def _primitive_schema(primitive: str, defs: dict) -> dict:
-    schemas = _kind_schemas(primitive, defs)
-    params = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
     if registry.has_kinds(primitive):
-        params["description"] = f"{primitive}: kinds " + ", ".join(registry.kinds(primitive))
+        description = f"{primitive}: kinds " + ", ".join(registry.kinds(primitive))
     else:
-        params["description"] = registry.op(primitive).doc.split("\n")[0]
-    alternatives = [params, {"type": "null"}]
-    if registry.has_kinds(primitive):
-        alternatives.insert(1, _any_kind(primitive, schemas))
-    return {"anyOf": alternatives}
+        description = registry.op(primitive).doc.split("\n")[0]
+    return {"anyOf": _kind_schemas(primitive, defs) + [{"type": "null"}], "description": description}
 
 
 def typo_pattern(words) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core.errors import Diagnostic, Loc, SpecError
 from ..core.ir import Graph
+from ..core.words import DidYouMean
 from ..language.loader import Document, load_text
 from ..language.paths import named_file
 from ..language.names import node_names, taken_names
@@ -58,6 +59,7 @@ class Found:
     end: int
     severity: str
     message: str
+    fix: tuple[str, str] | None = None  # a did-you-mean: (the word as written, the word meant)
 
 
 SPEC_KEY = re.compile(r"^(archspec|graph|extends|blocks)\s*:", re.MULTILINE)
@@ -95,11 +97,16 @@ def diagnostics(analysis: Analysis) -> list[Found]:
             line = min(max(d.loc.line - 1, 0), max(len(lines) - 1, 0))
             text = lines[line] if lines else ""
             start = min(d.loc.col - 1, len(text))
-            found.append(Found(line, start, token_end(text, start), d.severity, message))
+            found.append(Found(line, start, token_end(text, start), d.severity, message, _fix(d)))
         else:
             where = f"{d.loc}: " if d.loc else ""
             found.append(Found(0, 0, len(lines[0]) if lines else 0, d.severity, where + message))
     return found
+
+
+def _fix(d: Diagnostic) -> tuple[str, str] | None:
+    """The did-you-mean a diagnostic carries as data (words.DidYouMean), if any."""
+    return (d.hint.written, d.hint.meant) if isinstance(d.hint, DidYouMean) else None
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -1,16 +1,22 @@
 """The language server: archspec's own located diagnostics published as the user types,
-hover with a node's output shape, grid, params and FLOPs, and go to definition from `from:`
-references, `outputs` paths, `tie`, block names and `extends`.
+hover with a node's output shape, grid, params and FLOPs (and on a param, its value and its
+uses: params.py), go to definition from `from:` references, `outputs` paths, `tie`, block names
+and `extends`, completion (completion.py) and a quick fix for every did-you-mean (actions.py).
 
 Every open spec is checked again when it changes, off the event loop and one check at a time
 (checks.py): edits that come faster than checks replace one another, so only the newest text is
 checked, a stale result is dropped, and diagnostics come for the newest text. A check takes
 about a second at most (at archspec's 10,000-node limit); one that runs past 5 s is told on
-the document as a warning rather than waited for. Hover and definition never start a check:
-they wait at most `ANSWER_WAIT` for the check of the text they point into, then answer from the
-last finished check, at the line that was where they point (the same line above the lines an
-edit changed, shifted below them; inside a change of more than one line, no answer rather than
-another node's).
+the document as a warning rather than waited for. Hover, definition and code actions never start a
+check: they wait at most `ANSWER_WAIT` for the check of the text they point into, then answer
+from the last finished check, at the line that was where they point (the same line above the
+lines an edit changed, shifted below them; inside a change of more than one line, no answer
+rather than another node's). Completion does not wait: it reads the newest text around the
+cursor, and what the spec defines from the last check that loaded it (the line being typed
+rarely parses).
+
+A request whose handler fails (a defect in archspec) is answered with nothing and a traceback
+on stderr (the editor's log of the server); the server goes on.
 
 Only documents the editor opened are read: a hover or a save naming any other file (a FIFO, a
 device) reads nothing from disk. stdin is read through framing.py, which skips broken framing
@@ -20,17 +26,26 @@ and goes on with the next message.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
+import traceback
 from typing import BinaryIO
 from urllib.parse import unquote
 
 from .. import __version__
-from .analysis import Analysis, Place, analyse, definition, diagnostics, hover, looks_like_spec
+from .actions import fixes
+from .analysis import Analysis, Found, Place, analyse, definition, diagnostics, hover, looks_like_spec
 from .checks import Checks, Snapshot
+from .completion import complete
 from .framing import Frames, MessageReader
+from .lines import line_in
+from .params import param_hover
 
 SEVERITY = {"error": 1, "warning": 2}  # LSP DiagnosticSeverity: Error, Warning
+ITEM_KIND = {"key": 10, "op": 3, "block": 9, "kind": 20, "parameter": 10, "node": 18, "param": 6}  # LSP kinds
+TRIGGERS = [":", " ", "{", "[", ",", "-"]  # characters after which an editor asks for completion
 ANSWER_WAIT = 0.25  # seconds a hover or definition waits for the check of the newest text
 
 
@@ -50,11 +65,17 @@ def make_server():
         return [types.Diagnostic(range=types.Range(types.Position(0, 0), types.Position(0, len(first))),
                                  message=message, severity=types.DiagnosticSeverity(severity), source="archspec")]
 
+    def lsp_diagnostic(f: Found, line: int) -> types.Diagnostic:
+        return types.Diagnostic(range=types.Range(types.Position(line, f.start), types.Position(line, f.end)),
+                                message=f.message, severity=types.DiagnosticSeverity(SEVERITY[f.severity]),
+                                source="archspec")
+
+    loaded: dict[str, Analysis] = {}  # each document's last check that loaded it (for completion)
+
     def checked(snapshot: Snapshot, analysis: Analysis) -> None:
-        publish(snapshot, [types.Diagnostic(
-            range=types.Range(types.Position(f.line, f.start), types.Position(f.line, f.end)),
-            message=f.message, severity=types.DiagnosticSeverity(SEVERITY[f.severity]), source="archspec")
-            for f in diagnostics(analysis)])
+        if analysis.own is not None:
+            loaded[snapshot.uri] = analysis
+        publish(snapshot, [lsp_diagnostic(f, f.line) for f in diagnostics(analysis)])
 
     def failed(snapshot: Snapshot, error: Exception) -> None:
         publish(snapshot, at_top(snapshot, "archspec crashed checking this spec (a defect in archspec; the "
@@ -106,18 +127,22 @@ def make_server():
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls, params: types.DidCloseTextDocumentParams):
         checks.forget(params.text_document.uri)
+        loaded.pop(params.text_document.uri, None)
         server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @safely
     async def on_hover(ls, params: types.HoverParams):
         found = await answering(params.text_document.uri, params.position.line)
-        text = hover(found[0], found[1], params.position.character) if found else None
+        at = (found[0], found[1], params.position.character) if found else None
+        text = (param_hover(*at) or hover(*at)) if at else None
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text))
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
+    @safely
     async def on_definition(ls, params: types.DefinitionParams):
         found = await answering(params.text_document.uri, params.position.line)
         place = definition(found[0], found[1], params.position.character) if found else None
@@ -127,7 +152,61 @@ def make_server():
         position = types.Position(line, place.character)
         return types.Location(uri=from_fs_path(place.path) or place.path, range=types.Range(position, position))
 
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=TRIGGERS))
+    @safely
+    def on_completion(ls, params: types.CompletionParams):
+        uri, position = params.text_document.uri, params.position
+        document = opened(uri)
+        if document is None or not looks_like_spec(document.source):
+            return None
+        found = complete(document.source, position.line, position.character, loaded.get(uri))
+        if found is None:
+            return None
+        replaced = types.Range(types.Position(position.line, found.start), position)
+        return types.CompletionList(is_incomplete=found.cut, items=[types.CompletionItem(
+            label=item.label, kind=types.CompletionItemKind(ITEM_KIND[item.kind]), detail=item.detail or None,
+            text_edit=types.TextEdit(range=replaced, new_text=item.label)) for item in found.items])
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    @safely
+    async def on_code_action(ls, params: types.CodeActionParams):
+        uri, wanted = params.text_document.uri, params.range
+        found = await answering(uri, wanted.start.line)
+        newest = checks.newest.get(uri)
+        if found is None or newest is None:
+            return None
+        return [types.CodeAction(
+            title=fix.title, kind=types.CodeActionKind.QuickFix, is_preferred=True,
+            diagnostics=[lsp_diagnostic(fix.found, fix.found_line)],
+            edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(
+                range=types.Range(types.Position(fix.line, fix.start), types.Position(fix.line, fix.end)),
+                new_text=fix.meant)]}))
+            for fix in fixes(found[0], newest.text, wanted.start.line, wanted.end.line)] or None
+
     return server
+
+
+def safely(handler):
+    """A request handler that answers nothing, with a traceback on stderr, when it fails (a
+    defect in archspec), rather than an error the editor may show on every keystroke."""
+    if inspect.iscoroutinefunction(handler):
+        @functools.wraps(handler)
+        async def guarded(*args, **kwargs):
+            try:
+                return await handler(*args, **kwargs)
+            except Exception:
+                traceback.print_exc()
+                return None
+    else:
+        @functools.wraps(handler)
+        def guarded(*args, **kwargs):
+            try:
+                return handler(*args, **kwargs)
+            except Exception:
+                traceback.print_exc()
+                return None
+    return guarded
 
 
 def now_at(place: Place, analysis: Analysis, newest: str) -> int | None:
@@ -136,22 +215,6 @@ def now_at(place: Place, analysis: Analysis, newest: str) -> int | None:
     if place.path != os.path.abspath(analysis.path):
         return place.line
     return line_in(newest, analysis.text, place.line)
-
-
-def line_in(old: str, new: str, line: int) -> int | None:
-    """Where the 0-based `line` of the new text is in the old one: the same line above the lines
-    that differ, shifted by the lines added or removed below them; inside them, only when one
-    line changed into one line (its old text); else None."""
-    a, b = old.split("\n"), new.split("\n")
-    shortest = min(len(a), len(b))
-    start = next((i for i in range(shortest) if a[i] != b[i]), shortest)
-    tail = next((i for i in range(shortest - start) if a[-1 - i] != b[-1 - i]), shortest - start)
-    if line < start:
-        return line
-    if line >= len(b) - tail:  # below the lines that differ
-        return line - len(b) + len(a)
-    one_line_each = len(a) - tail - start == 1 and len(b) - tail - start == 1
-    return line if one_line_each else None
 
 
 def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
