@@ -3,7 +3,8 @@ IR at lowering into a `ModelFacts` kept in `model.meta["archspec"]` (`model.fact
 inputs, targets, outputs and objectives, and for the timm-style interface the classifier head
 (the top-level head whose HEAD_ROLE is a Classifier, compiler/facts.py), the blocks (the
 innermost repetitions), the stages (the repetitions of the first repeat) and the layer of
-every module for layer-wise learning-rate decay."""
+every module for layer-wise learning-rate decay. `interface_facts` gives the plain values the
+timm-style methods (model_interface.py) read."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
 
 from .facts import HEAD_ROLE, Classifier
+from .model_interface import InterfaceFacts
 
 MERGE_WITH_PREVIOUS = 99999  # timm's ordinal suffix for "the same layer as the one before"
 
@@ -20,12 +22,18 @@ MERGE_WITH_PREVIOUS = 99999  # timm's ordinal suffix for "the same layer as the 
 @dataclass(frozen=True)
 class Head:
     """The model's classifier: the head node at `path`, its role, the width of what it reads and
-    the node it reads (`reads`: what forward_features returns)."""
+    the node it reads (`reads`: what forward_features returns), that node's token grid (None:
+    not on one) and prefix tokens, and forward_features' default format (`features_fmt`):
+    "NHWC" for a hierarchical grid model (its stages shrink the grid, as Swin's and PVT's),
+    "NLC" (tokens) for every other."""
 
     path: str
     role: Classifier
     width: int
     reads: str
+    grid: tuple[int, int] | None = None
+    prefix: int = 0
+    features_fmt: str = "NLC"
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,7 @@ def model_facts(graph: Graph) -> ModelFacts:
     return ModelFacts(name=graph.name, file=graph.file, inputs=tuple(n.name for n in graph.inputs()),
                       targets=tuple(n.name for n in graph.targets()), outputs=tuple(o.name for o in graph.outputs),
                       output_nodes=tuple(o.node for o in graph.outputs), node_paths=tuple(network_nodes(graph)),
-                      objectives=tuple(o.name for o in graph.objectives), head=head(graph),
+                      objectives=tuple(o.name for o in graph.objectives), head=head(graph, found_stages),
                       blocks=tuple(found_blocks), stages=tuple(found_stages),
                       layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]))
 
@@ -126,7 +134,7 @@ def stages(graph: Graph) -> list[Stage]:
     return out
 
 
-def head(graph: Graph) -> Head | None:
+def head(graph: Graph, found_stages: list[Stage] | None = None) -> Head | None:
     """The classifier: a top-level node the model returns whose op's HEAD_ROLE is a Classifier
     (compiler/facts.py: head kinds classify and distilled)."""
     returned = {o.node for o in graph.outputs}
@@ -136,8 +144,34 @@ def head(graph: Graph) -> Head | None:
         role = HEAD_ROLE.of(graph.record(name).op, graph.node(name))
         if role is not None:
             (source,) = graph.inputs_of(name)
-            return Head(path=name, role=role, width=graph.type_of(source).channels, reads=source)
+            t = graph.type_of(source)
+            grid = int_grid(t.grid)
+            fmt = "NHWC" if grid and not t.prefix and hierarchical(found_stages or []) else "NLC"
+            return Head(path=name, role=role, width=t.channels, reads=source, grid=grid, prefix=t.prefix,
+                        features_fmt=fmt)
     return None
+
+
+def int_grid(grid) -> tuple[int, int] | None:
+    """A grid of fixed sizes as (H, W); None for none, or one with a symbolic size."""
+    return tuple(grid) if grid and all(type(d) is int for d in grid) else None
+
+
+def hierarchical(found_stages: list[Stage]) -> bool:
+    """Whether the stages shrink the token grid (Swin, PVT): timm gives such models' features
+    as images ([B, H, W, C] for Swin), a plain ViT's (one grid throughout) as tokens."""
+    grids = {s.grid for s in found_stages if s.grid}
+    return len(grids) > 1
+
+
+def interface_facts(facts: ModelFacts) -> InterfaceFacts:
+    """The plain values the timm-style methods read (model_interface.py), from `facts`."""
+    h = facts.head
+    classifier = {} if h is None else dict(head=h.path, head_layers=h.role.layers, head_width=h.width,
+                                           pre_logits=h.role.pre_logits, grid=h.grid, prefix=h.prefix,
+                                           features_fmt=h.features_fmt)
+    return InterfaceFacts(**classifier, stages=tuple((s.path, int_grid(s.grid), s.prefix) for s in facts.stages),
+                          blocks=facts.blocks, layers=facts.layers, coarse_layers=facts.coarse_layers)
 
 
 def layers(graph: Graph, units: list[str]) -> dict[str, tuple]:

@@ -1,12 +1,17 @@
 """What a built spec is: an `ArchspecModel`, a torch.fx.GraphModule whose forward computes the
-spec's outputs from its inputs, with the interface training code written for timm expects:
+spec's outputs from its inputs, with the interface training code written for timm expects
+(written once in model_interface.py, which a build's standalone model.py carries verbatim):
 
-    forward_features(*inputs) / forward_head(x, pre_logits=False)   the network before its head, the head
-    num_classes, reset_classifier(num_classes)                      a classify (or distilled) head
-    no_weight_decay()                                               positions, tokens, tables, scales, norms, biases
-    group_matcher(coarse=False)                                     layer ids for layer-wise lr decay
-    set_grad_checkpointing(True)                                    activation checkpointing per block
-    forward_intermediates(*inputs, indices=...)                     per-stage features, images [B, C, H, W]
+    forward_features(*inputs, output_fmt=None)     the network before its head: [B, H, W, C] for a
+                                                   hierarchical grid model (Swin, PVT v2), as timm's
+                                                   Swin; tokens [B, N, C] for others (output_fmt="NLC"
+                                                   gives the tokens of any model; "NCHW" too)
+    forward_head(x, pre_logits=False)              the head, on features in any of those formats
+    num_classes, reset_classifier(num_classes)     a classify (or distilled) head
+    no_weight_decay()                              positions, tokens, tables, scales, norms, biases
+    group_matcher(coarse=False)                    layer ids for layer-wise lr decay
+    set_grad_checkpointing(True)                   activation checkpointing per block
+    forward_intermediates(*inputs, indices=...)    per-stage features, images [B, C, H, W]
 
 and the spec's objectives (`objectives:`), computed by `loss` / `losses`, never by forward:
 they read forward's outputs and the inputs and targets, and add no parameters.
@@ -24,16 +29,13 @@ exported program keeps its own guards (the dims' ranges).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.fx
-import torch.nn as nn
 
-from .interface import Head, ModelFacts, Stage
-
-NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value")
+from .interface import ModelFacts, interface_facts
+from .model_interface import InterfaceFacts, ModelInterface
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,8 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
     return tuple(shapes)
 
 
-class ArchspecModel(torch.fx.GraphModule):
-    """A built spec (see the module docstring)."""
+class ArchspecModel(ModelInterface, torch.fx.GraphModule):
+    """A built spec (see the module docstring); the timm-style methods come from ModelInterface."""
 
     def __call__(self, *args, **kwargs):
         if not torch.compiler.is_compiling():
@@ -148,116 +150,42 @@ class ArchspecModel(torch.fx.GraphModule):
         values = objective(*(by_node[n] for n in distinct), *args)
         return {**dict(zip(self.facts.objectives, values[1:])), "loss": values[0]}
 
-    # -- the head -----------------------------------------------------------------------------------
-    def _head(self) -> tuple[Head, nn.Module]:
-        head = self.facts.head
-        if head is None:
-            raise TypeError("this model has no classifier head at its top level (a head of kind classify or "
-                            "distilled that the model returns)")
-        return head, self.get_submodule(head.path)
-
+    # -- the timm-style interface (model_interface.py, shared with model.py) ------------------------------
     @property
-    def num_classes(self) -> int:
-        head, module = self._head()
-        fc = getattr(module, head.role.layers[0])
-        return fc.out_features if isinstance(fc, nn.Linear) else 0
+    def _interface_facts(self) -> InterfaceFacts:
+        """The plain values the interface methods read, from `facts`."""
+        return interface_facts(self.facts)
 
-    def reset_classifier(self, num_classes: int) -> None:
-        """A new classifier with `num_classes` outputs (0: none, the head gives pooled features)."""
-        head, module = self._head()
-        for name in head.role.layers:
-            layer = nn.Linear(head.width, num_classes) if num_classes > 0 else nn.Identity()
-            if num_classes > 0:
-                nn.init.trunc_normal_(layer.weight, std=0.02)
-                nn.init.zeros_(layer.bias)
-            setattr(module, name, layer)
-
-    def forward_features(self, *inputs):
-        """The network up to its head: what the head reads (e.g. [B, N, C] tokens)."""
+    def _head_input(self, *inputs):
+        """forward up to what the head reads: its tokens [B, N, C]."""
         features = self.__dict__.get("_features")
         if features is None:
-            self._head()
-            raise TypeError("forward_features needs the head to read one node at the model's top level")
+            graph = graph_to_head(self)
+            if graph is None:
+                return super()._head_input(*inputs)  # a TypeError saying why there is none
+            features = self.__dict__["_features"] = torch.fx.GraphModule(self, graph)
         if not torch.compiler.is_compiling():
             self.check_inputs(inputs)
         return features(*inputs)
 
-    def forward_head(self, x, pre_logits: bool = False):
-        """The head on features; with pre_logits, what its classifier reads (pooled, normed)."""
-        head, module = self._head()
-        return head.role.pre_logits(module, x) if pre_logits else module(x)  # [B, N, C] -> [B, C] or logits
 
-    # -- optimisation -----------------------------------------------------------------------------
-    def no_weight_decay(self) -> set[str]:
-        """Names of the parameters weight decay should leave alone, as timm's models list them:
-        position embeddings, class/register/mask tokens, relative-position tables, logit scales,
-        learned params, and every norm weight and bias (1-D)."""
-        return {name for name, p in self.named_parameters()
-                if p.ndim <= 1 or name.rsplit(".", 1)[-1] in NO_DECAY_NAMES}
-
-    def group_matcher(self, coarse: bool = False):
-        """A function from a parameter's name to its layer's ordinal, as timm's group_matcher
-        (timm.optim param_groups_layer_decay accepts it): the stem (0,); each block (1, k) in
-        order; coarse: each stage. Nodes between blocks belong to the next block; the final norm
-        to the last; the head to no layer (the largest ordinal, as timm)."""
-        layers = self.facts.coarse_layers if coarse else self.facts.layers
-        ordered = sorted(layers.items(), key=lambda item: -len(item[0]))
-
-        def ordinal(name: str):
-            for prefix, value in ordered:
-                if name == prefix or name.startswith(prefix + "."):
-                    return value
-            return (math.inf,)
-
-        return ordinal
-
-    def set_grad_checkpointing(self, enable: bool = True) -> None:
-        """Recompute each block's activations in the backward pass instead of keeping them."""
-        for path in self.facts.blocks:
-            self.get_submodule(path).checkpointing = enable
-
-    # -- features for detection and segmentation ------------------------------------------------------
-    def forward_intermediates(self, *inputs, indices=None, output_fmt: str = "NCHW",
-                              intermediates_only: bool = False):
-        """Each stage's output (the repetitions of the model's first repeat: ViT's blocks, Swin's
-        and PVT's stages), tokens on a grid as images [B, C, H, W] (prefix tokens dropped) with
-        output_fmt NCHW. `indices`: an int n (the last n) or a list of stage indices; default all.
-        Returns (forward's output, [features]) or, with intermediates_only, [features]."""
-        stages = self.facts.stages
-        if not stages:
-            raise TypeError("this model has no repeated stages to take intermediates from")
-        chosen = _choose(indices, len(stages))
-        seen, hooks = {}, []
-        for i in chosen:
-            def keep(module, args, output, i=i):
-                seen[i] = output[0] if isinstance(output, tuple) else output
-            hooks.append(self.get_submodule(stages[i].path).register_forward_hook(keep))
-        try:
-            out = self(*inputs)
-        finally:
-            for hook in hooks:
-                hook.remove()
-        features = [_layout(seen[i], stages[i], output_fmt) for i in chosen]
-        return features if intermediates_only else (out, features)
-
-
-def _choose(indices, count: int) -> list[int]:
-    if indices is None:
-        return list(range(count))
-    if isinstance(indices, int):
-        if not 0 < indices <= count:
-            raise ValueError(f"indices={indices}: the model has {count} stages")
-        return list(range(count - indices, count))
-    chosen = [i % count for i in indices]
-    if any(not -count <= i < count for i in indices):
-        raise ValueError(f"indices {list(indices)}: the model has {count} stages")
-    return chosen
-
-
-def _layout(x, stage: Stage, output_fmt: str):
-    """Tokens on a grid -> [B, C, H, W] (NCHW) or [B, H, W, C] (NHWC), prefix tokens dropped."""
-    if stage.grid is None or x.dim() != 3:
-        return x
-    h, w = stage.grid
-    x = x[:, stage.prefix:].reshape(x.shape[0], h, w, x.shape[-1])  # [B, prefix + HW, C] -> [B, H, W, C]
-    return x.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else x  # -> [B, C, H, W]
+def graph_to_head(gm: torch.fx.GraphModule) -> torch.fx.Graph | None:
+    """The root graph up to the classifier head's call, returning what the head is called with
+    (None: no head, or the root does not call it). Lowering makes the same graph when the head
+    reads a top-level node (lower.features_graph); this one also serves a head that reads a node
+    inside a group (PVT v2's stages.3.norm), and model.py's `_head_input`."""
+    facts = gm.meta.get("archspec")
+    if facts is None or facts.head is None:
+        return None
+    call = next((n for n in gm.graph.nodes if n.op == "call_module" and n.target == facts.head.path), None)
+    if call is None or not call.args:
+        return None
+    graph, env = torch.fx.Graph(), {}
+    for node in gm.graph.nodes:
+        if node is call:
+            break
+        env[node] = graph.node_copy(node, lambda a: env[a])
+    graph.output(env[call.args[0]])
+    graph.owning_module = gm  # for eliminate_dead_code's purity check of module calls
+    graph.eliminate_dead_code()
+    return graph
