@@ -26,12 +26,21 @@ the fusions in `fusions`:
 Each fusion is counted in the graph ONNX Runtime actually runs (its optimised model, saved at
 the portable `extended` level) and compared with what the spec says there should be (one
 attention per attention node, one GELU per GELU MLP): `OnnxResult.fusions`. If the opset 23
-export fails for a spec, the opset 18 graph is used instead and the result says so.
+export fails for a spec, or ONNX Runtime cannot run it (its 1.32 Attention kernel refuses
+BERT's [B, 1, 1, L] padding mask), the opset 18 graph is used instead and the result says so.
+
+`write_model_onnx` is the one way `archspec build --target onnx` and `archspec bench` make
+model.onnx: the optimised variant by default, the plain opset 18 one with `variant="plain"`.
+What the written file holds is read back from it (`describe_onnx_file`: opset, domains, node
+count, fused ops), never taken from what was meant to be written. With `verify`, ONNX Runtime's
+outputs must agree with the torch module's within FP32_TOLERANCE (scaled by the outputs' size
+when they exceed 1), else the build stops with an internal error: a wrong file is not shipped.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -39,7 +48,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from archspec.core.errors import error
+from archspec.core.errors import bug, error
 from archspec.core.ir import Graph
 
 from ..facts import ONNX_FUSIONS, fusion_of
@@ -52,6 +61,14 @@ ORT_QUIET = 4  # ONNX Runtime logs only fatal errors: a failure comes back as it
 MS_DOMAIN = "com.microsoft"
 FUSIONS = ("attention", "bias_gelu", "skip_layer_norm")
 DEFAULT_FUSIONS = ("attention", "bias_gelu")
+VARIANTS = ("optimized", "plain")
+PLAIN_INSTEAD = f"--plain-onnx writes the opset {OPSET} export instead"
+FP32_TOLERANCE = 1e-3  # max |onnxruntime - eager| for outputs up to 1 in size; scaled above (as TensorRT's)
+# fused ops a file can hold: (name in report.json, domain-qualified op type)
+FILE_FUSIONS = (("attention", "Attention"), ("gelu", "Gelu"), ("attention", "com.microsoft.Attention"),
+                ("attention", "com.microsoft.MultiHeadAttention"), ("gelu", "com.microsoft.Gelu"),
+                ("bias_gelu", "com.microsoft.BiasGelu"), ("gelu", "com.microsoft.FastGelu"),
+                ("skip_layer_norm", "com.microsoft.SkipLayerNormalization"))
 
 
 @dataclass
@@ -72,6 +89,60 @@ class Fusion:
 
 
 @dataclass
+class OnnxFile:
+    """What a written .onnx file holds, read back from it: its default-domain opset, the op
+    domains its nodes use, its node count and its fused ops [(name, op, count)]."""
+
+    opset: int
+    domains: list[str]
+    nodes: int
+    fusions: list[tuple[str, str, int]]
+
+    @property
+    def contrib_ops(self) -> bool:
+        """Whether it uses ONNX Runtime's own (com.microsoft) ops, which other runtimes lack."""
+        return MS_DOMAIN in self.domains
+
+    @property
+    def portable(self) -> bool:
+        """Whether runtimes with opset 18 run it (no contrib ops, no newer opset)."""
+        return not self.contrib_ops and self.opset <= OPSET
+
+    def runs_on(self) -> str:
+        """Which runtimes run the file, and where to turn for others."""
+        if self.contrib_ops:
+            return f"ONNX Runtime only (com.microsoft ops); --plain-onnx gives opset {OPSET} for other runtimes"
+        if self.opset > OPSET:
+            return (f"runtimes with ONNX opset {self.opset}, such as ONNX Runtime; --plain-onnx gives opset {OPSET} "
+                    "for others")
+        return f"any runtime with ONNX opset {self.opset}"
+
+    def describe(self) -> str:
+        fused = ", ".join(f"{op} {count}" for _, op, count in self.fusions) or "none"
+        return f"opset {self.opset}, fused ops in the file: {fused}"
+
+    def to_json(self) -> dict:
+        return {"opset": self.opset, "domains": self.domains, "nodes": self.nodes,
+                "fusions": [{"name": name, "op": op, "count": count} for name, op, count in self.fusions],
+                "runs_on": self.runs_on()}
+
+
+def describe_onnx_file(path: str) -> OnnxFile:
+    """Opset, domains, node count and fused ops of the .onnx file at `path` (the file itself)."""
+    model = _onnx().load(path)
+    ops = Counter(_qualified(n.domain, n.op_type) for n in model.graph.node)
+    domains = sorted({n.domain or "ai.onnx" for n in model.graph.node})
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    fusions = [(name, op, ops[op]) for name, op in FILE_FUSIONS if ops[op]]
+    return OnnxFile(opset, domains, len(model.graph.node), fusions)
+
+
+def _qualified(domain: str, op_type: str) -> str:
+    """An op type with its domain in front, unless it is the default domain's."""
+    return (f"{domain}." if domain and domain != "ai.onnx" else "") + op_type
+
+
+@dataclass
 class OnnxResult:
     path: str
     nodes: int
@@ -79,16 +150,28 @@ class OnnxResult:
     opset: int = OPSET
     fusions: list[Fusion] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    variant: str = "plain"  # or "optimized" (export_onnx's optimize=True)
+    contents: OnnxFile | None = None  # read back from the file (write_model_onnx)
 
     def summary(self) -> str:
         text = f"{self.nodes} ONNX nodes"
+        if self.contents is not None:
+            text = f"{self.variant}: {self.nodes} ONNX nodes, {self.contents.describe()}"
         if self.max_difference is not None:
             text += f", max |onnxruntime - eager| {self.max_difference:.2e}"
         if self.fusions:
-            text += ", fused for ONNX Runtime: " + ", ".join(f.describe() for f in self.fusions)
+            text += "; fused as ONNX Runtime runs it: " + ", ".join(f.describe() for f in self.fusions)
         for note in self.notes:
             text += f"; {note}"
         return text
+
+    def report_entry(self) -> dict:
+        """The "onnx" section of report.json: what the written file holds (read back from it),
+        the fusions ONNX Runtime applies when it loads it, and the check against torch."""
+        contents = self.contents or describe_onnx_file(self.path)
+        return {"variant": self.variant, **contents.to_json(),
+                "onnxruntime_fusions": [{"op": f.op, "found": f.found, "expected": f.expected} for f in self.fusions],
+                "max_difference": self.max_difference, "notes": self.notes}
 
     def to_json(self) -> dict:
         return {"path": self.path, "nodes": self.nodes, "max_difference": self.max_difference, "opset": self.opset,
@@ -115,12 +198,26 @@ def export_onnx(gm: torch.fx.GraphModule, graph: Graph, path: str, verify: bool 
     onnx = _onnx()
     gm.eval()
     if optimize:
-        return _export_optimized(gm, graph, path, verify, tuple(fusions))
+        result = _export_optimized(gm, graph, path, verify, tuple(fusions))
+        result.variant = "optimized"
+        return result
     _export(gm, graph, path, OPSET, math_attention=True)
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     gap = run_onnxruntime_check(gm, graph, path) if verify else None
     return OnnxResult(path, len(model.graph.node), gap)
+
+
+def write_model_onnx(gm: torch.fx.GraphModule, graph: Graph, path: str, variant: str = "optimized",
+                     verify: bool = True) -> OnnxResult:
+    """model.onnx as `archspec build --target onnx` writes it and `archspec bench` times it:
+    `optimized` (fused for ONNX Runtime, DEFAULT_FUSIONS) or `plain` (opset 18, attention spelled
+    out); with `verify`, checked against ONNX Runtime. The result describes the written file."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown ONNX variant {variant!r} (known: {', '.join(VARIANTS)})")
+    result = export_onnx(gm, graph, path, verify=verify, optimize=variant == "optimized")
+    result.contents = describe_onnx_file(path)
+    return result
 
 
 def _export(gm, graph: Graph, path: str, opset: int, math_attention: bool) -> None:
@@ -154,6 +251,12 @@ def _export_optimized(gm, graph: Graph, path: str, verify: bool, fusions: tuple[
                      f"{OPSET} graph (attention stays MatMul/Softmax)")
         opset = OPSET
         _export(gm, graph, path, OPSET, math_attention=True)
+    failure = onnxruntime_run_failure(graph, path) if opset == OPSET_FUSED else None
+    if failure is not None:  # e.g. ONNX Runtime 1.32's Attention kernel refuses a [B, 1, 1, L] padding mask
+        notes.append(f"ONNX Runtime cannot run the opset {OPSET_FUSED} graph ({failure}); used the opset {OPSET} "
+                     "graph (attention stays MatMul/Softmax)")
+        opset = OPSET
+        _export(gm, graph, path, OPSET, math_attention=True)
     model = onnx.load(path)
     fused = None
     if "skip_layer_norm" in fusions:
@@ -162,7 +265,7 @@ def _export_optimized(gm, graph: Graph, path: str, verify: bool, fusions: tuple[
     onnx.checker.check_model(path, full_check=fused is None)  # contrib ops: the checker knows only their names
     found = count_fusions(path, graph, skip_layer_norms=fused)
     fusions = [f for f in found if f.op != "Attention" or "attention" in fusions]
-    gap = run_onnxruntime_check(gm, graph, path) if verify else None
+    gap = run_onnxruntime_check(gm, graph, path, instead=PLAIN_INSTEAD) if verify else None
     missing = [f for f in fusions if not f.complete]
     if missing:
         notes.append("fewer fused nodes than the spec implies: " + ", ".join(f.describe() for f in missing))
@@ -302,8 +405,7 @@ def ort_optimized_ops(path: str, level: str = "extended") -> Counter:
         out = os.path.join(work, "optimized.onnx")
         onnxruntime_session(path, threads=1, optimization=level, optimized_path=out)
         model = onnx.load(out)
-    return Counter((f"{n.domain}." if n.domain and n.domain != "ai.onnx" else "") + n.op_type
-                   for n in model.graph.node)
+    return Counter(_qualified(n.domain, n.op_type) for n in model.graph.node)
 
 
 def expected_fusions(graph: Graph) -> dict[str, int]:
@@ -328,31 +430,83 @@ def count_fusions(path: str, graph: Graph, skip_layer_norms: int | None = None) 
     return [f for f in fusions if f.found or f.expected]
 
 
-def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3) -> float | None:
+def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3, instead: str | None = None) -> float | None:
     """Max |onnxruntime - eager| at a batch size (and sequence lengths) the export was not traced
-    with. Running out of memory there (ONNX Runtime holds each attention's scores whole) is a
-    located error, not a crash (memory.py)."""
+    with, which must be within the tolerance (`tolerance`; an internal error otherwise). Running
+    out of memory there (ONNX Runtime holds each attention's scores whole) is a located error,
+    not a crash (memory.py). `instead`: what the user can do instead, said in that error."""
     try:
         import onnxruntime
     except ImportError:
         return None
     try:
-        return _onnxruntime_gap(onnxruntime, gm, graph, path, batch)
+        gap, scale = _onnxruntime_gap(onnxruntime, gm, graph, path, batch)
     except Exception as exc:  # noqa: BLE001 - only an allocation failure is turned into an error here
-        if ran_out_of_memory(exc):
-            raise out_of_memory_error(f"ONNX Runtime's check of {os.path.basename(path)} at batch {batch}", graph,
-                                      exc, scores=True, hint="--target export (PyTorch's fused attention streams "
-                                                             "the scores)") from None
+        _raise_if_out_of_memory(exc, graph, path, batch)
         raise
+    if not gap <= tolerance(scale):  # NaN included
+        raise bug(f"ONNX Runtime disagrees with the torch module on {os.path.basename(path)}: max |onnxruntime - "
+                  f"eager| = {gap:.2e} > {tolerance(scale):.1e} at batch {batch} (outputs up to {scale:.2e})",
+                  hint="this is likely an ONNX Runtime, torch exporter or archspec bug"
+                       + (f"; {instead}" if instead else ""))
+    return gap
 
 
-def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str, batch: int) -> float:
+def onnxruntime_run_failure(graph: Graph, path: str, batch: int = 3) -> str | None:
+    """Why ONNX Runtime cannot run the file at `path` at the check's batch and lengths (the first
+    line of its error), or None when it runs (or onnxruntime is not installed). Running out of
+    memory is the located error, as in the check."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    try:
+        session = _onnxruntime_session(onnxruntime, path)
+        args = example_inputs(graph, batch=batch, lengths=other_lengths(graph))
+        session.run(None, {n.name: a.numpy() for n, a in zip(graph.inputs(), args)})
+    except Exception as exc:  # noqa: BLE001 - the runtime's refusal, reported by the caller
+        _raise_if_out_of_memory(exc, graph, path, batch)
+        return onnxruntime_reason(str(exc)) or type(exc).__name__
+    return None
+
+
+def onnxruntime_reason(text: str) -> str:
+    """The gist of an ONNX Runtime error: the failing op and its message, without the C++
+    signature ("Attention: inconsistent q_sequence_length (between attn_mask and Q)")."""
+    op = re.search(r"running (\w+) node", text)
+    message = text.split("Status Message:", 1)[-1]
+    message = message.split(" was false. ", 1)[-1]  # an ORT_ENFORCE: the condition's own words follow
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    gist = (lines[0] if lines else "")[:200]
+    return f"{op.group(1)}: {gist}" if op else gist
+
+
+def _raise_if_out_of_memory(exc: BaseException, graph: Graph, path: str, batch: int) -> None:
+    if ran_out_of_memory(exc):
+        raise out_of_memory_error(f"ONNX Runtime's check of {os.path.basename(path)} at batch {batch}", graph,
+                                  exc, scores=True, hint="--target export (PyTorch's fused attention streams "
+                                                         "the scores)") from None
+
+
+def _onnxruntime_session(onnxruntime, path: str):
     options = onnxruntime.SessionOptions()
     options.log_severity_level = ORT_QUIET
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def tolerance(scale: float) -> float:
+    """The largest |onnxruntime - eager| accepted for outputs up to `scale` in size (fp32)."""
+    return FP32_TOLERANCE * max(1.0, scale)
+
+
+def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str, batch: int) -> tuple[float, float]:
+    """(max |onnxruntime - eager|, max |eager|) over the outputs."""
+    session = _onnxruntime_session(onnxruntime, path)
     args = example_inputs(graph, batch=batch, lengths=other_lengths(graph))
     feeds = {n.name: a.numpy() for n, a in zip(graph.inputs(), args)}
     outs = session.run(None, feeds)
     with torch.no_grad():
         expected = gm(*args)
-    return max_abs_difference(tuple(torch.from_numpy(o) for o in outs), expected)
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    scale = max((float(e.float().abs().max()) for e in expected if e.numel()), default=0.0)
+    return max_abs_difference(tuple(torch.from_numpy(o) for o in outs), expected), scale

@@ -9,13 +9,17 @@ it was and exits with 130 (SIGINT) or 143 (SIGTERM).
 Writes into OUTDIR (default build/<name>/):
   manifest.json the files this build wrote, and what made them
   report.json   the check report (shapes, params, FLOPs per node), and under "build" the
-                spec's path and sha256, the overrides, the archspec and torch versions
+                spec's path and sha256, the overrides, the archspec and torch versions;
+                with --target onnx, under "onnx" what model.onnx holds (variant, opset,
+                op domains, node count, fused ops), read back from the file
   report.html   the same as a page: the graph's picture, params and FLOPs per stage, the node table
   model.py      standalone readable source of the module (needs only torch), headed by the same
   weights.pt    its state dict (torch.load(..., weights_only=True))
   model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
                 (with --size MIN:MAX: dynamic image height and width too)
-  model.onnx    ONNX, opset 18, dynamic batch                 (--target onnx)
+  model.onnx    ONNX, dynamic batch, fused for ONNX Runtime    (--target onnx)
+                (opset 23: one Attention op per attention; --plain-onnx: opset 18,
+                attention spelled out, for other runtimes)
   model.int8.onnx  its linear layers quantized to int8           (--target onnx --precision int8)
   precision.json   the deviation of a bf16 or int8 build from fp32 (--precision bf16, int8)
   model.engine  serialized TensorRT engine                    (--target tensorrt)
@@ -64,6 +68,7 @@ class BuildOptions:
     batch: str | None = None
     size: str | None = None  # --size MIN:MAX: dynamic image sides in model.pt2
     as_json: bool = False
+    plain_onnx: bool = False  # --plain-onnx: model.onnx is the opset 18 export, not the optimised one
 
 
 class Interrupted(BaseException):
@@ -212,6 +217,9 @@ class Build:
             raise UsageError(f"--size gives model.pt2 dynamic image sides: it goes with --target {sized} "
                              "(the other targets are built at the spec's own size)")
         self.size_bounds = size_range(self.options.size, "--size") if self.options.size is not None else None
+        if o.plain_onnx and "onnx" not in (target.name for target in self.chain):
+            raise UsageError(f"--plain-onnx picks which model.onnx --target onnx writes; --target {o.target} "
+                             "writes no model.onnx (use --target onnx)")
 
     def write_artifacts(self) -> None:
         """Every artifact of the target, into the staging folder: every build's own, then the
@@ -221,12 +229,27 @@ class Build:
         self.progress.writes_shown = self.output.shown
         self.progress.run(f"write report.json, model.py, weights.pt to {self.output.shown}", self.write_sources)
         context = BuildContext(self.model, self.graph, self.outdir, o.precision, self.batch, o.size,
-                               self.image_sizes, self.progress, self.written)
+                               self.image_sizes, self.progress, self.written, plain_onnx=o.plain_onnx)
         for target in self.chain:
             context.made[target.name] = target.build(context)
             for line in context.notes:
                 print(f"note: {line}", file=sys.stderr)
             context.notes.clear()
+        self.add_target_sections(context.made)
+
+    def add_target_sections(self, made: dict) -> None:
+        """report.json gets a section per target whose build result describes what it wrote
+        (a `report_entry()`: the onnx target's "onnx"), once those files are written."""
+        sections = {name: result.report_entry() for name, result in made.items()
+                    if callable(getattr(result, "report_entry", None))}
+        if not sections:
+            return
+        path = os.path.join(self.outdir, "report.json")
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+        report.update(sections)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(report, indent=2))
 
     def provenance(self) -> dict:
         """What made this build: the spec and its hash, the overrides, the options, the versions.
@@ -415,6 +438,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--size", default=None, metavar="MIN:MAX",
                         help="with --target export: model.pt2 takes any square image size in MIN:MAX that passes "
                              "the spec (a step apart)")
+    parser.add_argument("--plain-onnx", action="store_true",
+                        help="with --target onnx: write model.onnx at the standard opset 18 (attention spelled "
+                             "out) for runtimes without opset 23, instead of the fused one that archspec bench times")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
 
 
@@ -439,5 +465,5 @@ def run(args) -> int:
         raise UsageError("-o needs a folder name")
     return Build(BuildOptions(spec, overrides, out=args.out, target=args.target, seed=args.seed, weights=args.weights,
                               mapping=mapping_argument(args), precision=args.precision, batch=args.batch,
-                              size=args.size, as_json=args.json)).run()
+                              size=args.size, as_json=args.json, plain_onnx=args.plain_onnx)).run()
 

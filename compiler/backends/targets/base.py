@@ -71,6 +71,7 @@ class BuildContext:
     written: list[str]
     made: dict[str, object] = field(default_factory=dict)  # target name -> what its build returned
     notes: list[str] = field(default_factory=list)  # printed as "note: ..." after the step
+    plain_onnx: bool = False  # --plain-onnx: the onnx target writes the opset 18 export, not the optimised one
 
     def path(self, name: str) -> str:
         return os.path.join(self.outdir, name)
