@@ -2,12 +2,19 @@
 
 The options are range-checked before this runs (options.py); here the batch's memory is
 checked against the report before the model is built (memory.py), a resume file against the
-built model and optimizer (state.py), and a loss that is not finite stops the run with the step
-and the last finite loss instead of training on to NaN.
+built model and optimizer (state.py; a sharded folder: dcp.py), and a loss that is not finite
+stops the run with the step and the last finite loss instead of training on to NaN.
+
+The batches come from data.py; each step sets the learning rate (schedule.py), clips the
+gradients' global norm when asked, and prints step/total, loss, lr, samples/s and the ETA
+(every step up to PROGRESS_LINES steps, else about PROGRESS_LINES times in all). A validation
+set is evaluated every --eval-every steps (default: at each epoch's end) and at the end: loss
+and top-1 for a classify head, loss and perplexity for an lm head.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import sys
@@ -21,9 +28,13 @@ import torch.nn.functional as F
 from .. import build, check
 from ..compiler.backends.export import value_bound
 from ..core.errors import UsageError, error
+from . import data as datasets, dcp
 from .memory import check_batch_memory, size
 from .options import DATASET, Options
+from .schedule import lr_factor
 from .state import Expected, read_resume, write_whole
+
+PROGRESS_LINES = 100
 
 
 @dataclass
@@ -44,6 +55,14 @@ def join_world() -> World:
 
     dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
     return World(dist.get_rank(), dist.get_world_size())
+
+
+def seed_everything(seed: int) -> None:
+    """torch's and Python's global generators, which transforms and dropout draw from."""
+    import random
+
+    torch.manual_seed(seed)
+    random.seed(seed)
 
 
 # -- data and objective ------------------------------------------------------------------------------
@@ -91,6 +110,8 @@ class Objective:
             return self.model_for_losses.losses_from(outputs, *args, *[batch[n] for n in self.targets])["loss"]
         if self.kind == "classify":
             return F.cross_entropy(outputs.float(), batch["__labels__"])
+        if "__next__" in batch:  # a token file's windows: each position's next token
+            return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]).float(), batch["__next__"].reshape(-1))
         ids = batch[self.inputs[0]]  # lm: position t predicts token t + 1
         return F.cross_entropy(outputs[:, :-1].reshape(-1, outputs.shape[-1]).float(), ids[:, 1:].reshape(-1))
 
@@ -104,18 +125,18 @@ class Trainer:
     world: World = field(default_factory=World)
     losses: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
 
     def setup(self) -> None:
         o = self.options
         self.report = check(o.spec, o.overrides)
-        check_batch_memory(self.report, o.batch, self.world.size)
+        check_batch_memory(self.report, o.batch, self.world.size, longest=o.data is not None)
         self.model = build(o.spec, o.overrides, seed=o.seed).train()
         self.objective = Objective(self.model, self.report.graph)
         self.objective.model_for_losses = self.model
-        self.data = synthetic_dataset(self.report.graph, o.seed)
-        if self.objective.kind == "classify":
-            self.data["__labels__"] = torch.randint(0, self.objective.classes, (DATASET,),
-                                                    generator=torch.Generator().manual_seed((o.seed + 1) % 2**64))
+        seed_everything(o.seed)  # augmentations, dropout, the loader's workers
+        self.data = datasets.load_data(o, datasets.needs_of(self.report.graph, self.objective), self.synthetic())
         if o.checkpointing:
             self.model.set_grad_checkpointing(True)
         self.network = self.wrap(self.model)
@@ -123,6 +144,21 @@ class Trainer:
         self.optimizer = (torch.optim.SGD(groups, lr=o.lr) if o.optimizer == "sgd" else
                           torch.optim.AdamW(groups, lr=o.lr))
         self.start = self.load() if o.resume else 0
+        self.per_epoch = datasets.steps_per_epoch(self.data, o.batch)
+        self.end = o.epochs * self.per_epoch if o.epochs else self.start + o.steps
+        if self.end <= self.start:
+            raise UsageError(f"--epochs {o.epochs} ({self.end} steps) are done: --resume reached step {self.start}; "
+                             f"give more --epochs")
+        if o.warmup > self.end:
+            raise UsageError(f"--warmup {o.warmup} is longer than the run's {self.end} steps; give at most {self.end}")
+
+    def synthetic(self) -> dict[str, torch.Tensor]:
+        o = self.options
+        tensors = synthetic_dataset(self.report.graph, o.seed)
+        if self.objective.kind == "classify":
+            tensors["__labels__"] = torch.randint(0, self.objective.classes, (DATASET,),
+                                                  generator=torch.Generator().manual_seed((o.seed + 1) % 2**64))
+        return tensors
 
     def wrap(self, model):
         o = self.options
@@ -149,25 +185,22 @@ class Trainer:
         return [{"params": list(decay.values()), "weight_decay": self.options.weight_decay},
                 {"params": list(no_decay.values()), "weight_decay": 0.0}]
 
-    def batch(self, step: int) -> dict:
-        """This process's share of the step's global batch."""
+    def step(self, step: int, batch: dict) -> float:
         o = self.options
-        start = (step * o.batch) % DATASET
-        rows = torch.arange(start, start + o.batch) % DATASET
-        share = o.batch // self.world.size
-        rows = rows[self.world.rank * share:(self.world.rank + 1) * share]
-        return {name: values[rows] for name, values in self.data.items()}
-
-    def step(self, step: int) -> float:
-        batch = self.batch(step)
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if self.options.bf16 else nullcontext()
+        for group in self.optimizer.param_groups:
+            group["lr"] = o.lr * lr_factor(step, self.end, o.warmup, o.schedule_name)
         self.optimizer.zero_grad(set_to_none=True)
-        with autocast:
+        with self.autocast():
             outputs = self.network(*[batch[n] for n in self.objective.inputs])
             loss = self.objective(outputs, batch)
         loss.backward()
+        if o.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.network.parameters(), o.clip_norm)
         self.optimizer.step()
         return self.global_mean(loss.detach().float())
+
+    def autocast(self):
+        return torch.autocast("cpu", dtype=torch.bfloat16) if self.options.bf16 else nullcontext()
 
     def global_mean(self, value: torch.Tensor) -> float:
         if self.world.distributed:
@@ -180,18 +213,87 @@ class Trainer:
 
     def run(self) -> None:
         o = self.options
-        for step in range(self.start, self.start + o.steps):
-            begin = time.perf_counter()
-            loss = self.step(step)
+        batches = datasets.training_batches(self.data, o, self.start, self.end, self.world.rank, self.world.size)
+        every = max(1, math.ceil((self.end - self.start) / PROGRESS_LINES))
+        step = self.start
+        begin = time.perf_counter()
+        for batch in self.read(batches):
+            loss = self.step(step, batch)
             if not math.isfinite(loss):
                 raise self.diverged(step, loss)
-            self.seconds.append(time.perf_counter() - begin)
+            now = time.perf_counter()
+            self.seconds.append(now - begin)
             self.losses.append(loss)
-            if self.world.rank == 0 and not o.as_json:
-                print(f"step {step + 1}/{self.start + o.steps}  loss {loss:.4f}  {self.seconds[-1]:.2f} s",
-                      file=sys.stderr, flush=True)
+            self.rates.append(self.optimizer.param_groups[0]["lr"])
+            step += 1
+            if (step - self.start) % every == 0 or step == self.end:
+                self.progress(step)
+            if self.evaluation_due(step):
+                self.evaluate(step)
+            begin = time.perf_counter()
         if o.save:
-            self.save(self.start + o.steps)
+            self.save(self.end)
+
+    def read(self, batches):
+        """The loader's batches; a failure to read one is the data's, said plainly."""
+        iterator = iter(batches)
+        while True:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - a broken image, a failing hook dataset
+                raise error(f"--data {self.options.data}: reading a batch failed: {type(exc).__name__}: "
+                            f"{datasets.first_line(exc)}") from None
+            yield batch
+
+    def progress(self, step: int) -> None:
+        if self.world.rank != 0 or self.options.as_json:
+            return
+        recent = self.seconds[-20:]
+        per_step = sum(recent) / len(recent)
+        eta = datetime.timedelta(seconds=round(per_step * (self.end - step)))
+        print(f"step {step}/{self.end}  loss {self.losses[-1]:.4f}  lr {self.rates[-1]:.2e}  "
+              f"{self.seconds[-1]:.2f} s  {self.options.batch / per_step:.1f} samples/s  ETA {eta}",
+              file=sys.stderr, flush=True)
+
+    # -- validation -------------------------------------------------------------------------------------
+    def evaluation_due(self, step: int) -> bool:
+        if self.data.val is None:
+            return False
+        every = self.options.eval_every or self.per_epoch
+        return step % every == 0 or step == self.end
+
+    def evaluate(self, step: int) -> None:
+        """Loss (and top-1 or perplexity) over the whole validation set, in every process."""
+        batches = datasets.validation_batches(self.data, self.options, self.world.size)
+        total, correct, count = 0.0, 0, 0
+        self.model.eval()
+        try:
+            with torch.no_grad(), self.autocast():
+                for batch in self.read(batches):
+                    outputs = self.network(*[batch[n] for n in self.objective.inputs])
+                    n = batch[self.objective.inputs[0]].shape[0]
+                    total += float(self.objective(outputs, batch)) * n
+                    count += n
+                    if self.objective.kind == "classify":
+                        correct += int((outputs.argmax(-1) == batch["__labels__"]).sum())
+        finally:
+            self.model.train()
+        self.record(step, total / max(count, 1), correct, count)
+
+    def record(self, step: int, loss: float, correct: int, count: int) -> None:
+        result = {"step": step, "epoch": round(step / self.per_epoch, 2), "val_loss": loss, "val_samples": count}
+        if self.objective.kind == "classify":
+            result["top1"] = correct / max(count, 1)
+        elif self.objective.kind == "lm":
+            result["perplexity"] = math.exp(min(loss, 700))
+        self.evals.append(result)
+        if self.world.rank == 0 and not self.options.as_json:
+            extra = (f"  top-1 {result['top1']:.3f}" if "top1" in result else
+                     f"  perplexity {result['perplexity']:.2f}" if "perplexity" in result else "")
+            print(f"epoch {result['epoch']:g}  step {step}/{self.end}  val loss {loss:.4f}{extra}  ({count} samples)",
+                  file=sys.stderr, flush=True)
 
     def diverged(self, step: int, loss: float):
         """The error that stops a run whose loss is no longer finite."""
@@ -211,6 +313,9 @@ class Trainer:
                 get_optimizer_state_dict(self.network, self.optimizer, options=options))
 
     def save(self, step: int) -> None:
+        if self.options.fsdp:
+            dcp.save(self.options.save, self.sharded_state(step), self.world)
+            return
         model, optimizer = self.full_state()
         if self.world.rank == 0:
             write_whole(self.options.save, {"model": model, "optimizer": optimizer, "step": step}, "--save")
@@ -223,11 +328,33 @@ class Trainer:
                   for group, names in zip(self.optimizer.param_groups, self.group_names)]
         return Expected(tensors, parameters, groups, self.options.optimizer)
 
+    def sharded_state(self, step: int) -> dict:
+        """Model and optimizer state as this run shards it (DTensors under FSDP2), for DCP."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+        return dcp.flat_state(get_model_state_dict(self.network),
+                              get_optimizer_state_dict(self.network, self.optimizer), step)
+
+    def load_folder(self) -> int:
+        """Load a --resume folder (DCP, checked first: dcp.py), resharded to this run; its step."""
+        from torch.distributed.checkpoint.state_dict import (get_optimizer_state_dict, set_model_state_dict,
+                                                             set_optimizer_state_dict)
+
+        state = self.sharded_state(0)
+        step = dcp.load(self.options.resume, state, self.world)
+        set_model_state_dict(self.network, state["model"])
+        groups = get_optimizer_state_dict(self.network, self.optimizer)["param_groups"]
+        set_optimizer_state_dict(self.network, self.optimizer,
+                                 {"state": state["optimizer"]["state"], "param_groups": groups})
+        return step
+
     def load(self) -> int:
-        """Load the --resume file (checked first: state.py); the step it reached."""
+        """Load the --resume file (checked first: state.py) or folder (dcp.py); the step it reached."""
         from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
                                                              set_optimizer_state_dict)
 
+        if os.path.isdir(self.options.resume):
+            return self.load_folder()
         resumed = read_resume(self.options.resume, self.expected())
         options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=False)
         set_model_state_dict(self.network, resumed.model, options=options)
@@ -240,6 +367,10 @@ class Trainer:
                 "first_loss": self.losses[0] if self.losses else None,
                 "last_loss": self.losses[-1] if self.losses else None, "losses": self.losses,
                 "median_seconds_per_step": per_step[len(per_step) // 2] if per_step else None,
+                "samples_per_second": (self.options.batch * len(self.seconds) / sum(self.seconds)
+                                       if sum(self.seconds) > 0 else None),
+                "first_step": self.start, "last_step": self.end, "lrs": self.rates,
+                "data": self.data.describe(), "evals": self.evals,
                 "mode": "fsdp2" if self.options.fsdp else "ddp" if self.options.ddp else "single"}
 
     def dump(self) -> None:

@@ -25,8 +25,14 @@ def size(d) -> int:
     return min(d.hi, max(d.lo, 16)) if isinstance(d, Sym) else d
 
 
-def sample_bytes(graph) -> int:
-    """The bytes of every node's output (inputs included) for one sample at the training sizes."""
+def longest_size(d) -> int:
+    """A symbolic length at its largest (real data: a token file's windows are that long)."""
+    return d.hi if isinstance(d, Sym) else d
+
+
+def sample_bytes(graph, at=size) -> int:
+    """The bytes of every node's output (inputs included) for one sample at the training sizes
+    (`at` gives a concrete length for a symbolic one)."""
     total = 0
     for node in graph.nodes():
         t = node.type
@@ -34,18 +40,19 @@ def sample_bytes(graph) -> int:
             continue
         elements = 1
         for d in t.shape[1:]:
-            elements *= size(d)
+            elements *= at(d)
         total += elements * DTYPE_BYTES[t.dtype]
     return total
 
 
-def check_batch_memory(report, batch: int, processes: int) -> None:
-    """A UsageError when one process's share of --batch would need more memory than is available."""
+def check_batch_memory(report, batch: int, processes: int, longest: bool = False) -> None:
+    """A UsageError when one process's share of --batch would need more memory than is available
+    (`longest`: symbolic lengths at their largest, as --data trains them)."""
     have = available_bytes()
     if have is None:
         return
     fixed = STATE_COPIES * FLOAT_BYTES * report.params
-    per_sample = ACTIVATION_COPIES * sample_bytes(report.graph)
+    per_sample = ACTIVATION_COPIES * sample_bytes(report.graph, longest_size if longest else size)
     share = batch // processes
     need = fixed + share * per_sample
     if need <= have:

@@ -8,12 +8,20 @@ or weight decay that is not finite (or not positive / not >= 0), a seed outside 
 --fsdp or --ddp outside torchrun (or several processes with neither), and a --save or --resume
 path that cannot be written or read. What needs the model (the memory a batch takes, the
 contents of a resume file) is checked once it is built (memory.py, state.py).
+
+The data options too: --data must name a folder with train/ and val/ class folders (and
+torchvision and timm must be installed), a .npy or .bin token file, or module:function; the
+validation fraction, epochs, warm-up, schedule, clipping norm, workers and evaluation interval
+each have a range. --steps and --epochs exclude each other. What needs the data (its size, its
+classes) is checked once it is read (data.py).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 
@@ -24,13 +32,21 @@ DATASET = 64  # synthetic samples
 MAX_STEPS = 1_000_000  # --steps, and the step a resume file may have reached
 LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
 TORCHRUN_HINT = "launch with torchrun, e.g. torchrun --nproc-per-node 2 -m archspec.train SPEC"
+MAX_EPOCHS = 10_000
+MAX_WORKERS = 64
+MAX_VAL_FRACTION = 0.9
+DEFAULT_STEPS = 20
+DEFAULT_CLIP = 1.0  # --clip-grad with --data; off on the synthetic set
+TOKEN_SUFFIXES = (".npy", ".bin")
+HOOK = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")  # module:function
+TRAIN_EXTRA = "pip install 'archspec[train]'"
 
 
 @dataclass
 class Options:
     spec: str
     overrides: dict | None = None
-    steps: int = 20
+    steps: int | None = None  # None: DEFAULT_STEPS, unless --epochs sets the length
     batch: int = 8
     lr: float = 1e-3
     weight_decay: float = 0.05
@@ -44,23 +60,50 @@ class Options:
     resume: str | None = None
     as_json: bool = False
     dump: str | None = None  # write the final loss and parameters (tests compare runs)
+    data: str | None = None  # a folder of train/ and val/, a token file, or module:function
+    val_fraction: float = 0.1  # the end of a token file (or of a hook's single dataset) kept for validation
+    epochs: int | None = None  # instead of --steps: passes over the training set, counted from step 0
+    warmup: int = 0  # steps of linear warm-up
+    schedule: str | None = None  # cosine or constant; None: cosine with --data, constant without
+    clip_grad: float | None = None  # the gradients' largest global norm; 0: off; None: 1.0 with --data, else off
+    workers: int = 0  # DataLoader worker processes
+    eval_every: int | None = None  # steps between validations; None: once an epoch
+
+    def __post_init__(self):
+        if self.steps is None and self.epochs is None:
+            self.steps = DEFAULT_STEPS
+
+    @property
+    def schedule_name(self) -> str:
+        return self.schedule or ("cosine" if self.data else "constant")
+
+    @property
+    def clip_norm(self) -> float:
+        """The clipping norm in force (0: no clipping)."""
+        if self.clip_grad is not None:
+            return self.clip_grad
+        return DEFAULT_CLIP if self.data else 0.0
 
 
 def check_options(options: Options) -> None:
     """A UsageError for the first option out of its range (see the module's docstring)."""
     processes = launched_processes()
-    check_steps(options.steps)
+    check_length(options)
     check_batch(options.batch, processes)
     check_real("--lr", options.lr, "a finite number > 0", lambda v: v > 0)
     check_real("--weight-decay", options.weight_decay, "a finite number >= 0", lambda v: v >= 0)
     check_seed(options.seed)
     check_optimizer(options.optimizer)
     check_mode(options, processes)
+    check_data_options(options)
+    if options.data is not None:
+        check_data(options.data)
     if options.resume is not None:
-        check_readable("--resume", options.resume)
-    for flag, path in (("--save", options.save), ("--dump", options.dump)):
-        if path is not None:
-            check_writable(flag, path)
+        check_resume(options.resume)
+    if options.save is not None:
+        (check_save_folder if options.fsdp else check_writable)("--save", options.save)
+    if options.dump is not None:
+        check_writable("--dump", options.dump)
 
 
 def whole(value) -> bool:
@@ -70,6 +113,23 @@ def whole(value) -> bool:
 def check_steps(steps) -> None:
     if not whole(steps) or not 1 <= steps <= MAX_STEPS:
         raise UsageError(f"--steps must be a whole number from 1 to {MAX_STEPS:,}, got {steps!r}")
+
+
+def check_length(options: Options) -> None:
+    """--steps or --epochs (not both), each in its range; a warm-up no longer than the steps."""
+    if options.epochs is not None:
+        if options.steps is not None:
+            raise UsageError("give --steps or --epochs, not both (--epochs counts passes over the training set "
+                             "from step 0, --steps the steps this run takes)")
+        if not whole(options.epochs) or not 1 <= options.epochs <= MAX_EPOCHS:
+            raise UsageError(f"--epochs must be a whole number from 1 to {MAX_EPOCHS:,}, got {options.epochs!r}")
+    else:
+        check_steps(options.steps)
+    if not whole(options.warmup) or not 0 <= options.warmup <= MAX_STEPS:
+        raise UsageError(f"--warmup must be a whole number of steps from 0 to {MAX_STEPS:,}, got {options.warmup!r}")
+    if options.epochs is None and options.warmup > options.steps:
+        raise UsageError(f"--warmup {options.warmup} is longer than the run's {options.steps} steps; give at most "
+                         f"{options.steps}")
 
 
 def check_batch(batch, processes: int) -> None:
@@ -100,6 +160,54 @@ def check_seed(seed) -> None:
 def check_optimizer(name) -> None:
     if name not in ("adamw", "sgd"):
         raise UsageError(f"--optimizer must be adamw or sgd, got {name!r}")
+
+
+def check_data_options(options: Options) -> None:
+    check_real("--val-fraction", options.val_fraction, f"a number from 0 to {MAX_VAL_FRACTION}",
+               lambda v: 0 <= v <= MAX_VAL_FRACTION)
+    if options.schedule not in (None, "cosine", "constant"):
+        raise UsageError(f"--schedule must be cosine or constant, got {options.schedule!r}")
+    if options.clip_grad is not None:
+        check_real("--clip-grad", options.clip_grad, "a finite number >= 0 (0: no clipping)", lambda v: v >= 0)
+    if not whole(options.workers) or not 0 <= options.workers <= MAX_WORKERS:
+        raise UsageError(f"--workers must be a whole number from 0 to {MAX_WORKERS}, got {options.workers!r}")
+    if options.eval_every is not None and (not whole(options.eval_every) or
+                                           not 1 <= options.eval_every <= MAX_STEPS):
+        raise UsageError(f"--eval-every must be a whole number of steps from 1 to {MAX_STEPS:,}, "
+                         f"got {options.eval_every!r}")
+
+
+def data_kind(data: str) -> str:
+    """What --data names: "images" (a folder), "tokens" (a file), "hook" (module:function)."""
+    if os.path.isdir(data):
+        return "images"
+    if os.path.exists(data):
+        return "tokens"
+    if HOOK.fullmatch(data):
+        return "hook"
+    raise UsageError(f"--data: no such file or folder: {data} (give a folder with train/ and val/ class folders, "
+                     f"a .npy or .bin token file, or module:function)")
+
+
+def check_data(data: str) -> None:
+    """A usage error for a --data that names nothing usable (see data_kind)."""
+    kind = data_kind(data)
+    if kind == "images":
+        check_image_folders(data)
+    elif kind == "tokens":
+        if not data.endswith(TOKEN_SUFFIXES):
+            raise UsageError(f"--data: {data} is neither a folder nor a token file (.npy, or .bin of uint16 tokens)")
+        check_readable("--data", data)
+
+
+def check_image_folders(data: str) -> None:
+    for split in ("train", "val"):
+        if not os.path.isdir(os.path.join(data, split)):
+            raise UsageError(f"--data: {data} has no {split}/ folder; an image dataset is DIR/train/CLASS/*.png and "
+                             f"DIR/val/CLASS/*.png (torchvision's ImageFolder layout)")
+    missing = [name for name in ("torchvision", "timm") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"--data with an image folder needs {' and '.join(missing)}: {TRAIN_EXTRA}")
 
 
 # -- processes --------------------------------------------------------------------------------------
@@ -160,6 +268,30 @@ def check_readable(flag: str, path: str) -> None:
         raise UsageError(f"{flag}: {path} is not a regular file (a pipe, socket or device)")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{flag}: cannot read {path}: permission denied")
+
+
+def check_resume(path: str) -> None:
+    """A file --save wrote, or a folder --save wrote under --fsdp (torch.distributed.checkpoint)."""
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, ".metadata")):
+            raise UsageError(f"--resume: {path} is a folder without .metadata; give the folder or file --save wrote")
+        return
+    check_readable("--resume", path)
+
+
+def check_save_folder(flag: str, path: str) -> None:
+    """Under --fsdp: a folder to (re)write: absent, empty, or one --save wrote before."""
+    if not path or os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{flag}: under --fsdp it writes a folder (sharded, torch.distributed.checkpoint); "
+                         f"{path!r} is not one, e.g. {flag} state/")
+    path = path.rstrip(os.sep) or path
+    if os.path.isdir(path) and os.listdir(path) and not os.path.isfile(os.path.join(path, ".metadata")):
+        raise UsageError(f"{flag}: {path} holds files that --save did not write; give a new or empty folder")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{flag}: the folder {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}: cannot write into {parent}: permission denied")
 
 
 def check_writable(flag: str, path: str) -> None:

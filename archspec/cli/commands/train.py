@@ -1,10 +1,11 @@
-"""`archspec train SPEC`: train on synthetic data in this process (the same as
-`python -m archspec.train`; several processes: `torchrun ... -m archspec.train SPEC --fsdp`)."""
+"""`archspec train SPEC`: train in this process, on synthetic data or on real data with --data
+(the same as `python -m archspec.train`; several processes: `torchrun ... -m archspec.train SPEC
+--fsdp`)."""
 
 from __future__ import annotations
 
 NAME = "train"
-HELP = "train the spec on synthetic data (torchrun -m archspec.train for FSDP2/DDP)"
+HELP = "train the spec on synthetic data or --data (torchrun -m archspec.train for FSDP2/DDP)"
 
 
 def add_arguments(parser) -> None:
