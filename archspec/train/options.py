@@ -22,10 +22,10 @@ import importlib.util
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass
 
 from ..core.errors import UsageError
+from ..core.files import file_problem
 from ..core.types import BATCH
 
 DATASET = 64  # synthetic samples
@@ -256,18 +256,13 @@ def check_mode(options: Options, processes: int) -> None:
 
 def check_readable(flag: str, path: str) -> None:
     """A regular file that can be read (a FIFO or device is never opened)."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise UsageError(f"{flag}: no such file: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{flag}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise UsageError(f"{flag}: {path} is a folder; give the file --save wrote")
-    if not stat.S_ISREG(info.st_mode):
-        raise UsageError(f"{flag}: {path} is not a regular file (a pipe, socket or device)")
-    if not os.access(path, os.R_OK):
-        raise UsageError(f"{flag}: cannot read {path}: permission denied")
+    problem = file_problem(path)
+    if problem is None:
+        return
+    kind, words = problem
+    if kind == "missing":
+        raise UsageError(f"{flag}: no such file: {path}")
+    raise UsageError(f"{flag}: {path} {words}" + ("; give the file --save wrote" if kind == "folder" else ""))
 
 
 def check_resume(path: str) -> None:
