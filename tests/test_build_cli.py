@@ -180,3 +180,25 @@ def test_size_range_gives_a_program_that_takes_other_image_sizes(tmp_path):
 def test_size_range_that_a_spec_cannot_take_says_so(tmp_path):
     result = run_cli("build", SMALL, *SHRINK, "--size", "32:128", "-o", str(tmp_path / "out"))
     assert result.returncode == 2 and "cannot take a dynamic image size" in result.stderr, result.stderr
+
+
+DEAD_NODE = """archspec: 1
+name: warny
+inputs:
+  image: [B, 3, 32, 32]
+graph:
+  - patchify: {patch: 16, dim: 32}
+  - norm: {}
+    id: dead
+  - head: {kind: classify, classes: 10}
+    from: patchify
+"""
+
+
+def test_build_says_what_check_warns_of_and_small_flops_in_small_units(tmp_path):
+    spec = tmp_path / "warny.yaml"
+    spec.write_text(DEAD_NODE)
+    result = run_cli("build", str(spec), "--target", "eager", "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "warny.yaml:7:5: warning: dead: no output depends on this node" in result.stderr
+    assert "25,002 params, 197.25 KFLOPs per sample" in result.stderr  # not "0.00 GFLOPs"

@@ -43,9 +43,12 @@ from ...compiler.backends import targets
 from ...compiler.backends.targets.base import BuildContext
 from ...core.errors import UsageError
 from ...core.types import BATCH
-from ...language.loader import MAX_TEXT_BYTES, read_regular_file
+from ...core.files import read_regular_file
+from ...language.limits import MAX_TEXT_BYTES
 from ...pipeline import check_file
+from ...report import human
 from ..artifacts import OutputDir
+from ..output import print_warnings
 from ..progress import Progress
 from .common import add_spec_arguments, batch_sizes, checked_seed, overrides_of, size_range, spec_path
 
@@ -267,8 +270,9 @@ class Build:
     def check(self) -> None:
         o = self.options
         self.report = self.progress.run(f"check {o.spec}", lambda: check_file(o.spec, o.overrides),
-                                        lambda r: f"{r.params:,} params, {r.flops / 1e9:.2f} GFLOPs {r.flops_basis}")
+                                        lambda r: f"{r.params:,} params, {human(r.flops)}FLOPs {r.flops_basis}")
         self.graph = self.progress.graph = self.report.graph
+        print_warnings(self.report.warnings)  # what `check` warns of, a build says too
 
     def lower(self) -> None:
         from ...compiler.lower import lower
