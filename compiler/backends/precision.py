@@ -1,5 +1,5 @@
 """Lower precision: bf16 (eager, torch.compile; CUDA also fp16) and int8 (ONNX Runtime's dynamic
-quantization of the linear layers), each measured against fp32 before anyone uses it.
+or static quantization of the linear layers), each measured against fp32 before anyone uses it.
 
     result = apply_precision(model, graph, "bf16", target="eager")
     result.model              # the bf16 module (a deep copy: `model` stays fp32)
@@ -15,7 +15,8 @@ What is supported where (on a CPU; CUDA adds fp16 and bf16 for eager and compile
                                            MatMul or Add kernels
     fp16        CUDA only                  not offered                         yes (build --precision)
     int8        no (ONNX Runtime only)     dynamic quantization of MatMul     no
-                                           and Gemm weights (VNNI)
+                                           and Gemm weights (VNNI); static
+                                           with a calibration (calibration.py)
 
 The deviation is measured, never assumed: the maximum |low - fp32| over the outputs for fixed
 inputs (the seed-0 example inputs, `example_inputs`), and, for outputs that end in a class or
@@ -36,6 +37,7 @@ from archspec.core.errors import error
 from archspec.core.ir import Graph
 
 from ..hierarchy import copy_model
+from .calibration import Calibration
 from .export import example_inputs
 from .targets import get as get_target
 
@@ -160,6 +162,8 @@ class PrecisionResult:
     files: list[str] = field(default_factory=list)  # onnx: the quantized model
     deviation: Deviation | None = None
     notes: list[str] = field(default_factory=list)
+    method: str | None = None  # int8: "dynamic" or "static"
+    calibration: str | None = None  # int8 static: what it was calibrated on
 
     def summary(self) -> str:
         parts = [self.deviation.summary()] if self.deviation is not None else []
@@ -167,7 +171,8 @@ class PrecisionResult:
 
     def to_json(self) -> dict:
         return {"precision": self.precision, "target": self.target, "files": [os.path.basename(f) for f in self.files],
-                "deviation": None if self.deviation is None else self.deviation.to_json(), "notes": self.notes}
+                "deviation": None if self.deviation is None else self.deviation.to_json(), "notes": self.notes,
+                **({"method": self.method, "calibration": self.calibration} if self.method else {})}
 
 
 def cast_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
@@ -212,17 +217,20 @@ class PrecisionRequest:
     measure: bool = True
     batch: int = 4
     samples: int = 64
+    calibration: Calibration | None = None  # int8: static quantization calibrated on these inputs
 
 
 def apply_precision(model: torch.nn.Module, graph: Graph, precision: str, target: str = "eager", *,
                     onnx_path: str | None = None, out_path: str | None = None, device: str = "cpu",
-                    measure: bool = True, batch: int = 4, samples: int = 64) -> PrecisionResult:
+                    measure: bool = True, batch: int = 4, samples: int = 64,
+                    calibration: Calibration | None = None) -> PrecisionResult:
     """What `archspec build --precision P --target T` needs: the artifact in that precision and
     its deviation from fp32, made by the target (targets/):
 
       eager, compile, export: a bf16/fp16 copy of `model` (result.model); export it as usual.
       onnx + int8: `onnx_path` (the fp32 model.onnx) quantized to `out_path` (default
-        model.int8.onnx beside it), result.files = [out_path].
+        model.int8.onnx beside it), result.files = [out_path]; dynamically, or statically with
+        the activation ranges of `calibration`'s inputs.
       tensorrt + fp16: nothing here (the engine build casts), a note saying so.
       onnx + bf16/fp16, eager + int8, ...: a SpecError saying why (`unsupported`).
 
@@ -234,7 +242,7 @@ def apply_precision(model: torch.nn.Module, graph: Graph, precision: str, target
     if precision == "fp32":
         return PrecisionResult(precision, target, model=model)
     model.eval()
-    request = PrecisionRequest(precision, target, onnx_path, out_path, device, measure, batch, samples)
+    request = PrecisionRequest(precision, target, onnx_path, out_path, device, measure, batch, samples, calibration)
     return get_target(target).apply_precision(model, graph, request)
 
 
@@ -269,39 +277,87 @@ def int8_precision(graph: Graph, request: PrecisionRequest) -> PrecisionResult:
         raise error("--precision int8 needs the fp32 model.onnx to quantize")
     result = PrecisionResult("int8", request.target)
     out_path = request.out_path or os.path.splitext(onnx_path)[0] + ".int8.onnx"
-    info = quantize_onnx_int8(onnx_path, out_path)
+    if request.calibration is None:
+        info = quantize_onnx_int8(onnx_path, out_path)
+        how = "dynamic: activations u8 per call"
+    else:
+        info = quantize_onnx_int8_static(onnx_path, out_path, graph, request.calibration)
+        how = f"static: activations u8 at ranges calibrated on {request.calibration.source}"
+    result.method = "static" if request.calibration is not None else "dynamic"
+    result.calibration = None if request.calibration is None else request.calibration.source
     result.files.append(out_path)
     result.notes.append(f"{info['quantized']} of {info['candidates']} MatMul/Gemm quantized to int8 "
-                        f"(dynamic: activations u8 per call, weights s8 {info['weights']})")
+                        f"({how}, weights s8 {info['weights']})")
     if request.measure:
         result.deviation = measure_deviation(onnx_runner(onnx_path, graph), onnx_runner(out_path, graph), graph,
                                              "int8", request.target, batch=request.batch, samples=request.samples)
     return result
 
 
-# -- int8: ONNX Runtime dynamic quantization ---------------------------------------------------------
+# -- int8: ONNX Runtime's quantization ---------------------------------------------------------------
+
+
+def _quantization_tools():
+    try:
+        import onnx
+        import onnxruntime.quantization as quantization
+    except ImportError:
+        raise error("--precision int8 needs onnxruntime (with its quantization tools) and onnx",
+                    hint="pip install onnxruntime onnx") from None
+    return onnx, quantization
+
+
+class _Quiet:
+    """ONNX Runtime's quantizer advises pre-processing on the root logger, into our progress line."""
+
+    def __enter__(self):
+        self.root = logging.getLogger()
+        self.level = self.root.level
+        self.root.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc):
+        self.root.setLevel(self.level)
+
+
+def quantize_onnx_int8_static(src: str, dst: str, graph: Graph, calibration: Calibration,
+                              per_channel: bool = True) -> dict:
+    """ONNX Runtime's static quantization of the MatMul/Gemm layers whose weight is a constant
+    (QDQ: QuantizeLinear/DequantizeLinear pairs that ONNX Runtime runs as integer matmuls, u8
+    activations x s8 weights, per output channel), the activations' ranges measured (min/max)
+    on the calibration's inputs. Returns {quantized, candidates, weights}."""
+    onnx, quantization = _quantization_tools()
+    names = [node.name for node in graph.inputs()]
+    feeds = iter([{n: a.numpy() for n, a in zip(names, batch)} for batch in calibration.batches])
+
+    class Reader(quantization.CalibrationDataReader):
+        def get_next(self):
+            return next(feeds, None)
+
+    with _Quiet():
+        quantization.quantize_static(src, dst, Reader(), quant_format=quantization.QuantFormat.QDQ,
+                                     op_types_to_quantize=["MatMul", "Gemm"], per_channel=per_channel,
+                                     activation_type=quantization.QuantType.QUInt8,
+                                     weight_type=quantization.QuantType.QInt8,
+                                     extra_options={"MatMulConstBOnly": True})
+    model, quantized = onnx.load(src), onnx.load(dst)
+    fed_by = {out: n for n in quantized.graph.node for out in n.output}
+    done = sum(1 for n in quantized.graph.node if n.op_type in ("MatMul", "Gemm")
+               and all(getattr(fed_by.get(i), "op_type", None) == "DequantizeLinear" for i in n.input[:2]))
+    return {"quantized": done, "candidates": sum(1 for n in model.graph.node if n.op_type in ("MatMul", "Gemm")),
+            "weights": "per channel" if per_channel else "per tensor"}
 
 
 def quantize_onnx_int8(src: str, dst: str, per_channel: bool = True) -> dict:
     """ONNX Runtime's dynamic quantization of the MatMul/Gemm weights (int8, per output channel),
     activations quantized to uint8 per call: u8 x s8 is what VNNI (AVX512-VNNI / AVX-VNNI)
     multiplies natively. Returns {quantized, candidates, weights}."""
-    try:
-        import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError:
-        raise error("--precision int8 needs onnxruntime (with its quantization tools) and onnx",
-                    hint="pip install onnxruntime onnx") from None
+    onnx, quantization = _quantization_tools()
     model = onnx.load(src)
     candidates = sum(1 for n in model.graph.node if n.op_type in ("MatMul", "Gemm"))
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # its advice to pre-process goes to the root logger, into our progress line
-    try:
-        quantize_dynamic(src, dst, op_types_to_quantize=["MatMul", "Gemm"], per_channel=per_channel,
-                         weight_type=QuantType.QInt8, extra_options={"MatMulConstBOnly": True})
-    finally:
-        root.setLevel(level)
+    with _Quiet():
+        quantization.quantize_dynamic(src, dst, op_types_to_quantize=["MatMul", "Gemm"], per_channel=per_channel,
+                                      weight_type=quantization.QuantType.QInt8,
+                                      extra_options={"MatMulConstBOnly": True})
     quantized = onnx.load(dst)
     kinds = ("MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "DynamicQuantizeLinear")
     done = sum(1 for n in quantized.graph.node if n.op_type in kinds[:4])

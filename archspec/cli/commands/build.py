@@ -72,6 +72,7 @@ class BuildOptions:
     size: str | None = None  # --size MIN:MAX: dynamic image sides in model.pt2
     as_json: bool = False
     plain_onnx: bool = False  # --plain-onnx: model.onnx is the opset 18 export, not the optimised one
+    calibration: str | None = None  # --calibration random|DIR: int8 static quantization calibrated on it
 
 
 class Interrupted(BaseException):
@@ -220,6 +221,8 @@ class Build:
             raise UsageError(f"--size gives model.pt2 dynamic image sides: it goes with --target {sized} "
                              "(the other targets are built at the spec's own size)")
         self.size_bounds = size_range(self.options.size, "--size") if self.options.size is not None else None
+        if o.calibration is not None:
+            self.check_calibration()
         if o.plain_onnx and "onnx" not in (target.name for target in self.chain):
             raise UsageError(f"--plain-onnx picks which model.onnx --target onnx writes; --target {o.target} "
                              "writes no model.onnx (use --target onnx)")
@@ -232,7 +235,8 @@ class Build:
         self.progress.writes_shown = self.output.shown
         self.progress.run(f"write report.json, model.py, weights.pt to {self.output.shown}", self.write_sources)
         context = BuildContext(self.model, self.graph, self.outdir, o.precision, self.batch, o.size,
-                               self.image_sizes, self.progress, self.written, plain_onnx=o.plain_onnx)
+                               self.image_sizes, self.progress, self.written, plain_onnx=o.plain_onnx,
+                               calibration=o.calibration)
         for target in self.chain:
             context.made[target.name] = target.build(context)
             for line in context.notes:
@@ -266,6 +270,15 @@ class Build:
                 "overrides": dict(o.overrides or {}), "target": o.target, "seed": o.seed, "weights": weights,
                 "precision": o.precision, "size": o.size, "archspec": __version__, "torch": torch.__version__}
 
+    def check_calibration(self) -> None:
+        """--calibration makes int8 static: it goes with --precision int8 and names `random` or a folder."""
+        from ...compiler.backends.calibration import check_source
+
+        if self.options.precision != "int8":
+            raise UsageError("--calibration calibrates int8 static quantization: it goes with --precision int8 "
+                             "(and --target onnx)")
+        check_source(self.options.calibration)
+
     # -- steps -------------------------------------------------------------------------------
     def check(self) -> None:
         o = self.options
@@ -273,6 +286,10 @@ class Build:
                                         lambda r: f"{r.params:,} params, {human(r.flops)}FLOPs {r.flops_basis}")
         self.graph = self.progress.graph = self.report.graph
         print_warnings(self.report.warnings)  # what `check` warns of, a build says too
+        if o.calibration is not None:
+            from ...compiler.backends.calibration import check_fits
+
+            check_fits(self.graph, o.calibration)
 
     def lower(self) -> None:
         from ...compiler.lower import lower
@@ -445,6 +462,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plain-onnx", action="store_true",
                         help="with --target onnx: write model.onnx at the standard opset 18 (attention spelled "
                              "out) for runtimes without opset 23, instead of the fused one that archspec bench times")
+    parser.add_argument("--calibration", metavar="random|DIR", default=None,
+                        help="with --precision int8: static quantization, its activation ranges calibrated on 32 "
+                             "random inputs or the images of DIR (DIR/CLASS/*.png), instead of dynamic")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
 
 
@@ -469,5 +489,6 @@ def run(args) -> int:
         raise UsageError("-o needs a folder name")
     return Build(BuildOptions(spec, overrides, out=args.out, target=args.target, seed=args.seed, weights=args.weights,
                               mapping=mapping_argument(args), precision=args.precision, batch=args.batch,
-                              size=args.size, as_json=args.json, plain_onnx=args.plain_onnx)).run()
+                              size=args.size, as_json=args.json, plain_onnx=args.plain_onnx,
+                              calibration=args.calibration)).run()
 

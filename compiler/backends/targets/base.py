@@ -72,6 +72,7 @@ class BuildContext:
     made: dict[str, object] = field(default_factory=dict)  # target name -> what its build returned
     notes: list[str] = field(default_factory=list)  # printed as "note: ..." after the step
     plain_onnx: bool = False  # --plain-onnx: the onnx target writes the opset 18 export, not the optimised one
+    calibration: str | None = None  # --calibration: int8 static quantization on `random` or a folder of images
 
     def path(self, name: str) -> str:
         return os.path.join(self.outdir, name)

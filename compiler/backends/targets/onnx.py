@@ -69,9 +69,16 @@ class Onnx(Target):
         from ..precision import apply_precision
 
         def run():
-            return apply_precision(context.model, context.graph, "int8", target=self.name, onnx_path=source)
+            calibration = None
+            if context.calibration is not None:
+                from ..calibration import calibration as calibration_of
 
-        result = context.progress.run("quantize the linear layers to int8 -> model.int8.onnx", run,
+                calibration = calibration_of(context.graph, context.calibration)
+            return apply_precision(context.model, context.graph, "int8", target=self.name, onnx_path=source,
+                                   calibration=calibration)
+
+        how = "dynamic" if context.calibration is None else f"static, calibrated on {context.calibration}"
+        result = context.progress.run(f"quantize the linear layers to int8 ({how}) -> model.int8.onnx", run,
                                       lambda r: r.summary())
         context.written.extend(result.files)
         context.write_text("precision.json", json.dumps(result.to_json(), indent=2))
