@@ -123,6 +123,14 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         """What the model knows of its spec, written at lowering (kept in meta for pickling)."""
         return self.meta["archspec"]
 
+    # -- generation ---------------------------------------------------------------------------------
+    def generate(self, input_ids, **kwargs):
+        """New tokens after `input_ids`, as Hugging Face's generate: greedy or sampled, with a
+        KV cache, left-padded batches through `attention_mask` (compiler/generate/driver.py)."""
+        from .generate import generate
+
+        return generate(self, input_ids, **kwargs)
+
     # -- objectives ---------------------------------------------------------------------------------
     def loss(self, *args):
         """The total training loss, given the model's inputs and then the spec's targets."""

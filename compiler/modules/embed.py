@@ -26,6 +26,8 @@ def sinusoid_table(length: int, dim: int):
 
 
 class TokenEmbed(nn.Module):
+    positions = None  # while generate() decodes: the tokens' positions [B, L] (else 0..L-1)
+
     def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None):
         super().__init__()
         self.scale = math.sqrt(dim) if scale else None
@@ -47,6 +49,8 @@ class TokenEmbed(nn.Module):
             x = x + self.types(types)
         if self.scale is not None:
             x = x * self.scale
+        if self.positions is not None:
+            return self.at_positions(x)
         if self.pos is not None:
             x = x + self.pos.weight[: ids.shape[1]]
         if self.pos_table is not None:
@@ -54,6 +58,15 @@ class TokenEmbed(nn.Module):
         if self.drop is not None:
             x = self.drop(x)
         return x
+
+    def at_positions(self, x):
+        """The position embeddings of `positions` added (generate(): a cached decode step or a
+        left-padded prompt), then dropout."""
+        if self.pos is not None:
+            x = x + self.pos(self.positions)  # [B, L, dim]
+        if self.pos_table is not None:
+            x = x + self.pos_table[self.positions]
+        return self.drop(x) if self.drop is not None else x
 
 
 @lowering(EMBED)

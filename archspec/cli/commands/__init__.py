@@ -8,4 +8,4 @@
 and keeps its heavy imports inside `run`, so that `archspec check` stays fast. `ORDER` gives
 the order commands are listed in; a command not named there is listed after them."""
 
-ORDER = ["check", "models", "build", "graph", "bench", "train", "primitives", "targets", "schema", "lsp"]
+ORDER = ["check", "models", "build", "graph", "bench", "generate", "train", "primitives", "targets", "schema", "lsp"]

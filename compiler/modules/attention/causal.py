@@ -8,10 +8,11 @@ from archspec.primitives.ops.attention.causal import CAUSAL
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
+from .common import CachedAttention
 from .sequence import SelfAttention, attention_fusion, make_sequence_attention
 
 
-class CausalSelfAttention(SelfAttention):
+class CausalSelfAttention(CachedAttention, SelfAttention):
     """kind=causal: token i attends to tokens 0..i (SDPA's is_causal when no key is padded)."""
 
     causal = True

@@ -1,5 +1,6 @@
 """What the attention modules share: dropout on the attention weights only in training,
-PVT's convolution init, and the constructor arguments every kind takes."""
+PVT's convolution init, the constructor arguments every kind takes, and the key/value cache
+hook of the kinds generate() can decode with (`CachedAttention`)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,16 @@ def common_args(p, width: int) -> dict:
     """The constructor arguments of every attention module."""
     return dict(dim=width, heads=p.heads, qkv_bias=p.qkv_bias, proj_bias=p.proj_bias, attn_drop=p.attn_drop,
                 proj_drop=p.proj_drop)
+
+
+class CachedAttention:
+    """A self-attention kind that generate() can decode with (compiler/generate/): while it
+    runs, `kv_cache` is a KVCache and attention reads and writes it; otherwise it is None and
+    attend() is the kind's own, unchanged."""
+
+    kv_cache = None
+
+    def attend(self, x, memory=None, padding=None, bias=None):
+        if self.kv_cache is None:
+            return super().attend(x, memory, padding, bias)
+        return self.kv_cache.attend(self, x)

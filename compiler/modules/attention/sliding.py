@@ -8,10 +8,11 @@ from archspec.primitives.ops.attention.sliding import SLIDING
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
+from .common import CachedAttention
 from .sequence import SelfAttention, attention_fusion, make_sequence_attention
 
 
-class SlidingWindowAttention(SelfAttention):
+class SlidingWindowAttention(CachedAttention, SelfAttention):
     """Token i attends to tokens i - window + 1 .. i."""
 
     def __init__(self, dim, heads, window, **kwargs):

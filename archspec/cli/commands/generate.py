@@ -1,0 +1,121 @@
+"""`archspec generate SPEC --ids 1,2,3`: new token ids from a decoder-only spec, printed as they
+come (greedy, or sampled with --do-sample), with a key/value cache (compiler/generate/).
+
+    archspec generate gpt2 --weights gpt2.safetensors --ids 464,3290 --max-new-tokens 20
+    archspec generate llama --ids 1,15043 --do-sample --temperature 0.8 --top-p 0.9 --seed 1
+    archspec generate transformer_base --weights wmt.pt --ids 41,7,900 --decoder-start 0
+
+It prints the new ids on one line, separated by spaces, each as soon as it is chosen. A spec
+that cannot generate (no lm head, attention that sees later tokens, other inputs than ids) is
+an error saying why (exit 1); ids outside the vocabulary and more tokens than the spec's longest
+sequence are usage errors (exit 2), before any decoding.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...budget import check_build_memory
+from ...core.errors import UsageError
+from ...pipeline import check_file
+from .common import add_spec_arguments, checked_seed, counted, overrides_of, spec_path
+
+NAME = "generate"
+HELP = "generate token ids with a decoder-only spec (gpt2, llama), printing them as they come"
+MAX_NEW_TOKENS = 1_000_000  # beyond any shipped spec's context; the spec's own length bounds it first
+
+
+def add_arguments(parser) -> None:
+    add_spec_arguments(parser)
+    parser.add_argument("--ids", required=True, metavar="I,J,...", help="the prompt's token ids, comma-separated")
+    parser.add_argument("--max-new-tokens", type=int, default=20, metavar="N",
+                        help="how many tokens to add (default 20; prompt + N within the spec's longest sequence)")
+    parser.add_argument("--weights", metavar="FILE", help="load weights first (as for build)")
+    parser.add_argument("--do-sample", action="store_true", help="sample instead of choosing the likeliest token")
+    parser.add_argument("--temperature", type=float, default=None, help="divide the logits by this (sampling)")
+    parser.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest tokens")
+    parser.add_argument("--top-p", type=float, default=None, help="sample among the likeliest tokens whose "
+                                                                  "probabilities reach p")
+    parser.add_argument("--eos", type=int, default=None, metavar="ID", help="stop after this token id")
+    parser.add_argument("--decoder-start", type=int, default=None, metavar="ID",
+                        help="an encoder-decoder spec (transformer_base): --ids is the source, and the target "
+                             "begins with this id")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and of sampling (default 0)")
+
+
+def prompt_ids(text: str) -> list[int]:
+    """--ids I,J,...: whole numbers (ASCII digits, at most 18 each), or a usage error."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(re.fullmatch(r"-?[0-9]{1,18}", p) for p in parts):
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise UsageError(f"--ids takes comma-separated token ids such as 1,2,3, got {shown!r}")
+    return [int(p) for p in parts]
+
+
+def sampling_options(args) -> None:
+    """--temperature, --top-k, --top-p out of range: usage errors, before any work."""
+    from ...compiler.generate.sampling import Sampling
+
+    try:
+        Sampling(args.do_sample, args.temperature, args.top_k, args.top_p).check()
+    except ValueError as exc:
+        raise UsageError(f"--{str(exc).replace('_', '-')}") from None
+
+
+def check_decoder_start(decoder, start) -> None:
+    """--decoder-start: needed by an encoder-decoder spec, meaningless for a decoder-only one."""
+    if decoder.encoder_decoder and start is None:
+        raise UsageError(f"{decoder.name} is an encoder-decoder: --ids is the source; give the target's first id "
+                         "with --decoder-start ID")
+    if not decoder.encoder_decoder and start is not None:
+        raise UsageError(f"--decoder-start is for encoder-decoder specs; {decoder.name} continues the --ids "
+                         "themselves")
+
+
+class PrintTokens:
+    """A streamer (put, end) that prints each step's new id, skipping the prompt."""
+
+    def __init__(self):
+        self.prompt_seen = False
+
+    def put(self, tokens) -> None:
+        if not self.prompt_seen:
+            self.prompt_seen = True
+            return
+        print(int(tokens[0]), end=" ", flush=True)
+
+    def end(self) -> None:
+        print(flush=True)
+
+
+def run(args) -> int:
+    ids = prompt_ids(args.ids)
+    counted(args.max_new_tokens, "--max-new-tokens", 1, MAX_NEW_TOKENS)
+    checked_seed(args.seed)
+    sampling_options(args)
+    report = check_file(spec_path(args), overrides_of(args))
+    check_build_memory(report, runs_model=False)
+    import torch
+
+    from ...compiler.generate import decoder_of, generate
+    from ...compiler.generate.driver import check_request
+    from ...compiler.lower import lower
+
+    model = lower(report.graph, seed=args.seed)
+    if args.weights:
+        from ...compiler.weights.load import load_weights
+
+        load_weights(model, args.weights, report.graph)
+    model.eval()
+    decoder = decoder_of(model)  # a spec that cannot generate: its error, exit 1
+    check_decoder_start(decoder, args.decoder_start)
+    input_ids = torch.tensor([ids], dtype=torch.long)
+    try:
+        check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    generator = torch.Generator().manual_seed(args.seed) if args.do_sample else None
+    generate(model, input_ids, max_new_tokens=args.max_new_tokens, do_sample=args.do_sample,
+             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, eos_token_id=args.eos,
+             decoder_start_token_id=args.decoder_start, streamer=PrintTokens(), generator=generator)
+    return 0

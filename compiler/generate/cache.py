@@ -1,0 +1,138 @@
+"""The key/value cache generate() keeps while it runs (see compiler/generate/__init__.py).
+
+`DecodeState` is what every layer shares for one generate() call: the preallocated capacity
+(prompt + new tokens), which cache slots hold a real token (the attention mask, 0 for left
+padding), where the tokens of the current call go (`start`) and their positions (Hugging
+Face's: the attention mask's running count, 0 for padding).
+
+`KVCache` is one attention layer's cache: keys and values [B, h_kv, capacity, d] (only the
+key/value heads: grouped- and multi-query attention cache h_kv heads, and share them after
+reading), written at `start` and read up to the tokens seen so far; a sliding window shorter
+than the capacity keeps a ring buffer of its last `window` slots only. While generate() runs the
+driver sets it as the attention module's `kv_cache` (causal.py, sliding.py), and the module's
+attend() hands the work to `KVCache.attend`; outside generate() `kv_cache` is None and the
+forward is the ordinary one.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..modules.attention.sequence import additive
+
+
+class DecodeState:
+    """What the layers of one generate() call share (see the module docstring)."""
+
+    def __init__(self, attention_mask: torch.Tensor, capacity: int):
+        batch, prompt = attention_mask.shape
+        self.capacity = capacity
+        self.seen = torch.zeros(batch, capacity, dtype=torch.long, device=attention_mask.device)  # [B, capacity]
+        self.seen[:, :prompt] = attention_mask
+        self.start, self.count = 0, prompt  # the current call's tokens: slots start .. start + count - 1
+        self._masks: dict = {}
+
+    @property
+    def end(self) -> int:
+        return self.start + self.count
+
+    def advance(self) -> None:
+        """The next call brings one token per sequence, in the slot after the last."""
+        self.start, self.count = self.end, 1
+        self.seen[:, self.start] = 1
+        self._masks = {}
+
+    def positions(self) -> torch.Tensor:
+        """The current tokens' positions [B, count]: Hugging Face's attention_mask.cumsum(-1) - 1, 0 on padding."""
+        seen = self.seen[:, : self.end]
+        positions = (seen.cumsum(-1) - 1).masked_fill(seen == 0, 0)  # [B, end]
+        return positions[:, self.start:]
+
+    def mask(self, window: int | None, dtype) -> torch.Tensor:
+        """The additive mask [B, 1, count, end] of the current queries over the cached keys: a
+        later key, a padded key, or (with a window) a key `window` or more slots back is hidden."""
+        key = (window, dtype)
+        if key not in self._masks:
+            device = self.seen.device
+            query = torch.arange(self.start, self.end, device=device)[:, None]  # [count, 1]
+            slot = torch.arange(self.end, device=device)[None, :]  # [1, end]
+            hidden = slot > query
+            if window is not None:
+                hidden = hidden | (slot <= query - window)
+            padded = (self.seen[:, : self.end] == 0)[:, None, None, :]  # [B, 1, 1, end]
+            self._masks[key] = additive(padded | hidden, dtype)  # [B, 1, count, end]
+        return self._masks[key]
+
+    def ring_mask(self, window: int, dtype) -> torch.Tensor:
+        """The additive mask [B, 1, 1, window] of one query (slot start) over a ring buffer of
+        `window` slots: ring slot s holds sequence slot start - ((start - s) mod window), hidden
+        when that is before slot 0 or padded (all held slots are inside the window)."""
+        key = ("ring", window, dtype)
+        if key not in self._masks:
+            ring = torch.arange(window, device=self.seen.device)
+            held = self.start - (self.start - ring) % window  # [window]
+            padded = (self.seen[:, held.clamp(min=0)] == 0) | (held < 0)[None, :]  # [B, window]
+            self._masks[key] = additive(padded[:, None, None, :], dtype)
+        return self._masks[key]
+
+
+class KVCache:
+    """One attention layer's keys and values, preallocated: every slot of the state's capacity,
+    or for a sliding window shorter than that, a ring buffer of the last `window` slots only."""
+
+    def __init__(self, state: DecodeState, window: int | None = None):
+        self.state, self.window = state, window
+        self.ring = window is not None and window < state.capacity
+        self.keys = self.values = None  # [B, h_kv, capacity or window, d], allocated at the first write
+
+    def allocate(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        B, h_kv, _, d = k.shape
+        slots = self.window if self.ring else self.state.capacity
+        self.keys, self.values = k.new_zeros(B, h_kv, slots, d), v.new_zeros(B, h_kv, slots, d)
+
+    def store(self, k: torch.Tensor, v: torch.Tensor):
+        """Write the current tokens' keys and values ([B, h_kv, count, d]); (keys, values, mask)
+        to attend over: all tokens so far, or the window's."""
+        state = self.state
+        if self.keys is None:
+            self.allocate(k, v)
+        if self.ring:
+            return self.store_in_ring(k, v)
+        self.keys[:, :, state.start:state.end] = k
+        self.values[:, :, state.start:state.end] = v
+        mask = state.mask(self.window, k.dtype)
+        return self.keys[:, :, : state.end], self.values[:, :, : state.end], mask  # [B, h_kv, end, d]
+
+    def store_in_ring(self, k, v):
+        """Slot a of the sequence lives at a % window. The prompt attends over its own keys (it
+        is the first call), then keeps its last `window`; a decode step attends over the ring."""
+        state, window = self.state, self.window
+        kept = torch.arange(state.start, state.end, device=k.device)[-window:]
+        self.keys[:, :, kept % window] = k[:, :, -window:]
+        self.values[:, :, kept % window] = v[:, :, -window:]
+        if state.count > 1:  # the prompt, from slot 0
+            return k, v, state.mask(window, k.dtype)
+        return self.keys, self.values, state.ring_mask(window, k.dtype)
+
+    def attend(self, module, x: torch.Tensor) -> torch.Tensor:
+        """module's attention for the current tokens x [B, count, C] over every token so far."""
+        B, N, _ = x.shape
+        q, k, v = module.project(x)  # [B, h, N, d], 2 x [B, h_kv, N, d]
+        if module.q_norm is not None:
+            q, k = module.q_norm(q), module.k_norm(k)
+        if module.rotary is not None:
+            q, k = rotate_at(module.rotary, q, k, self.state.positions())
+        k, v, mask = self.store(k, v)
+        k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=module.scale)  # [B, h, N, d]
+        out = module.proj(out.transpose(1, 2).reshape(B, N, -1))  # -> [B, N, h*d]
+        return module.proj_drop(out) if module.proj_drop is not None else out
+
+def rotate_at(rotary, q, k, positions):
+    """Rotary embeddings at the given positions [B, N] (Rotary in sequence.py turns 0..N-1):
+    the angles in float32, as Hugging Face's Llama computes them."""
+    freqs = positions[:, :, None].float() * rotary.inv_freq[None, None, :]  # [B, N, dims/2]
+    angles = torch.cat((freqs, freqs), dim=-1)[:, None]  # [B, 1, N, dims]
+    cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+    return rotary.rotate(q, cos, sin), rotary.rotate(k, cos, sin)

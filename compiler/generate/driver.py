@@ -1,0 +1,270 @@
+"""generate(model, input_ids, ...): new tokens from a built decoder-only (or encoder-decoder)
+spec, with Hugging Face's argument names and return value ([B, L + new] token ids), using a
+key/value cache.
+
+The prompt goes through the model once (the prefill), every later call brings one token per
+sequence (the decode steps); the attention layers keep their keys and values in a KVCache
+(cache.py) that the driver sets on them for the call only, and the embedding reads each
+token's position (Hugging Face's, from the attention mask: left-padded batches decode as
+theirs do). Outside generate() the model is untouched: its forward is the ordinary one.
+
+A spec can generate when it returns the logits of an lm head and takes token ids alone
+(decoder-only: every attention causal or sliding, so earlier tokens never see later ones) or
+source and target ids (encoder-decoder, as the 2017 Transformer: what reads the source alone,
+its embedding and encoder, runs once; on the target side attention is causal or sliding, or
+cross attention to the encoder's output, whose keys and values are recomputed each step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from archspec.core.errors import error
+
+from ..modules.attention.common import CachedAttention
+from ..modules.attention.cross import CrossAttention
+from ..modules.attention.sequence import SequenceAttention
+from ..modules.embed import TokenEmbed
+from ..modules.head.lm import LanguageModelHead
+from .cache import DecodeState, KVCache
+from .sampling import Sampling
+
+CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal or "
+                "sliding attention (shipped: gpt2, llama, mixtral), or source and target ids (transformer_base)")
+
+
+class Decoder:
+    """What generate() needs of a built model, found once: its cached attention layers, its
+    embeddings, which output is the logits, its vocabulary and its longest sequence. A spec
+    that cannot generate is refused here, in words (CAN_GENERATE)."""
+
+    def __init__(self, model):
+        self.model = model
+        facts = model.facts
+        self.name = facts.name
+        if len(facts.inputs) not in (1, 2):
+            raise refusal(f"it takes {len(facts.inputs)} inputs ({', '.join(facts.inputs)}); generate feeds token "
+                          "ids (decoder-only) or source and target ids (encoder-decoder)")
+        self.encoder_decoder = len(facts.inputs) == 2
+        self.output, head = self.find_logits(model)
+        self.source_only, self.target_side = split_by_target(model, facts.inputs[-1])
+        self.attention = self.find_attention(model, self.target_side, self.encoder_decoder)
+        self.embeds = [m for top in self.target_side for m in top.modules() if isinstance(m, TokenEmbed)]
+        self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
+        self.max_length = longest_sequence(model, len(facts.inputs) - 1)
+        self.max_source = longest_sequence(model, 0) if self.encoder_decoder else None
+
+    @staticmethod
+    def find_logits(model):
+        """(index of the logits among forward's outputs, the lm head module)."""
+        facts = model.facts
+        for index, node in enumerate(facts.output_nodes):
+            module = model.get_submodule(node) if node in facts.node_paths else None
+            if isinstance(module, LanguageModelHead):
+                return index, module
+        raise refusal("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns)")
+
+    @staticmethod
+    def find_attention(model, target_side, encoder_decoder: bool) -> list:
+        """The cached attention layers of the modules the target tokens pass through; a refusal
+        for attention there that would let a token see later ones."""
+        cached, paths = [], {id(m): path for path, m in model.named_modules()}
+        for top in target_side:
+            for module in top.modules():
+                where = paths.get(id(module), "?")
+                if isinstance(module, CachedAttention):
+                    if module.score_parts or module.score_bias:
+                        raise refusal(f"its attention '{where}' has score parts or a score bias, which generate "
+                                      "does not cache yet")
+                    cached.append(module)
+                elif isinstance(module, CrossAttention) and encoder_decoder:
+                    continue  # queries from the target, keys from the source: recomputed each step
+                elif isinstance(module, SequenceAttention):
+                    raise refusal(f"its attention '{where}' ({type(module).__name__}) lets a token see later "
+                                  "tokens, so each new token would change the earlier ones")
+        if not cached:
+            raise refusal("it has no causal or sliding attention to cache")
+        return cached
+
+    def logits(self, ids: torch.Tensor, state: DecodeState, source=None) -> torch.Tensor:
+        """The last position's logits [B, vocab] in float32, for ids [B, count] in the state's
+        current slots (after the source ids of an encoder-decoder spec)."""
+        positions = state.positions()
+        for embed in self.embeds:
+            embed.positions = positions
+        out = self.model(ids) if source is None else self.model(source, ids)
+        out = out[self.output] if isinstance(out, (tuple, list)) else out
+        return out[:, -1, :].float()
+
+    @contextlib.contextmanager
+    def cached(self, state: DecodeState):
+        """The cache set on every attention layer (and positions on the embeddings) for the block only."""
+        try:
+            for module in self.attention:
+                module.kv_cache = KVCache(state, getattr(module, "window", None))
+            for module in self.source_only:
+                module.forward = computed_once(module.forward)
+            yield
+        finally:
+            for module in self.attention + self.embeds + self.source_only:
+                for name in ("kv_cache", "positions", "forward"):
+                    module.__dict__.pop(name, None)
+
+
+def refusal(why: str):
+    return error(f"this spec cannot generate: {why}", hint=CAN_GENERATE)
+
+
+def split_by_target(model, target: str) -> tuple[list, list]:
+    """The model's top-level modules (source-only, target-side): those whose inputs do not
+    depend on the target ids (an encoder-decoder's source embedding and encoder: computed once
+    per generate), and those that do (where the cache is)."""
+    depends, source_only, target_side = set(), [], []
+    for node in model.graph.nodes:
+        if (node.op == "placeholder" and node.name == target) or any(a in depends for a in node.all_input_nodes):
+            depends.add(node)
+        if node.op == "call_module":
+            module = model.get_submodule(node.target)
+            (target_side if node in depends else source_only).append(module)
+    shared = {id(m) for m in target_side}  # a module called on both sides is never computed once
+    return [m for m in source_only if id(m) not in shared], target_side
+
+
+def computed_once(forward):
+    """forward, run at the first call only (its inputs, the source ids, do not change while decoding)."""
+    kept = []
+
+    def once(*args, **kwargs):
+        if not kept:
+            kept.append(forward(*args, **kwargs))
+        return kept[0]
+
+    return once
+
+
+def longest_sequence(model, index: int = 0) -> int | None:
+    """The highest length the spec declares for its input `index` (dim 1), or None."""
+    for declared in model.__dict__.get("meta", {}).get("archspec_inputs", ())[index:index + 1]:
+        for index, _, hi in declared.checks:
+            if index == 1:
+                return hi
+    return None
+
+
+def decoder_of(model) -> Decoder:
+    """The model's Decoder, found once and kept with the model."""
+    decoder = model.__dict__.get("_decoder")
+    if decoder is None:
+        decoder = Decoder(model)
+        model.__dict__["_decoder"] = decoder
+    return decoder
+
+
+def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: int,
+                  decoder_start_token_id=None) -> None:
+    """ValueError, in words, for ids or a length the model cannot take."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
+        raise ValueError("input_ids must be a LongTensor [batch, length]")
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids is empty: give at least one token per sequence")
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"attention_mask is {list(attention_mask.shape)}, input_ids {list(input_ids.shape)}: "
+                         "they must have the same shape")
+    check_vocabulary(decoder, input_ids)
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be 0 or more, got {max_new_tokens}")
+    if decoder.encoder_decoder:
+        check_source(decoder, input_ids, attention_mask, decoder_start_token_id)
+        prompt = 1
+    else:
+        prompt = input_ids.shape[1]
+    total = prompt + max_new_tokens
+    if decoder.max_length is not None and total > decoder.max_length:
+        raise ValueError(f"{prompt} prompt tokens + {max_new_tokens} new tokens = {total}, beyond "
+                         f"{decoder.name}'s longest sequence, {decoder.max_length}")
+
+
+def check_vocabulary(decoder: Decoder, ids) -> None:
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= decoder.vocab:
+        bad = low if low < 0 else high
+        raise ValueError(f"token id {bad} is outside the vocabulary of {decoder.name} (0..{decoder.vocab - 1})")
+
+
+def check_source(decoder: Decoder, input_ids, attention_mask, decoder_start_token_id) -> None:
+    """An encoder-decoder's source ids and decoder start token."""
+    if decoder_start_token_id is None:
+        raise ValueError(f"{decoder.name} is an encoder-decoder: input_ids are the source, and the target "
+                         "begins with decoder_start_token_id; give it")
+    check_vocabulary(decoder, torch.tensor([decoder_start_token_id]))
+    if attention_mask is not None and bool((attention_mask == 0).any()):
+        raise ValueError(f"{decoder.name} takes no source padding mask, so its sources cannot be padded: give "
+                         "sources of one length")
+    if decoder.max_source is not None and input_ids.shape[1] > decoder.max_source:
+        raise ValueError(f"a source of {input_ids.shape[1]} tokens is beyond {decoder.name}'s longest source, "
+                         f"{decoder.max_source}")
+
+
+def as_list(eos_token_id) -> list[int]:
+    if eos_token_id is None:
+        return []
+    return [int(eos_token_id)] if isinstance(eos_token_id, int) else [int(t) for t in eos_token_id]
+
+
+@torch.no_grad()
+def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float | None = None,
+             top_k: int | None = None, top_p: float | None = None, eos_token_id=None, pad_token_id: int | None = None,
+             attention_mask=None, decoder_start_token_id: int | None = None, streamer=None,
+             generator: torch.Generator | None = None) -> torch.LongTensor:
+    """The prompt `input_ids` [B, L] followed by up to `max_new_tokens` new tokens: [B, L + new]
+    (Hugging Face's generate: greedy unless do_sample; temperature, top_k, top_p as its warpers;
+    a sequence that produced eos_token_id continues with pad_token_id, eos by default, and
+    generation stops when every sequence has). `attention_mask` marks left padding with 0.
+    An encoder-decoder spec takes the source as input_ids and returns the target, [B, 1 + new],
+    beginning with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
+    Hugging Face's (the prompt first, then each step's tokens [B])."""
+    decoder = decoder_of(model)
+    check_request(decoder, input_ids, attention_mask, max_new_tokens, decoder_start_token_id)
+    sampling = Sampling(do_sample, temperature, top_k, top_p)
+    sampling.check()
+    eos = as_list(eos_token_id)
+    pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
+    source = None
+    if decoder.encoder_decoder:
+        source, input_ids = input_ids, torch.full_like(input_ids[:, :1], decoder_start_token_id)
+        attention_mask = None
+    mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
+    state = DecodeState(mask, input_ids.shape[1] + max_new_tokens)
+    if streamer is not None:
+        streamer.put(input_ids.cpu())
+    tokens = [input_ids]
+    if max_new_tokens > 0:
+        with decoder.cached(state):
+            decode(decoder, state, (input_ids, source), max_new_tokens, sampling, eos, pad, tokens, streamer,
+                   generator)
+    if streamer is not None:
+        streamer.end()
+    return torch.cat(tokens, dim=1)
+
+
+def decode(decoder, state, prompt, max_new_tokens, sampling, eos, pad, tokens, streamer, generator) -> None:
+    """The prefill, then one decode step per new token, appending each step's tokens [B, 1] to
+    `tokens`. `prompt`: (the target's first ids, the source ids or None)."""
+    input_ids, source = prompt
+    unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+    eos_ids = torch.tensor(eos, device=input_ids.device)
+    logits = decoder.logits(input_ids, state, source)
+    for step in range(max_new_tokens):
+        chosen = sampling.choose(logits, generator)  # [B]
+        if eos:
+            chosen = torch.where(unfinished, chosen, torch.full_like(chosen, pad))
+            unfinished = unfinished & ~torch.isin(chosen, eos_ids)
+        tokens.append(chosen[:, None])
+        if streamer is not None:
+            streamer.put(chosen.cpu())
+        if step + 1 == max_new_tokens or (eos and not bool(unfinished.any())):
+            return
+        state.advance()
+        logits = decoder.logits(chosen[:, None], state, source)

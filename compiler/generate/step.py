@@ -1,0 +1,166 @@
+"""The decode step as a program to export: `DecodeStep(model)` is an nn.Module whose forward
+takes the cache as inputs and gives it back as outputs, as Hugging Face's ONNX exports name them:
+
+    forward(input_ids [B, N], attention_mask [B, P + N], position_ids [B, N],
+            past_key_values.0.key, past_key_values.0.value, ...  [B, h_kv, P, d] each)
+        -> (logits [B, N, vocab], present.0.key, present.0.value, ...  [B, h_kv, P + N, d])
+
+One module serves both programs of a decoder-only spec: the prefill (P = 0, N the prompt) and
+the single-token decode step (N = 1, P the tokens so far); `export_decode_step` traces the
+latter with torch.export, the batch and the cache length dynamic. Where generate() keeps a
+preallocated cache (cache.py), this one is explicit state: the caller keeps the present keys
+and values and passes them back, so the exported program has no hidden mutation.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ..modules.attention.sequence import additive
+from .cache import KVCache
+from .driver import Decoder
+
+
+class StepState:
+    """What the layers of one step share: positions given, a mask from the attention mask."""
+
+    def __init__(self, attention_mask: torch.Tensor, position_ids: torch.Tensor, queries: int):
+        self.attention_mask, self.position_ids, self.queries = attention_mask, position_ids, queries
+        self._masks: dict = {}
+
+    def positions(self) -> torch.Tensor:
+        return self.position_ids
+
+    def mask(self, window: int | None, dtype) -> torch.Tensor:
+        """[B, 1, N, P + N]: a later key, a padded key, or one `window` or more back is hidden."""
+        key = (window, dtype)
+        if key not in self._masks:
+            total = self.attention_mask.shape[1]
+            past = total - self.queries
+            query = torch.arange(self.queries, device=self.attention_mask.device)[:, None] + past  # [N, 1]
+            slot = torch.arange(total, device=self.attention_mask.device)[None, :]  # [1, P + N]
+            hidden = slot > query
+            if window is not None:
+                hidden = hidden | (slot <= query - window)
+            padded = (self.attention_mask == 0)[:, None, None, :]
+            self._masks[key] = additive(padded | hidden, dtype)
+        return self._masks[key]
+
+
+class ExplicitCache(KVCache):
+    """One layer's cache as tensors in and out: the past keys and values, then with this step's."""
+
+    def __init__(self, state: StepState, key: torch.Tensor, value: torch.Tensor, window: int | None = None):
+        self.state, self.window = state, window
+        self.keys, self.values = key, value  # [B, h_kv, P, d]
+
+    def store(self, k, v):
+        self.keys = torch.cat([self.keys, k], dim=2)  # [B, h_kv, P + N, d]
+        self.values = torch.cat([self.values, v], dim=2)
+        return self.keys, self.values, self.state.mask(self.window, k.dtype)
+
+
+class DecodeStep(nn.Module):
+    """A decoder-only model with its cache as inputs and outputs (see the module docstring)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.decoder = Decoder(model)
+        if self.decoder.encoder_decoder:
+            raise NotImplementedError("the exported decode step covers decoder-only specs")
+
+    def cache_shapes(self, batch: int, length: int) -> list[tuple[int, ...]]:
+        """The shape of each past key and value, layer by layer: [B, h_kv, length, d]."""
+        return [(batch, m.kv_heads, length, m.head_dim) for m in self.decoder.attention for _ in range(2)]
+
+    def names(self) -> tuple[list[str], list[str]]:
+        """(input names, output names), Hugging Face's ONNX naming."""
+        layers = range(len(self.decoder.attention))
+        past = [f"past_key_values.{i}.{kind}" for i in layers for kind in ("key", "value")]
+        present = [f"present.{i}.{kind}" for i in layers for kind in ("key", "value")]
+        return ["input_ids", "attention_mask", "position_ids", *past], ["logits", *present]
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        state = StepState(attention_mask, position_ids, input_ids.shape[1])
+        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], getattr(m, "window", None))
+                  for i, m in enumerate(self.decoder.attention)]
+        try:
+            for module, cache in zip(self.decoder.attention, caches):
+                module.kv_cache = cache
+            for embed in self.decoder.embeds:
+                embed.positions = position_ids
+            out = self.model(input_ids)
+        finally:
+            for module in self.decoder.attention + self.decoder.embeds:
+                for name in ("kv_cache", "positions"):
+                    module.__dict__.pop(name, None)
+        logits = out[self.decoder.output] if isinstance(out, (tuple, list)) else out
+        return (logits, *[t for c in caches for t in (c.keys, c.values)])
+
+
+def example_step(step: DecodeStep, batch: int = 2, past: int = 5):
+    """Example inputs of one decode step: a token per sequence after `past` cached tokens."""
+    ids = torch.zeros(batch, 1, dtype=torch.long)
+    mask = torch.ones(batch, past + 1, dtype=torch.long)
+    positions = torch.full((batch, 1), past, dtype=torch.long)
+    weight = next(step.model.parameters())
+    caches = [torch.zeros(shape, dtype=weight.dtype) for shape in step.cache_shapes(batch, past)]
+    return (ids, mask, positions, *caches)
+
+
+def step_dynamic_shapes(step: DecodeStep, longest: int):
+    """Dynamic dims of the decode step's inputs: the batch and the cache length."""
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    past = torch.export.Dim("past", min=1, max=longest - 1)
+    count = len(step.decoder.attention) * 2
+    return ({0: batch}, {0: batch, 1: past + 1}, {0: batch}, tuple({0: batch, 2: past} for _ in range(count)))
+
+
+def export_decode_step(model, max_length: int | None = None):
+    """torch.export of the single-token decode step, batch and cache length dynamic."""
+    step = DecodeStep(model).eval()
+    shapes = step_dynamic_shapes(step, max_length or step.decoder.max_length or 4096)
+    with torch.no_grad():
+        return torch.export.export(step, example_step(step), dynamic_shapes=shapes)
+
+
+def example_prefill(step: DecodeStep, batch: int = 2, tokens: int = 5):
+    """Example inputs of the prefill: a prompt of `tokens` per sequence, the past empty."""
+    ids = torch.zeros(batch, tokens, dtype=torch.long)
+    mask = torch.ones(batch, tokens, dtype=torch.long)
+    positions = torch.arange(tokens).expand(batch, tokens)  # [B, N]
+    weight = next(step.model.parameters())
+    caches = [torch.zeros(shape, dtype=weight.dtype) for shape in step.cache_shapes(batch, 0)]  # [B, h_kv, 0, d]
+    return (ids, mask, positions, *caches)
+
+
+def prefill_dynamic_shapes(step: DecodeStep, longest: int):
+    """Dynamic dims of the prefill's inputs: the batch and the prompt's length (the past stays empty)."""
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    tokens = torch.export.Dim("tokens", min=1, max=longest - 1)
+    count = len(step.decoder.attention) * 2
+    return ({0: batch, 1: tokens}, {0: batch, 1: tokens}, {0: batch, 1: tokens}, tuple({0: batch} for _ in range(count)))
+
+
+def export_prefill(model, max_length: int | None = None):
+    """torch.export of the prefill: the prompt in, its logits and the cache it fills out (the
+    decode step's first input), batch and prompt length dynamic."""
+    step = DecodeStep(model).eval()
+    shapes = prefill_dynamic_shapes(step, max_length or step.decoder.max_length or 4096)
+    with torch.no_grad():
+        return torch.export.export(step, example_prefill(step), dynamic_shapes=shapes)
+
+
+def export_decode_step_onnx(model, path: str, max_length: int | None = None) -> tuple[list[str], list[str]]:
+    """The decode step as an ONNX file at `path` (torch.onnx's dynamo exporter), its inputs and
+    outputs named as Hugging Face's (DecodeStep.names), batch and cache length dynamic;
+    returns those names."""
+    step = DecodeStep(model).eval()
+    shapes = step_dynamic_shapes(step, max_length or step.decoder.max_length or 4096)
+    names = step.names()
+    with torch.no_grad():
+        torch.onnx.export(step, example_step(step), path, dynamo=True, dynamic_shapes=shapes, input_names=names[0],
+                          output_names=names[1], external_data=False, verbose=False)
+    return names
