@@ -152,6 +152,7 @@ class OnnxResult:
     notes: list[str] = field(default_factory=list)
     variant: str = "plain"  # or "optimized" (export_onnx's optimize=True)
     contents: OnnxFile | None = None  # read back from the file (write_model_onnx)
+    decode_step_gap: float | None = None  # decode_step.onnx beside it: max |onnxruntime - eager| (decode_step.py)
 
     def summary(self) -> str:
         text = f"{self.nodes} ONNX nodes"

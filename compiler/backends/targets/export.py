@@ -1,5 +1,7 @@
 """export: a torch.export program with a dynamic batch (and with --size, dynamic image sides),
-saved as model.pt2; the first step of the ONNX and TensorRT builds."""
+saved as model.pt2; the first step of the ONNX and TensorRT builds. A decoder-only spec that
+generates also gets prefill.pt2 and decode_step.pt2: the decode step with its KV cache, and
+the prefill that fills it (decode_step.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class Export(ModuleTarget):
         Running out of memory while exporting or comparing with eager is a located error."""
         import torch
 
+        from ..decode_step import has_decode_step, save_programs
         from ..export import export_program, export_range, gap_at_other_sizes
 
         def export():
@@ -51,9 +54,26 @@ class Export(ModuleTarget):
                 raise
 
         what = "dynamic batch" + (f", image sides {context.size}" if context.size else "")
-        program, gap = context.progress.run(f"torch.export ({what}) -> model.pt2", run,
-                                            lambda made: f"max |export - eager| {made[1]:.2e}")
+        title = f"torch.export ({what}) -> model.pt2"
+        if has_decode_step(context.graph):  # and the decode step, KV cache in and out (decode_step.py)
+            title += ", prefill.pt2 and decode_step.pt2 (KV cache in and out)"
+            whole = run
+
+            def run():
+                made = whole()
+                paths = context.path("decode_step.pt2"), context.path("prefill.pt2")
+                step_gap = save_programs(context.model, *paths)
+                context.written.extend(paths)
+                return (*made, step_gap)
+
+        program, gap, *step_gap = context.progress.run(title, run, describe)
         return program
+
+
+def describe(made) -> str:
+    """The build line's detail: how far the program (and the decode step) are from eager."""
+    text = f"max |export - eager| {made[1]:.2e}"
+    return text + (f", prefill and decode step {made[2]:.2e}" if len(made) > 2 else "")
 
 
 register(Export())

@@ -49,15 +49,26 @@ class Onnx(Target):
     def build(self, context):
         """model.onnx in the variant asked for (`context.plain_onnx`, set by build's --plain-onnx),
         checked against ONNX Runtime; returns the OnnxResult (report.json's "onnx" section)."""
+        from ..decode_step import has_decode_step, save_onnx
         from ..onnx import write_model_onnx
 
         path = context.path("model.onnx")
         variant = onnx_variant(context)
         what = "opset 18, attention spelled out" if variant == "plain" else "fused for ONNX Runtime"
-        result = context.progress.run(f"ONNX ({what}, dynamic batch) -> model.onnx",
-                                      lambda: write_model_onnx(context.model, context.graph, path, variant),
-                                      lambda r: r.summary())
-        context.written.append(path)
+        title = f"ONNX ({what}, dynamic batch) -> model.onnx"
+
+        def run():
+            made = write_model_onnx(context.model, context.graph, path, variant)
+            context.written.append(path)
+            if has_decode_step(context.graph):
+                step_path = context.path("decode_step.onnx")
+                made.decode_step_gap = save_onnx(context.model, step_path)
+                context.written.append(step_path)
+            return made
+
+        if has_decode_step(context.graph):  # and the decode step, KV cache in and out (decode_step.py)
+            title += " and decode_step.onnx (KV cache in and out)"
+        result = context.progress.run(title, run, describe)
         if not result.contents.portable:  # which runtimes can load it, said where the user sees it
             context.notes.append(f"model.onnx runs on {result.contents.runs_on()}")
         if context.precision == "int8":
@@ -118,6 +129,12 @@ class Onnx(Target):
 def onnx_variant(context) -> str:
     """"plain" when the build asked for --plain-onnx, else "optimized"."""
     return "plain" if context.plain_onnx else "optimized"
+
+
+def describe(result) -> str:
+    """The build line's detail: what model.onnx holds (and how far the decode step is from eager)."""
+    gap = getattr(result, "decode_step_gap", None)
+    return result.summary() + ("" if gap is None else f"; decode step max |onnxruntime - eager| {gap:.2e}")
 
 
 register(Onnx())

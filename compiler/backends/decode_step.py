@@ -1,0 +1,86 @@
+"""The decode step beside the model, for a decoder-only spec that generates (gpt2, llama,
+tiny_lm): `build --target export` adds decode_step.pt2 and prefill.pt2, `--target onnx`
+decode_step.onnx: the single-token step with the key/value cache as inputs and outputs, and the
+prefill that fills it from the prompt (the same inputs, the past empty), Hugging Face's names
+(`input_ids`, `attention_mask`, `position_ids`, `past_key_values.{i}.key|value` ->
+`logits`, `present.{i}.key|value`), batch and cache length dynamic (compiler/generate/step.py).
+
+Each is checked against the eager step at a batch and a cache length it was not traced at
+(random past keys and values; the prefill on a left-padded prompt): the largest difference
+over all outputs is reported. ONNX has no prefill file yet: prefill with prefill.pt2, or with
+decode_step.onnx one prompt token at a time.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from archspec.core.ir import Graph
+from archspec.primitives.kv_cache import generates
+
+CHECK_BATCH, CHECK_PAST = 3, 7  # the step is traced at batch 2 after 5 tokens (step.example_step)
+
+
+def has_decode_step(graph: Graph) -> bool:
+    """A decoder-only spec generate() decodes: token ids in, an lm head's logits out."""
+    return len(graph.inputs()) == 1 and generates(graph)
+
+
+def check_inputs(step) -> tuple[torch.Tensor, ...]:
+    """One decode step's inputs at CHECK_BATCH and CHECK_PAST, the past keys and values random."""
+    from ..generate.step import example_step
+
+    generator = torch.Generator().manual_seed(0)
+    ids, mask, positions, *past = example_step(step, CHECK_BATCH, CHECK_PAST)
+    ids = torch.randint(0, step.decoder.vocab, ids.shape, generator=generator)  # [B, 1]
+    past = [torch.randn(p.shape, generator=generator, dtype=p.dtype) for p in past]  # [B, h_kv, P, d] each
+    return (ids, mask, positions, *past)
+
+
+def largest_gap(ours, reference) -> float:
+    return max(float((torch.as_tensor(a) - b).abs().max()) for a, b in zip(ours, reference))
+
+
+def save_programs(model, step_path: str, prefill_path: str) -> float:
+    """decode_step.pt2 and prefill.pt2 (the prompt in, its logits and the filled cache out);
+    the largest difference of either from the eager step."""
+    from ..generate.step import DecodeStep, export_decode_step, export_prefill
+
+    step = DecodeStep(model).eval()
+    program, prefill = export_decode_step(model), export_prefill(model)
+    torch.export.save(program, step_path)
+    torch.export.save(prefill, prefill_path)
+    inputs, prompt = check_inputs(step), prompt_inputs(step)
+    with torch.no_grad():
+        return max(largest_gap(program.module()(*inputs), step(*inputs)),
+                   largest_gap(prefill.module()(*prompt), step(*prompt)))
+
+
+def prompt_inputs(step) -> tuple[torch.Tensor, ...]:
+    """A left-padded prompt of CHECK_PAST tokens at CHECK_BATCH, the past empty."""
+    from ..generate.step import example_prefill
+
+    ids, mask, positions, *empty = example_prefill(step, CHECK_BATCH, CHECK_PAST)
+    ids = torch.randint(0, step.decoder.vocab, ids.shape, generator=torch.Generator().manual_seed(1))  # [B, N]
+    mask[0, :2] = 0  # the first sequence two tokens shorter, padded on the left
+    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # Hugging Face's positions
+    return (ids, mask, positions, *empty)
+
+
+def save_onnx(model, path: str) -> float:
+    """decode_step.onnx at `path`; its largest difference from the eager step in ONNX Runtime."""
+    import onnxruntime
+
+    from ..generate.step import DecodeStep, export_decode_step_onnx
+
+    with warnings.catch_warnings():  # the exporter's notes on dim names, not the user's business
+        warnings.simplefilter("ignore")
+        names, _ = export_decode_step_onnx(model, path)
+    step = DecodeStep(model).eval()
+    inputs = check_inputs(step)
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {n.name: inputs[names.index(n.name)].numpy() for n in session.get_inputs()}
+    with torch.no_grad():
+        return largest_gap(session.run(None, feeds), step(*inputs))
