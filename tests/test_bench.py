@@ -69,6 +69,7 @@ def test_bench_command_times_targets_and_says_why_one_cannot_run(capsys):
     if not torch.cuda.is_available():
         assert trt["status"] != "ok" and "GPU" in trt["status"] or "not installed" in trt["status"]
     assert data["threads"] == 1 and data["probe_gflops"]["fp32"] > 0
+    assert set(data["isa"]) >= {"cpu", "flags", "line"} and data["rows"][0]["probe_precision"] == "fp32"
     assert any("Attention" in n for n in data["notes"])
 
 
@@ -82,6 +83,7 @@ def test_bench_table_lists_lower_precisions_with_their_deviation(capsys):
         any("eager bf16" in line and "not run" in line for line in lines)
     assert any("not run: onnx bf16" in line and "MatMul" in line for line in lines)
     assert "matmul probe" in captured.out
+    assert lines[0].startswith("CPU: ") and "ISA: " in lines[0]  # above everything, the machine's extensions
 
 
 def test_bench_usage_errors(capsys):
@@ -92,3 +94,62 @@ def test_bench_usage_errors(capsys):
     assert main(["bench", VIT, "--seed", "-1"]) == 2
     assert main(["bench", VIT, "--rounds", "0"]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+# -- the CPU line and the share of the probe -----------------------------------------------------------
+
+SAPPHIRE_RAPIDS = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu vme sse sse2 avx avx2 avx512f avx512dq avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu vme sse sse2 avx avx2 avx512f avx512dq avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8
+"""
+ZEN4 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9654 96-Core Processor
+flags\t\t: fpu sse2 avx avx2 avx512f avx512_bf16 avx512_vnni avx_vnni
+"""
+ZEN3 = "processor\t: 0\nmodel name\t: AMD EPYC 7763 64-Core Processor\nflags\t\t: fpu sse2 avx avx2 fma\n"
+ARM = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd bf16 sve\nCPU implementer\t: 0x41\n"
+
+
+def test_the_isa_line_names_the_cpu_and_what_it_has_for_bf16_and_int8():
+    from archspec.compiler.backends.isa import parse_cpuinfo
+
+    spr = parse_cpuinfo(SAPPHIRE_RAPIDS)
+    assert spr.line() == ("Intel(R) Xeon(R) Platinum 8480+; ISA: AVX2, AVX-512, AVX512-BF16, AVX512-VNNI, AMX-BF16, "
+                          "AMX-INT8")
+    assert spr.bf16 and spr.to_json()["flags"] == {"avx2": True, "avx512f": True, "avx512_bf16": True,
+                                                   "avx512_vnni": True, "amx_bf16": True, "amx_int8": True}
+    zen4 = parse_cpuinfo(ZEN4)
+    assert zen4.line() == "AMD EPYC 9654 96-Core Processor; ISA: AVX2, AVX-512, AVX512-BF16, AVX512-VNNI; no AMX"
+    assert zen4.bf16 and not zen4.has("amx_int8")
+    zen3 = parse_cpuinfo(ZEN3)
+    assert zen3.line() == "AMD EPYC 7763 64-Core Processor; ISA: AVX2; no AMX" and not zen3.bf16
+    arm = parse_cpuinfo(ARM, fallback="aarch64")
+    assert arm.line() == "aarch64; ISA: unknown (no x86 flags in /proc/cpuinfo)" and arm.to_json()["flags"] is None
+
+
+def test_each_row_is_a_percentage_of_the_probe_of_its_own_precision():
+    from archspec.compiler.backends.bench import BenchResult, Row, Variant, probe_precision, probe_share
+    from archspec.compiler.backends.isa import parse_cpuinfo
+
+    assert probe_share(2e9, 0.01, 4e11) == pytest.approx(0.5)  # 200 GFLOP/s of a 400 GFLOP/s probe
+    assert probe_share(2e9, 0.01, None) is None and probe_share(0.0, 0.01, 4e11) is None
+    assert [probe_precision(p) for p in ("fp32", "bf16", "fp16", "int8")] == ["fp32", "bf16", "fp16", "fp32"]
+    fp32 = Row(Variant("eager", "fp32"), 2, Timing("a", [0.01, 0.02, 0.01]), flops=2e9, probe_rate=4e11)
+    bf16 = Row(Variant("eager", "bf16"), 2, Timing("b", [0.004]), flops=2e9, probe_rate=2e12)
+    result = BenchResult([fp32, bf16], threads=2, rounds=3, machine="test machine",
+                         probes={"fp32": 4e11, "bf16": 2e12}, isa=parse_cpuinfo(ZEN4))
+    data = result.to_json()
+    assert data["isa"]["line"].startswith("AMD EPYC 9654") and data["isa"]["bf16"]
+    assert data["rows"][0]["probe_percent"] == pytest.approx(50.0) and data["rows"][0]["probe_precision"] == "fp32"
+    assert data["rows"][1]["probe_percent"] == pytest.approx(25.0) and data["rows"][1]["probe_precision"] == "bf16"
+    lines = result.table(title="tiny: 1.00 GFLOPs per sample").splitlines()
+    assert lines[0] == "CPU: AMD EPYC 9654 96-Core Processor; ISA: AVX2, AVX-512, AVX512-BF16, AVX512-VNNI; no AMX"
+    assert lines[1] == "tiny: 1.00 GFLOPs per sample" and "% probe" in lines[3]
+    assert lines[4].startswith("eager     fp32") and lines[4].split()[-1] == "50%"
+    assert lines[5].startswith("eager     bf16") and lines[5].split()[-1] == "25%"

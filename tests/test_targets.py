@@ -128,7 +128,7 @@ def tensorrt_imports() -> bool:
 def test_targets_json_says_honestly_what_is_usable_here(capsys):
     assert main(["targets", "--json"]) == 0
     listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
-    assert list(listed) == ["eager", "compile", "export", "onnx", "tensorrt"]
+    assert list(listed) == ["eager", "compile", "export", "onnx", "aoti", "tensorrt"]
     assert listed["eager"]["usable"] and listed["eager"]["version"] == f"torch {version('torch')}"
     assert listed["onnx"]["usable"] == installed("onnx", "onnxscript", "onnxruntime")
     gpu_and_trt = installed("torch_tensorrt") and torch.cuda.is_available() and tensorrt_imports()
@@ -137,13 +137,14 @@ def test_targets_json_says_honestly_what_is_usable_here(capsys):
         assert "GPU" in listed["tensorrt"]["reason"] or "not installed" in listed["tensorrt"]["reason"]
     assert listed["compile"]["commands"] == ["bench"] and listed["tensorrt"]["commands"] == ["build", "bench", "check"]
     assert listed["onnx"]["build_precisions"] == ["fp32", "int8"] and listed["onnx"]["needs"] == ["export"]
+    assert listed["aoti"]["build_precisions"] == ["fp32", "bf16"] and listed["aoti"]["needs"] == ["export"]
     assert listed["eager"]["bench_precisions"] == ["fp32", "bf16", "fp16"]
 
 
 def test_targets_table_has_a_line_per_target_and_why_one_is_not_usable(capsys):
     assert main(["targets"]) == 0
     out = capsys.readouterr().out
-    for name in ("eager", "compile", "export", "onnx", "tensorrt"):
+    for name in ("eager", "compile", "export", "onnx", "aoti", "tensorrt"):
         assert any(line.startswith(name) for line in out.splitlines()), out
     assert ("why not:" in out) == (not all(t.availability().usable for t in targets.targets()))
 

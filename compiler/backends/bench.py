@@ -7,6 +7,11 @@ lower-precision or exported variant's deviation from fp32 eager.
     result = run_bench(model, graph, report.flops, variants, batches=[1, 8], threads=2)
     print(result.table())
 
+Above the rows: the CPU and its extensions (isa.py: AVX-512, AVX512-BF16, AMX), since a
+share of the probe on a machine with AMX is not the same figure as one on a machine without.
+Each row's "% probe" is the model's FLOP rate (the spec's FLOPs per sample x batch / median
+time) as a percentage of the matmul probe of its own precision (bf16 rows: the bf16 probe).
+
 A variant that cannot run here (TensorRT without a CUDA GPU, bf16 in ONNX Runtime on a CPU)
 becomes a row that says why, not a failure. Each target makes its own runner (`Target.bench`,
 compiler/backends/targets/); this module times them.
@@ -24,9 +29,26 @@ import torch
 from archspec.core.ir import Graph
 
 from .export import example_inputs, max_abs_difference
+from .isa import Isa, read_isa
 from .precision import DTYPES, cast_model, measure_deviation
 from .targets import get as get_target, targets
 from .timing import Timing, interleaved, machine_description, matmul_probe
+
+
+PROBE_PRECISIONS = ("fp32", "bf16", "fp16")  # the probes there are; int8 rows are read against fp32
+
+
+def probe_precision(precision: str) -> str:
+    """The matmul probe a row of `precision` is read against: its own dtype, fp32 for int8."""
+    return precision if precision in PROBE_PRECISIONS else "fp32"
+
+
+def probe_share(flops: float, seconds: float, probe_rate: float | None) -> float | None:
+    """The model's FLOP rate (`flops` per call, `seconds` per call) as a share of the probe's
+    rate (FLOP/s); None when any of them is missing or zero."""
+    if not flops or not seconds or not probe_rate:
+        return None
+    return flops / seconds / probe_rate
 
 
 class Unavailable(Exception):
@@ -56,9 +78,7 @@ class Row:
 
     @property
     def share(self) -> float | None:
-        if self.timing is None or not self.probe_rate or not self.flops:
-            return None
-        return self.flops / self.timing.median / self.probe_rate
+        return None if self.timing is None else probe_share(self.flops, self.timing.median, self.probe_rate)
 
     def to_json(self) -> dict:
         out = {"target": self.variant.target, "precision": self.variant.precision, "batch": self.batch,
@@ -67,6 +87,8 @@ class Row:
             out.update(self.timing.to_json())
             out["samples_per_s"] = self.batch / self.timing.median
             out["probe_share"] = self.share
+            out["probe_percent"] = None if self.share is None else 100 * self.share
+            out["probe_precision"] = probe_precision(self.variant.precision)
         return out
 
 
@@ -78,11 +100,14 @@ class BenchResult:
     machine: str
     probes: dict[str, float] = field(default_factory=dict)  # dtype -> median FLOP/s, per batch averaged
     notes: list[str] = field(default_factory=list)
+    isa: Isa = field(default_factory=read_isa)  # the CPU and its extensions
 
-    def table(self) -> str:
-        lines = [f"{self.machine}; {self.threads} threads, {self.rounds} interleaved rounds, median per call",
+    def table(self, title: str | None = None) -> str:
+        """The CPU line first, then `title` (the spec and its FLOPs), the rows, the probes, notes."""
+        lines = [f"CPU: {self.isa.line()}", *([title] if title else []),
+                 f"{self.machine}; {self.threads} threads, {self.rounds} interleaved rounds, median per call",
                  f"{'target':9} {'prec':5} {'batch':>5} {'median ms':>10} {'range ms':>17} {'samples/s':>10} "
-                 f"{'peak MB':>8} {'probe':>6}  deviation from fp32 eager"]
+                 f"{'peak MB':>8} {'% probe':>7}  deviation from fp32 eager"]
         skipped: dict[str, list[str]] = {}
         for r in self.rows:
             v = r.variant
@@ -96,16 +121,16 @@ class BenchResult:
             share = "-" if r.share is None else f"{100 * r.share:.0f}%"
             lines.append(f"{v.target:9} {v.precision:5} {r.batch:5d} {t.median * 1e3:10.2f} "
                          f"{f'{t.low * 1e3:.2f}-{t.high * 1e3:.2f}':>17} {r.batch / t.median:10.1f} {peak:>8} "
-                         f"{share:>6}  {r.deviation or ''}")
+                         f"{share:>7}  {r.deviation or ''}")
         for dtype, rate in self.probes.items():
-            lines.append(f"matmul probe (2048^3 {dtype}, same rounds): {rate / 1e9:.0f} GFLOP/s; 'probe' is the "
-                         f"model's FLOP rate as a share of it")
+            lines.append(f"matmul probe (2048^3 {dtype}, same rounds): {rate / 1e9:.0f} GFLOP/s; '% probe' of the "
+                         f"{dtype} rows is the model's FLOP rate as a percentage of it")
         lines += [f"not run: {', '.join(labels)}: {reason}" for reason, labels in skipped.items()]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def to_json(self) -> dict:
-        return {"machine": self.machine, "threads": self.threads, "rounds": self.rounds,
+        return {"isa": self.isa.to_json(), "machine": self.machine, "threads": self.threads, "rounds": self.rounds,
                 "probe_gflops": {k: v / 1e9 for k, v in self.probes.items()},
                 "rows": [r.to_json() for r in self.rows], "notes": self.notes}
 
@@ -248,11 +273,9 @@ def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
                     continue
                 log(f"warm up {v.label} at batch {batch}")
                 runners[v.label] = p.bind(batch)
-            dtypes = {"bf16" if v.precision == "bf16" else "fp32" for v, p in prepared.items()
-                      if not isinstance(p, str)} or {"fp32"}
+            dtypes = {probe_precision(v.precision) for v, p in prepared.items() if not isinstance(p, str)} or {"fp32"}
             for dtype in sorted(dtypes):
-                probe, flops = matmul_probe(dtype=torch.bfloat16 if dtype == "bf16" else torch.float32,
-                                            device=device)
+                probe, flops = matmul_probe(dtype=DTYPES[dtype], device=device)
                 runners[f"probe {dtype}"] = probe
                 work_of[f"probe {dtype}"] = flops
             log(f"time batch {batch}: {len(runners)} runners, {rounds} rounds")
@@ -264,7 +287,7 @@ def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
                 if isinstance(p, str):
                     rows.append(Row(v, batch, status=p))
                     continue
-                dtype = "bf16" if v.precision == "bf16" else "fp32"
+                dtype = probe_precision(v.precision)
                 text, data = deviations.get(v) or (None, None)
                 rows.append(Row(v, batch, timings[v.label], flops=flops_per_sample * batch,
                                 probe_rate=timings[f"probe {dtype}"].rate, deviation=text, deviation_json=data))

@@ -237,26 +237,14 @@ def onnxruntime_session(path_or_bytes, threads: int | None = None, optimization:
 
 
 def machine_description() -> str:
-    """One line: CPU model, cores, the vector extensions that matter here, torch and ORT versions."""
-    import platform
+    """One line: CPU model, cores, the vector extensions that matter here (isa.py), torch and ORT versions."""
+    from .isa import read_isa
 
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    isa = [name for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AVX512-BF16", "avx512_bf16"),
-                                   ("AVX512-VNNI", "avx512_vnni"), ("AMX", "amx_tile")) if flag in flags]
+    isa = read_isa()
     try:
         import onnxruntime
         ort = f", onnxruntime {onnxruntime.__version__}"
     except ImportError:
         ort = ""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cpus} CPUs ({', '.join(isa) or 'no AVX'}), torch {torch.__version__}{ort}"
+    return f"{isa.cpu}, {cpus} CPUs ({', '.join(isa.extensions) or 'no AVX2'}), torch {torch.__version__}{ort}"

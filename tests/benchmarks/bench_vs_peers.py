@@ -3,13 +3,17 @@
 For each model: timm's own model (the same weights, copied into ours) run three ways a user
 would run it — timm eager, timm under torch.compile, timm exported with
 torch.onnx.export(dynamo=True) and run in ONNX Runtime (exported at the static batch it is
-timed at, its best case) — against archspec's eager module, archspec under torch.compile, and
-archspec's ONNX for ONNX Runtime (`export_onnx(optimize=True)`: one dynamic-batch file).
+timed at, its best case) — against archspec's eager module, archspec under torch.compile,
+archspec's ONNX for ONNX Runtime (`export_onnx(optimize=True)`: one dynamic-batch file), and
+archspec's AOTInductor package (`build --target aoti`: the export compiled to C++ kernels for
+--threads threads, dynamic batch, loaded back with torch._inductor.aoti_load_package).
 Then bf16 (eager and compile on both sides; ONNX Runtime has no bf16 CPU kernels) and int8
 (archspec's ONNX with ONNX Runtime's dynamic quantization, against its fp32).
 
 Every runner of one model and batch size is timed in the same interleaved rounds (order
-rotating), with a 2048^3 matmul probe among them; medians, with the spread of the rounds.
+rotating), with a 2048^3 matmul probe among them; medians, with the spread of the rounds. The
+first line names the CPU and its extensions (AVX-512, AVX512-BF16, AMX): figures from another
+machine are another kind of figure.
 ONNX Runtime's intra-op spinning is off (DESIGN.md section 8). Prints tables of milliseconds
 and ratios; `--json FILE` keeps everything; `--markdown` prints the README tables.
 
@@ -40,7 +44,7 @@ MODELS = {  # spec: (timm name, image size)
     "pvt_v2_b2": ("pvt_v2_b2", 224),
 }
 PEERS = ["timm eager", "timm compile", "timm onnx"]
-OURS = ["archspec eager", "archspec compile", "archspec onnx"]
+OURS = ["archspec eager", "archspec compile", "archspec onnx", "archspec aoti"]
 
 
 def log(text: str) -> None:
@@ -77,6 +81,27 @@ def ort_runner(path: str, x: torch.Tensor, threads: int):
     name = session.get_inputs()[0].name
     feeds = {name: x.numpy()}
     return lambda: session.run(None, feeds), lambda: torch.from_numpy(session.run(None, feeds)[0])
+
+
+def aoti_runner(spec: str, precision: str, report, ours, x32: torch.Tensor, work: str):
+    """archspec's AOTInductor package (as `build --target aoti` makes it, dynamic batch over the
+    spec's range), compiled once per model and precision, fed fp32 as its callers do."""
+    from archspec.compiler.backends.targets.aoti import compile_package, export_for_package, load_package
+
+    path = os.path.join(work, f"archspec_{spec}_{precision}.aoti.pt2")
+    if not os.path.exists(path):
+        span = (report.graph.dims["B"].lo, report.graph.dims["B"].hi)
+        log(f"{spec}: archspec AOTInductor package ({precision}); compiling C++ takes minutes")
+        started = time.perf_counter()
+        compile_package(export_for_package(ours, report.graph, precision, span), path)
+        log(f"  compiled in {time.perf_counter() - started:.0f} s")
+    compiled = load_package(path)
+
+    def run():
+        with torch.inference_mode():
+            return compiled(x32)
+
+    return run, lambda: run().float()
 
 
 def torch_runner(fn, x):
@@ -126,6 +151,8 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
     if not args.no_compile:
         add("timm compile", lambda: compiled(ref_m))
         add("archspec compile", lambda: compiled(ours_m))
+    if not args.no_aoti:
+        add("archspec aoti", lambda: aoti_runner(spec, precision, report, ours, x32, work))
     if precision == "fp32":
         add("timm onnx", lambda: ort_runner(timm_onnx(ref_m, x, os.path.join(work, f"timm_{spec}_b{batch}.onnx")),
                                             x, args.threads))
@@ -200,8 +227,9 @@ def markdown(rows: list[dict], header: str) -> str:
                                 for n in names]
     out = [header, "",
            "| model | batch | prec | timm eager | timm compile | timm → ORT | archspec eager | archspec compile "
-           "| archspec ORT | best archspec / best peer | archspec eager / timm eager | best archspec, % of probe |",
-           "|---|---|---|" + "---|" * 9]
+           "| archspec ORT | archspec AOTI | best archspec / best peer | archspec eager / timm eager "
+           "| best archspec, % of probe |",
+           "|---|---|---|" + "---|" * 10]
     for row in rows:
         share = (f"{100 * row['paths'][row['best_ours'][1]]['probe_share']:.0f}%"
                  if row.get("best_ours", (None, None))[1] else "—")
@@ -221,6 +249,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (saves compile time)")
+    parser.add_argument("--no-aoti", action="store_true",
+                        help="leave archspec's AOTInductor package out (saves minutes of C++ compiling)")
     parser.add_argument("--int8", action="store_true", help="also archspec's ONNX with int8 dynamic quantization")
     parser.add_argument("--only", nargs="+", help="only paths whose label contains one of these words")
     parser.add_argument("--quiet", type=float, default=0.0, metavar="GFLOPS",
@@ -235,9 +265,11 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print the README tables at the end")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    from archspec.compiler.backends.isa import read_isa
     from archspec.compiler.backends.timing import machine_description, reuse_freed_memory
 
-    machine = machine_description()
+    machine, isa = machine_description(), read_isa()
+    print(f"CPU: {isa.line()}", flush=True)
     malloc = "glibc malloc tuned to reuse freed memory" if args.malloc_reuse and reuse_freed_memory() else \
         "default malloc"
     print(f"{machine}; {args.threads} threads; {args.rounds} interleaved rounds; {malloc}; "
@@ -254,8 +286,8 @@ def main() -> None:
                     print_row(row)
                     if args.json:
                         with open(args.json, "w") as f:
-                            json.dump({"machine": machine, "threads": args.threads, "rounds": args.rounds,
-                                       "malloc": malloc,
+                            json.dump({"machine": machine, "isa": isa.to_json(), "threads": args.threads,
+                                       "rounds": args.rounds, "malloc": malloc,
                                        "date": datetime.date.today().isoformat(), "rows": rows}, f, indent=1)
             del ours, reference
     if args.markdown:

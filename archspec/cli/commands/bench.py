@@ -3,11 +3,15 @@ for, timed side by side in one process.
 
     archspec bench specs/swin_t.yaml --target eager onnx --batch 1 8 --threads 2
     archspec bench specs/vit_b16.yaml --target eager --precision fp32 bf16 --json
+    archspec bench specs/vit_ti16.yaml --target eager compile aoti --threads 2
 
 Per target, precision and batch: the median and range of the per-call latency over
 interleaved rounds (the order rotating, so that the machine's slow spells fall on all alike),
 throughput, peak memory (growth of the resident set over the first calls), and the model's
-FLOP rate as a share of a matmul probe's rate measured in the same rounds. Lower precisions
+FLOP rate as a percentage of the rate of a matmul probe of the row's own precision (fp32 or
+bf16), measured in the same rounds. The first line names the CPU and its extensions (AVX-512,
+AVX512-BF16, AMX: compiler/backends/isa.py), in --json under "isa", so that figures from
+different machines are read for what they are. Lower precisions
 and exported targets also show their deviation from fp32 eager (max |difference|, and top-1
 agreement on random inputs for classifiers). ONNX Runtime runs archspec's optimised graph
 (`export_onnx(optimize=True)`) with intra-op spinning off. A target that cannot run here
@@ -113,6 +117,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({"spec": report.name, "flops_per_sample": report.flops, **result.to_json()}, indent=2))
     else:
-        print(f"{report.name}: {report.flops / 1e9:.2f} GFLOPs per sample")
-        print(result.table())
+        print(result.table(title=f"{report.name}: {report.flops / 1e9:.2f} GFLOPs per sample"))
     return 0

@@ -1,0 +1,330 @@
+"""aoti: an AOTInductor package (model.aoti.pt2) compiled from the torch.export program by
+`torch._inductor.aoti_compile_and_package`: the model as C++ and kernels in one file that
+plain torch loads (`torch._inductor.aoti_load_package`), no archspec needed. Dynamic batch
+as the export has it; fp32, or bf16 (the package takes and gives fp32, computes in bf16).
+
+The build loads the package it wrote and compares it with the eager module at two batch sizes
+(aoti.json keeps the gaps, the batch range, the compile time and the thread count its kernels
+were compiled for); a bf16 build's deviation from fp32 goes to precision.json as for the other
+precisions. Compiling needs a C++ compiler (the one inductor uses: $CXX, else g++) and takes
+tens of seconds for a small model, minutes for a full-size one on a few cores.
+
+    archspec build specs/vit_ti16.yaml --target aoti
+    python -c "import torch; m = torch._inductor.aoti_load_package('build/vit_ti16/model.aoti.pt2'); ..."
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+from . import giving, register
+from .base import Availability, Target, packages_availability
+
+PACKAGE = "model.aoti.pt2"
+NO_COMPILER = "AOTInductor compiles C++ and finds no C++ compiler here (it looks for {names})"
+COMPILER_HINT = "install one (apt-get install g++), or name the one to use in $CXX"
+BF16_NO = "this CPU has no bf16 instructions (AVX512-BF16 or AMX): bf16 would be emulated and slow"
+SLOW = "compiles C++, minutes for a full-size model on a few cores"
+
+
+def compiler_names() -> list[str]:
+    """The C++ compilers inductor tries, in its order (its config: $CXX, else g++; clang++ on macOS)."""
+    from torch._inductor import config
+
+    search = config.cpp.cxx if isinstance(config.cpp.cxx, (list, tuple)) else (config.cpp.cxx,)
+    return [name for name in search if name]  # None: a conda download inductor does only when asked
+
+
+def cpp_compiler() -> str | None:
+    """The path of the first C++ compiler inductor would use, or None when none is found."""
+    for name in compiler_names():
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def bf16_inside(model):
+    """What a bf16 package is compiled from: a bf16 copy of `model` that takes fp32 inputs (cast
+    to bf16 on the way in) and gives fp32 outputs, so that callers feed it as the fp32 one."""
+    import torch
+
+    from ..precision import cast_model
+
+    class Bf16Inside(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            out = self.inner(*(a.to(torch.bfloat16) if a.is_floating_point() else a for a in args))
+            return out.float() if isinstance(out, torch.Tensor) else tuple(o.float() for o in out)
+
+    return Bf16Inside(cast_model(model, "bf16")).eval()
+
+
+def batch_range_of(graph, batch=None) -> tuple[int, int]:
+    """The batch sizes the package takes: the build's range when torch.export can trace it, else
+    the spec's own."""
+    from ..export import export_range
+
+    span = export_range(batch) if batch is not None else None
+    return span or (graph.dims["B"].lo, graph.dims["B"].hi)
+
+
+def export_for_package(model, graph, precision: str, batch_range: tuple[int, int], device: str = "cpu"):
+    """The torch.export program a package is compiled from (fp32 inputs and outputs, dynamic
+    batch over `batch_range`), on `device`."""
+    import torch
+
+    from ..export import dynamic_shapes, example_inputs
+
+    module = bf16_inside(model) if precision == "bf16" else model
+    if device != "cpu":  # a copy on the GPU: the caller's model stays where it is
+        from ...hierarchy import copy_model
+
+        module = copy_model(module) if module is model else module
+        module = module.to(device)
+    module = module.eval()
+    args = tuple(a.to(device) for a in example_inputs(graph))
+    shapes = dynamic_shapes(graph, batch_range)
+    positional = tuple(shapes[node.name] for node in graph.inputs())
+    if precision == "bf16":  # forward(*args): the shapes go under its one parameter's name
+        positional = {"args": positional}
+    with torch.no_grad():
+        return torch.export.export(module, args, dynamic_shapes=positional, strict=False)
+
+
+def compile_package(program, path: str) -> str:
+    """`program` compiled by AOTInductor into the package at `path` (a .pt2 file)."""
+    import logging
+
+    import torch
+    from torch._inductor import exc
+
+    from archspec.core.errors import error
+
+    chatty = logging.getLogger("torch.utils.cpp_extension")  # "No CUDA runtime is found" on every CPU machine
+    level = chatty.level
+    chatty.setLevel(logging.ERROR)
+    try:
+        return torch._inductor.aoti_compile_and_package(program, package_path=path)
+    except Exception as failure:  # noqa: BLE001 - only the compiler's own failures are turned into an error here
+        compiler_failure = cpp_failure(failure, (exc.CppCompileError, exc.InvalidCxxCompiler))
+        if compiler_failure is None:
+            raise
+        raise error(f"AOTInductor's C++ compile failed: {compiler_failure}",
+                    hint=f"check the C++ compiler ({cpp_compiler() or 'none found'}) and its headers") from None
+    finally:
+        chatty.setLevel(level)
+
+
+def cpp_failure(failure: BaseException, kinds: tuple) -> str | None:
+    """The compiler's first words when `failure` (or what it wraps) is the C++ compiler failing:
+    the first line of its output, else of the error; None when it is something else."""
+    seen = failure
+    while seen is not None and not isinstance(seen, kinds):
+        seen = getattr(seen, "inner_exception", None) or seen.__cause__
+    if seen is None:
+        return None
+    text = str(seen)
+    output = text.split("Output:", 1)[1] if "Output:" in text else text
+    first = next((line.strip() for line in output.splitlines() if line.strip()), type(seen).__name__)
+    return first[:300]
+
+
+def load_package(path: str):
+    """The compiled model from a package: a callable taking the inputs, giving a tensor or a list."""
+    import torch
+
+    return torch._inductor.aoti_load_package(path)
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def as_outputs(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def check_batches(span: tuple[int, int]) -> list[int]:
+    """The two batch sizes the package is checked at: the smallest it takes and another one."""
+    lo, hi = span
+    other = 3 if lo < 3 <= hi else hi
+    return [lo] if other == lo else [lo, other]
+
+
+class Aoti(Target):
+    name = "aoti"
+    doc = "an AOTInductor package (model.aoti.pt2): compiled C++ kernels, dynamic batch, loads with plain torch"
+    artifacts = "+ model.pt2, model.aoti.pt2, aoti.json"
+    commands = ("build", "bench")
+    build_precisions = ("fp32", "bf16")
+    bench_precisions = ("fp32", "bf16")
+    precision_docs = {"bf16": "model.aoti.pt2 computing in bf16, fp32 in and out"}
+    needs = ("export",)
+    order = 45
+
+    def availability(self) -> Availability:
+        """Usable when torch is installed and inductor finds its C++ compiler."""
+        found = packages_availability(("torch",), "pip install torch")
+        if not found.usable:
+            return found
+        compiler = cpp_compiler()
+        if compiler is None:
+            return Availability(False, f"{self.no_compiler()}: {COMPILER_HINT}", found.version)
+        return Availability(True, version=f"{found.version}, C++ compiler {compiler}")
+
+    @staticmethod
+    def no_compiler() -> str:
+        return NO_COMPILER.format(names=" or ".join(compiler_names()) or "g++")
+
+    def precision_problem(self, precision: str, device: str) -> str | None:
+        if precision == "int8":
+            return ("int8 is ONNX Runtime's dynamic quantization of the linear layers: use --target "
+                    + " or ".join(giving("int8")))
+        if precision == "fp16":
+            return "--target aoti gives fp32 or bf16 (fp16 on a CUDA GPU: --target tensorrt)"
+        if precision == "bf16" and device == "cpu":
+            from ..precision import cpu_has_bf16
+
+            if not cpu_has_bf16():
+                return BF16_NO
+        return None
+
+    def apply_precision(self, model, graph, request):
+        """Nothing cast yet: the export step traces the fp32 module, and this target's build
+        compiles a bf16 copy of it; the package's deviation is measured there (precision.json)."""
+        from ..precision import PrecisionResult
+
+        result = PrecisionResult(request.precision, request.target, model=model)
+        result.notes.append(f"{PACKAGE} is compiled in bf16 from the fp32 module (model.py and weights.pt stay "
+                            "fp32); its deviation from fp32 is measured after the compile")
+        return result
+
+    def preflight(self) -> None:
+        """A C++ compiler must be there: say so before any work."""
+        from archspec.core.errors import error
+
+        if cpp_compiler() is None:
+            raise error(f"--target aoti: {self.no_compiler()}", hint=COMPILER_HINT)
+
+    def steps(self, precision: str) -> int:
+        return 2
+
+    # -- build -----------------------------------------------------------------------------------
+    def build(self, context):
+        """model.aoti.pt2 from the export's program (fp32) or a bf16 export; then loaded and
+        compared with eager; aoti.json (and precision.json for bf16) records what was measured."""
+        import torch
+
+        span = batch_range_of(context.graph, context.batch)
+        threads = torch.get_num_threads()
+        path = context.path(PACKAGE)
+        started = time.perf_counter()
+
+        def make():
+            program = context.made.get("export") if context.precision == "fp32" else None
+            if program is None:
+                program = export_for_package(context.model, context.graph, context.precision, span)
+            compile_package(program, path)
+            return time.perf_counter() - started
+
+        what = f"{context.precision}, dynamic batch {span[0]}-{span[1]}, {plural(threads, 'thread')}"
+        title = f"AOTInductor ({what}) -> {PACKAGE}: {SLOW}"
+        seconds = context.progress.run(title, make, lambda s: f"{os.path.getsize(path) / 2**20:.1f} MB")
+        context.written.append(path)
+        batches = check_batches(span)
+        checked = context.progress.run(f"load {PACKAGE} and compare it with eager at batch "
+                                       f"{' and '.join(map(str, batches))}",
+                                       lambda: self.verify(context, path, batches), self.describe_check)
+        record = {"package": PACKAGE, "precision": context.precision, "batch": list(span), "threads": threads,
+                  "compile_s": round(seconds, 1), "torch": torch.__version__, "compiler": cpp_compiler(),
+                  "device": "cpu", "checks": checked["checks"],
+                  "deviation": None if checked["deviation"] is None else checked["deviation"].to_json()}
+        context.write_text("aoti.json", json.dumps(record, indent=2))
+        if checked["deviation"] is not None:
+            self.record_precision(context, checked["deviation"])
+        return path
+
+    def verify(self, context, path: str, batches: list[int]) -> dict:
+        """The package loaded afresh against the eager fp32 module: max |difference| at each of
+        `batches`; for bf16 also the measured deviation (with top-1 agreement for classifiers)."""
+        import torch
+
+        from ..export import example_inputs, max_abs_difference
+        from ..precision import eager_runner, measure_deviation
+
+        compiled = load_package(path)
+        reference = eager_runner(context.model)
+        checks = []
+        for batch in batches:
+            args = example_inputs(context.graph, batch=batch)
+            with torch.no_grad():
+                gap = max_abs_difference(as_outputs(compiled(*args)), as_outputs(reference(args)))
+            checks.append({"batch": batch, "max_abs": gap})
+        deviation = None
+        if context.precision != "fp32":
+            deviation = measure_deviation(reference, lambda args: as_outputs(compiled(*args)), context.graph,
+                                          context.precision, self.name, batch=batches[-1], samples=32)
+        return {"checks": checks, "deviation": deviation}
+
+    @staticmethod
+    def describe_check(checked: dict) -> str:
+        gaps = ", ".join(f"batch {c['batch']} {c['max_abs']:.2e}" for c in checked["checks"])
+        text = f"max |aoti - eager| {gaps}"
+        if checked["deviation"] is not None:
+            text += f"; {checked['deviation'].summary()}"
+        return text
+
+    @staticmethod
+    def record_precision(context, deviation) -> None:
+        """precision.json with the package's measured deviation (the build wrote one without it)."""
+        from ..precision import PrecisionResult
+
+        result = PrecisionResult(deviation.precision, deviation.target, files=[context.path(PACKAGE)],
+                                 deviation=deviation)
+        path = context.path("precision.json")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(result.to_json(), indent=2))
+        if path not in context.written:
+            context.written.append(path)
+
+    # -- bench -----------------------------------------------------------------------------------
+    def bench(self, model, graph, precision: str, *, workdir: str, threads: int, device: str):
+        """The package compiled here for the spec's batch range (kernels for `threads` threads),
+        loaded back and run as a user would."""
+        import torch
+
+        from ..bench import Prepared, bench_inputs
+
+        path = os.path.join(workdir, f"{graph.name}.{precision}.{device.replace(':', '_')}.aoti.pt2")
+        if not os.path.exists(path):
+            span = (graph.dims["B"].lo, graph.dims["B"].hi)
+            compile_package(export_for_package(model, graph, precision, span, device), path)
+        compiled = load_package(path)
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+        def bind(batch: int):
+            args = bench_inputs(graph, batch, device=device)
+
+            def run():
+                with torch.inference_mode():
+                    compiled(*args)
+                sync()
+
+            return run
+
+        def outputs(args):
+            with torch.inference_mode():
+                out = as_outputs(compiled(*(a.to(device) for a in args)))
+            return tuple(o.float().cpu() for o in out)
+
+        return Prepared(bind, outputs, f"AOTInductor package, kernels compiled for {plural(threads, 'thread')}")
+
+
+register(Aoti())

@@ -1,0 +1,181 @@
+"""The aoti target (compiler/backends/targets/aoti.py): an AOTInductor package built from the
+export, checked against eager, loadable without archspec; and what it says when it cannot
+run (no C++ compiler, one that fails, a precision it does not give). The builds and the bench
+compile C++ (a one-block ViT at 32x32: 17 s for the fp32 build test on 2 quiet cores with a
+cold inductor cache, 37-48 s on shared ones), so they run in the slow tier; the rest runs in
+every tier in a few seconds, the failing compiler's test going as far as inductor's call of it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from archspec.cli.main import main
+from archspec.compiler.backends import precision as precision_rules
+from archspec.compiler.backends import targets
+from archspec.compiler.backends.targets import aoti
+
+from .conftest import NO_ARCHSPEC, ROOT
+
+VIT = str(ROOT / "specs" / "vit_ti16.yaml")
+TINY = ["--set", "img=32", "--set", "depth=1", "--set", "classes=10"]
+NO_COMPILER = (None, "no-such-c++-compiler")
+
+
+@pytest.fixture
+def no_compiler():
+    """Inductor's compiler search finds nothing (its own config, patched and put back)."""
+    from torch._inductor import config
+
+    with config.patch({"cpp.cxx": NO_COMPILER}):
+        yield
+
+
+def test_aoti_is_a_registered_target_built_after_the_export():
+    target = targets.get("aoti")
+    assert target.commands == ("build", "bench") and target.needs == ("export",)
+    assert target.build_precisions == ("fp32", "bf16") and target.bench_precisions == ("fp32", "bf16")
+    assert [t.name for t in targets.chain(target)] == ["export", "aoti"]
+    assert "aoti" in targets.TargetChoices("build") and "aoti" in targets.TargetChoices("bench")
+
+
+def test_targets_says_whether_a_cpp_compiler_is_there(capsys):
+    from torch._inductor import config
+
+    assert main(["targets", "--json"]) == 0
+    listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
+    assert listed["aoti"]["usable"] == (aoti.cpp_compiler() is not None)
+    with config.patch({"cpp.cxx": NO_COMPILER}):
+        assert main(["targets", "--json"]) == 0
+        listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
+    assert not listed["aoti"]["usable"]
+    assert "no C++ compiler" in listed["aoti"]["reason"] and "no-such-c++-compiler" in listed["aoti"]["reason"]
+
+
+def test_build_without_a_cpp_compiler_says_so_before_any_work(no_compiler, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", VIT, *TINY, "--target", "aoti", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --target aoti: AOTInductor compiles C++ and finds no C++ compiler here")
+    assert "hint: install one" in err and "Traceback" not in err and "[1/" not in err
+    assert not out.exists()
+
+
+def test_bench_without_a_cpp_compiler_is_a_row_that_says_why(no_compiler, capsys):
+    assert main(["bench", VIT, *TINY, "--target", "aoti", "--rounds", "1", "--threads", "1", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["target"] == "aoti" and "no C++ compiler" in row["status"]
+
+
+@pytest.mark.parametrize("precision, says", [
+    ("int8", "int8 is ONNX Runtime's dynamic quantization of the linear layers: use --target onnx"),
+    ("fp16", "--target aoti gives fp32 or bf16 (fp16 on a CUDA GPU: --target tensorrt)"),
+    ("bf16", "this CPU has no bf16 instructions (AVX512-BF16 or AMX): bf16 would be emulated and slow"),
+])
+def test_a_precision_aoti_does_not_give_here_is_refused_plainly(precision, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(precision_rules, "cpu_has_bf16", lambda: False)
+    code = main(["build", VIT, "--target", "aoti", "--precision", precision, "-o", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"archspec build: error: --precision {precision} with --target aoti: {says}"
+    assert precision_rules.unsupported(precision, "aoti", "cpu") == says
+
+
+def test_the_package_is_checked_at_its_smallest_batch_and_another():
+    assert aoti.check_batches((1, 64)) == [1, 3]
+    assert aoti.check_batches((4, 8)) == [4, 8]
+    assert aoti.check_batches((2, 2)) == [2]
+
+
+def run_package_without_archspec(folder, package: str, args: tuple) -> torch.Tensor:
+    """The package's output for `args`, from a fresh process that cannot import archspec."""
+    torch.save({"args": args}, folder / "in.pt")
+    script = NO_ARCHSPEC + textwrap.dedent(f"""
+        import torch
+        model = torch._inductor.aoti_load_package({package!r})
+        args = torch.load("in.pt", weights_only=True)["args"]
+        out = model(*args)
+        torch.save({{"out": out if isinstance(out, torch.Tensor) else out[0]}}, "out.pt")
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=folder, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return torch.load(folder / "out.pt", weights_only=True)["out"]
+
+
+# in every run: the package a user deploys is built and loaded without archspec (cold inductor cache,
+# 2 cores: 17 s quiet, 37-48 s shared, most of it g++); its bf16 and bench siblings are in the slow tier
+@pytest.mark.skipif(aoti.cpp_compiler() is None, reason="AOTInductor needs a C++ compiler")
+def test_build_writes_a_package_that_loads_without_archspec_and_matches_eager(tmp_path, capsys):
+    from archspec.compiler.backends.export import example_inputs
+    from archspec.compiler.lower import lower
+    from archspec.pipeline import check_file
+
+    out = tmp_path / "out"
+    assert main(["build", VIT, *TINY, "--target", "aoti", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "-> model.aoti.pt2: compiles C++, minutes for a full-size model" in err
+    assert "load model.aoti.pt2 and compare it with eager at batch 1 and 3" in err
+    record = json.loads((out / "aoti.json").read_text())
+    assert record["precision"] == "fp32" and record["batch"] == [1, 64] and record["compile_s"] > 0
+    assert [c["batch"] for c in record["checks"]] == [1, 3] and all(c["max_abs"] < 1e-4 for c in record["checks"])
+    assert {"model.pt2", "model.aoti.pt2", "aoti.json"} <= set(json.loads((out / "manifest.json").read_text())["files"])
+
+    report = check_file(VIT, {"img": 32, "depth": 1, "classes": 10})
+    model = lower(report.graph, seed=0).eval()
+    model.load_state_dict(torch.load(out / "weights.pt", weights_only=True))
+    args = example_inputs(report.graph, batch=5)  # a batch size the build did not check
+    with torch.no_grad():
+        expected = model(*args)
+    got = run_package_without_archspec(out, "model.aoti.pt2", args)
+    assert got.shape == expected.shape and float((got - expected).abs().max()) < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(aoti.cpp_compiler() is None, reason="AOTInductor needs a C++ compiler")
+def test_bf16_build_records_the_packages_deviation(tmp_path, capsys):
+    if not precision_rules.cpu_has_bf16():
+        pytest.skip("this CPU has no bf16 instructions")
+    out = tmp_path / "out"
+    assert main(["build", VIT, *TINY, "--target", "aoti", "--precision", "bf16", "-o", str(out)]) == 0
+    assert "AOTInductor (bf16" in capsys.readouterr().err
+    deviation = json.loads((out / "precision.json").read_text())["deviation"]
+    assert deviation["target"] == "aoti" and deviation["precision"] == "bf16"
+    assert 0 < deviation["max_abs"] < 0.1 * deviation["scale"] and deviation["top1_total"] > 0
+    record = json.loads((out / "aoti.json").read_text())
+    assert record["precision"] == "bf16" and record["deviation"]["max_abs"] == deviation["max_abs"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(aoti.cpp_compiler() is None, reason="AOTInductor needs a C++ compiler")
+def test_bench_times_the_package_beside_eager(capsys):
+    assert main(["bench", VIT, *TINY, "--target", "eager", "aoti", "--batch", "1", "2", "--rounds", "1",
+                 "--threads", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {(r["target"], r["batch"]): r for r in data["rows"]}
+    for batch in (1, 2):
+        row = rows[("aoti", batch)]
+        assert row["status"] == "ok" and row["median_ms"] > 0 and row["probe_percent"] > 0
+        assert row["deviation"]["max_abs"] < 1e-4
+    assert any("AOTInductor package, kernels compiled for 1 thread" in n for n in data["notes"])
+
+
+def test_a_cpp_compiler_that_fails_is_an_error_with_its_words_not_a_crash(tmp_path, capsys):
+    from torch._inductor import config
+
+    broken = tmp_path / "broken-c++"
+    broken.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo broken 1.0; exit 0; fi\n'
+                      'echo "fatal error: Python.h: No such file or directory" >&2; exit 1\n')
+    broken.chmod(0o755)
+    out = tmp_path / "out"
+    with config.patch({"cpp.cxx": (None, str(broken))}):
+        code = main(["build", VIT, *TINY, "--target", "aoti", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "error: AOTInductor's C++ compile failed: fatal error: Python.h: No such file or directory" in err
+    assert f"hint: check the C++ compiler ({broken})" in err and "Traceback" not in err and "bug" not in err
+    assert not out.exists()
