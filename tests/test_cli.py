@@ -50,6 +50,7 @@ def test_a_bad_spec_exits_1(capsys):
     (["check", SWIN, "--set", "2x=3"], "--set takes key=value, got '2x=3'"),
     (["check", SWIN, "--bogus"], "unrecognized arguments: --bogus"),
     (["check", SWIN, "--target", "onnx"], "invalid choice: 'onnx'"),
+    (["check", SWIN, "--batch", "4"], "--batch goes with --target"),
     (["check"], "the following arguments are required: SPEC"),
     ([], "the following arguments are required: COMMAND"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),

@@ -31,6 +31,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    if args.batch is not None and not args.target:
+        raise UsageError("--batch goes with --target: the batch range the target's coverage check builds for "
+                         "(check alone works for every batch)")
     if args.sizes is not None:
         if args.target:
             raise UsageError("--sizes lists input sizes; check --target separately")
