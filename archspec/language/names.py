@@ -31,7 +31,7 @@ from .schema import META_KEYS
 MODULE_ATTRIBUTES = frozenset("""
     T_destination add_module add_submodule apply bfloat16 buffers call_super_init check_inputs checkpointing children
     code compile cpu cuda delete_all_unused_submodules delete_submodule double dump_patches eval
-    extra_repr facts float forward forward_features forward_head forward_intermediates get_buffer
+    extra_repr facts float forward forward_features forward_head forward_intermediates generate get_buffer
     get_extra_state get_parameter get_submodule graph group_matcher half ipu load_state_dict loss losses
     losses_from meta modules mtia named_buffers named_children named_modules named_parameters
     no_weight_decay num_classes parameters print_readable recompile register_backward_hook
