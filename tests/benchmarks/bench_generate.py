@@ -1,47 +1,57 @@
-"""Decoding speed of archspec's generate() (compiler/generate/) against Hugging Face's eager
-generate on the same weights, and against the memory-bandwidth floor, in one process.
+"""Decoding speed of archspec's generate() (compiler/generate/) against Hugging Face's generate
+on the same weights and against the memory-bandwidth floor, in one process, interleaved.
 
-For each model (GPT-2 small and the shipped Llama, fp32, batch 1): a prompt of --prompt
-tokens, then greedy decoding to position --upto. Per round, interleaved (the order rotating):
+For each model (GPT-2 small and the shipped Llama, at their shipped sizes, batch 1) and each
+precision (fp32, bf16): a prompt of --prompt tokens, then greedy decoding to position --upto.
+Per round, every path of every precision once, the order rotating:
 
-  archspec     generate(model, ids, ...) with its static key/value cache
-  hf           transformers' model.generate(ids, ...) (its default attention and cache)
-  floor        one batch-1 matrix-vector product over every matrix a token passes through
-               (each Linear, the lm head; the embedding is a row read, left out): what a
-               decode step costs if it only streamed its weights once
+  archspec     generate(model, ids, ...) with its preallocated key/value cache
+  floor        one batch-1 matrix-vector product over every matrix a token passes through (each
+               Linear, the lm head; the embedding is a row read, left out), in the row's
+               precision: what a decode step costs if it only streamed its weights once
+               (compiler/backends/bench_generate.py, as `archspec bench --generate`)
+  hf eager     transformers' model.generate(ids, ...) (its default attention and cache)
+  hf static+compile
+               model.generate(..., cache_implementation="static") with model.forward under
+               torch.compile(fullgraph=True), as Hugging Face documents; compiled in a warm-up
+               run before the rounds. When it fails on this torch/transformers, the table says why.
 
 Each step's time is taken between the streamer's put() calls (the first is the prefill).
-Reported: prefill ms, decode ms per token at positions 16 and --upto (240) (median of the 5 steps
-around each), decode tokens/s over all steps (medians over the rounds), the same per-token
-times in the best round (on a busy machine, the least disturbed) with their ratio and the
-ratio of the step at 16 to the best floor, and the resident-set peak growth of each path's
-first run.
+Reported per row (medians over the rounds): prefill ms, decode ms per token at positions 16 and
+--upto (the median of the 5 steps around each) and their ratio (linear decoding: near 1),
+decode ms per token over all steps and tokens/s (1000 / that), ms per token at 16 over the floor
+and the mean over the floor, ours over Hugging Face's (same precision), and the growth of the
+peak resident set over each path's first timed run (the high-water mark reset before it through
+/proc/self/clear_refs, so it is the run's own growth, not the process's old peak).
 
-    python tests/benchmarks/bench_generate.py --threads 2 [--models gpt2 llama] [--rounds 5]
+    python tests/benchmarks/bench_generate.py --threads 2 [--models gpt2 llama] [--precisions fp32 bf16]
+        [--rounds 3] [--json results.json]
 
-(not under `nice` on a busy machine: it then gets a few per cent of a core). The resident-set
-growth is of the process's high-water mark, 0 when loading the two models already set it higher.
-
-Also checks that both produce the same tokens (greedy).
+(not under `nice` on a busy machine: it then gets a few per cent of a core). It also says
+whether ours and Hugging Face's eager chose the same tokens (greedy; in bf16 they may part).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
-import resource
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from archspec.compiler.backends.bench_generate import (  # noqa: E402
+    StepTimes, around, decode_steps, floor_seconds, weight_matrices)
+from archspec.compiler.backends.precision import DTYPES, cast_model  # noqa: E402
+from archspec.compiler.backends.timing import PeakMemory  # noqa: E402
+
+PATHS = ("archspec", "floor", "hf eager", "hf static+compile")
 
 
 def reference(spec: str):
@@ -56,6 +66,7 @@ def reference(spec: str):
 
 
 def pair(spec: str):
+    """(Hugging Face's model, ours) in fp32 with the same (randomly perturbed) weights."""
     import archspec
     from archspec.compiler.weights.load import load_weights
 
@@ -65,160 +76,155 @@ def pair(spec: str):
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=generator))
+    ref.generation_config.eos_token_id = None  # no early stop: both decode every token asked for
     ours = archspec.build(str(ROOT / "specs" / f"{spec}.yaml")).eval()
     load_weights(ours, ref.state_dict())
     return ref, ours
 
 
-class StepTimes:
-    """A streamer recording the time of each put(): the prompt, then each new token."""
-
-    def __init__(self):
-        self.stamps = []
-
-    def put(self, tokens):
-        self.stamps.append(time.perf_counter())
-
-    def end(self):
-        pass
-
-    def steps(self) -> list[float]:
-        """Seconds per produced token: [prefill (with the first choice), decode step 1, ...]."""
-        return [b - a for a, b in zip(self.stamps, self.stamps[1:])]
-
-
-def matrices(model: nn.Module) -> list[torch.Tensor]:
-    """Every weight matrix a decoded token is multiplied by (2-D parameters but embeddings' tables,
-    which a token only reads a row of; a tied lm head's table counted once, as the head)."""
-    from archspec.compiler.modules.embed import TokenEmbed
-
-    tables = {id(m.tokens.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.tokens is not None}
-    tables |= {id(m.pos.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.pos is not None}
-    found, seen = [], set()
-    for m in model.modules():
-        for p in m.parameters(recurse=False):
-            if p.dim() == 2 and id(p) not in seen and (id(p) not in tables or m.__class__.__name__ != "Embedding"):
-                seen.add(id(p))
-                found.append(p.detach())
-    head_tables = [m.table.weight for m in model.modules() if getattr(m, "table", None) is not None
-                   and isinstance(m.table, nn.Embedding)]
-    for t in head_tables:  # the tied head multiplies by the token table
-        if id(t) not in seen:
-            seen.add(id(t))
-            found.append(t.detach())
-    return found
-
-
-def floor_time(weights: list[torch.Tensor], repeats: int = 20) -> float:
-    """Median seconds of one batch-1 pass of matrix-vector products over `weights`."""
-    inputs = [torch.randn(1, w.shape[1]) for w in weights]
-    times = []
-    with torch.no_grad():
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for x, w in zip(inputs, weights):
-                F.linear(x, w)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def rss_peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def run_ours(ours, ids, new):
-    from archspec.compiler.generate import generate
-
+def hf_generate(ref, ids, new, **options):
     streamer = StepTimes()
-    out = generate(ours, ids, max_new_tokens=new, streamer=streamer)
+    with torch.no_grad():
+        out = ref.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                           do_sample=False, pad_token_id=0, streamer=streamer, **options)
     return out, streamer.steps()
 
 
-def run_hf(ref, ids, new):
-    streamer = StepTimes()
-    with torch.no_grad():
-        out = ref.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False,
-                           pad_token_id=0, streamer=streamer)
-    return out, streamer.steps()
+def static_compiled(ref, ids, new):
+    """A runner of Hugging Face's static cache with the forward compiled (warmed up here, which
+    compiles it), or the reason it cannot run, in one line."""
+    model = copy.deepcopy(ref)
+    try:
+        model.forward = torch.compile(model.forward, fullgraph=True)
+        hf_generate(model, ids, new, cache_implementation="static")
+    except Exception as exc:  # noqa: BLE001 -- whatever torch.compile or transformers raise, reported
+        return f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    return lambda: hf_generate(model, ids, new, cache_implementation="static")
 
 
-def around(steps: list[float], prompt: int, position: int, span: int = 2) -> float:
-    """Median decode-step time for the token at `position` (the step that feeds position - 1)."""
-    index = position - prompt  # steps[0] is the prefill, steps[k] feeds position prompt + k - 1
-    window = steps[max(1, index - span): index + span + 1]
-    return statistics.median(window)
+def runners_of(spec: str, precisions: list[str], ids, new, log) -> tuple[dict, dict, dict]:
+    """({(precision, path): runner}, {(precision, path): why it cannot run}, {precision: weights MiB})."""
+    ref32, ours32 = pair(spec)
+    runners, failed, sizes = {}, {}, {}
+    for precision in precisions:
+        ours = ours32 if precision == "fp32" else cast_model(ours32, precision)
+        ref = ref32 if precision == "fp32" else copy.deepcopy(ref32).to(DTYPES[precision]).eval()
+        weights = weight_matrices(ours)
+        sizes[precision] = sum(w.numel() * w.element_size() for w in weights) / 2 ** 20
+        runners[(precision, "archspec")] = lambda ours=ours: decode_steps(ours, ids, new)
+        runners[(precision, "floor")] = lambda weights=weights: (None, [floor_seconds(weights)])
+        runners[(precision, "hf eager")] = lambda ref=ref: hf_generate(ref, ids, new)
+        log(f"{spec} {precision}: compiling Hugging Face's static-cache forward (warm-up run)")
+        static = static_compiled(ref, ids, new)
+        if isinstance(static, str):
+            failed[(precision, "hf static+compile")] = static
+        else:
+            runners[(precision, "hf static+compile")] = static
+    return runners, failed, sizes
 
 
-def bench(spec: str, prompt: int, upto: int, rounds: int) -> dict:
+def bench(spec: str, precisions: list[str], prompt: int, upto: int, rounds: int, log) -> dict:
     """The figures of one model (see the module docstring); the late position is `upto`."""
-    ref, ours = pair(spec)
     ids = torch.randint(0, 1000, (1, prompt), generator=torch.Generator().manual_seed(1))
     new = upto - prompt + 3
-    weights = matrices(ours)
-    weight_mib = sum(w.numel() * w.element_size() for w in weights) / 2 ** 20
-    samples = {"archspec": [], "hf": [], "floor": []}
-    peaks, same = {}, None
-    runners = [("archspec", lambda: run_ours(ours, ids, new)), ("hf", lambda: run_hf(ref, ids, new)),
-               ("floor", lambda: (None, [floor_time(weights)]))]
+    runners, failed, sizes = runners_of(spec, precisions, ids, new, log)
+    samples = {key: [] for key in runners}
+    peaks, outs_same = {}, {p: True for p in precisions}
+    keys = list(runners)
     for r in range(rounds):
-        order = runners[r % 3:] + runners[: r % 3]
+        log(f"{spec}: round {r + 1} of {rounds}")
+        k = r % len(keys)
         outs = {}
-        for name, fn in order:
-            before = rss_peak_mib()
-            outs[name], steps = fn()
+        for key in keys[k:] + keys[:k]:
+            peak = PeakMemory()
+            peak.start()
+            outs[key], steps = runners[key]()
             if r == 0:
-                peaks[name] = rss_peak_mib() - before
-            samples[name].append(steps)
-        same = torch.equal(outs["archspec"], outs["hf"]) if same is None else same and torch.equal(
-            outs["archspec"], outs["hf"])
-    floor = min(s[0] for s in samples["floor"])  # the least disturbed: the ratios against it are the harsher
-    result = {"spec": spec, "prompt": prompt, "new_tokens": new, "matrices_mib": round(weight_mib, 1),
-              "floor_ms_best": round(floor * 1e3, 3),
-              "floor_ms_median": round(statistics.median(s[0] for s in samples["floor"]) * 1e3, 3),
-              "same_tokens": same}
-    for name in ("archspec", "hf"):
-        result[name] = figures(samples[name], prompt, upto, floor, peaks[name])
+                peaks[key] = peak.stop()
+            samples[key].append(steps)
+        for p in precisions:
+            outs_same[p] = outs_same[p] and torch.equal(outs[(p, "archspec")], outs[(p, "hf eager")])
+    result = {"spec": spec, "prompt": prompt, "new_tokens": new, "upto": upto, "rounds": rounds, "rows": []}
+    for p in precisions:
+        floor = statistics.median(s[0] for s in samples[(p, "floor")])
+        ours = figures(samples[(p, "archspec")], prompt, upto, floor, peaks[(p, "archspec")])
+        for path in PATHS:
+            row = {"precision": p, "path": path, "matrices_mib": round(sizes[p], 1)}
+            if (p, path) in failed:
+                row["status"] = failed[(p, path)]
+            elif path == "floor":
+                row.update(status="ok", ms_per_token=round(floor * 1e3, 3), tokens_per_s=round(1 / floor, 1),
+                           best_ms=round(min(s[0] for s in samples[(p, "floor")]) * 1e3, 3))
+            else:
+                row.update(status="ok", **figures(samples[(p, path)], prompt, upto, floor, peaks[(p, path)]))
+                row["ours_over_this"] = round(ours["ms_per_token"] / row["ms_per_token"], 3)
+                if path == "hf eager":
+                    row["same_tokens_as_ours"] = outs_same[p]
+            result["rows"].append(row)
     return result
 
 
-def figures(runs: list[list[float]], prompt: int, upto: int, floor: float, peak: float) -> dict:
-    """One path's figures over the rounds: medians, and the best round (on a busy machine the
-    least disturbed one) for the per-token times."""
-    early = [around(s, prompt, 16) for s in runs]
-    late = [around(s, prompt, upto) for s in runs]
-    decode = statistics.median(statistics.mean(s[1:]) for s in runs)
-    best = min(range(len(runs)), key=lambda i: early[i] + late[i])
+def figures(runs: list[list[float]], prompt: int, upto: int, floor: float, peak: int | None) -> dict:
+    """One path's figures over the rounds (medians)."""
+    early = statistics.median(around(s, prompt, 16) for s in runs)
+    late = statistics.median(around(s, prompt, upto) for s in runs)
+    per_token = statistics.median(statistics.mean(s[1:]) for s in runs)
     return {"prefill_ms": round(statistics.median(s[0] for s in runs) * 1e3, 2),
-            "ms_per_token_at_16": round(statistics.median(early) * 1e3, 2),
-            f"ms_per_token_at_{upto}": round(statistics.median(late) * 1e3, 2),
-            "decode_tokens_per_s": round(1 / decode, 1),
-            "best_round_ms_at_16": round(early[best] * 1e3, 2),
-            f"best_round_ms_at_{upto}": round(late[best] * 1e3, 2),
-            f"best_round_{upto}_over_16": round(late[best] / early[best], 3),
-            "best_round_16_over_floor": round(early[best] / floor, 3),
-            "rss_peak_growth_mib_first_run": round(peak, 1)}
+            "ms_at_16": round(early * 1e3, 2), "ms_at_upto": round(late * 1e3, 2),
+            "upto_over_16": round(late / early, 3), "ms_per_token": round(per_token * 1e3, 2),
+            "tokens_per_s": round(1 / per_token, 1), "at_16_over_floor": round(early / floor, 3),
+            "mean_over_floor": round(per_token / floor, 3),
+            "peak_rss_growth_mib": None if peak is None else round(peak / 2 ** 20, 1)}
+
+
+def table(result: dict) -> str:
+    upto = result["upto"]
+    lines = [f"{result['spec']}: batch 1, prompt {result['prompt']}, {result['new_tokens']} new tokens, "
+             f"{result['rounds']} interleaved rounds, medians",
+             f"{'prec':5} {'path':18} {'prefill ms':>10} {'ms@16':>7} {f'ms@{upto}':>7} {f'{upto}/16':>6} "
+             f"{'ms/tok':>7} {'tok/s':>7} {'@16/floor':>9} {'mean/floor':>10} {'ours/this':>9} {'RSS +MiB':>8}"]
+    for row in result["rows"]:
+        head = f"{row['precision']:5} {row['path']:18}"
+        if row["status"] != "ok":
+            lines.append(f"{head} {row['status']}")
+        elif row["path"] == "floor":
+            lines.append(f"{head} {'':>10} {'':>7} {'':>7} {'':>6} {row['ms_per_token']:7.2f} "
+                         f"{row['tokens_per_s']:7.1f}   ({row['matrices_mib']:.0f} MiB of matrices)")
+        else:
+            rss = "-" if row["peak_rss_growth_mib"] is None else f"{row['peak_rss_growth_mib']:.1f}"
+            same = "" if "same_tokens_as_ours" not in row else f"  same tokens: {row['same_tokens_as_ours']}"
+            lines.append(f"{head} {row['prefill_ms']:10.2f} {row['ms_at_16']:7.2f} {row['ms_at_upto']:7.2f} "
+                         f"{row['upto_over_16']:6.3f} {row['ms_per_token']:7.2f} {row['tokens_per_s']:7.1f} "
+                         f"{row['at_16_over_floor']:8.2f}x {row['mean_over_floor']:9.2f}x "
+                         f"{row['ours_over_this']:8.2f}x {rss:>8}{same}")
+    return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["gpt2", "llama"], choices=["gpt2", "llama"])
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prompt", type=int, default=8)
     parser.add_argument("--upto", type=int, default=240, help="decode until this position (at least 16 + 3)")
     parser.add_argument("--json", metavar="FILE", help="also write the results here")
     args = parser.parse_args()
+    if args.upto < 19 or args.prompt >= 14:
+        parser.error("--upto must be at least 19 and --prompt at most 13 (position 16 is a decode step)")
     if args.threads:
         torch.set_num_threads(args.threads)
+    log = lambda s: print(f"... {s}", file=sys.stderr, flush=True)  # noqa: E731
     load = os.getloadavg()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load[0]:.2f} "
           f"{load[1]:.2f} {load[2]:.2f} at start", flush=True)
     results = []
     for spec in args.models:
-        result = bench(spec, args.prompt, args.upto, args.rounds)
+        result = bench(spec, list(dict.fromkeys(args.precisions)), args.prompt, args.upto, args.rounds, log)
         results.append(result)
-        print(json.dumps(result, indent=1), flush=True)
-    print(f"load average {os.getloadavg()[0]:.2f} at end", flush=True)
+        print(table(result), flush=True)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at end", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

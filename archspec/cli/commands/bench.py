@@ -4,6 +4,7 @@ for, timed side by side in one process.
     archspec bench specs/swin_t.yaml --target eager onnx --batch 1 8 --threads 2
     archspec bench specs/vit_b16.yaml --target eager --precision fp32 bf16 --json
     archspec bench specs/vit_ti16.yaml --target eager compile aoti --threads 2
+    archspec bench gpt2 --generate --prompt 8 --new-tokens 64 --precision fp32 bf16 --threads 2
 
 Per target, precision and batch: the median and range of the per-call latency over
 interleaved rounds (the order rotating, so that the machine's slow spells fall on all alike),
@@ -23,6 +24,13 @@ crashes when asked for tens of thousands), --rounds and --samples up to MAX_ROUN
 MAX_SAMPLES, at most MAX_BATCHES batch sizes, each within the batch sizes the checker proves
 shapes for (1 to 1024) and with activations that fit in the memory available (a model whose
 weights do not fit is refused as by `build`).
+
+With --generate, a decoder-only spec that generates (gpt2, llama) is timed decoding instead, at
+batch 1 in eager (compiler/backends/bench_generate.py): prefill ms, decode ms per token at an
+early and a late position and over all steps, tokens/s, the memory-bandwidth floor of a token
+(a batch-1 matrix-vector product over every weight matrix it passes through, in the row's
+precision, timed in the same rounds) and the ratio to it, the weights' and the KV cache's bytes,
+and the growth of the peak resident set. A spec that cannot generate is an error saying why.
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ HELP = "time the built model on each target and precision (latency, throughput, 
 MAX_ROUNDS = 1_000  # interleaved rounds (the default is 9; each runs every variant once per batch size)
 MAX_SAMPLES = 10_000  # random inputs for the top-1 agreement (run in batches of the smallest --batch)
 MAX_BATCHES = 16  # batch sizes timed one after another
+DEFAULT_PROMPT, DEFAULT_NEW_TOKENS = 8, 64  # --generate
+MIN_NEW_TOKENS = 11  # bench_generate.MIN_NEW_TOKENS: an early and a late window of steps that do not overlap
+MAX_TOKENS = 1_000_000  # --prompt, --new-tokens: beyond any shipped spec's context; the spec's own bounds it first
+GENERATE_PRECISIONS = ("fp32", "bf16")  # bench_generate.GENERATE_PRECISIONS
 
 def add_arguments(parser) -> None:
     add_spec_arguments(parser)
@@ -72,6 +84,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--weights", metavar="FILE", help="load weights first (as for build)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights (default 0)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--generate", action="store_true",
+                        help="time greedy decoding at batch 1 instead (a spec that generates: gpt2, llama): prefill, "
+                             "ms per token, tokens/s, the memory-bandwidth floor; --precision fp32 and/or bf16")
+    parser.add_argument("--prompt", type=int, default=None, metavar="N",
+                        help=f"--generate: prompt tokens (default {DEFAULT_PROMPT})")
+    parser.add_argument("--new-tokens", type=int, default=None, metavar="N",
+                        help=f"--generate: tokens to decode (default {DEFAULT_NEW_TOKENS}, at least "
+                             f"{MIN_NEW_TOKENS}; prompt + new tokens within the spec's longest sequence)")
 
 
 def check_numbers(args) -> None:
@@ -87,8 +107,33 @@ def check_numbers(args) -> None:
     checked_seed(args.seed)
 
 
+def check_generate_options(args) -> None:
+    """Usage errors in the options of --generate (and --prompt/--new-tokens without it)."""
+    if not args.generate:
+        if args.prompt is not None or args.new_tokens is not None:
+            raise UsageError("--prompt and --new-tokens are for --generate (time decoding)")
+        return
+    if args.target != [targets.default("bench")] and args.target != ["eager"]:
+        raise UsageError("--generate times generate() in eager; leave out --target")
+    if args.batch != [1]:
+        raise UsageError("--generate times batch 1 (decoding one token at batch 1 is what the floor measures); "
+                         "leave out --batch")
+    if args.device != "cpu":
+        raise UsageError("--generate times decoding on the CPU; leave out --device")
+    other = [p for p in args.precision if p not in GENERATE_PRECISIONS]
+    if other:
+        raise UsageError(f"--generate takes --precision {' and/or '.join(GENERATE_PRECISIONS)}, got {', '.join(other)}")
+    args.prompt = counted(DEFAULT_PROMPT if args.prompt is None else args.prompt, "--prompt", 1, MAX_TOKENS)
+    args.new_tokens = counted(DEFAULT_NEW_TOKENS if args.new_tokens is None else args.new_tokens, "--new-tokens",
+                              MIN_NEW_TOKENS, MAX_TOKENS,
+                              " (an early and a late window of decode steps, 5 each, that do not overlap)")
+
+
 def run(args) -> int:
     check_numbers(args)
+    check_generate_options(args)
+    if args.generate:
+        return run_generate(args)
     report = check_file(spec_path(args), overrides_of(args))
     check_build_memory(report, runs_model=False)  # the weights, located at the node that needs the most
     batch_fits_memory(report, max(args.batch))
@@ -119,3 +164,53 @@ def run(args) -> int:
     else:
         print(result.table(title=f"{report.name}: {report.flops / 1e9:.2f} GFLOPs per sample"))
     return 0
+
+
+def run_generate(args) -> int:
+    """bench --generate: the decoding figures of compiler/backends/bench_generate.py."""
+    from ...primitives.kv_cache import generates
+
+    report = check_file(spec_path(args), overrides_of(args))
+    check_build_memory(report, runs_model=False)
+    if not generates(report.graph) or len(report.graph.inputs()) != 1:
+        raise cannot_generate(report)
+    import torch
+
+    from ...compiler.backends.bench_generate import bench_generate
+    from ...compiler.generate import decoder_of
+    from ...compiler.generate.driver import check_request
+    from ...compiler.lower import lower
+
+    model = lower(report.graph, seed=args.seed)
+    if args.weights:
+        from ...compiler.weights.load import load_weights
+
+        load_weights(model, args.weights, report.graph)
+    model.eval()
+    decoder = decoder_of(model)
+    try:
+        check_request(decoder, torch.zeros(1, args.prompt, dtype=torch.long), None, args.new_tokens)
+    except ValueError as exc:
+        raise UsageError(f"--prompt {args.prompt} --new-tokens {args.new_tokens}: {exc}") from None
+    log = (lambda s: None) if args.json else (lambda s: print(f"... {s}", file=sys.stderr, flush=True))
+    result = bench_generate(model, list(dict.fromkeys(args.precision)), prompt=args.prompt,
+                            new_tokens=args.new_tokens, rounds=args.rounds, threads=args.threads, seed=args.seed,
+                            log=log)
+    if args.json:
+        print(json.dumps({"spec": report.name, "generate": True, **result.to_json()}, indent=2))
+    else:
+        print(result.table(title=f"{report.name}: decoding {args.new_tokens} tokens after a {args.prompt}-token "
+                                 "prompt"))
+    return 0
+
+
+def cannot_generate(report):
+    """The error for --generate on a spec that generate() cannot decode (or an encoder-decoder)."""
+    from ...compiler.generate.driver import CAN_GENERATE
+    from ...core.errors import error
+
+    if len(report.graph.inputs()) == 2:
+        return error(f"bench --generate times decoder-only specs; {report.name} is an encoder-decoder",
+                     hint="`archspec generate` decodes it; time a decoder-only spec such as gpt2 or llama")
+    return error(f"{report.name} cannot generate, so bench --generate has nothing to time",
+                 hint=CAN_GENERATE)

@@ -1,0 +1,300 @@
+"""What `archspec bench SPEC --generate` measures (and tests/benchmarks/bench_generate.py
+shares): the speed of generate() (compiler/generate/) at batch 1, against the memory-bandwidth
+floor of one decoded token, measured in the same interleaved rounds.
+
+    result = bench_generate(model, ["fp32", "bf16"], prompt=8, new_tokens=64, rounds=5)
+    print(result.table())
+
+After an untimed generate() of WARM_UP_TOKENS per precision (first calls set up kernels), per
+precision and round: one greedy generate() of `new_tokens` after a random prompt of
+`prompt` tokens, each step's time taken between the streamer's put() calls (the first step is
+the prefill, with the first choice), and the floor: one batch-1 matrix-vector product over every
+weight matrix a token passes through (each Linear, the lm head; an embedding table is a row
+read and is left out, unless it is also the tied head), in the row's precision. Decoding one
+token at batch 1 is memory-bound: it cannot beat streaming its weights once, which is the floor.
+
+Reported (medians over the rounds): prefill ms; decode ms per token at an early and a late
+position (the median of the SPAN steps each side); decode ms per token over all steps and
+tokens/s (= 1000 / that); the floor in ms and our ratio to it; late / early (decoding should
+cost time linear in the tokens, so near 1). Memory, each named for what it is: the weights'
+bytes, the KV cache's bytes (preallocated for prompt + new tokens), and the growth of the
+process's peak resident set over the first generate() of the row (timing.PeakMemory resets the
+high-water mark first; None where Linux's /proc/self/clear_refs is missing).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .isa import Isa, read_isa
+from .precision import cast_model
+from .timing import PeakMemory, machine_description
+
+GENERATE_PRECISIONS = ("fp32", "bf16")  # what bench --generate times (fp16 decoding on a CPU is not a target)
+SPAN = 2  # decode steps each side of a position whose median is its time
+MIN_NEW_TOKENS = 4 * SPAN + 3  # an early and a late window that do not overlap
+WARM_UP_TOKENS = 4  # an untimed generate() per precision before the rounds
+FLOOR_PASSES = 9  # matvec passes per round; their median is the round's floor
+
+
+class StepTimes:
+    """A streamer (put, end) recording the time of each put(): the prompt, then each new token."""
+
+    def __init__(self):
+        self.stamps: list[float] = []
+
+    def put(self, tokens) -> None:
+        self.stamps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+    def steps(self) -> list[float]:
+        """Seconds per produced token: [prefill (with the first choice), decode step 1, ...]."""
+        return [b - a for a, b in zip(self.stamps, self.stamps[1:])]
+
+
+def weight_matrices(model: nn.Module) -> list[torch.Tensor]:
+    """Every weight matrix a decoded token is multiplied by: 2-D parameters, but embedding
+    tables (a token reads one row of them), except a table that is also the tied lm head."""
+    from ..modules.embed import TokenEmbed
+
+    tables = {id(m.tokens.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.tokens is not None}
+    tables |= {id(m.pos.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.pos is not None}
+    found, seen = [], set()
+    for m in model.modules():
+        for p in m.parameters(recurse=False):
+            if p.dim() == 2 and id(p) not in seen and (id(p) not in tables or not isinstance(m, nn.Embedding)):
+                seen.add(id(p))
+                found.append(p.detach())
+    for m in model.modules():  # a tied head multiplies by the token table
+        table = getattr(m, "table", None)
+        if isinstance(table, nn.Embedding) and id(table.weight) not in seen:
+            seen.add(id(table.weight))
+            found.append(table.weight.detach())
+    return found
+
+
+def tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def floor_pass(weights: list[torch.Tensor]) -> Callable[[], float]:
+    """A function timing one batch-1 pass of matrix-vector products over `weights` (in their
+    own dtype), in seconds."""
+    inputs = [torch.randn(1, w.shape[1], dtype=w.dtype, device=w.device) for w in weights]
+
+    def once() -> float:
+        with torch.no_grad():
+            start = time.perf_counter()
+            for x, w in zip(inputs, weights):
+                F.linear(x, w)
+            return time.perf_counter() - start
+
+    return once
+
+
+def floor_seconds(weights: list[torch.Tensor], passes: int = FLOOR_PASSES) -> float:
+    """Median seconds of one pass (floor_pass) over `passes` passes, the first one a warm-up."""
+    once = floor_pass(weights)
+    once()
+    return statistics.median(once() for _ in range(passes))
+
+
+def kv_cache_bytes(model: nn.Module, batch: int, length: int, dtype: torch.dtype) -> int:
+    """The bytes of the KV cache generate() allocates for `length` tokens (keys and values of
+    each cached attention layer, a sliding window's ring holding only its window)."""
+    from ..generate import decoder_of
+
+    size = torch.empty((), dtype=dtype).element_size()
+    total = 0
+    for m in decoder_of(model).attention:
+        window = getattr(m, "window", None)
+        slots = min(length, window) if window else length
+        total += 2 * batch * m.kv_heads * slots * m.head_dim * size
+    return total
+
+
+def decode_steps(model: nn.Module, ids: torch.Tensor, new_tokens: int) -> tuple[torch.Tensor, list[float]]:
+    """(the generated ids, seconds per step) of one greedy generate()."""
+    from ..generate import generate
+
+    streamer = StepTimes()
+    out = generate(model, ids, max_new_tokens=new_tokens, streamer=streamer)
+    return out, streamer.steps()
+
+
+def around(steps: list[float], prompt: int, position: int, span: int = SPAN) -> float:
+    """Median decode-step time around the step that feeds the token at `position` (steps[0] is
+    the prefill; steps[k] feeds position prompt + k - 1, counting from 0, i.e. index = position - prompt)."""
+    index = position - prompt
+    window = steps[max(1, index - span): index + span + 1]
+    return statistics.median(window)
+
+
+def positions(prompt: int, new_tokens: int) -> tuple[int, int]:
+    """(early, late): the positions whose windows are the first and the last SPAN-wide ones."""
+    return prompt + 1 + SPAN, prompt + new_tokens - 1 - SPAN
+
+
+@dataclass
+class GenerateRow:
+    """One precision's figures, seconds (medians over the rounds) and bytes."""
+    precision: str
+    prompt: int
+    new_tokens: int
+    prefill: float
+    early: float  # per token, around the early position
+    late: float
+    per_token: float  # mean over all decode steps
+    floor: float
+    weights_bytes: int
+    cache_bytes: int
+    peak_growth: int | None
+
+    @property
+    def positions(self) -> tuple[int, int]:
+        return positions(self.prompt, self.new_tokens)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1000 / (self.per_token * 1e3)
+
+    @property
+    def floor_ratio(self) -> float:
+        return self.per_token / self.floor
+
+    @property
+    def late_over_early(self) -> float:
+        return self.late / self.early
+
+    def to_json(self) -> dict:
+        early, late = self.positions
+        return {"precision": self.precision, "prompt": self.prompt, "new_tokens": self.new_tokens,
+                "prefill_ms": self.prefill * 1e3, "early_position": early, "late_position": late,
+                "ms_per_token_early": self.early * 1e3, "ms_per_token_late": self.late * 1e3,
+                "late_over_early": self.late_over_early, "ms_per_token": self.per_token * 1e3,
+                "tokens_per_s": self.tokens_per_s, "floor_ms_per_token": self.floor * 1e3,
+                "floor_ratio": self.floor_ratio, "weights_bytes": self.weights_bytes,
+                "kv_cache_bytes": self.cache_bytes, "peak_rss_growth_bytes": self.peak_growth}
+
+
+@dataclass
+class GenerateBench:
+    rows: list[GenerateRow]
+    threads: int
+    rounds: int
+    machine: str
+    isa: Isa = field(default_factory=read_isa)
+
+    def table(self, title: str | None = None) -> str:
+        lines = [f"CPU: {self.isa.line()}", *([title] if title else []),
+                 f"{self.machine}; {self.threads} threads, {self.rounds} interleaved rounds, batch 1, greedy, "
+                 "medians over the rounds"]
+        if self.rows:
+            early, late = self.rows[0].positions
+            lines.append(f"{'prec':5} {'prefill ms':>10} {f'ms/tok @{early}':>11} {f'ms/tok @{late}':>11} "
+                         f"{'ms/tok':>8} {'tokens/s':>9} {'floor ms':>9} {'/floor':>7} {'weights MB':>10} "
+                         f"{'KV cache MB':>11} {'peak RSS +MB':>12}")
+        for r in self.rows:
+            peak = "-" if r.peak_growth is None else f"{r.peak_growth / 2**20:.1f}"
+            lines.append(f"{r.precision:5} {r.prefill * 1e3:10.2f} {r.early * 1e3:11.2f} {r.late * 1e3:11.2f} "
+                         f"{r.per_token * 1e3:8.2f} {r.tokens_per_s:9.1f} {r.floor * 1e3:9.2f} "
+                         f"{r.floor_ratio:6.2f}x {r.weights_bytes / 2**20:10.1f} {r.cache_bytes / 2**20:11.2f} "
+                         f"{peak:>12}")
+        lines += ["floor: one batch-1 matrix-vector product over every weight matrix a token passes through, in the "
+                  "row's precision, timed in the same rounds; /floor = ms/tok over it",
+                  "ms/tok: mean over all decode steps; tokens/s = 1000 / ms/tok; @N: median of the steps around "
+                  "position N; peak RSS +MB: growth of the peak resident set over the row's first generate()"]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"isa": self.isa.to_json(), "machine": self.machine, "threads": self.threads, "rounds": self.rounds,
+                "batch": 1, "rows": [r.to_json() for r in self.rows]}
+
+
+@dataclass
+class DecodePath:
+    """One precision made ready: its model, its weight matrices, and what its rounds recorded."""
+    precision: str
+    model: nn.Module
+    weights: list[torch.Tensor]
+    runs: list[list[float]] = field(default_factory=list)
+    floors: list[float] = field(default_factory=list)
+    peak: int | None = None
+
+
+def prepare(model: nn.Module, precision: str) -> DecodePath:
+    low = model if precision == "fp32" else cast_model(model, precision)
+    return DecodePath(precision, low.eval(), weight_matrices(low))
+
+
+def run_round(paths: list[DecodePath], ids: torch.Tensor, new_tokens: int, first: bool) -> None:
+    """Every path once, in the given order: its generate(), then its floor."""
+    for path in paths:
+        peak = PeakMemory()
+        if first:
+            peak.start()
+        _, steps = decode_steps(path.model, ids, new_tokens)
+        if first:
+            path.peak = peak.stop()
+        path.runs.append(steps)
+        path.floors.append(floor_seconds(path.weights))
+
+
+def summarise(path: DecodePath, prompt: int, new_tokens: int) -> GenerateRow:
+    early, late = positions(prompt, new_tokens)
+    runs = path.runs
+    median = statistics.median
+    return GenerateRow(
+        path.precision, prompt, new_tokens, prefill=median(s[0] for s in runs),
+        early=median(around(s, prompt, early) for s in runs), late=median(around(s, prompt, late) for s in runs),
+        per_token=median(statistics.mean(s[1:]) for s in runs), floor=median(path.floors),
+        weights_bytes=tensor_bytes(path.model.parameters()),
+        cache_bytes=kv_cache_bytes(path.model, 1, prompt + new_tokens, next(path.model.parameters()).dtype),
+        peak_growth=path.peak)
+
+
+def bench_generate(model: nn.Module, precisions: list[str], prompt: int = 8, new_tokens: int = 64, rounds: int = 5,
+                   threads: int | None = None, seed: int = 0, log: Callable[[str], None] = lambda s: None
+                   ) -> GenerateBench:
+    """Batch-1 greedy decoding of `new_tokens` after a random prompt of `prompt` tokens, per
+    precision, with its floor, over `rounds` interleaved rounds (the order rotating). `model`:
+    a built spec that generates (decoder-only), fp32. `threads`: torch's intra-op threads while
+    it runs (set back afterwards)."""
+    if new_tokens < MIN_NEW_TOKENS:
+        raise ValueError(f"new_tokens must be at least {MIN_NEW_TOKENS}, got {new_tokens}")
+    unknown = [p for p in precisions if p not in GENERATE_PRECISIONS]
+    if unknown:
+        raise ValueError(f"precisions are {', '.join(GENERATE_PRECISIONS)}, got {', '.join(unknown)}")
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        model.eval()
+        paths = [prepare(model, p) for p in dict.fromkeys(precisions)]
+        vocab = decoder_vocab(model)
+        ids = torch.randint(0, vocab, (1, prompt), generator=torch.Generator().manual_seed(seed))
+        for path in paths:  # first calls set up kernels for the prefill's and a step's shapes: not timed
+            decode_steps(path.model, ids, WARM_UP_TOKENS)
+        for r in range(rounds):
+            log(f"round {r + 1} of {rounds}")
+            k = r % len(paths)
+            run_round(paths[k:] + paths[:k], ids, new_tokens, first=r == 0)
+        rows = [summarise(p, prompt, new_tokens) for p in paths]
+        return GenerateBench(rows, torch.get_num_threads(), rounds, machine_description())
+    finally:
+        torch.set_num_threads(before)
+
+
+def decoder_vocab(model: nn.Module) -> int:
+    from ..generate import decoder_of
+
+    return decoder_of(model).vocab
