@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
 EXAMPLES = sorted((ROOT / "specs" / "examples").glob("*.yaml"))
 ALL_SPECS = SPECS + EXAMPLES
@@ -120,3 +121,10 @@ def sibling_spec(item) -> str | None:
     params = getattr(item, "callspec", None)
     path = params.params.get("spec_path") if params else None
     return spec_id(Path(path)) if path is not None else None
+
+
+@pytest.fixture
+def outside_torchrun(monkeypatch):
+    """The test runs as one process, whatever torchrun variables the shell holds (training tests)."""
+    for name in LAUNCH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)

@@ -26,7 +26,7 @@ import torch
 
 from archspec.cli.main import main
 
-from .conftest import ROOT
+from .conftest import LAUNCH_VARIABLES, ROOT
 from .test_hostile import within
 
 TINY = """\
@@ -42,13 +42,7 @@ graph:
   - {id: head, head: {kind: classify, classes: 3}}
 """
 QUICK = ("--steps", "1", "--batch", "2")
-LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
-
-
-@pytest.fixture(autouse=True)
-def outside_torchrun(monkeypatch):
-    for name in LAUNCH_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("outside_torchrun")  # as one process, whatever the shell holds
 
 
 @pytest.fixture(scope="module")

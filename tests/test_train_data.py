@@ -26,7 +26,7 @@ import torch
 
 from archspec.cli.main import main
 
-from .conftest import ROOT
+from .conftest import LAUNCH_VARIABLES, ROOT
 from .test_hostile import within
 from .train_data_shapes import make_shapes
 
@@ -60,13 +60,7 @@ graph:
   - {id: norm, norm: {}}
   - {id: head, head: {kind: lm, tie: embed}}
 """
-LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-@pytest.fixture(autouse=True)
-def outside_torchrun(monkeypatch):
-    for name in LAUNCH_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("outside_torchrun")  # as one process, whatever the shell holds
 
 
 @pytest.fixture(scope="module")

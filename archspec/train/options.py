@@ -282,6 +282,11 @@ def check_save_folder(flag: str, path: str) -> None:
     path = path.rstrip(os.sep) or path
     if os.path.isdir(path) and os.listdir(path) and not os.path.isfile(os.path.join(path, ".metadata")):
         raise UsageError(f"{flag}: {path} holds files that --save did not write; give a new or empty folder")
+    check_parent_writable(flag, path)
+
+
+def check_parent_writable(flag: str, path: str) -> None:
+    """The folder that will hold `path` exists and we may write into it."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise UsageError(f"{flag}: the folder {parent} does not exist; create it first")
@@ -298,8 +303,4 @@ def check_writable(flag: str, path: str) -> None:
                          f"{os.path.join(path, 'state.pt')}")
     if os.path.exists(path) and not os.path.isfile(path):
         raise UsageError(f"{flag}: {path} exists and is not a regular file (a pipe, socket or device)")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UsageError(f"{flag}: the folder {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag}: cannot write into {parent}: permission denied")
+    check_parent_writable(flag, path)
