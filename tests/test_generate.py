@@ -22,6 +22,7 @@ from archspec.compiler.weights.load import load_weights
 from archspec.core.errors import SpecError
 
 from .conftest import ROOT, perturb_constants
+from .test_parity_vocabulary import perturb_everything
 
 NEW = 32
 VOCAB = 500
@@ -29,13 +30,7 @@ GPT2_SMALL = {"dim": 64, "depth": 2, "heads": 4, "vocab": VOCAB}
 LLAMA_SMALL = {"dim": 64, "hidden": 96, "layers": 2, "heads": 4, "kv_heads": 2, "vocab": VOCAB, "context": 256}
 
 
-def noisy(model: nn.Module, seed: int = 0, scale: float = 0.05) -> nn.Module:
-    """Seeded noise on every parameter (references zero or constant-initialise many)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=generator))
-    return model
+noisy = perturb_everything  # seeded noise on every parameter (references zero-initialise many)
 
 
 def gpt2_reference():

@@ -26,7 +26,7 @@ from archspec.lsp.analysis import analyse, diagnostics  # noqa: E402
 from archspec.lsp.completion import complete  # noqa: E402
 from archspec.lsp.params import param_hover  # noqa: E402
 
-from .test_hostile_round3_lsp import InProcess, answer, diagnostics_of  # noqa: E402
+from .test_hostile_round3_lsp import answer, client, diagnostics_of  # noqa: E402, F401  (client: the fixture)
 from .test_lsp import ROOT  # noqa: E402
 
 SPEC = """\
@@ -201,14 +201,6 @@ def test_hover_on_a_param_of_a_spec_that_extends_another_shows_the_value_after_o
 
 
 # -- over the wire ---------------------------------------------------------------------------------
-@pytest.fixture
-def client(tmp_path):
-    started = InProcess()
-    try:
-        started.start(tmp_path)
-        yield started
-    finally:
-        started.close()
 
 
 def test_a_session_completes_fixes_and_hovers(tmp_path, client):
