@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
-from ..language.loader import special_file
+from ..core.files import special_file
 
 MANIFEST = "manifest.json"
 PARTIAL_MARKER = ".archspec-partial"  # in a staging folder: everything here is this build's

@@ -31,7 +31,7 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from ..core.errors import Loc, SpecError, error
-from ..core.files import SpecialFile, read_regular_file, special_file  # noqa: F401  (special_file: for artifacts.py)
+from ..core.files import SpecialFile, read_regular_file
 from .limits import MAX_DEPTH, MAX_INT, MAX_TEXT_BYTES, MAX_VALUES
 
 _PLAIN = "tag:archspec:plain"  # our marker for an untagged plain scalar
