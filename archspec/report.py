@@ -11,7 +11,7 @@ from typing import Any
 from .core.errors import Diagnostic
 from .core.ir import Graph
 from .core.types import BATCH, TensorType
-from .primitives.kv_cache import cached_layers, line as kv_cache_line, summary as kv_cache_summary
+from .primitives.kv_cache import cached_layers, cross_layers, line as kv_cache_line, summary as kv_cache_summary
 from .primitives.cost import totals
 
 
@@ -87,7 +87,7 @@ class Report:
             "flops_at": self.flops_at,
             "nodes": [row.record for row in self.nodes],
             "warnings": [w.record() for w in self.warnings],
-            "kv_cache": kv_cache_summary(cached_layers(self.graph)),  # generate's cache, or None
+            "kv_cache": kv_cache_summary(cached_layers(self.graph), cross_layers(self.graph)),  # generate's cache, or None
         }
 
     def table(self) -> str:
@@ -102,7 +102,7 @@ class Report:
         ins = ", ".join(f"{k} {t.describe()}" for k, t in self.inputs.items())
         outs = ", ".join(f"{k} {t.describe()}" for k, t in self.outputs.items())
         rule = "-" * len(line(head))
-        cache = kv_cache_line(cached_layers(self.graph))
+        cache = kv_cache_line(cached_layers(self.graph), cross_layers(self.graph))
         return "\n".join([f"{self.name}: {ins} -> {outs}", line(head), rule, *map(line, body), rule,
                           f"total: {self.params:,} params, {human(self.flops)}FLOPs {self.flops_basis} "
                           "(multiply-add = 2; matmul, conv and attention)", *([cache] if cache else [])])

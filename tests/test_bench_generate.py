@@ -61,6 +61,18 @@ def test_bench_generate_table_names_every_figure(capsys):
     assert any(line.startswith("floor: ") for line in lines)
 
 
+def test_bench_generate_times_the_compiled_decode_step_beside_eager(capsys):
+    code = main(["bench", TINY_LM, *SETS, *QUICK, "--target", "eager", "compile", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    rows = {r["target"]: r for r in data["rows"]}
+    assert set(rows) == {"eager", "compile"} and all(r["precision"] == "fp32" for r in rows.values())
+    assert rows["eager"]["compile_s"] is None and rows["compile"]["compile_s"] > 0
+    assert rows["compile"]["floor_ratio"] > 0 and rows["compile"]["tokens_per_s"] > 0
+    # the compiled step's cache is rounded up to 64 slots (so other lengths reuse its program)
+    assert rows["compile"]["kv_cache_bytes"] == rows["eager"]["kv_cache_bytes"] * 64 // (4 + 11)
+
+
 def test_bench_generate_refuses_what_it_cannot_time(capsys):
     vit = [str(ROOT / "specs" / "vit_ti16.yaml"), "--set", "img=32", "--set", "depth=1", "--set", "classes=10"]
     assert main(["bench", *vit, "--generate"]) == 1  # the spec: it cannot generate

@@ -312,6 +312,12 @@ def test_check_reports_the_decoders_cache_of_an_encoder_decoder():
     cache = archspec.check(str(ROOT / "specs" / "transformer_base.yaml")).to_json()["kv_cache"]
     assert [layer["path"] for layer in cache["layers"]] == [f"decoder.layers.{i}.self_attn" for i in range(6)]
     assert cache["bytes_per_token"]["fp32"] == 6 * 2 * 512 * 4
+    source = cache["cross_layers"]  # the source's keys and values, kept by each cross attention
+    assert [layer["path"] for layer in source["layers"]] == [f"decoder.layers.{i}.cross_attn" for i in range(6)]
+    assert source["bytes_per_token"]["fp32"] == 6 * 2 * 512 * 4 and source["max_length"] == 256
+    assert "the source's keys and values for 6 cross attention layers: 24.00 KiB per source token" in \
+        archspec.check(str(ROOT / "specs" / "transformer_base.yaml")).table()
+    assert archspec.check(str(ROOT / "specs" / "gpt2.yaml")).to_json()["kv_cache"]["cross_layers"] is None
 
 
 def test_checks_cache_size_is_what_generate_allocates():

@@ -1,8 +1,9 @@
 """What generate()'s key/value cache costs, from the checked graph (no torch): per attention
-layer that decodes with a cache (kinds causal and sliding that the target tokens reach; an
-encoder-decoder's cross attention recomputes its keys and values), keys and values of its key/value
-heads, 2 x kv_heads x head_dim numbers per token, in fp32 (4 bytes) and bf16 (2 bytes), and
-at the layer's longest sequence (its length dim at its largest). Grouped- and multi-query
+layer that decodes with a cache (kinds causal and sliding that the target tokens reach), keys
+and values of its key/value heads, 2 x kv_heads x head_dim numbers per token, in fp32 (4 bytes)
+and bf16 (2 bytes), and at the layer's longest sequence (its length dim at its largest). An
+encoder-decoder's cross attention keeps the keys and values of the source (its memory) for the
+whole decode, the same numbers per source token: `cross_layers`, reported beside. Grouped- and multi-query
 attention cache only their key/value heads. A sliding layer keeps a ring buffer of its window
 only, so at the longest sequence it holds `window` tokens (as compiler/generate/ allocates)."""
 
@@ -69,40 +70,61 @@ def target_side(graph: Graph, target: str) -> set[str]:
     return reached
 
 
-def cached_layers(graph: Graph) -> list[CachedLayer]:
-    """The attention layers generate() caches, in node order (none for a spec it cannot decode)."""
+def cached_layers(graph: Graph, kinds=CACHED_KINDS) -> list[CachedLayer]:
+    """The attention layers of `kinds` generate() caches, in node order (none for a spec it
+    cannot decode): by default the self-attention ones; cross_layers for the cross ones."""
     if not generates(graph):
         return []
     layers, reached = [], target_side(graph, graph.inputs()[-1].name)
     for node in attention_nodes(graph):
-        if node.op.kind not in CACHED_KINDS or node.name not in reached:
+        if node.op.kind not in kinds or node.name not in reached:
             continue
         p, x = node.params, graph.type_of(node.inputs[0])
-        length = x.length if isinstance(x.length, int) else x.length.hi
+        keys = graph.type_of(node.inputs[1]) if node.op.kind == "cross" else x  # cross: the memory's length
+        length = keys.length if isinstance(keys.length, int) else keys.length.hi
         layers.append(CachedLayer(node.name, node.op.kind, p.kv_heads or p.heads, node.op.head_dim(p, x.channels),
                                   length, getattr(p, "window", None) if node.op.kind == "sliding" else None))
     return layers
 
 
-def summary(layers: list[CachedLayer]) -> dict | None:
+def cross_layers(graph: Graph) -> list[CachedLayer]:
+    """An encoder-decoder's cross attention layers: each keeps the source's keys and values
+    (per source token, up to the longest source) while generate() decodes."""
+    return cached_layers(graph, ("cross",))
+
+
+def summary(layers: list[CachedLayer], cross: list[CachedLayer] = ()) -> dict | None:
     """The whole cache for --json: bytes per token and at the longest sequence (fp32, bf16), and
-    each layer's; None when nothing is cached."""
+    each layer's, and the same for the cross layers' source keys and values (None for a
+    decoder-only spec); None when nothing is cached."""
     if not layers:
         return None
+    found = totals(layers)
+    found["cross_layers"] = totals(cross) if cross else None
+    return found
+
+
+def totals(layers: list[CachedLayer]) -> dict:
     per_token = {p: sum(l.numbers_per_token for l in layers) * size for p, size in PRECISIONS.items()}
     at_max = {p: sum(l.numbers_per_token * l.held for l in layers) * size for p, size in PRECISIONS.items()}
     return {"bytes_per_token": per_token, "max_length": max(l.max_length for l in layers),
             "bytes_at_max_length": at_max, "layers": [l.to_json() for l in layers]}
 
 
-def line(layers: list[CachedLayer]) -> str | None:
-    """One line for the table, or None when nothing is cached."""
-    found = summary(layers)
+def line(layers: list[CachedLayer], cross: list[CachedLayer] = ()) -> str | None:
+    """One line for the table (with a clause on the cross layers' source cache), or None when nothing is cached."""
+    found = summary(layers, cross)
     if found is None:
         return None
     per, at = found["bytes_per_token"], found["bytes_at_max_length"]
-    return (f"KV cache (generate, {len(layers)} layers): {size(per['fp32'])} per token, {size(at['fp32'])} at "
+    text = (f"KV cache (generate, {len(layers)} layers): {size(per['fp32'])} per token, {size(at['fp32'])} at "
             f"{found['max_length']:,} tokens (fp32); {size(per['bf16'])}, {size(at['bf16'])} (bf16)")
+    if cross:
+        source = found["cross_layers"]
+        text += (f"; the source's keys and values for {len(cross)} cross attention layers: "
+                 f"{size(source['bytes_per_token']['fp32'])} per source token, "
+                 f"{size(source['bytes_at_max_length']['fp32'])} at {source['max_length']:,} (fp32)")
+    return text
 
 
 def size(n: int) -> str:

@@ -2,11 +2,16 @@
 shares): the speed of generate() (compiler/generate/) at batch 1, against the memory-bandwidth
 floor of one decoded token, measured in the same interleaved rounds.
 
-    result = bench_generate(model, ["fp32", "bf16"], prompt=8, new_tokens=64, rounds=5)
+    result = bench_generate(model, ["fp32", "bf16"], prompt=8, new_tokens=64, rounds=5,
+                            targets=["eager", "compile"])
     print(result.table())
 
-After an untimed generate() of WARM_UP_TOKENS per precision (first calls set up kernels), per
-precision and round: one greedy generate() of `new_tokens` after a random prompt of
+Each precision is timed on each target: `eager` is generate() as it runs by default, `compile`
+is generate(compile=True), its decode steps one program torch.compile made (the time that
+takes, in the untimed first call, is reported as compile_s).
+
+After an untimed generate() per precision and target, as long as the timed ones (first calls
+set up kernels), per precision, target and round: one greedy generate() of `new_tokens` after a random prompt of
 `prompt` tokens, each step's time taken between the streamer's put() calls (the first step is
 the prefill, with the first choice), and the floor: one batch-1 matrix-vector product over every
 weight matrix a token passes through (each Linear, the lm head; an embedding table is a row
@@ -38,9 +43,9 @@ from .precision import cast_model
 from .timing import PeakMemory, machine_description
 
 GENERATE_PRECISIONS = ("fp32", "bf16")  # what bench --generate times (fp16 decoding on a CPU is not a target)
+GENERATE_TARGETS = ("eager", "compile")  # generate() as it is, and generate(compile=True)
 SPAN = 2  # decode steps each side of a position whose median is its time
 MIN_NEW_TOKENS = 4 * SPAN + 3  # an early and a late window that do not overlap
-WARM_UP_TOKENS = 4  # an untimed generate() per precision before the rounds
 FLOOR_PASSES = 9  # matvec passes per round; their median is the round's floor
 
 
@@ -122,12 +127,13 @@ def kv_cache_bytes(model: nn.Module, batch: int, length: int, dtype: torch.dtype
     return total
 
 
-def decode_steps(model: nn.Module, ids: torch.Tensor, new_tokens: int) -> tuple[torch.Tensor, list[float]]:
+def decode_steps(model: nn.Module, ids: torch.Tensor, new_tokens: int, compile: bool = False
+                 ) -> tuple[torch.Tensor, list[float]]:
     """(the generated ids, seconds per step) of one greedy generate()."""
     from ..generate import generate
 
     streamer = StepTimes()
-    out = generate(model, ids, max_new_tokens=new_tokens, streamer=streamer)
+    out = generate(model, ids, max_new_tokens=new_tokens, streamer=streamer, compile=compile)
     return out, streamer.steps()
 
 
@@ -146,8 +152,9 @@ def positions(prompt: int, new_tokens: int) -> tuple[int, int]:
 
 @dataclass
 class GenerateRow:
-    """One precision's figures, seconds (medians over the rounds) and bytes."""
+    """One precision's figures on one target, seconds (medians over the rounds) and bytes."""
     precision: str
+    target: str
     prompt: int
     new_tokens: int
     prefill: float
@@ -158,6 +165,11 @@ class GenerateRow:
     weights_bytes: int
     cache_bytes: int
     peak_growth: int | None
+    compile_seconds: float | None = None  # the compile target's first (untimed) generate()
+
+    @property
+    def label(self) -> str:
+        return self.precision if self.target == "eager" else f"{self.precision} {self.target}"
 
     @property
     def positions(self) -> tuple[int, int]:
@@ -177,7 +189,8 @@ class GenerateRow:
 
     def to_json(self) -> dict:
         early, late = self.positions
-        return {"precision": self.precision, "prompt": self.prompt, "new_tokens": self.new_tokens,
+        return {"precision": self.precision, "target": self.target, "compile_s": self.compile_seconds,
+                "prompt": self.prompt, "new_tokens": self.new_tokens,
                 "prefill_ms": self.prefill * 1e3, "early_position": early, "late_position": late,
                 "ms_per_token_early": self.early * 1e3, "ms_per_token_late": self.late * 1e3,
                 "late_over_early": self.late_over_early, "ms_per_token": self.per_token * 1e3,
@@ -200,12 +213,13 @@ class GenerateBench:
                  "medians over the rounds"]
         if self.rows:
             early, late = self.rows[0].positions
-            lines.append(f"{'prec':5} {'prefill ms':>10} {f'ms/tok @{early}':>11} {f'ms/tok @{late}':>11} "
+            width = max(len(r.label) for r in self.rows)
+            lines.append(f"{'prec':{width}} {'prefill ms':>10} {f'ms/tok @{early}':>11} {f'ms/tok @{late}':>11} "
                          f"{'ms/tok':>8} {'tokens/s':>9} {'floor ms':>9} {'/floor':>7} {'weights MB':>10} "
                          f"{'KV cache MB':>11} {'peak RSS +MB':>12}")
         for r in self.rows:
             peak = "-" if r.peak_growth is None else f"{r.peak_growth / 2**20:.1f}"
-            lines.append(f"{r.precision:5} {r.prefill * 1e3:10.2f} {r.early * 1e3:11.2f} {r.late * 1e3:11.2f} "
+            lines.append(f"{r.label:{width}} {r.prefill * 1e3:10.2f} {r.early * 1e3:11.2f} {r.late * 1e3:11.2f} "
                          f"{r.per_token * 1e3:8.2f} {r.tokens_per_s:9.1f} {r.floor * 1e3:9.2f} "
                          f"{r.floor_ratio:6.2f}x {r.weights_bytes / 2**20:10.1f} {r.cache_bytes / 2**20:11.2f} "
                          f"{peak:>12}")
@@ -213,6 +227,10 @@ class GenerateBench:
                   "row's precision, timed in the same rounds; /floor = ms/tok over it",
                   "ms/tok: mean over all decode steps; tokens/s = 1000 / ms/tok; @N: median of the steps around "
                   "position N; peak RSS +MB: growth of the peak resident set over the row's first generate()"]
+        made = [f"{r.label} {r.compile_seconds:.1f} s" for r in self.rows if r.compile_seconds is not None]
+        if made:
+            lines.append("compile: generate(compile=True), the decode step made once before the rounds (" +
+                         ", ".join(made) + ")")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -222,18 +240,32 @@ class GenerateBench:
 
 @dataclass
 class DecodePath:
-    """One precision made ready: its model, its weight matrices, and what its rounds recorded."""
+    """One precision on one target made ready: its model, its weight matrices, and what its rounds recorded."""
     precision: str
+    target: str
     model: nn.Module
     weights: list[torch.Tensor]
+    compile_seconds: float | None = None
     runs: list[list[float]] = field(default_factory=list)
     floors: list[float] = field(default_factory=list)
     peak: int | None = None
 
 
-def prepare(model: nn.Module, precision: str) -> DecodePath:
-    low = model if precision == "fp32" else cast_model(model, precision)
-    return DecodePath(precision, low.eval(), weight_matrices(low))
+def prepare(model: nn.Module, precision: str, target: str, casts: dict) -> DecodePath:
+    """The path of one precision and target (targets of one precision share its cast model, in `casts`)."""
+    if precision not in casts:
+        casts[precision] = model if precision == "fp32" else cast_model(model, precision).eval()
+    low = casts[precision]
+    return DecodePath(precision, target, low, weight_matrices(low))
+
+
+def warm_up(path: DecodePath, ids: torch.Tensor, new_tokens: int) -> None:
+    """The first generate() of a path, as long as the timed ones, untimed (kernels set up; the
+    compile target's step made for the rounds' cache length, its time kept)."""
+    start = time.perf_counter()
+    decode_steps(path.model, ids, new_tokens, compile=path.target == "compile")
+    if path.target == "compile":
+        path.compile_seconds = time.perf_counter() - start
 
 
 def run_round(paths: list[DecodePath], ids: torch.Tensor, new_tokens: int, first: bool) -> None:
@@ -242,11 +274,19 @@ def run_round(paths: list[DecodePath], ids: torch.Tensor, new_tokens: int, first
         peak = PeakMemory()
         if first:
             peak.start()
-        _, steps = decode_steps(path.model, ids, new_tokens)
+        _, steps = decode_steps(path.model, ids, new_tokens, compile=path.target == "compile")
         if first:
             path.peak = peak.stop()
         path.runs.append(steps)
         path.floors.append(floor_seconds(path.weights))
+
+
+def cache_length(path: DecodePath, tokens: int) -> int:
+    """The slots generate() allocates on the path's target (compile rounds them up: driver.compiled_capacity)."""
+    from ..generate import decoder_of
+    from ..generate.driver import compiled_capacity
+
+    return compiled_capacity(tokens, decoder_of(path.model).max_length) if path.target == "compile" else tokens
 
 
 def summarise(path: DecodePath, prompt: int, new_tokens: int) -> GenerateRow:
@@ -254,36 +294,43 @@ def summarise(path: DecodePath, prompt: int, new_tokens: int) -> GenerateRow:
     runs = path.runs
     median = statistics.median
     return GenerateRow(
-        path.precision, prompt, new_tokens, prefill=median(s[0] for s in runs),
+        path.precision, path.target, prompt, new_tokens, prefill=median(s[0] for s in runs),
         early=median(around(s, prompt, early) for s in runs), late=median(around(s, prompt, late) for s in runs),
         per_token=median(statistics.mean(s[1:]) for s in runs), floor=median(path.floors),
         weights_bytes=tensor_bytes(path.model.parameters()),
-        cache_bytes=kv_cache_bytes(path.model, 1, prompt + new_tokens, next(path.model.parameters()).dtype),
-        peak_growth=path.peak)
+        cache_bytes=kv_cache_bytes(path.model, 1, cache_length(path, prompt + new_tokens),
+                                   next(path.model.parameters()).dtype),
+        peak_growth=path.peak, compile_seconds=path.compile_seconds)
 
 
 def bench_generate(model: nn.Module, precisions: list[str], prompt: int = 8, new_tokens: int = 64, rounds: int = 5,
-                   threads: int | None = None, seed: int = 0, log: Callable[[str], None] = lambda s: None
-                   ) -> GenerateBench:
+                   threads: int | None = None, seed: int = 0, log: Callable[[str], None] = lambda s: None,
+                   targets: tuple[str, ...] = ("eager",)) -> GenerateBench:
     """Batch-1 greedy decoding of `new_tokens` after a random prompt of `prompt` tokens, per
     precision, with its floor, over `rounds` interleaved rounds (the order rotating). `model`:
-    a built spec that generates (decoder-only), fp32. `threads`: torch's intra-op threads while
+    a built spec that generates (decoder-only), fp32. `targets`: eager and/or compile (GENERATE_TARGETS). `threads`: torch's intra-op threads while
     it runs (set back afterwards)."""
     if new_tokens < MIN_NEW_TOKENS:
         raise ValueError(f"new_tokens must be at least {MIN_NEW_TOKENS}, got {new_tokens}")
     unknown = [p for p in precisions if p not in GENERATE_PRECISIONS]
     if unknown:
         raise ValueError(f"precisions are {', '.join(GENERATE_PRECISIONS)}, got {', '.join(unknown)}")
+    unknown = [t for t in targets if t not in GENERATE_TARGETS]
+    if unknown:
+        raise ValueError(f"targets are {', '.join(GENERATE_TARGETS)}, got {', '.join(unknown)}")
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
         model.eval()
-        paths = [prepare(model, p) for p in dict.fromkeys(precisions)]
+        casts: dict = {}
+        paths = [prepare(model, p, t, casts) for p in dict.fromkeys(precisions) for t in dict.fromkeys(targets)]
         vocab = decoder_vocab(model)
         ids = torch.randint(0, vocab, (1, prompt), generator=torch.Generator().manual_seed(seed))
         for path in paths:  # first calls set up kernels for the prefill's and a step's shapes: not timed
-            decode_steps(path.model, ids, WARM_UP_TOKENS)
+            log(f"warming up {path.precision} {path.target}" + (" (compiling the decode step)"
+                                                                 if path.target == "compile" else ""))
+            warm_up(path, ids, new_tokens)
         for r in range(rounds):
             log(f"round {r + 1} of {rounds}")
             k = r % len(paths)

@@ -12,7 +12,8 @@ A spec can generate when it returns the logits of an lm head and takes token ids
 (decoder-only: every attention causal or sliding, so earlier tokens never see later ones) or
 source and target ids (encoder-decoder, as the 2017 Transformer: what reads the source alone,
 its embedding and encoder, runs once; on the target side attention is causal or sliding, or
-cross attention to the encoder's output, whose keys and values are recomputed each step).
+cross attention to the encoder's output, whose keys and values are projected at the first step
+and kept).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..modules.attention.sequence import SequenceAttention
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
 from .cache import DecodeState, KVCache
+from .compiled import CompiledSteps, filled_caches
 from .sampling import Sampling
 
 CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal or "
@@ -52,9 +54,11 @@ class Decoder:
         self.source_only, self.target_side = split_by_target(model, facts.inputs[-1])
         self.attention = self.find_attention(model, self.target_side, self.encoder_decoder)
         self.embeds = [m for top in self.target_side for m in top.modules() if isinstance(m, TokenEmbed)]
+        self.cross = [m for top in self.target_side for m in top.modules() if isinstance(m, CrossAttention)]
         self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
         self.max_length = longest_sequence(model, len(facts.inputs) - 1)
         self.max_source = longest_sequence(model, 0) if self.encoder_decoder else None
+        self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
 
     @staticmethod
     def find_logits(model):
@@ -80,7 +84,7 @@ class Decoder:
                                       "does not cache yet")
                     cached.append(module)
                 elif isinstance(module, CrossAttention) and encoder_decoder:
-                    continue  # queries from the target, keys from the source: recomputed each step
+                    continue  # queries from the target, keys from the source: kept in `cross`
                 elif isinstance(module, SequenceAttention):
                     raise refusal(f"its attention '{where}' ({type(module).__name__}) lets a token see later "
                                   "tokens, so each new token would change the earlier ones")
@@ -98,18 +102,32 @@ class Decoder:
         out = out[self.output] if isinstance(out, (tuple, list)) else out
         return out[:, -1, :].float()
 
+    def stepper(self, compile: bool):
+        """The function each decode step after the prefill calls, (ids [B, 1], state, source) ->
+        logits [B, vocab]: `logits`, or the model's compiled step over the filled caches."""
+        if not compile:
+            return self.logits
+        if self.compiled is None:
+            self.compiled = CompiledSteps(self)
+        caches = filled_caches(self)
+        return lambda ids, state, source: self.compiled.run(ids, state, caches)
+
     @contextlib.contextmanager
     def cached(self, state: DecodeState):
-        """The cache set on every attention layer (and positions on the embeddings) for the block only."""
+        """The cache set on every attention layer (and positions on the embeddings) for the block
+        only: a KVCache on each causal or sliding one, a place for the memory's keys and values
+        on each cross attention."""
         try:
             for module in self.attention:
                 module.kv_cache = KVCache(state, getattr(module, "window", None))
+            for module in self.cross:
+                module.memory_cache = {}
             for module in self.source_only:
                 module.forward = computed_once(module.forward)
             yield
         finally:
-            for module in self.attention + self.embeds + self.source_only:
-                for name in ("kv_cache", "positions", "forward"):
+            for module in self.attention + self.embeds + self.source_only + self.cross:
+                for name in ("kv_cache", "positions", "forward", "memory_cache"):
                     module.__dict__.pop(name, None)
 
 
@@ -217,16 +235,21 @@ def as_list(eos_token_id) -> list[int]:
 def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float | None = None,
              top_k: int | None = None, top_p: float | None = None, eos_token_id=None, pad_token_id: int | None = None,
              attention_mask=None, decoder_start_token_id: int | None = None, streamer=None,
-             generator: torch.Generator | None = None) -> torch.LongTensor:
+             generator: torch.Generator | None = None, compile: bool = False) -> torch.LongTensor:
     """The prompt `input_ids` [B, L] followed by up to `max_new_tokens` new tokens: [B, L + new]
     (Hugging Face's generate: greedy unless do_sample; temperature, top_k, top_p as its warpers;
     a sequence that produced eos_token_id continues with pad_token_id, eos by default, and
     generation stops when every sequence has). `attention_mask` marks left padding with 0.
     An encoder-decoder spec takes the source as input_ids and returns the target, [B, 1 + new],
     beginning with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
-    Hugging Face's (the prompt first, then each step's tokens [B])."""
+    Hugging Face's (the prompt first, then each step's tokens [B]). `compile`: the decode
+    steps after the prefill run as one program torch.compile makes at the first call for a
+    batch and length (compiled.py; seconds), the same tokens, faster per token."""
     decoder = decoder_of(model)
     check_request(decoder, input_ids, attention_mask, max_new_tokens, decoder_start_token_id)
+    if compile and decoder.encoder_decoder:
+        raise ValueError(f"compile=True covers decoder-only specs; {decoder.name} is an encoder-decoder: "
+                         "leave compile out")
     sampling = Sampling(do_sample, temperature, top_k, top_p)
     sampling.check()
     eos = as_list(eos_token_id)
@@ -236,26 +259,38 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
         source, input_ids = input_ids, torch.full_like(input_ids[:, :1], decoder_start_token_id)
         attention_mask = None
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
-    state = DecodeState(mask, input_ids.shape[1] + max_new_tokens)
+    capacity = input_ids.shape[1] + max_new_tokens
+    state = DecodeState(mask, compiled_capacity(capacity, decoder.max_length) if compile else capacity)
     if streamer is not None:
         streamer.put(input_ids.cpu())
     tokens = [input_ids]
     if max_new_tokens > 0:
         with decoder.cached(state):
             decode(decoder, state, (input_ids, source), max_new_tokens, sampling, eos, pad, tokens, streamer,
-                   generator)
+                   generator, compile)
     if streamer is not None:
         streamer.end()
     return torch.cat(tokens, dim=1)
 
 
-def decode(decoder, state, prompt, max_new_tokens, sampling, eos, pad, tokens, streamer, generator) -> None:
+def compiled_capacity(needed: int, longest: int | None) -> int:
+    """The cache slots of a compiled generate(): `needed` rounded up to a power of two (at least
+    64, at most the spec's longest sequence), so that calls of other lengths reuse the program
+    made for the first (the compiled step attends over every slot, the unwritten ones hidden)."""
+    rounded = max(64, 1 << (needed - 1).bit_length())
+    return max(needed, min(rounded, longest)) if longest else rounded
+
+
+def decode(decoder, state, prompt, max_new_tokens, sampling, eos, pad, tokens, streamer, generator,
+           compile=False) -> None:
     """The prefill, then one decode step per new token, appending each step's tokens [B, 1] to
-    `tokens`. `prompt`: (the target's first ids, the source ids or None)."""
+    `tokens`. `prompt`: (the target's first ids, the source ids or None); `compile`: the decode
+    steps through the model's compiled step."""
     input_ids, source = prompt
     unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     eos_ids = torch.tensor(eos, device=input_ids.device)
     logits = decoder.logits(input_ids, state, source)
+    next_logits = decoder.stepper(compile)
     for step in range(max_new_tokens):
         chosen = sampling.choose(logits, generator)  # [B]
         if eos:
@@ -267,4 +302,4 @@ def decode(decoder, state, prompt, max_new_tokens, sampling, eos, pad, tokens, s
         if step + 1 == max_new_tokens or (eos and not bool(unfinished.any())):
             return
         state.advance()
-        logits = decoder.logits(chosen[:, None], state, source)
+        logits = next_logits(chosen[:, None], state, source)

@@ -6,6 +6,9 @@ precision (fp32, bf16): a prompt of --prompt tokens, then greedy decoding to pos
 Per round, every path of every precision once, the order rotating:
 
   archspec     generate(model, ids, ...) with its preallocated key/value cache
+  archspec compile
+               generate(model, ids, ..., compile=True): the decode step one program made by
+               torch.compile in a warm-up run before the rounds (compiler/generate/compiled.py)
   floor        one batch-1 matrix-vector product over every matrix a token passes through (each
                Linear, the lm head; the embedding is a row read, left out), in the row's
                precision: what a decode step costs if it only streamed its weights once
@@ -20,7 +23,8 @@ Each step's time is taken between the streamer's put() calls (the first is the p
 Reported per row (medians over the rounds): prefill ms, decode ms per token at positions 16 and
 --upto (the median of the 5 steps around each) and their ratio (linear decoding: near 1),
 decode ms per token over all steps and tokens/s (1000 / that), ms per token at 16 over the floor
-and the mean over the floor, ours over Hugging Face's (same precision), and the growth of the
+and the mean over the floor, ours over this row (same precision; ours is archspec compile, the
+faster of our two, or archspec where compile did not run), and the growth of the
 peak resident set over each path's first timed run (the high-water mark reset before it through
 /proc/self/clear_refs, so it is the run's own growth, not the process's old peak).
 
@@ -51,7 +55,7 @@ from archspec.compiler.backends.bench_generate import (  # noqa: E402
 from archspec.compiler.backends.precision import DTYPES, cast_model  # noqa: E402
 from archspec.compiler.backends.timing import PeakMemory  # noqa: E402
 
-PATHS = ("archspec", "floor", "hf eager", "hf static+compile")
+PATHS = ("archspec", "archspec compile", "floor", "hf eager", "hf static+compile")
 
 
 def reference(spec: str):
@@ -112,6 +116,9 @@ def runners_of(spec: str, precisions: list[str], ids, new, log) -> tuple[dict, d
         weights = weight_matrices(ours)
         sizes[precision] = sum(w.numel() * w.element_size() for w in weights) / 2 ** 20
         runners[(precision, "archspec")] = lambda ours=ours: decode_steps(ours, ids, new)
+        log(f"{spec} {precision}: compiling archspec's decode step (warm-up run)")
+        decode_steps(ours, ids, new, compile=True)
+        runners[(precision, "archspec compile")] = lambda ours=ours: decode_steps(ours, ids, new, compile=True)
         runners[(precision, "floor")] = lambda weights=weights: (None, [floor_seconds(weights)])
         runners[(precision, "hf eager")] = lambda ref=ref: hf_generate(ref, ids, new)
         log(f"{spec} {precision}: compiling Hugging Face's static-cache forward (warm-up run)")
@@ -129,7 +136,7 @@ def bench(spec: str, precisions: list[str], prompt: int, upto: int, rounds: int,
     new = upto - prompt + 3
     runners, failed, sizes = runners_of(spec, precisions, ids, new, log)
     samples = {key: [] for key in runners}
-    peaks, outs_same = {}, {p: True for p in precisions}
+    peaks, outs_same, compiled_same = {}, {p: True for p in precisions}, {p: True for p in precisions}
     keys = list(runners)
     for r in range(rounds):
         log(f"{spec}: round {r + 1} of {rounds}")
@@ -144,10 +151,11 @@ def bench(spec: str, precisions: list[str], prompt: int, upto: int, rounds: int,
             samples[key].append(steps)
         for p in precisions:
             outs_same[p] = outs_same[p] and torch.equal(outs[(p, "archspec")], outs[(p, "hf eager")])
+            compiled_same[p] = compiled_same[p] and torch.equal(outs[(p, "archspec")], outs[(p, "archspec compile")])
     result = {"spec": spec, "prompt": prompt, "new_tokens": new, "upto": upto, "rounds": rounds, "rows": []}
     for p in precisions:
         floor = statistics.median(s[0] for s in samples[(p, "floor")])
-        ours = figures(samples[(p, "archspec")], prompt, upto, floor, peaks[(p, "archspec")])
+        ours = figures(samples[(p, "archspec compile")], prompt, upto, floor, peaks[(p, "archspec compile")])
         for path in PATHS:
             row = {"precision": p, "path": path, "matrices_mib": round(sizes[p], 1)}
             if (p, path) in failed:
@@ -160,6 +168,8 @@ def bench(spec: str, precisions: list[str], prompt: int, upto: int, rounds: int,
                 row["ours_over_this"] = round(ours["ms_per_token"] / row["ms_per_token"], 3)
                 if path == "hf eager":
                     row["same_tokens_as_ours"] = outs_same[p]
+                if path == "archspec compile":
+                    row["same_tokens_as_eager"] = compiled_same[p]
             result["rows"].append(row)
     return result
 
@@ -192,7 +202,8 @@ def table(result: dict) -> str:
                          f"{row['tokens_per_s']:7.1f}   ({row['matrices_mib']:.0f} MiB of matrices)")
         else:
             rss = "-" if row["peak_rss_growth_mib"] is None else f"{row['peak_rss_growth_mib']:.1f}"
-            same = "" if "same_tokens_as_ours" not in row else f"  same tokens: {row['same_tokens_as_ours']}"
+            same = "" if "same_tokens_as_ours" not in row else f"  same tokens as archspec: {row['same_tokens_as_ours']}"
+            same += "" if "same_tokens_as_eager" not in row else f"  same tokens as eager: {row['same_tokens_as_eager']}"
             lines.append(f"{head} {row['prefill_ms']:10.2f} {row['ms_at_16']:7.2f} {row['ms_at_upto']:7.2f} "
                          f"{row['upto_over_16']:6.3f} {row['ms_per_token']:7.2f} {row['tokens_per_s']:7.1f} "
                          f"{row['at_16_over_floor']:8.2f}x {row['mean_over_floor']:9.2f}x "

@@ -5,6 +5,7 @@ for, timed side by side in one process.
     archspec bench specs/vit_b16.yaml --target eager --precision fp32 bf16 --json
     archspec bench specs/vit_ti16.yaml --target eager compile aoti --threads 2
     archspec bench gpt2 --generate --prompt 8 --new-tokens 64 --precision fp32 bf16 --threads 2
+    archspec bench llama --generate --target eager compile --precision bf16
 
 Per target, precision and batch: the median and range of the per-call latency over
 interleaved rounds (the order rotating, so that the machine's slow spells fall on all alike),
@@ -26,7 +27,8 @@ shapes for (1 to 1024) and with activations that fit in the memory available (a 
 weights do not fit is refused as by `build`).
 
 With --generate, a decoder-only spec that generates (gpt2, llama) is timed decoding instead, at
-batch 1 in eager (compiler/backends/bench_generate.py): prefill ms, decode ms per token at an
+batch 1 (compiler/backends/bench_generate.py), with --target eager (the default) and/or compile
+(generate(compile=True): the decode step compiled once, its compile time reported): prefill ms, decode ms per token at an
 early and a late position and over all steps, tokens/s, the memory-bandwidth floor of a token
 (a batch-1 matrix-vector product over every weight matrix it passes through, in the row's
 precision, timed in the same rounds) and the ratio to it, the weights' and the KV cache's bytes,
@@ -55,6 +57,7 @@ DEFAULT_PROMPT, DEFAULT_NEW_TOKENS = 8, 64  # --generate
 MIN_NEW_TOKENS = 11  # bench_generate.MIN_NEW_TOKENS: an early and a late window of steps that do not overlap
 MAX_TOKENS = 1_000_000  # --prompt, --new-tokens: beyond any shipped spec's context; the spec's own bounds it first
 GENERATE_PRECISIONS = ("fp32", "bf16")  # bench_generate.GENERATE_PRECISIONS
+GENERATE_TARGETS = ("eager", "compile")  # bench_generate.GENERATE_TARGETS
 
 def add_arguments(parser) -> None:
     add_spec_arguments(parser)
@@ -113,8 +116,9 @@ def check_generate_options(args) -> None:
         if args.prompt is not None or args.new_tokens is not None:
             raise UsageError("--prompt and --new-tokens are for --generate (time decoding)")
         return
-    if args.target != [targets.default("bench")] and args.target != ["eager"]:
-        raise UsageError("--generate times generate() in eager; leave out --target")
+    other = [t for t in args.target if t not in GENERATE_TARGETS]
+    if other:
+        raise UsageError(f"--generate times generate() with --target eager and/or compile, got {', '.join(other)}")
     if args.batch != [1]:
         raise UsageError("--generate times batch 1 (decoding one token at batch 1 is what the floor measures); "
                          "leave out --batch")
@@ -195,7 +199,7 @@ def run_generate(args) -> int:
     log = (lambda s: None) if args.json else (lambda s: print(f"... {s}", file=sys.stderr, flush=True))
     result = bench_generate(model, list(dict.fromkeys(args.precision)), prompt=args.prompt,
                             new_tokens=args.new_tokens, rounds=args.rounds, threads=args.threads, seed=args.seed,
-                            log=log)
+                            log=log, targets=tuple(dict.fromkeys(args.target)))
     if args.json:
         print(json.dumps({"spec": report.name, "generate": True, **result.to_json()}, indent=2))
     else:

@@ -4,11 +4,13 @@ come (greedy, or sampled with --do-sample), with a key/value cache (compiler/gen
     archspec generate gpt2 --weights gpt2.safetensors --ids 464,3290 --max-new-tokens 20
     archspec generate llama --ids 1,15043 --do-sample --temperature 0.8 --top-p 0.9 --seed 1
     archspec generate transformer_base --weights wmt.pt --ids 41,7,900 --decoder-start 0
+    archspec generate llama --ids 1,15043 --max-new-tokens 500 --compile
 
 It prints the new ids on one line, separated by spaces, each as soon as it is chosen. A spec
 that cannot generate (no lm head, attention that sees later tokens, other inputs than ids) is
 an error saying why (exit 1); ids outside the vocabulary and more tokens than the spec's longest
-sequence are usage errors (exit 2), before any decoding.
+sequence are usage errors (exit 2), before any decoding. --compile runs the decode steps as one
+program torch.compile makes first (seconds; worth it for long outputs; decoder-only specs).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def add_arguments(parser) -> None:
                         help="an encoder-decoder spec (transformer_base): --ids is the source, and the target "
                              "begins with this id")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and of sampling (default 0)")
+    parser.add_argument("--compile", action="store_true",
+                        help="compile the decode step first (torch.compile; seconds before the first token, "
+                             "faster per token after; decoder-only specs)")
 
 
 def prompt_ids(text: str) -> list[int]:
@@ -109,6 +114,8 @@ def run(args) -> int:
     model.eval()
     decoder = decoder_of(model)  # a spec that cannot generate: its error, exit 1
     check_decoder_start(decoder, args.decoder_start)
+    if args.compile and decoder.encoder_decoder:
+        raise UsageError(f"--compile covers decoder-only specs; {decoder.name} is an encoder-decoder: leave it out")
     input_ids = torch.tensor([ids], dtype=torch.long)
     try:
         check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start)
@@ -117,5 +124,6 @@ def run(args) -> int:
     generator = torch.Generator().manual_seed(args.seed) if args.do_sample else None
     generate(model, input_ids, max_new_tokens=args.max_new_tokens, do_sample=args.do_sample,
              temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, eos_token_id=args.eos,
-             decoder_start_token_id=args.decoder_start, streamer=PrintTokens(), generator=generator)
+             decoder_start_token_id=args.decoder_start, streamer=PrintTokens(), generator=generator,
+             compile=args.compile)
     return 0

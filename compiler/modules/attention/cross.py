@@ -12,8 +12,19 @@ from .sequence import SequenceAttention, attention_fusion, make_sequence_attenti
 class CrossAttention(SequenceAttention):
     """Queries from x, keys and values (projected by `kv`) from `memory`."""
 
+    memory_cache = None  # while generate() decodes: a dict keeping the memory's keys and values
+
     def __init__(self, dim, heads, **kwargs):
         super().__init__(dim, heads, fused=False, **kwargs)
+
+    def project(self, x, memory=None):
+        """As SequenceAttention's; while generate() decodes, the memory (the encoder's output,
+        the same at every step) is projected at the first step only and kept."""
+        if self.memory_cache is None or memory is None:
+            return super().project(x, memory)
+        if "keys" not in self.memory_cache:
+            self.memory_cache["keys"], self.memory_cache["values"] = self.memory_keys_values(memory)
+        return self.queries(x), self.memory_cache["keys"], self.memory_cache["values"]  # [B, h, N, d], 2 x [B, h_kv, M, d]
 
     def body(self, x, memory, *extra):
         bias, padding = self.split_extra(extra)

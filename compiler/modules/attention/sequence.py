@@ -115,11 +115,20 @@ class SequenceAttention(Sublayer):
                 qkv = self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
             q, k, v = qkv.split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
         else:
-            q = self.q(x) if self.q_bias is None else F.linear(x, self.q.weight, self.q_bias)
-            kv = self.kv(memory) if self.q_bias is None else F.linear(
-                memory, self.kv.weight, torch.cat((self.k_bias, self.v_bias)))
-            k, v = kv.split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
+            return self.queries(x), *self.memory_keys_values(memory)
         return self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
+
+    def queries(self, x):
+        """Cross attention's queries [B, h, N, d] from x [B, N, C]."""
+        q = self.q(x) if self.q_bias is None else F.linear(x, self.q.weight, self.q_bias)  # [B, N, h*d]
+        return self.split_heads(q, self.heads)
+
+    def memory_keys_values(self, memory):
+        """Cross attention's keys and values [B, h_kv, M, d] from memory [B, M, C]."""
+        kv = self.kv(memory) if self.q_bias is None else F.linear(
+            memory, self.kv.weight, torch.cat((self.k_bias, self.v_bias)))
+        k, v = kv.split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
+        return self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
 
     def share_kv(self, t):
         """Keys or values of h_kv heads repeated for the h query heads that use them."""

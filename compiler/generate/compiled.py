@@ -1,0 +1,117 @@
+"""The decode step compiled: `generate(..., compile=True)`.
+
+An eager decode step runs the model's Python, module by module, for every token: at batch 1
+that overhead is most of the step once the weights stream fast (bf16). Here the single-token
+step is one program torch.compile (inductor) makes once per model, batch and cache capacity,
+and calls for every token after the prefill.
+
+For that the step must keep one shape from token to token, so it reads and writes the caches
+the prefill filled (cache.py's KVCache: keys and values [B, h_kv, capacity or window, d]) in
+place, at a slot given as a tensor, and attends over every slot of them, the ones not yet
+written (or padded, or outside a sliding window) hidden by the mask. The positions are
+computed inside from the same tensors (SlotState), and KVCache.attend does the rest. Only the prefill (a different length per prompt) stays
+eager. `StaticStep` is the module compiled; `CompiledSteps` keeps it with the model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ..modules.attention.sequence import additive
+from .cache import DecodeState, KVCache
+
+
+class SlotState:
+    """What the layers of one compiled step share: which slots hold a token (`seen`
+    [B, capacity], the current one included) and the current slot ([1] long)."""
+
+    def __init__(self, seen: torch.Tensor, slot: torch.Tensor):
+        self.seen, self.slot = seen, slot
+        self.slots = torch.arange(seen.shape[1], device=seen.device)  # [capacity]
+
+    def positions(self) -> torch.Tensor:
+        """The current token's position [B, 1]: the tokens seen up to its slot, less one (Hugging Face's)."""
+        before = self.seen * (self.slots <= self.slot)  # [B, capacity]
+        return before.sum(dim=-1, keepdim=True) - 1  # [B, 1]
+
+    def mask(self, window: int | None, dtype) -> torch.Tensor:
+        """[B, 1, 1, capacity]: a slot after the current one, padded, or `window` or more back is hidden."""
+        hidden = (self.slots > self.slot)[None, :] | (self.seen == 0)  # [B, capacity]
+        if window is not None:
+            hidden = hidden | (self.slots <= self.slot - window)[None, :]
+        return additive(hidden[:, None, None, :], dtype)
+
+    def ring_mask(self, window: int, dtype) -> torch.Tensor:
+        """[B, 1, 1, window] over a ring of `window` slots (cache.py's DecodeState.ring_mask)."""
+        ring = torch.arange(window, device=self.seen.device)
+        held = self.slot - (self.slot - ring) % window  # [window]: the sequence slot each ring slot holds
+        padded = (self.seen.index_select(1, held.clamp(min=0)) == 0) | (held < 0)[None, :]  # [B, window]
+        return additive(padded[:, None, None, :], dtype)
+
+
+class SlotCache(KVCache):
+    """One layer's filled cache, written at the state's slot in place (a ring at slot % window)."""
+
+    def __init__(self, state: SlotState, keys: torch.Tensor, values: torch.Tensor, window: int | None, ring: bool):
+        self.state, self.keys, self.values, self.window, self.ring = state, keys, values, window, ring
+
+    def store(self, k, v):
+        state = self.state
+        if self.ring:
+            at = state.slot % self.window  # [1]
+            mask = state.ring_mask(self.window, k.dtype)
+        else:
+            at, mask = state.slot, state.mask(self.window, k.dtype)
+        self.keys.index_copy_(2, at, k)  # [B, h_kv, slots, d], one slot written
+        self.values.index_copy_(2, at, v)
+        return self.keys, self.values, mask
+
+
+class StaticStep(nn.Module):
+    """One decode step of a decoder-only model over its filled caches:
+    forward(ids [B, 1], slot [1], seen [B, capacity], keys and values of each layer) -> logits [B, vocab]."""
+
+    def __init__(self, decoder):
+        super().__init__()
+        self.model = decoder.model
+        self.layers, self.embeds, self.output = decoder.attention, decoder.embeds, decoder.output
+
+    def forward(self, ids, slot, seen, *caches):
+        state = SlotState(seen, slot)
+        positions = state.positions()  # [B, 1]
+        try:
+            for i, module in enumerate(self.layers):
+                keys, values = caches[2 * i], caches[2 * i + 1]
+                window = getattr(module, "window", None)
+                ring = window is not None and keys.shape[2] == window < seen.shape[1]
+                module.kv_cache = SlotCache(state, keys, values, window, ring)
+            for embed in self.embeds:
+                embed.positions = positions
+            out = self.model(ids)
+        finally:  # back to the class defaults: the ordinary forward (torch.compile cannot replay a del)
+            for module in self.layers:
+                module.kv_cache = None
+            for embed in self.embeds:
+                embed.positions = None
+        out = out[self.output] if isinstance(out, (tuple, list)) else out
+        return out[:, -1, :].float()  # [B, vocab]
+
+
+class CompiledSteps:
+    """The compiled StaticStep of one model, made at the first compiled generate() and kept;
+    torch.compile makes it again for a new batch or capacity."""
+
+    def __init__(self, decoder):
+        self.step = StaticStep(decoder).eval()
+        self.compiled = torch.compile(self.step, fullgraph=True, dynamic=False)
+
+    def run(self, ids: torch.Tensor, state: DecodeState, caches: list[torch.Tensor]) -> torch.Tensor:
+        """Logits [B, vocab] of one token per sequence (ids [B, 1]) at the state's current slot."""
+        slot = torch.tensor([state.start], device=ids.device)
+        return self.compiled(ids, slot, state.seen, *caches)
+
+
+def filled_caches(decoder) -> list[torch.Tensor]:
+    """The keys and values the prefill wrote, layer by layer (the caches set by Decoder.cached)."""
+    return [t for module in decoder.attention for t in (module.kv_cache.keys, module.kv_cache.values)]

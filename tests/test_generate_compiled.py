@@ -1,0 +1,94 @@
+"""generate(..., compile=True) (compiler/generate/compiled.py): the decode steps as one program
+torch.compile makes, over the caches the prefill filled, written in place at a slot given as a
+tensor. It must give the tokens of the eager generate(), which test_generate.py checks against
+Hugging Face's, for rotary positions with grouped-query attention (llama), learned positions
+(gpt2), a left-padded batch and a sliding window's ring buffer; and it must not make the
+program again for the next call of the same shape. Each compile takes seconds: one model per
+case, small.
+
+Also here: the cross attention of an encoder-decoder keeps the source's keys and values for
+the whole decode (projected once per generate(), not once per token).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+from archspec.cli.main import main
+from archspec.compiler.generate import generate
+from archspec.compiler.modules.attention.cross import CrossAttention
+
+from .conftest import ROOT
+from .test_generate import GPT2_SMALL, LLAMA_SMALL, left_padded, noisy, prompt, sliding_llama, transformer_pair
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def built(name: str, overrides: dict):
+    torch.manual_seed(0)
+    return noisy(archspec.build(str(ROOT / "specs" / f"{name}.yaml"), overrides).eval())
+
+
+def compile_count() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def test_compiled_llama_gives_eager_tokens_on_a_left_padded_batch_and_compiles_once():
+    ours = built("llama", LLAMA_SMALL)
+    ids, mask = left_padded()
+    eager = generate(ours, ids, max_new_tokens=16, attention_mask=mask)
+    assert torch.equal(generate(ours, ids, max_new_tokens=16, attention_mask=mask, compile=True), eager)
+    made = compile_count()
+    again = generate(ours, ids, max_new_tokens=16, attention_mask=mask, compile=True)  # same batch and length
+    assert torch.equal(again, eager) and compile_count() == made
+    assert torch.equal(ours(ids), ours(ids))  # and forward is the ordinary one after
+    assert all(m.kv_cache is None for m in ours.modules() if hasattr(m, "kv_cache"))
+
+
+def test_generate_compile_on_the_command_line_gives_eager_tokens_of_gpt2(capsys):
+    sets = [a for k, v in GPT2_SMALL.items() for a in ("--set", f"{k}={v}")]
+    code = main(["generate", "gpt2", *sets, "--ids", "5,6,7,8", "--max-new-tokens", "12", "--compile"])
+    out = capsys.readouterr().out
+    model = archspec.build(str(ROOT / "specs" / "gpt2.yaml"), GPT2_SMALL, seed=0).eval()  # learned positions
+    expected = generate(model, torch.tensor([[5, 6, 7, 8]]), max_new_tokens=12)[0, 4:].tolist()
+    assert code == 0 and [int(t) for t in out.split()] == expected
+    code = main(["generate", "transformer_base", "--set", "layers=1", "--set", "dim=32", "--set", "heads=2",
+                 "--ids", "5,6", "--decoder-start", "1", "--compile"])
+    assert code == 2 and "decoder-only" in capsys.readouterr().err
+
+
+def test_compiled_sliding_window_decodes_over_its_ring():
+    ours = sliding_llama(window=5)
+    ids = prompt(1, 8, seed=7)  # longer than the window: the prefill fills the ring
+    assert torch.equal(generate(ours, ids, max_new_tokens=14, compile=True), generate(ours, ids, max_new_tokens=14))
+
+
+def test_compile_with_an_encoder_decoder_is_refused_in_words():
+    _, ours = transformer_pair()
+    with pytest.raises(ValueError, match="decoder-only"):
+        generate(ours, prompt(1, 5, seed=1), max_new_tokens=2, decoder_start_token_id=1, compile=True)
+
+
+def test_cross_attention_projects_the_source_once_per_generate():
+    _, ours = transformer_pair()
+    cross = [m for m in ours.modules() if isinstance(m, CrossAttention)]
+    calls = []
+    hooks = [m.kv.register_forward_hook(lambda *_: calls.append(1)) for m in cross]
+    try:
+        out = generate(ours, prompt(2, 7, seed=5), max_new_tokens=10, decoder_start_token_id=1)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert out.shape == (2, 11)
+    assert len(calls) == len(cross) == 2  # once per layer, not once per layer and token
+    assert all("memory_cache" not in m.__dict__ for m in cross)  # taken off after
