@@ -92,3 +92,28 @@ def test_cross_attention_projects_the_source_once_per_generate():
     assert out.shape == (2, 11)
     assert len(calls) == len(cross) == 2  # once per layer, not once per layer and token
     assert all("memory_cache" not in m.__dict__ for m in cross)  # taken off after
+
+
+# -- ALiBi: biases by distance, at the cached tokens' positions -----------------------------------------
+
+
+def alibi_gpt2():
+    text = (ROOT / "specs" / "gpt2.yaml").read_text().replace("attention: {kind: causal,", "attention: {kind: alibi,")
+    assert "kind: alibi" in text
+    torch.manual_seed(0)
+    return noisy(archspec.build_text(text, GPT2_SMALL, name="alibi.yaml").eval())
+
+
+def test_alibi_decodes_with_its_cache_as_forward_without_one():
+    from .test_generate import uncached_greedy
+
+    ours = alibi_gpt2()
+    ids, mask = left_padded()
+    out = generate(ours, ids, max_new_tokens=12, attention_mask=mask)
+    for row in range(3):  # each left-padded row decodes as it would alone, through forward
+        start = int((mask[row] == 0).sum())
+        assert torch.equal(out[row:row + 1, start:], uncached_greedy(ours, ids[row:row + 1, start:], 12))
+    assert torch.equal(generate(ours, ids, max_new_tokens=12, attention_mask=mask, compile=True), out)
+    cache = archspec.check_text((ROOT / "specs" / "gpt2.yaml").read_text().replace(
+        "attention: {kind: causal,", "attention: {kind: alibi,"), name="alibi.yaml").to_json()["kv_cache"]
+    assert cache["bytes_per_token"]["fp32"] == 12 * 2 * 768 * 4

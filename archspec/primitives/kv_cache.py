@@ -1,5 +1,5 @@
 """What generate()'s key/value cache costs, from the checked graph (no torch): per attention
-layer that decodes with a cache (kinds causal and sliding that the target tokens reach), keys
+layer that decodes with a cache (kinds causal, sliding and alibi that the target tokens reach), keys
 and values of its key/value heads, 2 x kv_heads x head_dim numbers per token, in fp32 (4 bytes)
 and bf16 (2 bytes), and at the layer's longest sequence (its length dim at its largest). An
 encoder-decoder's cross attention keeps the keys and values of the source (its memory) for the
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..core.ir import Graph
 
-CACHED_KINDS = ("causal", "sliding")
+CACHED_KINDS = ("causal", "sliding", "alibi")
 PRECISIONS = {"fp32": 4, "bf16": 2}
 
 

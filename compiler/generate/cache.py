@@ -49,6 +49,11 @@ class DecodeState:
         positions = (seen.cumsum(-1) - 1).masked_fill(seen == 0, 0)  # [B, end]
         return positions[:, self.start:]
 
+    def key_positions(self) -> torch.Tensor:
+        """The positions of the cached keys [B, end] (0 on padding, which the mask hides)."""
+        seen = self.seen[:, : self.end]
+        return (seen.cumsum(-1) - 1).clamp(min=0)  # [B, end]
+
     def mask(self, window: int | None, dtype) -> torch.Tensor:
         """The additive mask [B, 1, count, end] of the current queries over the cached keys: a
         later key, a padded key, or (with a window) a key `window` or more slots back is hidden."""
@@ -124,6 +129,8 @@ class KVCache:
         if module.rotary is not None:
             q, k = rotate_at(module.rotary, q, k, self.state.positions())
         k, v, mask = self.store(k, v)
+        if hasattr(module, "cached_bias"):  # ALiBi: distances between the positions (no window, so no ring)
+            mask = mask + module.cached_bias(self.state.positions(), self.state.key_positions(), q.dtype)
         k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=module.scale)  # [B, h, N, d]
         out = module.proj(out.transpose(1, 2).reshape(B, N, -1))  # -> [B, N, h*d]

@@ -35,6 +35,10 @@ class SlotState:
         before = self.seen * (self.slots <= self.slot)  # [B, capacity]
         return before.sum(dim=-1, keepdim=True) - 1  # [B, 1]
 
+    def key_positions(self) -> torch.Tensor:
+        """The position of every slot's key [B, capacity] (those not yet written are hidden by the mask)."""
+        return (self.seen.cumsum(-1) - 1).clamp(min=0)  # [B, capacity]
+
     def mask(self, window: int | None, dtype) -> torch.Tensor:
         """[B, 1, 1, capacity]: a slot after the current one, padded, or `window` or more back is hidden."""
         hidden = (self.slots > self.slot)[None, :] | (self.seen == 0)  # [B, capacity]

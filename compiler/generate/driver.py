@@ -9,9 +9,9 @@ token's position (Hugging Face's, from the attention mask: left-padded batches d
 theirs do). Outside generate() the model is untouched: its forward is the ordinary one.
 
 A spec can generate when it returns the logits of an lm head and takes token ids alone
-(decoder-only: every attention causal or sliding, so earlier tokens never see later ones) or
+(decoder-only: every attention causal, sliding or alibi, so earlier tokens never see later ones) or
 source and target ids (encoder-decoder, as the 2017 Transformer: what reads the source alone,
-its embedding and encoder, runs once; on the target side attention is causal or sliding, or
+its embedding and encoder, runs once; on the target side attention is causal, sliding or alibi, or
 cross attention to the encoder's output, whose keys and values are projected at the first step
 and kept).
 """
@@ -33,8 +33,9 @@ from .cache import DecodeState, KVCache
 from .compiled import CompiledSteps, filled_caches
 from .sampling import Sampling
 
-CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal or "
-                "sliding attention (shipped: gpt2, llama, mixtral), or source and target ids (transformer_base)")
+CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal, "
+                "sliding or alibi attention (shipped: gpt2, llama, mixtral), or source and target ids "
+                "(transformer_base)")
 
 
 class Decoder:
@@ -89,7 +90,7 @@ class Decoder:
                     raise refusal(f"its attention '{where}' ({type(module).__name__}) lets a token see later "
                                   "tokens, so each new token would change the earlier ones")
         if not cached:
-            raise refusal("it has no causal or sliding attention to cache")
+            raise refusal("it has no causal, sliding or alibi attention to cache")
         return cached
 
     def logits(self, ids: torch.Tensor, state: DecodeState, source=None) -> torch.Tensor:
@@ -115,7 +116,7 @@ class Decoder:
     @contextlib.contextmanager
     def cached(self, state: DecodeState):
         """The cache set on every attention layer (and positions on the embeddings) for the block
-        only: a KVCache on each causal or sliding one, a place for the memory's keys and values
+        only: a KVCache on each causal, sliding or alibi one, a place for the memory's keys and values
         on each cross attention."""
         try:
             for module in self.attention:

@@ -10,6 +10,7 @@ from archspec.primitives.ops.attention.alibi import ALIBI
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
+from .common import CachedAttention
 from .sequence import SelfAttention, attention_fusion, make_sequence_attention
 
 
@@ -26,7 +27,7 @@ def alibi_slopes(heads: int) -> list[float]:
     return powers(below) + powers(2 * below)[0::2][: heads - below]
 
 
-class AlibiAttention(SelfAttention):
+class AlibiAttention(CachedAttention, SelfAttention):
     """Token i attends to tokens 0..i, each score lowered by slope_h * (i - j)."""
 
     def __init__(self, dim, heads, **kwargs):
@@ -41,6 +42,13 @@ class AlibiAttention(SelfAttention):
         if padding is not None:
             hidden = hidden | (padding == 0)[:, None, None, :]  # [B, 1, L, L]
         return bias.masked_fill(hidden, torch.finfo(dtype).min), False
+
+    def cached_bias(self, query_positions, key_positions, dtype):
+        """While generate() decodes: the biases [B, h, N, M] of queries and keys at these positions
+        ([B, N], [B, M]: Hugging Face's, from the attention mask, so a left-padded row is biased
+        as it would be alone), added to the cache's mask."""
+        distance = query_positions[:, None, :, None] - key_positions[:, None, None, :]  # [B, 1, N, M]
+        return -(self.slopes * distance.to(self.slopes.dtype)).to(dtype)  # [B, h, N, M]
 
 
 @lowering(ALIBI)
