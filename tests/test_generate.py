@@ -270,7 +270,7 @@ def test_cli_generates_with_an_encoder_decoder(capsys):
 
 
 @pytest.mark.parametrize("args, code, words", [
-    (["bert_base", "--set", "depth=1", "--ids", "1,2"], 1, "cannot generate: it takes 3 inputs"),
+    (["bert_base", "--set", "depth=1", "--ids", "1,2"], 1, "cannot generate: none of its outputs is an lm head"),
     (["vit_ti16", "--set", "depth=1", "--ids", "1,2"], 1, "cannot generate: none of its outputs is an lm head"),
     (["gpt2", *GPT2_SETS, "--ids", f"1,{VOCAB}"], 2, f"token id {VOCAB} is outside the vocabulary of gpt2"),
     (["gpt2", *GPT2_SETS, "--ids", "1,2", "--max-new-tokens", "1023"], 2, "beyond gpt2's longest sequence, 1024"),

@@ -117,3 +117,37 @@ def test_alibi_decodes_with_its_cache_as_forward_without_one():
     cache = archspec.check_text((ROOT / "specs" / "gpt2.yaml").read_text().replace(
         "attention: {kind: causal,", "attention: {kind: alibi,"), name="alibi.yaml").to_json()["kv_cache"]
     assert cache["bytes_per_token"]["fp32"] == 12 * 2 * 768 * 4
+
+
+# -- T5: a padded source with its mask, relative position biases at the cached slots ---------------------
+
+
+def test_t5_greedy_equals_hugging_faces_on_a_padded_batch():
+    from archspec.compiler.weights.load import load_weights
+
+    from .test_parity_t5 import NOISE, RESIZED, padded_mask, reference
+    from .test_parity_vocabulary import perturb_everything
+
+    overrides, config, _ = RESIZED
+    # as many decoder layers as encoder layers: transformers 5.24's generate sizes its cache by num_layers
+    overrides, config = {**overrides, "decoder_layers": 2}, {**config, "num_decoder_layers": 2}
+    torch.manual_seed(0)
+    ref = perturb_everything(reference(config), scale=NOISE)
+    with torch.no_grad():  # a smaller token table: else the residual carries the last token on and greedy repeats it
+        ref.shared.weight.mul_(0.03)
+    ours = archspec.build(str(ROOT / "specs" / "t5_small.yaml"), overrides).eval()
+    load_weights(ours, ref.state_dict())
+    source = torch.randint(1, 1000, (2, 11), generator=torch.Generator().manual_seed(4))
+    mask = padded_mask(11)  # one source padded at the end, one at the start
+    with torch.no_grad():
+        expected = ref.generate(source, attention_mask=mask, max_new_tokens=24, do_sample=False,
+                                decoder_start_token_id=0, eos_token_id=None, pad_token_id=0)
+    out = generate(ours, source, attention_mask=mask, max_new_tokens=24, decoder_start_token_id=0)
+    assert out.shape == (2, 25) and torch.equal(out, expected)
+    assert all(len(set(row.tolist())) > 5 for row in out)  # not one token repeated: a wrong bias would show
+
+
+def test_check_reports_t5s_decoder_cache_and_its_source_cache():
+    cache = archspec.check(str(ROOT / "specs" / "t5_small.yaml")).to_json()["kv_cache"]
+    assert [layer["path"] for layer in cache["layers"]] == [f"decoder.layers.{i}.self_attn" for i in range(6)]
+    assert len(cache["cross_layers"]["layers"]) == 6 and cache["bytes_per_token"]["fp32"] == 6 * 2 * 8 * 64 * 4

@@ -45,16 +45,17 @@ class CachedLayer:
 def generates(graph: Graph) -> bool:
     """Whether generate() can decode with the spec (compiler/generate/driver.py says why not):
     an lm head's logits among its outputs, and token ids alone (every attention cached) or
-    source and target ids (attention the target reaches cached, or cross attention)."""
+    source ids (with T5's padding mask between, optionally) and target ids (attention the
+    target reaches cached, or cross attention)."""
     inputs = graph.inputs()
     heads = [graph.record(o.node).op for o in graph.outputs]
-    if len(inputs) not in (1, 2) or not any(op.primitive == "head" and op.kind == "lm" for op in heads):
+    if len(inputs) not in (1, 2, 3) or not any(op.primitive == "head" and op.kind == "lm" for op in heads):
         return False
     reached = target_side(graph, inputs[-1].name)
-    allowed = CACHED_KINDS + (("cross",) if len(inputs) == 2 else ())
+    allowed = CACHED_KINDS + (("cross",) if len(inputs) > 1 else ())
     attention = [n for n in graph.nodes() if not n.is_input and n.op.primitive == "attention" and n.name in reached]
     return (any(n.op.kind in CACHED_KINDS for n in attention) and all(n.op.kind in allowed for n in attention)
-            and (len(inputs) == 2 or len(attention) == len(attention_nodes(graph))))
+            and (len(inputs) > 1 or len(attention) == len(attention_nodes(graph))))
 
 
 def attention_nodes(graph: Graph) -> list:

@@ -120,8 +120,9 @@ class KVCache:
             return k, v, state.mask(window, k.dtype)
         return self.keys, self.values, state.ring_mask(window, k.dtype)
 
-    def attend(self, module, x: torch.Tensor) -> torch.Tensor:
-        """module's attention for the current tokens x [B, count, C] over every token so far."""
+    def attend(self, module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """module's attention for the current tokens x [B, count, C] over every token so far;
+        `bias`: a score bias input ([1, h, count, end]: T5's relative_bias at the cached slots)."""
         B, N, _ = x.shape
         q, k, v = module.project(x)  # [B, h, N, d], 2 x [B, h_kv, N, d]
         if module.q_norm is not None:
@@ -129,6 +130,8 @@ class KVCache:
         if module.rotary is not None:
             q, k = rotate_at(module.rotary, q, k, self.state.positions())
         k, v, mask = self.store(k, v)
+        if bias is not None:
+            mask = mask + bias.to(q.dtype)  # [B, h, count, end]
         if hasattr(module, "cached_bias"):  # ALiBi: distances between the positions (no window, so no ring)
             mask = mask + module.cached_bias(self.state.positions(), self.state.key_positions(), q.dtype)
         k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]

@@ -29,13 +29,14 @@ from ..modules.attention.cross import CrossAttention
 from ..modules.attention.sequence import SequenceAttention
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
+from ..modules.relative_bias import RelativeBias
 from .cache import DecodeState, KVCache
 from .compiled import CompiledSteps, filled_caches
 from .sampling import Sampling
 
 CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal, "
-                "sliding or alibi attention (shipped: gpt2, llama, mixtral), or source and target ids "
-                "(transformer_base)")
+                "sliding or alibi attention (shipped: gpt2, llama, mixtral), or source ids, optionally their "
+                "padding mask, and target ids (transformer_base, t5_small)")
 
 
 class Decoder:
@@ -47,13 +48,19 @@ class Decoder:
         self.model = model
         facts = model.facts
         self.name = facts.name
-        if len(facts.inputs) not in (1, 2):
+        if len(facts.inputs) not in (1, 2, 3):
             raise refusal(f"it takes {len(facts.inputs)} inputs ({', '.join(facts.inputs)}); generate feeds token "
-                          "ids (decoder-only) or source and target ids (encoder-decoder)")
-        self.encoder_decoder = len(facts.inputs) == 2
+                          "ids (decoder-only), or source ids, optionally the source's padding mask, and target "
+                          "ids (encoder-decoder)")
+        self.encoder_decoder = len(facts.inputs) > 1
+        self.source_mask = len(facts.inputs) == 3  # (source ids, source padding mask, target ids): T5's order
         self.output, head = self.find_logits(model)
         self.source_only, self.target_side = split_by_target(model, facts.inputs[-1])
         self.attention = self.find_attention(model, self.target_side, self.encoder_decoder)
+        self.biases = [m for top in self.target_side for m in top.modules() if isinstance(m, RelativeBias)]
+        if any(m.score_bias for m in self.attention) and not self.biases:
+            raise refusal("its causal attention reads a score bias that no relative_bias node on the target side "
+                          "computes, so generate cannot place it at the cached positions")
         self.embeds = [m for top in self.target_side for m in top.modules() if isinstance(m, TokenEmbed)]
         self.cross = [m for top in self.target_side for m in top.modules() if isinstance(m, CrossAttention)]
         self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
@@ -80,9 +87,8 @@ class Decoder:
             for module in top.modules():
                 where = paths.get(id(module), "?")
                 if isinstance(module, CachedAttention):
-                    if module.score_parts or module.score_bias:
-                        raise refusal(f"its attention '{where}' has score parts or a score bias, which generate "
-                                      "does not cache yet")
+                    if module.score_parts:
+                        raise refusal(f"its attention '{where}' has score parts, which generate does not cache yet")
                     cached.append(module)
                 elif isinstance(module, CrossAttention) and encoder_decoder:
                     continue  # queries from the target, keys from the source: kept in `cross`
@@ -95,11 +101,11 @@ class Decoder:
 
     def logits(self, ids: torch.Tensor, state: DecodeState, source=None) -> torch.Tensor:
         """The last position's logits [B, vocab] in float32, for ids [B, count] in the state's
-        current slots (after the source ids of an encoder-decoder spec)."""
+        current slots (after the source inputs of an encoder-decoder spec: a tuple)."""
         positions = state.positions()
         for embed in self.embeds:
             embed.positions = positions
-        out = self.model(ids) if source is None else self.model(source, ids)
+        out = self.model(ids) if source is None else self.model(*source, ids)
         out = out[self.output] if isinstance(out, (tuple, list)) else out
         return out[:, -1, :].float()
 
@@ -123,12 +129,14 @@ class Decoder:
                 module.kv_cache = KVCache(state, getattr(module, "window", None))
             for module in self.cross:
                 module.memory_cache = {}
+            for module in self.biases:
+                module.decode_state = state
             for module in self.source_only:
                 module.forward = computed_once(module.forward)
             yield
         finally:
-            for module in self.attention + self.embeds + self.source_only + self.cross:
-                for name in ("kv_cache", "positions", "forward", "memory_cache"):
+            for module in self.attention + self.embeds + self.source_only + self.cross + self.biases:
+                for name in ("kv_cache", "positions", "forward", "memory_cache", "decode_state"):
                     module.__dict__.pop(name, None)
 
 
@@ -218,7 +226,7 @@ def check_source(decoder: Decoder, input_ids, attention_mask, decoder_start_toke
         raise ValueError(f"{decoder.name} is an encoder-decoder: input_ids are the source, and the target "
                          "begins with decoder_start_token_id; give it")
     check_vocabulary(decoder, torch.tensor([decoder_start_token_id]))
-    if attention_mask is not None and bool((attention_mask == 0).any()):
+    if attention_mask is not None and bool((attention_mask == 0).any()) and not decoder.source_mask:
         raise ValueError(f"{decoder.name} takes no source padding mask, so its sources cannot be padded: give "
                          "sources of one length")
     if decoder.max_source is not None and input_ids.shape[1] > decoder.max_source:
@@ -241,8 +249,9 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     (Hugging Face's generate: greedy unless do_sample; temperature, top_k, top_p as its warpers;
     a sequence that produced eos_token_id continues with pad_token_id, eos by default, and
     generation stops when every sequence has). `attention_mask` marks left padding with 0.
-    An encoder-decoder spec takes the source as input_ids and returns the target, [B, 1 + new],
-    beginning with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
+    An encoder-decoder spec takes the source as input_ids (and its padding as attention_mask,
+    when the spec takes a source mask, as T5) and returns the target, [B, 1 + new], beginning
+    with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
     Hugging Face's (the prompt first, then each step's tokens [B]). `compile`: the decode
     steps after the prefill run as one program torch.compile makes at the first call for a
     batch and length (compiled.py; seconds), the same tokens, faster per token."""
@@ -257,8 +266,10 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
     source = None
     if decoder.encoder_decoder:
-        source, input_ids = input_ids, torch.full_like(input_ids[:, :1], decoder_start_token_id)
-        attention_mask = None
+        source = (input_ids,)
+        if decoder.source_mask:
+            source += (torch.ones_like(input_ids) if attention_mask is None else attention_mask.long(),)
+        input_ids, attention_mask = torch.full_like(input_ids[:, :1], decoder_start_token_id), None
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
     capacity = input_ids.shape[1] + max_new_tokens
     state = DecodeState(mask, compiled_capacity(capacity, decoder.max_length) if compile else capacity)

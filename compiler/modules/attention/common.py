@@ -37,4 +37,4 @@ class CachedAttention:
     def attend(self, x, memory=None, padding=None, bias=None):
         if self.kv_cache is None:
             return super().attend(x, memory, padding, bias)
-        return self.kv_cache.attend(self, x)
+        return self.kv_cache.attend(self, x, bias)
