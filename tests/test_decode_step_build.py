@@ -1,9 +1,11 @@
 """`build` of a decoder-only spec that generates ships its decode programs: prefill.pt2 and
-decode_step.pt2 (--target export), decode_step.onnx (--target onnx), the KV cache as inputs and
-outputs under Hugging Face's names. Decoding greedily through the shipped files gives the
+decode_step.pt2 (--target export), prefill.onnx and decode_step.onnx (--target onnx), the KV
+cache as inputs and outputs under Hugging Face's names. Decoding greedily through the shipped files gives the
 tokens the built model's own generate() gives."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -82,6 +84,31 @@ def test_the_onnx_target_ships_a_decode_step_that_onnx_runtime_decodes_with(buil
         shipped = greedy(prefill, step, ids, mask, DecodeStep(model).cache_shapes(2, 0))
         expected = model.generate(ids, max_new_tokens=NEW, attention_mask=mask)
     assert torch.equal(shipped, expected)
+
+
+def onnx_program(path, order):
+    """The ONNX file at `path` in an ONNX Runtime session, called with the step's inputs in `order`."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return lambda *args: session.run(None, {n: args[order.index(n)].numpy() for n in names})
+
+
+def test_the_onnx_target_ships_a_prefill_so_onnx_runtime_alone_decodes_as_generate(built):
+    pytest.importorskip("onnxruntime")
+    from archspec.compiler.generate.step import DecodeStep
+
+    out, model = built
+    order = DecodeStep(model).names()[0]
+    prefill, step = onnx_program(out / "prefill.onnx", order), onnx_program(out / "decode_step.onnx", order)
+    ids, mask = prompt()
+    with torch.no_grad():
+        shipped = greedy(prefill, step, ids, mask, DecodeStep(model).cache_shapes(2, 0))
+        expected = model.generate(ids, max_new_tokens=NEW, attention_mask=mask)
+    assert torch.equal(shipped, expected)
+    onnx = json.loads((out / "report.json").read_text())["onnx"]
+    assert onnx["prefill_gap"] < 1e-4 and onnx["decode_step_gap"] < 1e-4
 
 
 def test_a_spec_that_does_not_generate_ships_no_decode_step(tmp_path):

@@ -114,6 +114,12 @@ def test_alibi_decodes_with_its_cache_as_forward_without_one():
         start = int((mask[row] == 0).sum())
         assert torch.equal(out[row:row + 1, start:], uncached_greedy(ours, ids[row:row + 1, start:], 12))
     assert torch.equal(generate(ours, ids, max_new_tokens=12, attention_mask=mask, compile=True), out)
+    from archspec.compiler.generate.step import DecodeStep
+
+    from .test_generate import decode_with_step
+
+    step = DecodeStep(ours).eval()  # the decode program build exports: the cache as inputs and outputs
+    assert torch.equal(decode_with_step(step, step, ids, mask, 12), out)
     cache = archspec.check_text((ROOT / "specs" / "gpt2.yaml").read_text().replace(
         "attention: {kind: causal,", "attention: {kind: alibi,"), name="alibi.yaml").to_json()["kv_cache"]
     assert cache["bytes_per_token"]["fp32"] == 12 * 2 * 768 * 4

@@ -1,14 +1,15 @@
 """The decode step beside the model, for a decoder-only spec that generates (gpt2, llama,
 tiny_lm): `build --target export` adds decode_step.pt2 and prefill.pt2, `--target onnx`
-decode_step.onnx: the single-token step with the key/value cache as inputs and outputs, and the
-prefill that fills it from the prompt (the same inputs, the past empty), Hugging Face's names
-(`input_ids`, `attention_mask`, `position_ids`, `past_key_values.{i}.key|value` ->
-`logits`, `present.{i}.key|value`), batch and cache length dynamic (compiler/generate/step.py).
+decode_step.onnx and prefill.onnx: the single-token step with the key/value cache as inputs
+and outputs, and the prefill that fills it from the prompt (the same inputs, the past empty),
+Hugging Face's names (`input_ids`, `attention_mask`, `position_ids`,
+`past_key_values.{i}.key|value` -> `logits`, `present.{i}.key|value`), batch and cache (or
+prompt) length dynamic (compiler/generate/step.py).
 
 Each is checked against the eager step at a batch and a cache length it was not traced at
 (random past keys and values; the prefill on a left-padded prompt): the largest difference
-over all outputs is reported. ONNX has no prefill file yet: prefill with prefill.pt2, or with
-decode_step.onnx one prompt token at a time.
+over all outputs is reported. prefill.onnx takes the empty past as inputs of length 0, which
+ONNX Runtime runs as it is.
 """
 
 from __future__ import annotations
@@ -69,17 +70,26 @@ def prompt_inputs(step) -> tuple[torch.Tensor, ...]:
     return (ids, mask, positions, *empty)
 
 
-def save_onnx(model, path: str) -> float:
-    """decode_step.onnx at `path`; its largest difference from the eager step in ONNX Runtime."""
-    import onnxruntime
-
-    from ..generate.step import DecodeStep, export_decode_step_onnx
+def save_onnx(model, step_path: str, prefill_path: str) -> tuple[float, float]:
+    """decode_step.onnx and prefill.onnx; the largest difference of each from the eager step in
+    ONNX Runtime (the step at CHECK_BATCH after CHECK_PAST tokens, the prefill on a left-padded
+    prompt), neither at the batch or length it was traced at."""
+    from ..generate.step import DecodeStep, export_decode_step_onnx, export_prefill_onnx
 
     with warnings.catch_warnings():  # the exporter's notes on dim names, not the user's business
         warnings.simplefilter("ignore")
-        names, _ = export_decode_step_onnx(model, path)
+        names, _ = export_decode_step_onnx(model, step_path)
+        export_prefill_onnx(model, prefill_path)
     step = DecodeStep(model).eval()
-    inputs = check_inputs(step)
+    return (onnx_gap(step_path, names, step, check_inputs(step)),
+            onnx_gap(prefill_path, names, step, prompt_inputs(step)))
+
+
+def onnx_gap(path: str, names: list[str], step, inputs) -> float:
+    """The largest difference between the ONNX file at `path` run by ONNX Runtime on the CPU
+    and the eager step, on `inputs` (in the order of `names`)."""
+    import onnxruntime
+
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     feeds = {n.name: inputs[names.index(n.name)].numpy() for n in session.get_inputs()}
     with torch.no_grad():

@@ -6,10 +6,12 @@ takes the cache as inputs and gives it back as outputs, as Hugging Face's ONNX e
         -> (logits [B, N, vocab], present.0.key, present.0.value, ...  [B, h_kv, P + N, d])
 
 One module serves both programs of a decoder-only spec: the prefill (P = 0, N the prompt) and
-the single-token decode step (N = 1, P the tokens so far); `export_decode_step` traces the
-latter with torch.export, the batch and the cache length dynamic. Where generate() keeps a
-preallocated cache (cache.py), this one is explicit state: the caller keeps the present keys
-and values and passes them back, so the exported program has no hidden mutation.
+the single-token decode step (N = 1, P the tokens so far); `export_decode_step` and
+`export_prefill` trace them with torch.export (`export_decode_step_onnx` and
+`export_prefill_onnx` with torch.onnx), the batch and the cache or prompt length dynamic.
+Where generate() keeps a preallocated cache (cache.py), this one is explicit state: the caller
+keeps the present keys and values and passes them back, so the exported program has no hidden
+mutation.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class StepState:
 
     def positions(self) -> torch.Tensor:
         return self.position_ids
+
+    def key_positions(self) -> torch.Tensor:
+        """The positions of every key, past and current [B, P + N] (0 on padding, which the mask hides)."""
+        return (self.attention_mask.cumsum(-1) - 1).clamp(min=0)
 
     def mask(self, window: int | None, dtype) -> torch.Tensor:
         """[B, 1, N, P + N]: a later key, a padded key, or one `window` or more back is hidden."""
@@ -159,8 +165,21 @@ def export_decode_step_onnx(model, path: str, max_length: int | None = None) -> 
     returns those names."""
     step = DecodeStep(model).eval()
     shapes = step_dynamic_shapes(step, max_length or step.decoder.max_length or 4096)
+    return export_onnx(step, example_step(step), shapes, path)
+
+
+def export_prefill_onnx(model, path: str, max_length: int | None = None) -> tuple[list[str], list[str]]:
+    """The prefill as an ONNX file at `path`: the decode step's inputs and outputs, the past
+    empty ([B, h_kv, 0, d]), batch and prompt length dynamic; returns the names."""
+    step = DecodeStep(model).eval()
+    shapes = prefill_dynamic_shapes(step, max_length or step.decoder.max_length or 4096)
+    return export_onnx(step, example_prefill(step), shapes, path)
+
+
+def export_onnx(step: DecodeStep, example, shapes, path: str) -> tuple[list[str], list[str]]:
+    """`step` traced at `example` by torch.onnx's dynamo exporter, one self-contained file."""
     names = step.names()
     with torch.no_grad():
-        torch.onnx.export(step, example_step(step), path, dynamo=True, dynamic_shapes=shapes, input_names=names[0],
+        torch.onnx.export(step, example, path, dynamo=True, dynamic_shapes=shapes, input_names=names[0],
                           output_names=names[1], external_data=False, verbose=False)
     return names

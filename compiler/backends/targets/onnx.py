@@ -61,13 +61,13 @@ class Onnx(Target):
             made = write_model_onnx(context.model, context.graph, path, variant)
             context.written.append(path)
             if has_decode_step(context.graph):
-                step_path = context.path("decode_step.onnx")
-                made.decode_step_gap = save_onnx(context.model, step_path)
-                context.written.append(step_path)
+                paths = context.path("decode_step.onnx"), context.path("prefill.onnx")
+                made.decode_step_gap, made.prefill_gap = save_onnx(context.model, *paths)
+                context.written.extend(paths)
             return made
 
-        if has_decode_step(context.graph):  # and the decode step, KV cache in and out (decode_step.py)
-            title += " and decode_step.onnx (KV cache in and out)"
+        if has_decode_step(context.graph):  # and the decode programs, KV cache in and out (decode_step.py)
+            title += ", prefill.onnx and decode_step.onnx (KV cache in and out)"
         result = context.progress.run(title, run, describe)
         if not result.contents.portable:  # which runtimes can load it, said where the user sees it
             context.notes.append(f"model.onnx runs on {result.contents.runs_on()}")
@@ -132,9 +132,11 @@ def onnx_variant(context) -> str:
 
 
 def describe(result) -> str:
-    """The build line's detail: what model.onnx holds (and how far the decode step is from eager)."""
-    gap = getattr(result, "decode_step_gap", None)
-    return result.summary() + ("" if gap is None else f"; decode step max |onnxruntime - eager| {gap:.2e}")
+    """The build line's detail: what model.onnx holds (and how far the decode programs are from eager)."""
+    step, prefill = getattr(result, "decode_step_gap", None), getattr(result, "prefill_gap", None)
+    if step is None:
+        return result.summary()
+    return result.summary() + f"; max |onnxruntime - eager| prefill {prefill:.2e}, decode step {step:.2e}"
 
 
 register(Onnx())

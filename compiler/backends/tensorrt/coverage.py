@@ -10,6 +10,10 @@ Those passes and the partitioner's converter registry are private to torch-tenso
 are reached only through `ConverterRegistry`, which names the torch-tensorrt versions it was
 written for and fails with a clear message when an installed version lacks them.
 `coverage_report` is `archspec check SPEC --target tensorrt`; `CoverageReport` its result.
+For a decoder-only spec that generates, it also checks the two decode programs `build` ships
+(compiler/backends/decode_step.py): the prefill and the single-token decode step, the KV cache
+as inputs and outputs, batch and prompt or cache length dynamic; their fallbacks are located at
+the spec as the model's are.
 """
 
 from __future__ import annotations
@@ -25,11 +29,15 @@ import torch
 from archspec.core.errors import Diagnostic, Loc, SpecError, UsageError, error
 from archspec.core.ir import Graph
 
+from ...hierarchy import copy_model
 from ...lower import locate, lower, module_paths_of
 from ..batch import BatchRange
+from ..decode_step import has_decode_step
+from ..export import with_spec_frames
 from .cuda_stub import no_gpu_answers
 from .program import export_for_tensorrt
-from .runtime import INSTALL_HINT, _settings_kwargs, backend_name, load_torch_tensorrt, quiet, torch_tensorrt_version
+from .runtime import (DTYPES, INSTALL_HINT, _settings_kwargs, backend_name, load_torch_tensorrt, quiet,
+                      torch_tensorrt_version)
 
 # Where torch-tensorrt's registry says an op converts but its converter cannot do it
 # (torch-tensorrt 2.14): (aten op, test on the fx node, why).
@@ -37,6 +45,10 @@ _KNOWN_FAILURES = [
     ("aten.repeat.default", lambda node: any(isinstance(a, torch.fx.Node) for a in node.args[1]),
      "repeat by a symbolic size (the batch) does not convert"),
 ]
+DECODE_BATCH = BatchRange(1, 2, 1024)  # the decode programs' batch (generate.step: traced at 2, dynamic to 1024)
+DECODE_PROGRAMS = {"prefill": ("prefill.pt2", "prompt length"),  # name: (the file build ships, its dynamic length)
+                   "decode step": ("decode_step.pt2", "cache length")}
+WRAPPED = "model."  # the model's attribute in the decode programs' module (generate.step.DecodeStep)
 HINTS = {  # what to write in the primitive's module instead
     "aten.gather.default": "gather has no dynamic-shape converter; use index_select or x[index], "
                            "or build for a static batch (--batch N)",
@@ -148,6 +160,13 @@ class CoverageReport:
     ops: Counter = field(default_factory=Counter)  # aten op -> count, after torch-tensorrt's lowering
     fallbacks: list[Fallback] = field(default_factory=list)
     seconds: float = 0.0
+    program: str = "model"  # or one of the decode programs: "prefill", "decode step"
+    parts: list[CoverageReport] = field(default_factory=list)  # a generating spec's decode programs
+
+    @property
+    def converts_whole(self) -> bool:
+        """Nothing of this program falls back (its decode programs aside)."""
+        return not self.fallbacks
 
     @property
     def total(self) -> int:
@@ -159,43 +178,56 @@ class CoverageReport:
 
     @property
     def complete(self) -> bool:
-        return not self.fallbacks
+        """Nothing falls back, in the model nor in its decode programs."""
+        return self.converts_whole and all(part.complete for part in self.parts)
 
     def headline(self) -> str:
         share = 100.0 * self.converted / self.total if self.total else 100.0
-        text = f"{self.converted} of {self.total} ops convert ({share:.{0 if self.complete else 1}f}%)"
-        if self.complete:
+        text = f"{self.converted} of {self.total} ops convert ({share:.{0 if self.converts_whole else 1}f}%)"
+        if self.converts_whole:
             return text + ", nothing falls back to PyTorch"
         return text + f"; {len(self.fallbacks)} would fall back to PyTorch"
 
     def summary(self) -> str:
         lines = [f"TensorRT coverage ({self.backend}; {self.precision}, {self.batch.describe()}): {self.headline()}"]
+        lines += self._fallback_lines("  ")
+        for part in self.parts:
+            length = DECODE_PROGRAMS[part.program][1]
+            lines.append(f"  {part.program} ({part.batch.describe()}, {length} dynamic): {part.headline()}")
+            lines += part._fallback_lines("    ")
+        return "\n".join(lines)
+
+    def _fallback_lines(self, indent: str) -> list[str]:
+        lines = []
         for (op, path, loc, reason), count in self._groups().items():
             where = f"{loc}: " if loc else ""
-            lines.append(f"  {where}{path or '<no archspec node>'}: {op} x{count}: {reason}")
-        return "\n".join(lines)
+            lines.append(f"{indent}{where}{path or '<no archspec node>'}: {op} x{count}: {reason}")
+        return lines
 
     def _groups(self) -> Counter:
         return Counter((f.op, f.path, f.loc, f.reason) for f in self.fallbacks)
 
     def diagnostics(self) -> list[Diagnostic]:
         out = []
+        program = "" if self.program == "model" else f" in the {self.program} ({DECODE_PROGRAMS[self.program][0]})"
         for (op, path, loc, reason), count in self._groups().items():
             times = f" ({count} times)" if count > 1 else ""
             out.append(Diagnostic(
-                f"{op} does not convert to TensorRT{times}: {reason}, and nothing may fall back to PyTorch "
+                f"{op} does not convert to TensorRT{program}{times}: {reason}, and nothing may fall back to PyTorch "
                 f"({self.precision}, {self.batch.describe()})",
                 loc or (Loc(self.file, 1, 1) if self.file else None), path,
                 HINTS.get(op, "write the primitive's module with ops that TensorRT converts, or build "
                               "--target onnx")))
-        return out
+        return out + [d for part in self.parts for d in part.diagnostics()]
 
     def to_json(self) -> dict:
         return {"backend": self.backend, "precision": self.precision,
                 "batch": {"min": self.batch.min, "opt": self.batch.opt, "max": self.batch.max},
                 "complete": self.complete, "ops": self.total, "converted": self.converted,
                 "op_counts": dict(sorted(self.ops.items())),
-                "fallbacks": [f.record() for f in self.fallbacks]}
+                "fallbacks": [f.record() for f in self.fallbacks],
+                **({"decode_programs": {p.program.replace(" ", "_"): p.to_json() for p in self.parts}}
+                   if self.parts else {})}
 
     def raise_if_incomplete(self) -> None:
         if not self.complete:
@@ -260,4 +292,38 @@ def coverage_report(graph: Graph, batch=None, precision: str = "fp32", seed: int
     load_torch_tensorrt()  # the install hint before any work
     model = lower(graph, seed=seed)
     program = export_for_tensorrt(model, graph, precision, batch)
-    return check_coverage(program, graph, precision, batch)
+    report = check_coverage(program, graph, precision, batch)
+    if has_decode_step(graph):
+        report.parts = decode_program_coverage(model, graph, precision)
+    return report
+
+
+def decode_program_coverage(model, graph: Graph, precision: str = "fp32") -> list[CoverageReport]:
+    """The coverage of the prefill and the decode step of a spec that generates, exported as
+    build exports them (batch DECODE_BATCH, prompt or cache length dynamic), in `precision`."""
+    from ...generate.step import export_decode_step, export_prefill
+
+    if precision != "fp32":
+        model = copy_model(model).to(DTYPES[precision])
+    reports = []
+    for name, export in zip(DECODE_PROGRAMS, (export_prefill, export_decode_step)):
+        with quiet():
+            program = with_spec_frames(at_model_paths(export(model)), graph)
+        report = check_coverage(program, graph, precision, DECODE_BATCH)
+        report.program = name
+        reports.append(report)
+    return reports
+
+
+def at_model_paths(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The decode programs wrap the model as `model` (generate.step.DecodeStep): drop that
+    prefix from the module stack torch.export kept, so that its paths are the spec's nodes."""
+    for node in program.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            node.meta["nn_module_stack"] = {key: (_without_model(path), kind) for key, (path, kind) in stack.items()}
+    return program
+
+
+def _without_model(path: str) -> str:
+    return path[len(WRAPPED):] if path.startswith(WRAPPED) else path
