@@ -9,8 +9,10 @@ For that the step must keep one shape from token to token, so it reads and write
 the prefill filled (cache.py's KVCache: keys and values [B, h_kv, capacity or window, d]) in
 place, at a slot given as a tensor, and attends over every slot of them, the ones not yet
 written (or padded, or outside a sliding window) hidden by the mask. The positions are
-computed inside from the same tensors (SlotState), and KVCache.attend does the rest. Only the prefill (a different length per prompt) stays
-eager. `StaticStep` is the module compiled; `CompiledSteps` keeps it with the model.
+computed inside from the same tensors (SlotState), and KVCache.attend does the rest. Only the
+prefill (a different length per prompt) stays eager. `StaticStep` is the module compiled;
+`CompiledSteps` keeps it with the model. In fp32 the tokens are the eager loop's; in bf16 the
+fused kernels round differently, and a long output may part from the eager one.
 """
 
 from __future__ import annotations

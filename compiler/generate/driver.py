@@ -254,12 +254,11 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
     Hugging Face's (the prompt first, then each step's tokens [B]). `compile`: the decode
     steps after the prefill run as one program torch.compile makes at the first call for a
-    batch and length (compiled.py; seconds), the same tokens, faster per token."""
+    batch and length (compiled.py; seconds), faster per token (the same tokens in fp32)."""
     decoder = decoder_of(model)
     check_request(decoder, input_ids, attention_mask, max_new_tokens, decoder_start_token_id)
-    if compile and decoder.encoder_decoder:
-        raise ValueError(f"compile=True covers decoder-only specs; {decoder.name} is an encoder-decoder: "
-                         "leave compile out")
+    if compile:
+        check_compilable(decoder)
     sampling = Sampling(do_sample, temperature, top_k, top_p)
     sampling.check()
     eos = as_list(eos_token_id)
@@ -283,6 +282,16 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     if streamer is not None:
         streamer.end()
     return torch.cat(tokens, dim=1)
+
+
+def check_compilable(decoder: Decoder) -> None:
+    """ValueError, in words, for a spec whose decode step compile=True does not cover."""
+    if decoder.encoder_decoder:
+        raise ValueError(f"compile=True covers decoder-only specs; {decoder.name} is an encoder-decoder: "
+                         "leave compile out")
+    if decoder.biases:
+        raise ValueError(f"compile=True does not cover relative position biases yet ({decoder.name} has a "
+                         "relative_bias node): leave compile out")
 
 
 def compiled_capacity(needed: int, longest: int | None) -> int:

@@ -103,7 +103,7 @@ def run(args) -> int:
     import torch
 
     from ...compiler.generate import decoder_of, generate
-    from ...compiler.generate.driver import check_request
+    from ...compiler.generate.driver import check_compilable, check_request
     from ...compiler.lower import lower
 
     model = lower(report.graph, seed=args.seed)
@@ -114,11 +114,11 @@ def run(args) -> int:
     model.eval()
     decoder = decoder_of(model)  # a spec that cannot generate: its error, exit 1
     check_decoder_start(decoder, args.decoder_start)
-    if args.compile and decoder.encoder_decoder:
-        raise UsageError(f"--compile covers decoder-only specs; {decoder.name} is an encoder-decoder: leave it out")
     input_ids = torch.tensor([ids], dtype=torch.long)
     try:
         check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start)
+        if args.compile:
+            check_compilable(decoder)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     generator = torch.Generator().manual_seed(args.seed) if args.do_sample else None
