@@ -21,15 +21,8 @@ from archspec.compiler.generate import generate
 from archspec.compiler.modules.attention.cross import CrossAttention
 
 from .conftest import ROOT
+from .test_generate import one_thread  # noqa: F401  (the autouse fixture: one intra-op thread)
 from .test_generate import GPT2_SMALL, LLAMA_SMALL, left_padded, noisy, prompt, sliding_llama, transformer_pair
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def built(name: str, overrides: dict):
