@@ -94,3 +94,43 @@ def onnx_gap(path: str, names: list[str], step, inputs) -> float:
     feeds = {n.name: inputs[names.index(n.name)].numpy() for n in session.get_inputs()}
     with torch.no_grad():
         return largest_gap(session.run(None, feeds), step(*inputs))
+
+
+# -- an encoder-decoder (transformer_base, t5_small): encoder.pt2, decoder_prefill.pt2, decoder_step.pt2 ----------
+
+
+SEQ2SEQ_FILES = ("encoder.pt2", "decoder_prefill.pt2", "decoder_step.pt2")
+
+
+def has_seq2seq_step(graph: Graph) -> bool:
+    """An encoder-decoder spec generate() decodes: source (and its mask) and target ids in, logits out."""
+    return len(graph.inputs()) in (2, 3) and generates(graph)
+
+
+def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path: str) -> float:
+    """The encoder program (the source in, each cross attention's keys and values out), the
+    decoder's prefill (the past empty) and its decode step (generate/seq2seq_step.py); the
+    largest difference of any from the eager modules at a batch and lengths they were not traced at."""
+    from ..generate.seq2seq_step import EncoderStep, Seq2SeqStep, example_target, export_seq2seq
+
+    programs = export_seq2seq(model)
+    for name, path in zip(("encoder", "decoder_prefill", "decoder_step"), (encoder_path, prefill_path, step_path)):
+        torch.export.save(programs[name], path)
+    encoder, step = EncoderStep(model).eval(), Seq2SeqStep(model).eval()
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, step.decoder.vocab, (CHECK_BATCH, CHECK_PAST), generator=generator)  # [B, S]
+    source = (ids, torch.ones_like(ids).index_fill(1, torch.tensor([CHECK_PAST - 1]), 0)) \
+        if step.decoder.source_mask else (ids,)  # T5: the last source token padded
+    with torch.no_grad():
+        cross = encoder(*source)
+        gaps = [largest_gap(programs["encoder"].module()(*source), cross)]
+        for name, past in (("decoder_prefill", 0), ("decoder_step", CHECK_PAST - 3)):
+            inputs = list(example_target(step, cross, past, 1))
+            inputs[0] = torch.randint(0, step.decoder.vocab, inputs[0].shape, generator=generator)  # [B, 1]
+            if step.decoder.source_mask:
+                inputs[1] = source[1]
+            own = 2 * step.layers()[0]
+            first = 2 if step.decoder.source_mask else 1
+            inputs[first:first + own] = [torch.randn(t.shape, generator=generator) for t in inputs[first:first + own]]
+            gaps.append(largest_gap(programs[name].module()(*inputs), step(*inputs)))
+    return max(gaps)

@@ -1,7 +1,8 @@
 """export: a torch.export program with a dynamic batch (and with --size, dynamic image sides),
 saved as model.pt2; the first step of the ONNX and TensorRT builds. A decoder-only spec that
 generates also gets prefill.pt2 and decode_step.pt2: the decode step with its KV cache, and
-the prefill that fills it (decode_step.py)."""
+the prefill that fills it (decode_step.py); an encoder-decoder spec gets encoder.pt2,
+decoder_prefill.pt2 and decoder_step.pt2 (generate/seq2seq_step.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ class Export(ModuleTarget):
         Running out of memory while exporting or comparing with eager is a located error."""
         import torch
 
-        from ..decode_step import has_decode_step, save_programs
+        from ..decode_step import SEQ2SEQ_FILES, has_decode_step, has_seq2seq_step, save_programs, save_seq2seq_programs
         from ..export import export_program, export_range, gap_at_other_sizes
 
         def export():
@@ -66,6 +67,17 @@ class Export(ModuleTarget):
                 context.written.extend(paths)
                 return (*made, step_gap)
 
+        elif has_seq2seq_step(context.graph):  # an encoder-decoder's three programs (decode_step.py)
+            title += ", " + ", ".join(SEQ2SEQ_FILES[:-1]) + f" and {SEQ2SEQ_FILES[-1]} (caches in and out)"
+            whole = run
+
+            def run():
+                made = whole()
+                paths = [context.path(name) for name in SEQ2SEQ_FILES]
+                step_gap = save_seq2seq_programs(context.model, *paths)
+                context.written.extend(paths)
+                return (*made, step_gap)
+
         program, gap, *step_gap = context.progress.run(title, run, describe)
         return program
 
@@ -73,7 +85,7 @@ class Export(ModuleTarget):
 def describe(made) -> str:
     """The build line's detail: how far the program (and the decode step) are from eager."""
     text = f"max |export - eager| {made[1]:.2e}"
-    return text + (f", prefill and decode step {made[2]:.2e}" if len(made) > 2 else "")
+    return text + (f", decode programs {made[2]:.2e}" if len(made) > 2 else "")
 
 
 register(Export())

@@ -1,0 +1,198 @@
+"""The decode programs of an encoder-decoder spec (transformer_base, t5_small), as step.py's are
+for a decoder-only one: explicit state, the caches as inputs and outputs, named as Hugging Face
+Optimum names its seq2seq ONNX files.
+
+    EncoderStep.forward(*source)                       # src, or input_ids and attention_mask (T5)
+        -> (encoder.0.key, encoder.0.value, ...)        # [B, h_kv, S, d]: each cross attention's
+                                                        # keys and values of the encoder's output
+    Seq2SeqStep.forward(input_ids [B, N], [encoder_attention_mask [B, S]],
+                        past_key_values.{i}.decoder.key|value  [B, h_kv, P, d] ...,
+                        past_key_values.{i}.encoder.key|value  [B, h_kv, S, d] ...)
+        -> (logits [B, N, vocab], present.{i}.decoder.key|value [B, h_kv, P + N, d] ...)
+
+The encoder runs once per source (EncoderStep: the model run on the source with a one-token
+target, each cross attention keeping what it projected; export drops the decoder's dead ops).
+Every decoder step then takes those keys and values as inputs: the cross attention layers read
+them from their `memory_cache`, and the modules that read the source alone (its embedding, the
+encoder) are not run at all (`skipped`: their output, which nothing then reads, is a zero
+tensor). A target is never padded (it begins with the decoder start id), so its positions are
+P .. P + N - 1; T5's relative position biases are placed there (relative_bias.py's
+`decode_state`). The first call has an empty past (P = 0, the start id); `export_seq2seq`
+traces one program with the past of length 1 or more and one with it empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn as nn
+
+from ..modules.attention.sequence import additive
+from .driver import Decoder
+from .step import ExplicitCache
+
+
+class TargetState:
+    """What the decoder's layers share in one step: past tokens P, N new ones, unpadded."""
+
+    def __init__(self, past: int, queries: int, batch: int, device):
+        self.start, self.end, self.count, self.batch, self.device = past, past + queries, queries, batch, device
+
+    def positions(self) -> torch.Tensor:
+        return torch.arange(self.start, self.end, device=self.device).expand(self.batch, self.count)  # [B, N]
+
+    def key_positions(self) -> torch.Tensor:
+        return torch.arange(self.end, device=self.device).expand(self.batch, self.end)  # [B, P + N]
+
+    def mask(self, window: int | None, dtype) -> torch.Tensor:
+        """[1, 1, N, P + N]: a later key, or one `window` or more back, is hidden."""
+        query = torch.arange(self.start, self.end, device=self.device)[:, None]  # [N, 1]
+        slot = torch.arange(self.end, device=self.device)[None, :]  # [1, P + N]
+        hidden = slot > query
+        if window is not None:
+            hidden = hidden | (slot <= query - window)
+        return additive(hidden[None, None], dtype)
+
+
+class EncoderStep(nn.Module):
+    """An encoder-decoder model's encoder as a program: the source in, the keys and values of
+    every cross attention layer out (see the module docstring)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.decoder = model, seq2seq_decoder(model)
+
+    def names(self) -> tuple[list[str], list[str]]:
+        inputs = ["input_ids", "attention_mask"] if self.decoder.source_mask else ["input_ids"]
+        return inputs, [f"encoder.{i}.{kind}" for i in range(len(self.decoder.cross)) for kind in ("key", "value")]
+
+    def forward(self, *source):
+        kept = [{} for _ in self.decoder.cross]
+        with set_on(self.decoder.cross, "memory_cache", kept):
+            self.model(*source, source[0][:, :1])  # a one-token target: the decoder's ops are dead
+        return tuple(t for found in kept for t in (found["keys"], found["values"]))
+
+
+class Seq2SeqStep(nn.Module):
+    """An encoder-decoder model's decoder step, its own cache and the encoder's as inputs (see the module docstring)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.decoder = model, seq2seq_decoder(model)
+
+    def layers(self) -> tuple[int, int]:
+        return len(self.decoder.attention), len(self.decoder.cross)
+
+    def names(self) -> tuple[list[str], list[str]]:
+        own, cross = self.layers()
+        past = [f"past_key_values.{i}.decoder.{k}" for i in range(own) for k in ("key", "value")]
+        encoder = [f"past_key_values.{i}.encoder.{k}" for i in range(cross) for k in ("key", "value")]
+        present = [f"present.{i}.decoder.{k}" for i in range(own) for k in ("key", "value")]
+        mask = ["encoder_attention_mask"] if self.decoder.source_mask else []
+        return ["input_ids", *mask, *past, *encoder], ["logits", *present]
+
+    def forward(self, input_ids, *rest):
+        mask, rest = (rest[0], rest[1:]) if self.decoder.source_mask else (None, rest)
+        own, _ = self.layers()
+        past, encoder = rest[: 2 * own], rest[2 * own:]
+        state = TargetState(past[0].shape[2], input_ids.shape[1], input_ids.shape[0], input_ids.device)
+        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], getattr(m, "window", None))
+                  for i, m in enumerate(self.decoder.attention)]
+        kept = [{"keys": encoder[2 * i], "values": encoder[2 * i + 1]} for i in range(len(self.decoder.cross))]
+        source = encoder[0][:, 0, :, 0].long()  # [B, S]: stands for the source ids, which nothing reads
+        nothing = encoder[0].new_zeros(input_ids.shape[0], source.shape[1], 1)  # [B, S, 1]
+        d = self.decoder
+        with set_on(d.attention, "kv_cache", caches), set_on(d.cross, "memory_cache", kept), \
+                set_on(d.biases, "decode_state", [state] * len(d.biases)), \
+                set_on(d.embeds, "positions", [state.positions()] * len(d.embeds)), \
+                set_on(d.source_only, "forward", [skipped(nothing)] * len(d.source_only)):
+            out = self.model(source, *([mask] if mask is not None else []), input_ids)
+        logits = out[d.output] if isinstance(out, (tuple, list)) else out
+        return (logits, *[t for c in caches for t in (c.keys, c.values)])
+
+
+def seq2seq_decoder(model) -> Decoder:
+    decoder = Decoder(model)
+    if not decoder.encoder_decoder:
+        raise NotImplementedError("these programs are an encoder-decoder's; step.py has the decoder-only ones")
+    return decoder
+
+
+def skipped(result):
+    """A forward that runs nothing and gives `result` (a source-only module inside a decoder step)."""
+    return lambda *args, **kwargs: result
+
+
+@contextlib.contextmanager
+def set_on(modules, name: str, values):
+    """`name` set on each module (an instance attribute) for the block, taken off after."""
+    try:
+        for module, value in zip(modules, values):
+            module.__dict__[name] = value
+        yield
+    finally:
+        for module in modules:
+            module.__dict__.pop(name, None)
+
+
+# -- export ----------------------------------------------------------------------------------------------
+
+
+def example_source(encoder: EncoderStep, batch: int = 2, length: int = 6) -> tuple[torch.Tensor, ...]:
+    ids = torch.ones(batch, length, dtype=torch.long)
+    return (ids, torch.ones_like(ids)) if encoder.decoder.source_mask else (ids,)
+
+
+def example_target(step: Seq2SeqStep, cross: tuple[torch.Tensor, ...], past: int, tokens: int):
+    """Inputs of a decoder step: `tokens` new ids after `past`, the encoder's keys and values `cross`."""
+    batch, source = cross[0].shape[0], cross[0].shape[2]
+    weight = next(step.model.parameters())
+    own = [torch.zeros(batch, m.kv_heads, past, m.head_dim, dtype=weight.dtype)
+           for m in step.decoder.attention for _ in range(2)]
+    mask = [torch.ones(batch, source, dtype=torch.long)] if step.decoder.source_mask else []
+    return (torch.zeros(batch, tokens, dtype=torch.long), *mask, *own, *cross)
+
+
+def export_seq2seq(model) -> dict[str, torch.export.ExportedProgram]:
+    """torch.export of the three programs, batch and lengths dynamic (up to the spec's longest
+    source and target): "encoder" (the source in), "decoder_prefill" (the first target tokens,
+    the past empty) and "decoder_step" (one token after a past of 1 or more)."""
+    encoder, step = EncoderStep(model).eval(), Seq2SeqStep(model).eval()
+    max_length = step.decoder.max_length or 4096
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    source = torch.export.Dim("source", min=2, max=step.decoder.max_source or 4096)
+    with torch.no_grad():
+        src = example_source(encoder)
+        programs = {"encoder": without_unread_ops(torch.export.export(encoder, src, dynamic_shapes=(tuple(
+            {0: batch, 1: source} for _ in src),)))}  # forward(*source): one tuple
+        cross = encoder(*src)
+        own, n_cross = step.layers()
+        mask = ({0: batch, 1: source},) if step.decoder.source_mask else ()
+        cross_dims = tuple({0: batch, 2: source} for _ in range(2 * n_cross))
+        tokens = torch.export.Dim("tokens", min=1, max=max_length - 1)
+        programs["decoder_prefill"] = torch.export.export(
+            step, example_target(step, cross, 0, 2),
+            dynamic_shapes=({0: batch, 1: tokens}, (*mask, *({0: batch} for _ in range(2 * own)), *cross_dims)))
+        past = torch.export.Dim("past", min=1, max=max_length - 1)
+        programs["decoder_step"] = torch.export.export(
+            step, example_target(step, cross, 3, 1),
+            dynamic_shapes=({0: batch}, (*mask, *({0: batch, 2: past} for _ in range(2 * own)), *cross_dims)))
+    return programs
+
+
+def without_unread_ops(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The program without the ops its outputs do not read: the encoder's trace also ran the
+    decoder on its one-token target (nothing in it mutates state, so none of it is needed)."""
+    graph = program.graph_module.graph
+    read, todo = set(), [next(n for n in graph.nodes if n.op == "output")]
+    while todo:
+        node = todo.pop()
+        if node not in read:
+            read.add(node)
+            todo.extend(node.all_input_nodes)
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and node not in read:
+            graph.erase_node(node)
+    program.graph_module.recompile()
+    return program
