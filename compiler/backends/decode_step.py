@@ -10,6 +10,9 @@ Each is checked against the eager step at a batch and a cache length it was not 
 (random past keys and values; the prefill on a left-padded prompt): the largest difference
 over all outputs is reported. prefill.onnx takes the empty past as inputs of length 0, which
 ONNX Runtime runs as it is.
+
+An encoder-decoder spec (transformer_base, t5_small) gets encoder.pt2, decoder_prefill.pt2 and
+decoder_step.pt2 with `--target export` (compiler/generate/seq2seq_step.py), checked the same way.
 """
 
 from __future__ import annotations
