@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.sequence import additive
+from ..quiet import quiet_cpp_extension
 from .cache import DecodeState, KVCache
 
 
@@ -115,7 +116,8 @@ class CompiledSteps:
     def run(self, ids: torch.Tensor, state: DecodeState, caches: list[torch.Tensor]) -> torch.Tensor:
         """Logits [B, vocab] of one token per sequence (ids [B, 1]) at the state's current slot."""
         slot = torch.tensor([state.start], device=ids.device)
-        return self.compiled(ids, slot, state.seen, *caches)
+        with quiet_cpp_extension():  # the first call compiles: torch's "No CUDA runtime" warning, kept off the tokens
+            return self.compiled(ids, slot, state.seen, *caches)
 
 
 def filled_caches(decoder) -> list[torch.Tensor]:

@@ -284,14 +284,13 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     return torch.cat(tokens, dim=1)
 
 
-def check_compilable(decoder: Decoder) -> None:
-    """ValueError, in words, for a spec whose decode step compile=True does not cover."""
+def check_compilable(decoder: Decoder, option: str = "compile=True") -> None:
+    """ValueError, in words, for a spec whose decode step `option` (compile=True, --compile) does not cover."""
     if decoder.encoder_decoder:
-        raise ValueError(f"compile=True covers decoder-only specs; {decoder.name} is an encoder-decoder: "
-                         "leave compile out")
+        raise ValueError(f"{option} covers decoder-only specs; {decoder.name} is an encoder-decoder: leave it out")
     if decoder.biases:
-        raise ValueError(f"compile=True does not cover relative position biases yet ({decoder.name} has a "
-                         "relative_bias node): leave compile out")
+        raise ValueError(f"{option} does not cover relative position biases yet ({decoder.name} has a "
+                         "relative_bias node): leave it out")
 
 
 def compiled_capacity(needed: int, longest: int | None) -> int:

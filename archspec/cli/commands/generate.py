@@ -16,6 +16,7 @@ program torch.compile makes first (seconds; worth it for long outputs; decoder-o
 from __future__ import annotations
 
 import re
+import sys
 
 from ...budget import check_build_memory
 from ...core.errors import UsageError
@@ -118,10 +119,13 @@ def run(args) -> int:
     try:
         check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start)
         if args.compile:
-            check_compilable(decoder)
+            check_compilable(decoder, "--compile")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     generator = torch.Generator().manual_seed(args.seed) if args.do_sample else None
+    if args.compile:
+        print("... --compile: the decode step is compiled after the first token (seconds, once per length "
+              "bucket and batch)", file=sys.stderr, flush=True)
     generate(model, input_ids, max_new_tokens=args.max_new_tokens, do_sample=args.do_sample,
              temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, eos_token_id=args.eos,
              decoder_start_token_id=args.decoder_start, streamer=PrintTokens(), generator=generator,

@@ -100,26 +100,22 @@ def export_for_package(model, graph, precision: str, batch_range: tuple[int, int
 
 def compile_package(program, path: str) -> str:
     """`program` compiled by AOTInductor into the package at `path` (a .pt2 file)."""
-    import logging
-
     import torch
     from torch._inductor import exc
 
     from archspec.core.errors import error
 
-    chatty = logging.getLogger("torch.utils.cpp_extension")  # "No CUDA runtime is found" on every CPU machine
-    level = chatty.level
-    chatty.setLevel(logging.ERROR)
+    from ...quiet import quiet_cpp_extension
+
     try:
-        return torch._inductor.aoti_compile_and_package(program, package_path=path)
+        with quiet_cpp_extension():
+            return torch._inductor.aoti_compile_and_package(program, package_path=path)
     except Exception as failure:  # noqa: BLE001 - only the compiler's own failures are turned into an error here
         compiler_failure = cpp_failure(failure, (exc.CppCompileError, exc.InvalidCxxCompiler))
         if compiler_failure is None:
             raise
         raise error(f"AOTInductor's C++ compile failed: {compiler_failure}",
                     hint=f"check the C++ compiler ({cpp_compiler() or 'none found'}) and its headers") from None
-    finally:
-        chatty.setLevel(level)
 
 
 def cpp_failure(failure: BaseException, kinds: tuple) -> str | None:
