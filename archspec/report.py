@@ -87,7 +87,8 @@ class Report:
             "flops_at": self.flops_at,
             "nodes": [row.record for row in self.nodes],
             "warnings": [w.record() for w in self.warnings],
-            "kv_cache": kv_cache_summary(cached_layers(self.graph), cross_layers(self.graph)),  # generate's cache, or None
+            # generate's cache (and an encoder-decoder's source cache), or None
+            "kv_cache": kv_cache_summary(cached_layers(self.graph), cross_layers(self.graph)),
         }
 
     def table(self) -> str:

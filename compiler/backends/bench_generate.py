@@ -308,8 +308,8 @@ def bench_generate(model: nn.Module, precisions: list[str], prompt: int = 8, new
                    targets: tuple[str, ...] = ("eager",)) -> GenerateBench:
     """Batch-1 greedy decoding of `new_tokens` after a random prompt of `prompt` tokens, per
     precision, with its floor, over `rounds` interleaved rounds (the order rotating). `model`:
-    a built spec that generates (decoder-only), fp32. `targets`: eager and/or compile (GENERATE_TARGETS). `threads`: torch's intra-op threads while
-    it runs (set back afterwards)."""
+    a built spec that generates (decoder-only), fp32. `targets`: eager and/or compile
+    (GENERATE_TARGETS). `threads`: torch's intra-op threads while it runs (set back afterwards)."""
     if new_tokens < MIN_NEW_TOKENS:
         raise ValueError(f"new_tokens must be at least {MIN_NEW_TOKENS}, got {new_tokens}")
     unknown = [p for p in precisions if p not in GENERATE_PRECISIONS]

@@ -202,8 +202,8 @@ def table(result: dict) -> str:
                          f"{row['tokens_per_s']:7.1f}   ({row['matrices_mib']:.0f} MiB of matrices)")
         else:
             rss = "-" if row["peak_rss_growth_mib"] is None else f"{row['peak_rss_growth_mib']:.1f}"
-            same = "" if "same_tokens_as_ours" not in row else f"  same tokens as archspec: {row['same_tokens_as_ours']}"
-            same += "" if "same_tokens_as_eager" not in row else f"  same tokens as eager: {row['same_tokens_as_eager']}"
+            same = "".join(f"  same tokens as {whom}: {row[key]}" for key, whom in
+                           (("same_tokens_as_ours", "archspec"), ("same_tokens_as_eager", "eager")) if key in row)
             lines.append(f"{head} {row['prefill_ms']:10.2f} {row['ms_at_16']:7.2f} {row['ms_at_upto']:7.2f} "
                          f"{row['upto_over_16']:6.3f} {row['ms_per_token']:7.2f} {row['tokens_per_s']:7.1f} "
                          f"{row['at_16_over_floor']:8.2f}x {row['mean_over_floor']:9.2f}x "

@@ -28,11 +28,12 @@ weights do not fit is refused as by `build`).
 
 With --generate, a decoder-only spec that generates (gpt2, llama) is timed decoding instead, at
 batch 1 (compiler/backends/bench_generate.py), with --target eager (the default) and/or compile
-(generate(compile=True): the decode step compiled once, its compile time reported): prefill ms, decode ms per token at an
-early and a late position and over all steps, tokens/s, the memory-bandwidth floor of a token
-(a batch-1 matrix-vector product over every weight matrix it passes through, in the row's
-precision, timed in the same rounds) and the ratio to it, the weights' and the KV cache's bytes,
-and the growth of the peak resident set. A spec that cannot generate is an error saying why.
+(generate(compile=True): the decode step compiled once, its compile time reported): prefill
+ms, decode ms per token at an early and a late position and over all steps, tokens/s, the
+memory-bandwidth floor of a token (a batch-1 matrix-vector product over every weight matrix it
+passes through, in the row's precision, timed in the same rounds) and the ratio to it, the
+weights' and the KV cache's bytes, and the growth of the peak resident set. A spec that cannot
+generate is an error saying why.
 """
 
 from __future__ import annotations

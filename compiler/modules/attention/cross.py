@@ -24,7 +24,8 @@ class CrossAttention(SequenceAttention):
             return super().project(x, memory)
         if "keys" not in self.memory_cache:
             self.memory_cache["keys"], self.memory_cache["values"] = self.memory_keys_values(memory)
-        return self.queries(x), self.memory_cache["keys"], self.memory_cache["values"]  # [B, h, N, d], 2 x [B, h_kv, M, d]
+        kept = self.memory_cache
+        return self.queries(x), kept["keys"], kept["values"]  # [B, h, N, d], 2 x [B, h_kv, M, d]
 
     def body(self, x, memory, *extra):
         bias, padding = self.split_extra(extra)
