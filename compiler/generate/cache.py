@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..modules.attention.sequence import additive
+from ..modules.attention.sequence import additive, later_or_outside
 
 
 class DecodeState:
@@ -62,9 +62,7 @@ class DecodeState:
             device = self.seen.device
             query = torch.arange(self.start, self.end, device=device)[:, None]  # [count, 1]
             slot = torch.arange(self.end, device=device)[None, :]  # [1, end]
-            hidden = slot > query
-            if window is not None:
-                hidden = hidden | (slot <= query - window)
+            hidden = later_or_outside(query, slot, window)  # [count, end]
             padded = (self.seen[:, : self.end] == 0)[:, None, None, :]  # [B, 1, 1, end]
             self._masks[key] = additive(padded | hidden, dtype)  # [B, 1, count, end]
         return self._masks[key]

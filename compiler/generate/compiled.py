@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..modules.attention.sequence import additive
+from ..modules.attention.sequence import additive, later_or_outside
 from ..quiet import quiet_cpp_extension
 from .cache import DecodeState, KVCache
 
@@ -44,9 +44,7 @@ class SlotState:
 
     def mask(self, window: int | None, dtype) -> torch.Tensor:
         """[B, 1, 1, capacity]: a slot after the current one, padded, or `window` or more back is hidden."""
-        hidden = (self.slots > self.slot)[None, :] | (self.seen == 0)  # [B, capacity]
-        if window is not None:
-            hidden = hidden | (self.slots <= self.slot - window)[None, :]
+        hidden = later_or_outside(self.slot, self.slots, window)[None, :] | (self.seen == 0)  # [B, capacity]
         return additive(hidden[:, None, None, :], dtype)
 
     def ring_mask(self, window: int, dtype) -> torch.Tensor:

@@ -28,7 +28,7 @@ import contextlib
 import torch
 import torch.nn as nn
 
-from ..modules.attention.sequence import additive
+from ..modules.attention.sequence import additive, later_or_outside
 from .driver import Decoder
 from .step import ExplicitCache
 
@@ -49,10 +49,7 @@ class TargetState:
         """[1, 1, N, P + N]: a later key, or one `window` or more back, is hidden."""
         query = torch.arange(self.start, self.end, device=self.device)[:, None]  # [N, 1]
         slot = torch.arange(self.end, device=self.device)[None, :]  # [1, P + N]
-        hidden = slot > query
-        if window is not None:
-            hidden = hidden | (slot <= query - window)
-        return additive(hidden[None, None], dtype)
+        return additive(later_or_outside(query, slot, window)[None, None], dtype)
 
 
 class EncoderStep(nn.Module):

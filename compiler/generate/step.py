@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..modules.attention.sequence import additive
+from ..modules.attention.sequence import additive, later_or_outside
 from .cache import KVCache
 from .driver import Decoder
 
@@ -46,9 +46,7 @@ class StepState:
             past = total - self.queries
             query = torch.arange(self.queries, device=self.attention_mask.device)[:, None] + past  # [N, 1]
             slot = torch.arange(total, device=self.attention_mask.device)[None, :]  # [1, P + N]
-            hidden = slot > query
-            if window is not None:
-                hidden = hidden | (slot <= query - window)
+            hidden = later_or_outside(query, slot, window)  # [N, P + N]
             padded = (self.attention_mask == 0)[:, None, None, :]
             self._masks[key] = additive(padded | hidden, dtype)
         return self._masks[key]

@@ -9,7 +9,7 @@ from archspec.primitives.ops.attention.causal import CAUSAL
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from .common import CachedAttention
-from .sequence import SelfAttention, attention_fusion, make_sequence_attention
+from .sequence import SelfAttention, attention_fusion, later_or_outside, make_sequence_attention
 
 
 class CausalSelfAttention(CachedAttention, SelfAttention):
@@ -20,7 +20,7 @@ class CausalSelfAttention(CachedAttention, SelfAttention):
     def hidden(self, q_len, k_len, device):
         i = torch.arange(q_len, device=device)[:, None]
         j = torch.arange(k_len, device=device)[None, :]
-        return j > i  # [L, L]: later keys are hidden
+        return later_or_outside(i, j)  # [L, L]: later keys are hidden
 
 
 @lowering(CAUSAL)

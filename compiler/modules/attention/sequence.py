@@ -55,6 +55,13 @@ def hidden_keys(padding):
     return (padding == 0)[:, None, None, :]
 
 
+def later_or_outside(query, key, window=None):
+    """True where a key may not be seen by a query: it comes later, or (with a window) `window`
+    or more places before it. `query` and `key`: broadcastable slot indices (e.g. [N, 1], [1, M])."""
+    hidden = key > query
+    return hidden if window is None else hidden | (key <= query - window)
+
+
 def additive(hidden, dtype):
     """A boolean 'hidden' mask -> an additive mask: 0 where seen, the dtype's minimum where
     hidden (a row with every key hidden then attends uniformly instead of giving NaN)."""

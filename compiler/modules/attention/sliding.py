@@ -9,7 +9,7 @@ from archspec.primitives.ops.attention.sliding import SLIDING
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from .common import CachedAttention
-from .sequence import SelfAttention, attention_fusion, make_sequence_attention
+from .sequence import SelfAttention, attention_fusion, later_or_outside, make_sequence_attention
 
 
 class SlidingWindowAttention(CachedAttention, SelfAttention):
@@ -22,7 +22,7 @@ class SlidingWindowAttention(CachedAttention, SelfAttention):
     def hidden(self, q_len, k_len, device):
         i = torch.arange(q_len, device=device)[:, None]
         j = torch.arange(k_len, device=device)[None, :]
-        return (j > i) | (j <= i - self.window)  # [L, L]: later keys, and keys more than window - 1 back
+        return later_or_outside(i, j, self.window)  # [L, L]: later keys, and keys more than window - 1 back
 
 
 @lowering(SLIDING)
