@@ -123,21 +123,28 @@ class Decoder:
     def cached(self, state: DecodeState):
         """The cache set on every attention layer (and positions on the embeddings) for the block
         only: a KVCache on each causal, sliding or alibi one, a place for the memory's keys and values
-        on each cross attention."""
-        try:
-            for module in self.attention:
-                module.kv_cache = KVCache(state, getattr(module, "window", None))
-            for module in self.cross:
-                module.memory_cache = {}
-            for module in self.biases:
-                module.decode_state = state
-            for module in self.source_only:
-                module.forward = computed_once(module.forward)
+        on each cross attention; the positions logits() sets on the embeddings are taken off after."""
+        with contextlib.ExitStack() as stack:
+            for modules, name, values in (
+                    (self.attention, "kv_cache", [KVCache(state, getattr(m, "window", None)) for m in self.attention]),
+                    (self.cross, "memory_cache", [{} for _ in self.cross]),
+                    (self.biases, "decode_state", [state] * len(self.biases)),
+                    (self.source_only, "forward", [computed_once(m.forward) for m in self.source_only]),
+                    (self.embeds, "positions", [None] * len(self.embeds))):
+                stack.enter_context(set_on(modules, name, values))
             yield
-        finally:
-            for module in self.attention + self.embeds + self.source_only + self.cross + self.biases:
-                for name in ("kv_cache", "positions", "forward", "memory_cache", "decode_state"):
-                    module.__dict__.pop(name, None)
+
+
+@contextlib.contextmanager
+def set_on(modules, name: str, values):
+    """`name` set on each module (an instance attribute) for the block, taken off after."""
+    try:
+        for module, value in zip(modules, values):
+            module.__dict__[name] = value
+        yield
+    finally:
+        for module in modules:
+            module.__dict__.pop(name, None)
 
 
 def refusal(why: str):

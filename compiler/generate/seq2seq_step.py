@@ -23,13 +23,11 @@ traces one program with the past of length 1 or more and one with it empty.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.nn as nn
 
 from ..modules.attention.sequence import additive, later_or_outside
-from .driver import Decoder
+from .driver import Decoder, set_on
 from .step import ExplicitCache
 
 
@@ -52,13 +50,19 @@ class TargetState:
         return additive(later_or_outside(query, slot, window)[None, None], dtype)
 
 
-class EncoderStep(nn.Module):
-    """An encoder-decoder model's encoder as a program: the source in, the keys and values of
-    every cross attention layer out (see the module docstring)."""
+class Seq2SeqProgram(nn.Module):
+    """An encoder-decoder model and its Decoder (driver.py), which the two programs read."""
 
     def __init__(self, model):
         super().__init__()
-        self.model, self.decoder = model, seq2seq_decoder(model)
+        self.model, self.decoder = model, Decoder(model)
+        if not self.decoder.encoder_decoder:
+            raise NotImplementedError("these programs are an encoder-decoder's; step.py has the decoder-only ones")
+
+
+class EncoderStep(Seq2SeqProgram):
+    """An encoder-decoder model's encoder as a program: the source in, the keys and values of
+    every cross attention layer out (see the module docstring)."""
 
     def names(self) -> tuple[list[str], list[str]]:
         inputs = ["input_ids", "attention_mask"] if self.decoder.source_mask else ["input_ids"]
@@ -71,12 +75,8 @@ class EncoderStep(nn.Module):
         return tuple(t for found in kept for t in (found["keys"], found["values"]))
 
 
-class Seq2SeqStep(nn.Module):
+class Seq2SeqStep(Seq2SeqProgram):
     """An encoder-decoder model's decoder step, its own cache and the encoder's as inputs (see the module docstring)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model, self.decoder = model, seq2seq_decoder(model)
 
     def layers(self) -> tuple[int, int]:
         return len(self.decoder.attention), len(self.decoder.cross)
@@ -109,28 +109,9 @@ class Seq2SeqStep(nn.Module):
         return (logits, *[t for c in caches for t in (c.keys, c.values)])
 
 
-def seq2seq_decoder(model) -> Decoder:
-    decoder = Decoder(model)
-    if not decoder.encoder_decoder:
-        raise NotImplementedError("these programs are an encoder-decoder's; step.py has the decoder-only ones")
-    return decoder
-
-
 def skipped(result):
     """A forward that runs nothing and gives `result` (a source-only module inside a decoder step)."""
     return lambda *args, **kwargs: result
-
-
-@contextlib.contextmanager
-def set_on(modules, name: str, values):
-    """`name` set on each module (an instance attribute) for the block, taken off after."""
-    try:
-        for module, value in zip(modules, values):
-            module.__dict__[name] = value
-        yield
-    finally:
-        for module in modules:
-            module.__dict__.pop(name, None)
 
 
 # -- export ----------------------------------------------------------------------------------------------

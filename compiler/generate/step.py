@@ -21,7 +21,7 @@ import torch.nn as nn
 
 from ..modules.attention.sequence import additive, later_or_outside
 from .cache import KVCache
-from .driver import Decoder
+from .driver import Decoder, set_on
 
 
 class StepState:
@@ -90,16 +90,9 @@ class DecodeStep(nn.Module):
         state = StepState(attention_mask, position_ids, input_ids.shape[1])
         caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], getattr(m, "window", None))
                   for i, m in enumerate(self.decoder.attention)]
-        try:
-            for module, cache in zip(self.decoder.attention, caches):
-                module.kv_cache = cache
-            for embed in self.decoder.embeds:
-                embed.positions = position_ids
+        with set_on(self.decoder.attention, "kv_cache", caches), \
+                set_on(self.decoder.embeds, "positions", [position_ids] * len(self.decoder.embeds)):
             out = self.model(input_ids)
-        finally:
-            for module in self.decoder.attention + self.decoder.embeds:
-                for name in ("kv_cache", "positions"):
-                    module.__dict__.pop(name, None)
         logits = out[self.decoder.output] if isinstance(out, (tuple, list)) else out
         return (logits, *[t for c in caches for t in (c.keys, c.values)])
 
