@@ -47,7 +47,7 @@ def largest_gap(ours, reference) -> float:
     return max(float((torch.as_tensor(a) - b).abs().max()) for a, b in zip(ours, reference))
 
 
-def save_programs(model, step_path: str, prefill_path: str) -> float:
+def save_programs(model, prefill_path: str, step_path: str) -> float:
     """decode_step.pt2 and prefill.pt2 (the prompt in, its logits and the filled cache out);
     the largest difference of either from the eager step."""
     from ..generate.step import DecodeStep, export_decode_step, export_prefill
@@ -103,6 +103,18 @@ def onnx_gap(path: str, names: list[str], step, inputs) -> float:
 
 
 SEQ2SEQ_FILES = ("encoder.pt2", "decoder_prefill.pt2", "decoder_step.pt2")
+DECODER_FILES = ("prefill.pt2", "decode_step.pt2")
+
+
+def decode_programs(graph: Graph):
+    """What `build --target export` adds for a spec that generates: (its files, the function
+    that writes them from the model and returns their largest gap from eager, what they hold),
+    or None for a spec that does not generate."""
+    if has_decode_step(graph):
+        return DECODER_FILES, save_programs, "KV cache in and out"
+    if has_seq2seq_step(graph):
+        return SEQ2SEQ_FILES, save_seq2seq_programs, "caches in and out"
+    return None
 
 
 def has_seq2seq_step(graph: Graph) -> bool:
@@ -124,6 +136,8 @@ def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path
     ids = torch.randint(0, step.decoder.vocab, (CHECK_BATCH, CHECK_PAST), generator=generator)  # [B, S]
     source = (ids, torch.ones_like(ids).index_fill(1, torch.tensor([CHECK_PAST - 1]), 0)) \
         if step.decoder.source_mask else (ids,)  # T5: the last source token padded
+    first = 2 if step.decoder.source_mask else 1  # where the decoder's own past begins among a step's inputs
+    own = slice(first, first + 2 * step.layers()[0])
     with torch.no_grad():
         cross = encoder(*source)
         gaps = [largest_gap(programs["encoder"].module()(*source), cross)]
@@ -132,8 +146,6 @@ def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path
             inputs[0] = torch.randint(0, step.decoder.vocab, inputs[0].shape, generator=generator)  # [B, 1]
             if step.decoder.source_mask:
                 inputs[1] = source[1]
-            own = 2 * step.layers()[0]
-            first = 2 if step.decoder.source_mask else 1
-            inputs[first:first + own] = [torch.randn(t.shape, generator=generator) for t in inputs[first:first + own]]
+            inputs[own] = [torch.randn(t.shape, generator=generator) for t in inputs[own]]
             gaps.append(largest_gap(programs[name].module()(*inputs), step(*inputs)))
     return max(gaps)

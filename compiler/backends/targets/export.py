@@ -32,7 +32,7 @@ class Export(ModuleTarget):
         Running out of memory while exporting or comparing with eager is a located error."""
         import torch
 
-        from ..decode_step import SEQ2SEQ_FILES, has_decode_step, has_seq2seq_step, save_programs, save_seq2seq_programs
+        from ..decode_step import decode_programs
         from ..export import export_program, export_range, gap_at_other_sizes
 
         def export():
@@ -56,25 +56,16 @@ class Export(ModuleTarget):
 
         what = "dynamic batch" + (f", image sides {context.size}" if context.size else "")
         title = f"torch.export ({what}) -> model.pt2"
-        if has_decode_step(context.graph):  # and the decode step, KV cache in and out (decode_step.py)
-            title += ", prefill.pt2 and decode_step.pt2 (KV cache in and out)"
+        programs = decode_programs(context.graph)
+        if programs is not None:  # and the decode programs, caches in and out (decode_step.py)
+            files, save, holds = programs
+            title += ", " + ", ".join(files[:-1]) + f" and {files[-1]} ({holds})"
             whole = run
 
             def run():
                 made = whole()
-                paths = context.path("decode_step.pt2"), context.path("prefill.pt2")
-                step_gap = save_programs(context.model, *paths)
-                context.written.extend(paths)
-                return (*made, step_gap)
-
-        elif has_seq2seq_step(context.graph):  # an encoder-decoder's three programs (decode_step.py)
-            title += ", " + ", ".join(SEQ2SEQ_FILES[:-1]) + f" and {SEQ2SEQ_FILES[-1]} (caches in and out)"
-            whole = run
-
-            def run():
-                made = whole()
-                paths = [context.path(name) for name in SEQ2SEQ_FILES]
-                step_gap = save_seq2seq_programs(context.model, *paths)
+                paths = [context.path(name) for name in files]
+                step_gap = save(context.model, *paths)
                 context.written.extend(paths)
                 return (*made, step_gap)
 
