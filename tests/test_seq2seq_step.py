@@ -26,8 +26,9 @@ NEW = 12
 def greedy_through(programs: dict, step: Seq2SeqStep, source: tuple, start: int, new: int):
     """([B, 1 + new], each step's last logits [B, vocab]): the exported encoder once, the
     exported prefill on the start id, then the exported decode step once per token, each
-    step's cache passed back in."""
-    encoder, prefill, decode = (programs[k].module() for k in ("encoder", "decoder_prefill", "decoder_step"))
+    step's cache passed back in. `programs`: "encoder", "decoder_prefill", "decoder_step" ->
+    a callable giving tensors (an ExportedProgram's module, or an ONNX Runtime session's run)."""
+    encoder, prefill, decode = (programs[k] for k in ("encoder", "decoder_prefill", "decoder_step"))
     batch = source[0].shape[0]
     mask = list(source[1:])  # T5: the source's padding mask, for every decoder step
     with torch.no_grad():
@@ -45,6 +46,10 @@ def greedy_through(programs: dict, step: Seq2SeqStep, source: tuple, start: int,
     return out, seen
 
 
+def modules(programs: dict) -> dict:
+    return {name: program.module() for name, program in programs.items()}
+
+
 def assert_logits_are_forwards(model, source: tuple, out: torch.Tensor, seen: list) -> None:
     """Each step's logits are those of the whole target so far through forward, without a cache
     (random models repeat tokens under greedy decoding: the logits tell a wrong cache apart)."""
@@ -58,7 +63,7 @@ def test_the_2017_transformers_programs_decode_as_generate():
     _, ours = transformer_pair()
     source = torch.randint(1, 500, (3, 11), generator=torch.Generator().manual_seed(3))
     expected = generate(ours, source, max_new_tokens=NEW, decoder_start_token_id=1)
-    got, seen = greedy_through(export_seq2seq(ours), Seq2SeqStep(ours), (source,), 1, NEW)
+    got, seen = greedy_through(modules(export_seq2seq(ours)), Seq2SeqStep(ours), (source,), 1, NEW)
     assert torch.equal(got, expected)
     assert_logits_are_forwards(ours, (source,), got, seen)
 
@@ -73,7 +78,7 @@ def test_t5s_programs_decode_a_padded_batch_as_generate():
     mask = torch.ones_like(source)
     mask[1, -3:] = 0  # the second source three tokens shorter
     expected = generate(ours, source, attention_mask=mask, max_new_tokens=NEW, decoder_start_token_id=0)
-    got, seen = greedy_through(export_seq2seq(ours), Seq2SeqStep(ours), (source, mask), 0, NEW)
+    got, seen = greedy_through(modules(export_seq2seq(ours)), Seq2SeqStep(ours), (source, mask), 0, NEW)
     assert torch.equal(got, expected)
     assert_logits_are_forwards(ours, (source, mask), got, seen)
 

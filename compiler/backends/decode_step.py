@@ -12,12 +12,13 @@ over all outputs is reported. prefill.onnx takes the empty past as inputs of len
 ONNX Runtime runs as it is.
 
 An encoder-decoder spec (transformer_base, t5_small) gets encoder.pt2, decoder_prefill.pt2 and
-decoder_step.pt2 with `--target export` (compiler/generate/seq2seq_step.py), checked the same way.
+decoder_step.pt2 with `--target export`, encoder.onnx, decoder_prefill.onnx and decoder_step.onnx
+with `--target onnx` (compiler/generate/seq2seq_step.py, Optimum's names), checked the same way
+(the source at CHECK_BATCH and CHECK_PAST tokens, T5's last one padded). `decode_programs` and
+`onnx_decode_programs` say which files a spec gets and which function writes them.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import torch
 
@@ -73,19 +74,17 @@ def prompt_inputs(step) -> tuple[torch.Tensor, ...]:
     return (ids, mask, positions, *empty)
 
 
-def save_onnx(model, step_path: str, prefill_path: str) -> tuple[float, float]:
-    """decode_step.onnx and prefill.onnx; the largest difference of each from the eager step in
-    ONNX Runtime (the step at CHECK_BATCH after CHECK_PAST tokens, the prefill on a left-padded
-    prompt), neither at the batch or length it was traced at."""
+def save_onnx(model, prefill_path: str, step_path: str) -> dict[str, float]:
+    """prefill.onnx and decode_step.onnx; the largest difference of each from the eager step in
+    ONNX Runtime (the prefill on a left-padded prompt, the step at CHECK_BATCH after CHECK_PAST
+    tokens), neither at the batch or length it was traced at: report.json's names -> gaps."""
     from ..generate.step import DecodeStep, export_decode_step_onnx, export_prefill_onnx
 
-    with warnings.catch_warnings():  # the exporter's notes on dim names, not the user's business
-        warnings.simplefilter("ignore")
-        names, _ = export_decode_step_onnx(model, step_path)
-        export_prefill_onnx(model, prefill_path)
+    names, _ = export_decode_step_onnx(model, step_path)
+    export_prefill_onnx(model, prefill_path)
     step = DecodeStep(model).eval()
-    return (onnx_gap(step_path, names, step, check_inputs(step)),
-            onnx_gap(prefill_path, names, step, prompt_inputs(step)))
+    return {"prefill_gap": onnx_gap(prefill_path, names, step, prompt_inputs(step)),
+            "decode_step_gap": onnx_gap(step_path, names, step, check_inputs(step))}
 
 
 def onnx_gap(path: str, names: list[str], step, inputs) -> float:
@@ -99,10 +98,11 @@ def onnx_gap(path: str, names: list[str], step, inputs) -> float:
         return largest_gap(session.run(None, feeds), step(*inputs))
 
 
-# -- an encoder-decoder (transformer_base, t5_small): encoder.pt2, decoder_prefill.pt2, decoder_step.pt2 ----------
+# -- an encoder-decoder (transformer_base, t5_small): encoder, decoder_prefill, decoder_step (.pt2, .onnx) ---------
 
 
-SEQ2SEQ_FILES = ("encoder.pt2", "decoder_prefill.pt2", "decoder_step.pt2")
+SEQ2SEQ_PROGRAMS = ("encoder", "decoder_prefill", "decoder_step")
+SEQ2SEQ_FILES = tuple(f"{name}.pt2" for name in SEQ2SEQ_PROGRAMS)
 DECODER_FILES = ("prefill.pt2", "decode_step.pt2")
 
 
@@ -117,6 +117,17 @@ def decode_programs(graph: Graph):
     return None
 
 
+def onnx_decode_programs(graph: Graph):
+    """What `build --target onnx` adds beside model.onnx, as decode_programs: (its files, the
+    function that writes them and returns report.json's names -> gaps from eager in ONNX
+    Runtime, what they hold), or None for a spec that does not generate."""
+    if has_decode_step(graph):
+        return ("prefill.onnx", "decode_step.onnx"), save_onnx, "KV cache in and out"
+    if has_seq2seq_step(graph):
+        return tuple(f"{name}.onnx" for name in SEQ2SEQ_PROGRAMS), save_seq2seq_onnx, "caches in and out"
+    return None
+
+
 def has_seq2seq_step(graph: Graph) -> bool:
     """An encoder-decoder spec generate() decodes: source (and its mask) and target ids in, logits out."""
     return len(graph.inputs()) in (2, 3) and generates(graph)
@@ -126,11 +137,34 @@ def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path
     """The encoder program (the source in, each cross attention's keys and values out), the
     decoder's prefill (the past empty) and its decode step (generate/seq2seq_step.py); the
     largest difference of any from the eager modules at a batch and lengths they were not traced at."""
-    from ..generate.seq2seq_step import EncoderStep, Seq2SeqStep, example_target, export_seq2seq
+    from ..generate.seq2seq_step import export_seq2seq
 
     programs = export_seq2seq(model)
-    for name, path in zip(("encoder", "decoder_prefill", "decoder_step"), (encoder_path, prefill_path, step_path)):
+    for name, path in zip(SEQ2SEQ_PROGRAMS, (encoder_path, prefill_path, step_path)):
         torch.export.save(programs[name], path)
+    with torch.no_grad():
+        return max(largest_gap(programs[name].module()(*inputs), eager(*inputs))
+                   for name, (eager, inputs) in seq2seq_checks(model).items())
+
+
+def save_seq2seq_onnx(model, encoder_path: str, prefill_path: str, step_path: str) -> dict[str, float]:
+    """encoder.onnx, decoder_prefill.onnx and decoder_step.onnx (the three programs of
+    save_seq2seq_programs, Optimum's names); each one's largest difference in ONNX Runtime from
+    the eager module, at a batch and lengths it was not traced at: report.json's names -> gaps."""
+    from ..generate.seq2seq_step import export_seq2seq_onnx
+
+    paths = dict(zip(SEQ2SEQ_PROGRAMS, (encoder_path, prefill_path, step_path)))
+    names = export_seq2seq_onnx(model, paths)
+    return {f"{name}_gap": onnx_gap(paths[name], names[name][0], eager, inputs)
+            for name, (eager, inputs) in seq2seq_checks(model).items()}
+
+
+def seq2seq_checks(model) -> dict[str, tuple]:
+    """Each seq2seq program's name -> (the eager module, the inputs it is checked on): batch
+    CHECK_BATCH, a source of CHECK_PAST tokens (T5: its last one padded), the decoder's own past
+    random, P = CHECK_PAST - 3 for the step; neither batch nor length the traces' (seq2seq_traces)."""
+    from ..generate.seq2seq_step import EncoderStep, Seq2SeqStep, example_target
+
     encoder, step = EncoderStep(model).eval(), Seq2SeqStep(model).eval()
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(0, step.decoder.vocab, (CHECK_BATCH, CHECK_PAST), generator=generator)  # [B, S]
@@ -138,14 +172,14 @@ def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path
         if step.decoder.source_mask else (ids,)  # T5: the last source token padded
     first = 2 if step.decoder.source_mask else 1  # where the decoder's own past begins among a step's inputs
     own = slice(first, first + 2 * step.layers()[0])
+    checks = {"encoder": (encoder, source)}
     with torch.no_grad():
         cross = encoder(*source)
-        gaps = [largest_gap(programs["encoder"].module()(*source), cross)]
-        for name, past in (("decoder_prefill", 0), ("decoder_step", CHECK_PAST - 3)):
-            inputs = list(example_target(step, cross, past, 1))
-            inputs[0] = torch.randint(0, step.decoder.vocab, inputs[0].shape, generator=generator)  # [B, 1]
-            if step.decoder.source_mask:
-                inputs[1] = source[1]
-            inputs[own] = [torch.randn(t.shape, generator=generator) for t in inputs[own]]
-            gaps.append(largest_gap(programs[name].module()(*inputs), step(*inputs)))
-    return max(gaps)
+    for name, past in (("decoder_prefill", 0), ("decoder_step", CHECK_PAST - 3)):
+        inputs = list(example_target(step, cross, past, 1))
+        inputs[0] = torch.randint(0, step.decoder.vocab, inputs[0].shape, generator=generator)  # [B, 1]
+        if step.decoder.source_mask:
+            inputs[1] = source[1]
+        inputs[own] = [torch.randn(t.shape, generator=generator) for t in inputs[own]]
+        checks[name] = (step, tuple(inputs))
+    return checks

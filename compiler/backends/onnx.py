@@ -152,8 +152,8 @@ class OnnxResult:
     notes: list[str] = field(default_factory=list)
     variant: str = "plain"  # or "optimized" (export_onnx's optimize=True)
     contents: OnnxFile | None = None  # read back from the file (write_model_onnx)
-    decode_step_gap: float | None = None  # decode_step.onnx beside it: max |onnxruntime - eager| (decode_step.py)
-    prefill_gap: float | None = None  # prefill.onnx beside it, the same
+    # the decode programs beside it (decode_step.py): report.json's name -> max |onnxruntime - eager|
+    decode_gaps: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
         text = f"{self.nodes} ONNX nodes"
@@ -173,9 +173,7 @@ class OnnxResult:
         contents = self.contents or describe_onnx_file(self.path)
         return {"variant": self.variant, **contents.to_json(),
                 "onnxruntime_fusions": [{"op": f.op, "found": f.found, "expected": f.expected} for f in self.fusions],
-                "max_difference": self.max_difference, "notes": self.notes,
-                **({} if self.decode_step_gap is None else
-                   {"decode_step_gap": self.decode_step_gap, "prefill_gap": self.prefill_gap})}
+                "max_difference": self.max_difference, "notes": self.notes, **self.decode_gaps}
 
     def to_json(self) -> dict:
         return {"path": self.path, "nodes": self.nodes, "max_difference": self.max_difference, "opset": self.opset,

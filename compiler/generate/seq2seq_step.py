@@ -18,7 +18,8 @@ encoder) are not run at all (`skipped`: their output, which nothing then reads, 
 tensor). A target is never padded (it begins with the decoder start id), so its positions are
 P .. P + N - 1; T5's relative position biases are placed there (relative_bias.py's
 `decode_state`). The first call has an empty past (P = 0, the start id); `export_seq2seq`
-traces one program with the past of length 1 or more and one with it empty.
+traces one program with the past of length 1 or more and one with it empty, and
+`export_seq2seq_onnx` writes the same three as ONNX files (the traces are one list, `seq2seq_traces`).
 """
 
 from __future__ import annotations
@@ -132,31 +133,49 @@ def example_target(step: Seq2SeqStep, cross: tuple[torch.Tensor, ...], past: int
     return (torch.zeros(batch, tokens, dtype=torch.long), *mask, *own, *cross)
 
 
-def export_seq2seq(model) -> dict[str, torch.export.ExportedProgram]:
-    """torch.export of the three programs, batch and lengths dynamic (up to the spec's longest
-    source and target): "encoder" (the source in), "decoder_prefill" (the first target tokens,
-    the past empty) and "decoder_step" (one token after a past of 1 or more)."""
+def seq2seq_traces(model) -> dict[str, tuple[nn.Module, tuple, tuple]]:
+    """What each of the three programs is traced from, for torch.export and torch.onnx alike:
+    name -> (module, example inputs, dynamic shapes), batch and lengths dynamic up to the spec's
+    longest source and target. "encoder" (the source in), "decoder_prefill" (the first target
+    tokens, the past empty) and "decoder_step" (one token after a past of 1 or more)."""
     encoder, step = EncoderStep(model).eval(), Seq2SeqStep(model).eval()
     max_length = step.decoder.max_length or 4096
     batch = torch.export.Dim("batch", min=1, max=1024)
     source = torch.export.Dim("source", min=2, max=step.decoder.max_source or 4096)
+    src = example_source(encoder)
     with torch.no_grad():
-        src = example_source(encoder)
-        programs = {"encoder": without_unread_ops(torch.export.export(encoder, src, dynamic_shapes=(tuple(
-            {0: batch, 1: source} for _ in src),)))}  # forward(*source): one tuple
         cross = encoder(*src)
-        own, n_cross = step.layers()
-        mask = ({0: batch, 1: source},) if step.decoder.source_mask else ()
-        cross_dims = tuple({0: batch, 2: source} for _ in range(2 * n_cross))
-        tokens = torch.export.Dim("tokens", min=1, max=max_length - 1)
-        programs["decoder_prefill"] = torch.export.export(
-            step, example_target(step, cross, 0, 2),
-            dynamic_shapes=({0: batch, 1: tokens}, (*mask, *({0: batch} for _ in range(2 * own)), *cross_dims)))
-        past = torch.export.Dim("past", min=1, max=max_length - 1)
-        programs["decoder_step"] = torch.export.export(
-            step, example_target(step, cross, 3, 1),
-            dynamic_shapes=({0: batch}, (*mask, *({0: batch, 2: past} for _ in range(2 * own)), *cross_dims)))
+    own, n_cross = step.layers()
+    mask = ({0: batch, 1: source},) if step.decoder.source_mask else ()
+    cross_dims = tuple({0: batch, 2: source} for _ in range(2 * n_cross))
+    tokens = torch.export.Dim("tokens", min=1, max=max_length - 1)
+    past = torch.export.Dim("past", min=1, max=max_length - 1)
+    return {
+        "encoder": (encoder, src, (tuple({0: batch, 1: source} for _ in src),)),  # forward(*source): one tuple
+        "decoder_prefill": (step, example_target(step, cross, 0, 2), (
+            {0: batch, 1: tokens}, (*mask, *({0: batch} for _ in range(2 * own)), *cross_dims))),
+        "decoder_step": (step, example_target(step, cross, 3, 1), (
+            {0: batch}, (*mask, *({0: batch, 2: past} for _ in range(2 * own)), *cross_dims))),
+    }
+
+
+def export_seq2seq(model) -> dict[str, torch.export.ExportedProgram]:
+    """torch.export of the three programs (seq2seq_traces), the encoder's without the decoder's dead ops."""
+    with torch.no_grad():
+        programs = {name: torch.export.export(module, example, dynamic_shapes=shapes)
+                    for name, (module, example, shapes) in seq2seq_traces(model).items()}
+    programs["encoder"] = without_unread_ops(programs["encoder"])
     return programs
+
+
+def export_seq2seq_onnx(model, paths: dict[str, str]) -> dict[str, tuple[list[str], list[str]]]:
+    """The three programs as ONNX files (torch.onnx's dynamo exporter, as step.py's decode
+    step), `paths` by program name, inputs and outputs under Optimum's names; returns each
+    one's (input names, output names)."""
+    from .step import export_onnx
+
+    return {name: export_onnx(module, example, shapes, paths[name])
+            for name, (module, example, shapes) in seq2seq_traces(model).items()}
 
 
 def without_unread_ops(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

@@ -8,7 +8,8 @@ takes the cache as inputs and gives it back as outputs, as Hugging Face's ONNX e
 One module serves both programs of a decoder-only spec: the prefill (P = 0, N the prompt) and
 the single-token decode step (N = 1, P the tokens so far); `export_decode_step` and
 `export_prefill` trace them with torch.export (`export_decode_step_onnx` and
-`export_prefill_onnx` with torch.onnx), the batch and the cache or prompt length dynamic.
+`export_prefill_onnx` with torch.onnx, through `export_onnx`, which seq2seq_step.py's ONNX
+files share), the batch and the cache or prompt length dynamic.
 Where generate() keeps a preallocated cache (cache.py), this one is explicit state: the caller
 keeps the present keys and values and passes them back, so the exported program has no hidden
 mutation.
@@ -167,10 +168,24 @@ def export_prefill_onnx(model, path: str, max_length: int | None = None) -> tupl
     return export_onnx(step, example_prefill(step), shapes, path)
 
 
-def export_onnx(step: DecodeStep, example, shapes, path: str) -> tuple[list[str], list[str]]:
-    """`step` traced at `example` by torch.onnx's dynamo exporter, one self-contained file."""
-    names = step.names()
-    with torch.no_grad():
-        torch.onnx.export(step, example, path, dynamo=True, dynamic_shapes=shapes, input_names=names[0],
+def export_onnx(program: nn.Module, example, shapes, path: str) -> tuple[list[str], list[str]]:
+    """`program` (a decode program with `names()`: DecodeStep, or seq2seq_step.py's EncoderStep
+    and Seq2SeqStep) traced at `example` by torch.onnx's dynamo exporter, one self-contained
+    file at `path`; returns its (input names, output names).
+
+    SDPA is held to its math kernel while exporting, as model.onnx's opset 18 export is
+    (backends/onnx.py): with the fused CPU kernel (its output [B, N, h, d] in memory), torch
+    2.14's ONNX decomposition turns the heads' merge after attention (sequence.py's
+    `x.transpose(1, 2).reshape(B, N, -1)`) into a view that the decomposed attention's output
+    does not allow, and fails ("Cannot view a tensor with shape [B, N, h, d] ... as [B, N, h*d]":
+    T5's attention, its bias as the mask). The eager model is not touched."""
+    import warnings
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    names = program.names()
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's notes on dim names, not the user's business
+        torch.onnx.export(program, example, path, dynamo=True, dynamic_shapes=shapes, input_names=names[0],
                           output_names=names[1], external_data=False, verbose=False)
     return names

@@ -7,7 +7,9 @@ one `Gelu`; ONNX Runtime fuses each linear's bias into it at load), the file `ar
 times; `build --plain-onnx` writes the opset 18 export instead (attention spelled out), for
 runtimes without opset 23. Both go through `write_model_onnx` (backends/onnx.py), so what is
 built and what is benched cannot drift apart; report.json's "onnx" section says what the file
-holds, read back from it."""
+holds, read back from it. A spec that generates also gets its decode programs beside it, checked
+in ONNX Runtime the same way (decode_step.py's `onnx_decode_programs`: prefill.onnx and
+decode_step.onnx, or an encoder-decoder's encoder.onnx, decoder_prefill.onnx and decoder_step.onnx)."""
 
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ class Onnx(Target):
     def build(self, context):
         """model.onnx in the variant asked for (`context.plain_onnx`, set by build's --plain-onnx),
         checked against ONNX Runtime; returns the OnnxResult (report.json's "onnx" section)."""
-        from ..decode_step import has_decode_step, save_onnx
+        from ..decode_step import onnx_decode_programs
         from ..onnx import write_model_onnx
 
         path = context.path("model.onnx")
@@ -57,17 +59,20 @@ class Onnx(Target):
         what = "opset 18, attention spelled out" if variant == "plain" else "fused for ONNX Runtime"
         title = f"ONNX ({what}, dynamic batch) -> model.onnx"
 
+        programs = onnx_decode_programs(context.graph)  # and a spec that generates, its decode programs
+
         def run():
             made = write_model_onnx(context.model, context.graph, path, variant)
             context.written.append(path)
-            if has_decode_step(context.graph):
-                paths = context.path("decode_step.onnx"), context.path("prefill.onnx")
-                made.decode_step_gap, made.prefill_gap = save_onnx(context.model, *paths)
+            if programs is not None:
+                paths = [context.path(name) for name in programs[0]]
+                made.decode_gaps = programs[1](context.model, *paths)
                 context.written.extend(paths)
             return made
 
-        if has_decode_step(context.graph):  # and the decode programs, KV cache in and out (decode_step.py)
-            title += ", prefill.onnx and decode_step.onnx (KV cache in and out)"
+        if programs is not None:
+            files, _, holds = programs
+            title += ", " + ", ".join(files[:-1]) + f" and {files[-1]} ({holds})"
         result = context.progress.run(title, run, describe)
         if not result.contents.portable:  # which runtimes can load it, said where the user sees it
             context.notes.append(f"model.onnx runs on {result.contents.runs_on()}")
@@ -133,10 +138,11 @@ def onnx_variant(context) -> str:
 
 def describe(result) -> str:
     """The build line's detail: what model.onnx holds (and how far the decode programs are from eager)."""
-    step, prefill = getattr(result, "decode_step_gap", None), getattr(result, "prefill_gap", None)
-    if step is None:
+    gaps = result.decode_gaps
+    if not gaps:
         return result.summary()
-    return result.summary() + f"; max |onnxruntime - eager| prefill {prefill:.2e}, decode step {step:.2e}"
+    each = ", ".join(f"{name.removesuffix('_gap').replace('_', ' ')} {gap:.2e}" for name, gap in gaps.items())
+    return result.summary() + f"; max |onnxruntime - eager| {each}"
 
 
 register(Onnx())
