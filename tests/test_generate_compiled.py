@@ -66,6 +66,27 @@ def test_compiled_sliding_window_decodes_over_its_ring():
     assert torch.equal(generate(ours, ids, max_new_tokens=14, compile=True), generate(ours, ids, max_new_tokens=14))
 
 
+@pytest.mark.parametrize("heads, kv_heads, mask_heads", [(4, 4, 1), (8, 2, 1), (8, 2, 8)])
+def test_one_query_attention_is_sdpa(heads, kv_heads, mask_heads):
+    """The compiled step's attention (products and sums, grouped heads read in place) against
+    SDPA over the repeated keys, with a padded and unwritten slots masked, or a per-head bias (ALiBi)."""
+    import torch.nn.functional as F
+
+    from archspec.compiler.generate.compiled import one_query_attention
+
+    generator = torch.Generator().manual_seed(0)
+    B, d, slots = 3, 16, 10
+    q = torch.randn(B, heads, 1, d, generator=generator)
+    k, v = (torch.randn(B, kv_heads, slots, d, generator=generator) for _ in range(2))
+    mask = torch.randn(B, mask_heads, 1, slots, generator=generator)
+    mask[:, :, :, 7:] = torch.finfo(torch.float32).min  # unwritten slots
+    mask[0, :, :, :2] = torch.finfo(torch.float32).min  # the first sequence padded on the left
+    group = heads // kv_heads
+    expected = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
+                                              attn_mask=mask, scale=0.3)
+    assert torch.allclose(one_query_attention(q, k, v, mask, 0.3), expected, atol=1e-6, rtol=0)
+
+
 def test_compile_with_an_encoder_decoder_is_refused_in_words():
     _, ours = transformer_pair()
     with pytest.raises(ValueError, match="decoder-only"):

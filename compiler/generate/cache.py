@@ -132,10 +132,17 @@ class KVCache:
             mask = mask + bias.to(q.dtype)  # [B, h, count, end]
         if hasattr(module, "cached_bias"):  # ALiBi: distances between the positions (no window, so no ring)
             mask = mask + module.cached_bias(self.state.positions(), self.state.key_positions(), q.dtype)
-        k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=module.scale)  # [B, h, N, d]
+        out = self.attention(module, q, k, v, mask)  # [B, h, N, d]
         out = module.proj(out.transpose(1, 2).reshape(B, N, -1))  # -> [B, N, h*d]
         return module.proj_drop(out) if module.proj_drop is not None else out
+
+    @staticmethod
+    def attention(module, q, k, v, mask) -> torch.Tensor:
+        """SDPA of the queries [B, h, N, d] over the cached keys and values [B, h_kv, end, d]
+        (repeated for the query heads that share them) -> [B, h, N, d]."""
+        k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=module.scale)  # [B, h, N, d]
+
 
 def rotate_at(rotary, q, k, positions):
     """Rotary embeddings at the given positions [B, N] (Rotary in sequence.py turns 0..N-1):

@@ -72,6 +72,29 @@ class SlotCache(KVCache):
         self.values.index_copy_(2, at, v)
         return self.keys, self.values, mask
 
+    @staticmethod
+    def attention(module, q, k, v, mask) -> torch.Tensor:
+        return one_query_attention(q, k, v, mask, module.scale)
+
+
+def one_query_attention(q, k, v, mask, scale: float | None) -> torch.Tensor:
+    """SDPA of one query per sequence q [B, h, 1, d] over every slot of the cache k, v
+    [B, h_kv, S, d], mask [B, 1 or h, 1, S] -> [B, h, 1, d], written as products and sums.
+
+    In the compiled step inductor makes each of them one loop over the cache, in float32 as
+    SDPA's CPU kernel accumulates, where SDPA's flash kernel (made for many queries) cost more
+    than the rest of a layer's non-matmul work; the query heads that share a key head read it
+    where it lies instead of from a repeated copy."""
+    B, h, _, d = q.shape
+    h_kv, slots = k.shape[1], k.shape[2]
+    scale = d ** -0.5 if scale is None else scale
+    grouped = q.reshape(B, h_kv, h // h_kv, 1, d).float()  # [B, h_kv, group, 1, d]: the heads of one key head
+    scores = (grouped * k[:, :, None].float()).sum(-1) * scale  # [B, h_kv, group, S]
+    scores = scores + mask.reshape(mask.shape[0], h_kv if mask.shape[1] > 1 else 1, -1, slots)  # [B, h_kv, group, S]
+    weights = scores.softmax(-1)  # [B, h_kv, group, S]
+    out = (weights[..., None] * v[:, :, None].float()).sum(-2)  # [B, h_kv, group, d]
+    return out.to(q.dtype).reshape(B, h, 1, d)  # [B, h, 1, d]
+
 
 class StaticStep(nn.Module):
     """One decode step of a decoder-only model over its filled caches:
