@@ -133,6 +133,19 @@ def test_build_writes_a_package_that_loads_without_archspec_and_matches_eager(tm
         expected = model(*args)
     got = run_package_without_archspec(out, "model.aoti.pt2", args)
     assert got.shape == expected.shape and float((got - expected).abs().max()) < 1e-4
+    assert package_calls(out / "model.aoti.pt2") == {"oneDNN linear"}  # frozen: no MKL matrix product left
+
+
+def package_calls(package) -> set[str]:
+    """Which kind of matrix product the package's C++ wrapper calls: oneDNN's linear on weights
+    packed at compile time (inductor's freezing), or a plain addmm/mm (MKL's BLAS on the CPU)."""
+    import zipfile
+
+    with zipfile.ZipFile(package) as archive:
+        wrapper = "".join(archive.read(name).decode(errors="ignore")
+                          for name in archive.namelist() if name.endswith("wrapper.cpp"))
+    kinds = {"oneDNN linear": "_linear_pointwise", "addmm": "aoti_torch_cpu_addmm", "mm": "aoti_torch_cpu_mm"}
+    return {kind for kind, call in kinds.items() if call in wrapper}
 
 
 @pytest.mark.slow
