@@ -4,7 +4,8 @@ inductor first builds C++ (torch.compile, AOTInductor), which would otherwise la
 of a build's progress lines or of the tokens `archspec generate` prints.
 
 A filter on that logger, not its level: `Logger.setLevel` clears the cache of every logger in
-the process, which cost 0.3-0.6 ms around each compiled decode step (torch has hundreds)."""
+the process (torch has hundreds), twice around each compiled decode step: about 0.1 ms a step
+for the shipped llama in bf16."""
 
 from __future__ import annotations
 
