@@ -27,7 +27,6 @@ its top-1 agreement is a pessimistic figure; with trained weights it is higher.
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 
@@ -37,6 +36,7 @@ from archspec.core.errors import error
 from archspec.core.ir import Graph
 
 from ..hierarchy import copy_model
+from ..quiet import quiet_logger
 from .calibration import Calibration
 from .export import example_inputs
 from .targets import get as get_target
@@ -307,18 +307,6 @@ def _quantization_tools():
     return onnx, quantization
 
 
-class _Quiet:
-    """ONNX Runtime's quantizer advises pre-processing on the root logger, into our progress line."""
-
-    def __enter__(self):
-        self.root = logging.getLogger()
-        self.level = self.root.level
-        self.root.setLevel(logging.ERROR)
-
-    def __exit__(self, *exc):
-        self.root.setLevel(self.level)
-
-
 def quantize_onnx_int8_static(src: str, dst: str, graph: Graph, calibration: Calibration,
                               per_channel: bool = True) -> dict:
     """ONNX Runtime's static quantization of the MatMul/Gemm layers whose weight is a constant
@@ -333,7 +321,7 @@ def quantize_onnx_int8_static(src: str, dst: str, graph: Graph, calibration: Cal
         def get_next(self):
             return next(feeds, None)
 
-    with _Quiet():
+    with quiet_logger(""):  # ONNX Runtime's quantizer advises pre-processing on the root logger
         quantization.quantize_static(src, dst, Reader(), quant_format=quantization.QuantFormat.QDQ,
                                      op_types_to_quantize=["MatMul", "Gemm"], per_channel=per_channel,
                                      activation_type=quantization.QuantType.QUInt8,
@@ -354,7 +342,7 @@ def quantize_onnx_int8(src: str, dst: str, per_channel: bool = True) -> dict:
     onnx, quantization = _quantization_tools()
     model = onnx.load(src)
     candidates = sum(1 for n in model.graph.node if n.op_type in ("MatMul", "Gemm"))
-    with _Quiet():
+    with quiet_logger(""):  # ONNX Runtime's quantizer advises pre-processing on the root logger
         quantization.quantize_dynamic(src, dst, op_types_to_quantize=["MatMul", "Gemm"], per_channel=per_channel,
                                       weight_type=quantization.QuantType.QInt8,
                                       extra_options={"MatMulConstBOnly": True})
