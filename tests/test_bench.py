@@ -154,3 +154,51 @@ def test_each_row_is_a_percentage_of_the_probe_of_its_own_precision():
     assert lines[1] == "tiny: 1.00 GFLOPs per sample" and "% probe" in lines[3]
     assert lines[4].startswith("eager     fp32") and lines[4].split()[-1] == "50%"
     assert lines[5].startswith("eager     bf16") and lines[5].split()[-1] == "25%"
+
+
+def starved(fails_at: int, failure: Exception):
+    """bench.prepare whose onnx variant's warm-up at batch `fails_at` raises `failure`."""
+    from archspec.compiler.backends import bench
+
+    real = bench.prepare
+
+    def prepare(variant, *args, **kwargs):
+        made = real(variant, *args, **kwargs)
+        if variant.target != "onnx":
+            return made
+
+        def bind(batch):
+            if batch == fails_at:
+                raise failure
+            return made.bind(batch)
+
+        return bench.Prepared(bind, made.outputs, made.note)
+
+    return prepare
+
+
+def test_a_variant_that_runs_out_of_memory_is_a_row_that_says_so(monkeypatch, capsys):
+    """ONNX Runtime's allocation failure at one batch size: that row says so, the others are timed."""
+    from archspec.compiler.backends import bench
+
+    pytest.importorskip("onnxruntime")
+    oom = RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Failed to allocate memory for requested "
+                       "buffer of size 123456789")
+    monkeypatch.setattr(bench, "prepare", starved(2, oom))
+    code = main(["bench", VIT, *TINY, "--target", "eager", "onnx", "--batch", "1", "2", "--rounds", "1",
+                 "--threads", "1", "--json"])
+    assert code == 0
+    rows = {(r["target"], r["batch"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows[("onnx", 2)]["status"].startswith("ran out of memory at batch 2 ([ONNXRuntimeError]")
+    assert all(rows[key]["status"] == "ok" for key in (("onnx", 1), ("eager", 1), ("eager", 2)))
+
+
+def test_a_variant_that_fails_otherwise_is_not_hidden_as_a_row(monkeypatch, capsys):
+    """Any other failure is a defect, reported as the crash it is (exit 3), not a row."""
+    from archspec.compiler.backends import bench
+
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setattr(bench, "prepare", starved(2, ValueError("a bug, not memory")))
+    code = main(["bench", VIT, *TINY, "--target", "eager", "onnx", "--batch", "1", "2", "--rounds", "1",
+                 "--threads", "1", "--json"])
+    assert code == 3 and "a bug, not memory" in capsys.readouterr().err

@@ -30,6 +30,7 @@ from archspec.core.ir import Graph
 
 from .export import example_inputs, max_abs_difference
 from .isa import Isa, read_isa
+from .memory import ran_out_of_memory
 from .precision import DTYPES, cast_model, measure_deviation
 from .targets import get as get_target, targets
 from .timing import Timing, interleaved, machine_description, matmul_probe
@@ -246,6 +247,8 @@ def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
                 prepared[v] = prepare(v, model, graph, work, threads, device)
             except Unavailable as exc:
                 prepared[v] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - only running out of memory becomes a row; the rest is raised
+                prepared[v] = out_of_memory_row(exc, "while it was prepared (exported, compiled or loaded)")
         for v, p in prepared.items():
             if isinstance(p, str) or is_reference(v, device):
                 deviations[v] = None
@@ -254,25 +257,23 @@ def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
                 fp32_eager = torch_runner(model, graph, "fp32", compiled=False, device="cpu")
             log(f"deviation of {v.label} from fp32 eager")
             dev_batch = min(batches)  # a size each variant runs anyway (torch.compile compiles per size)
-            if v.precision == "fp32":
-                args = example_inputs(graph, batch=dev_batch)
-                gap = max_abs_difference(p.outputs(args), fp32_eager.outputs(args))
-                deviations[v] = (f"max |diff| {gap:.1e}", {"max_abs": gap})
-            else:
-                dev = measure_deviation(fp32_eager.outputs, p.outputs, graph, v.precision, v.target, batch=dev_batch,
-                                        samples=samples)
-                text = f"max |diff| {dev.max_abs:.1e} (of {dev.scale:.1e})"
-                if dev.top1_total:
-                    text += f", top-1 {dev.top1_agree}/{dev.top1_total}"
-                deviations[v] = (text, dev.to_json())
+            try:
+                deviations[v] = deviation_of(v, p, fp32_eager, graph, dev_batch, samples)
+            except Exception as exc:  # noqa: BLE001 - only running out of memory becomes a row; the rest is raised
+                prepared[v] = out_of_memory_row(exc, f"at batch {dev_batch}")
+                deviations[v] = None
         probe_rates: dict[str, list[float]] = {}
         for batch in batches:
             runners, work_of = {}, {}
+            out_of_memory: dict[Variant, str] = {}
             for v, p in prepared.items():
                 if isinstance(p, str):
                     continue
                 log(f"warm up {v.label} at batch {batch}")
-                runners[v.label] = p.bind(batch)
+                try:
+                    runners[v.label] = p.bind(batch)
+                except Exception as exc:  # noqa: BLE001 - only running out of memory becomes a row; the rest is raised
+                    out_of_memory[v] = out_of_memory_row(exc, f"at batch {batch}")
             dtypes = {probe_precision(v.precision) for v, p in prepared.items() if not isinstance(p, str)} or {"fp32"}
             for dtype in sorted(dtypes):
                 probe, flops = matmul_probe(dtype=DTYPES[dtype], device=device)
@@ -284,8 +285,8 @@ def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
             for dtype in dtypes:
                 probe_rates.setdefault(dtype, []).append(timings[f"probe {dtype}"].rate)
             for v, p in prepared.items():
-                if isinstance(p, str):
-                    rows.append(Row(v, batch, status=p))
+                if isinstance(p, str) or v in out_of_memory:
+                    rows.append(Row(v, batch, status=p if isinstance(p, str) else out_of_memory[v]))
                     continue
                 dtype = probe_precision(v.precision)
                 text, data = deviations.get(v) or (None, None)
@@ -294,3 +295,27 @@ def bench_all(model: torch.nn.Module, graph: Graph, flops_per_sample: float, var
     probes = {k: sum(v) / len(v) for k, v in probe_rates.items()}
     notes = [f"{v.label}: {p.note}" for v, p in prepared.items() if not isinstance(p, str) and p.note]
     return BenchResult(rows, threads, rounds, machine_description(), probes, notes)
+
+
+def deviation_of(v: Variant, p: Prepared, fp32_eager: Prepared, graph: Graph, batch: int, samples: int
+                 ) -> tuple[str, dict]:
+    """(the table's text, report's record) of variant v's difference from fp32 eager at `batch`."""
+    if v.precision == "fp32":
+        args = example_inputs(graph, batch=batch)
+        gap = max_abs_difference(p.outputs(args), fp32_eager.outputs(args))
+        return f"max |diff| {gap:.1e}", {"max_abs": gap}
+    dev = measure_deviation(fp32_eager.outputs, p.outputs, graph, v.precision, v.target, batch=batch,
+                            samples=samples)
+    text = f"max |diff| {dev.max_abs:.1e} (of {dev.scale:.1e})"
+    if dev.top1_total:
+        text += f", top-1 {dev.top1_agree}/{dev.top1_total}"
+    return text, dev.to_json()
+
+
+def out_of_memory_row(exc: BaseException, when: str) -> str:
+    """A row's status for a variant that ran out of memory `when` (ONNX Runtime's, torch's or
+    Python's allocation failure: memory.py); any other failure is raised as it is."""
+    if not ran_out_of_memory(exc):
+        raise exc
+    first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+    return f"ran out of memory {when} ({first}); try a smaller --batch, input size or sequence length"
