@@ -105,3 +105,22 @@ def test_positions_and_windows():
     assert (early, late) == (11, 69)
     steps = [100.0] + [float(k) for k in range(1, 64)]  # steps[k] feeds position 8 + k - 1
     assert around(steps, 8, early) == 3.0 and around(steps, 8, late) == 61.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_packed_floor_computes_the_products_the_plain_one_does(dtype):
+    """The floor's second pass (weights packed for oneDNN) multiplies by the same matrices:
+    its products equal F.linear's, so the faster of the two is a floor of the same work."""
+    from archspec.compiler.backends.bench_generate import packed_products
+
+    generator = torch.Generator().manual_seed(0)
+    weights = [torch.randn(n, k, generator=generator).to(dtype) for n, k in ((48, 32), (32, 96), (1000, 32))]
+    products = packed_products(weights)
+    if products is None:
+        pytest.skip("oneDNN is not available here")
+    inputs = [torch.randn(1, w.shape[1], generator=generator).to(dtype) for w in weights]
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    for got, w, x in zip(products(inputs), weights, inputs):
+        expected = torch.nn.functional.linear(x.float(), w.float())
+        assert got.shape == (1, w.shape[0])
+        assert float((got.float() - expected).abs().max()) <= tolerance * float(expected.abs().max())
