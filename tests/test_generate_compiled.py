@@ -30,10 +30,11 @@ def built(name: str, overrides: dict):
     return noisy(archspec.build(str(ROOT / "specs" / f"{name}.yaml"), overrides).eval())
 
 
-def compile_count() -> int:
-    from torch._dynamo.utils import counters
+def programs_of(model) -> dict:
+    """The compiled decode programs the model keeps, by (batch, cache capacity)."""
+    from archspec.compiler.generate import decoder_of
 
-    return counters["stats"]["unique_graphs"]
+    return decoder_of(model).compiled.programs
 
 
 def test_compiled_llama_gives_eager_tokens_on_a_left_padded_batch_and_compiles_once():
@@ -41,11 +42,38 @@ def test_compiled_llama_gives_eager_tokens_on_a_left_padded_batch_and_compiles_o
     ids, mask = left_padded()
     eager = generate(ours, ids, max_new_tokens=16, attention_mask=mask)
     assert torch.equal(generate(ours, ids, max_new_tokens=16, attention_mask=mask, compile=True), eager)
-    made = compile_count()
+    made = dict(programs_of(ours))
     again = generate(ours, ids, max_new_tokens=16, attention_mask=mask, compile=True)  # same batch and length
-    assert torch.equal(again, eager) and compile_count() == made
+    assert torch.equal(again, eager) and len(made) == 1 and programs_of(ours) == made  # the same program
     assert torch.equal(ours(ids), ours(ids))  # and forward is the ordinary one after
     assert all(m.kv_cache is None for m in ours.modules() if hasattr(m, "kv_cache"))
+
+
+def test_new_weights_make_the_compiled_step_again():
+    """The program holds a frozen copy of the weights: after they change, generate(compile=True)
+    decodes with the new ones, as eager does."""
+    ours = built("llama", LLAMA_SMALL)
+    ids, mask = left_padded()
+    generate(ours, ids, max_new_tokens=6, attention_mask=mask, compile=True)
+    first = dict(programs_of(ours))
+    with torch.no_grad():
+        for p in ours.parameters():
+            p.mul_(1.5)
+    eager = generate(ours, ids, max_new_tokens=6, attention_mask=mask)
+    assert torch.equal(generate(ours, ids, max_new_tokens=6, attention_mask=mask, compile=True), eager)
+    assert programs_of(ours).keys() == first.keys() and all(programs_of(ours)[k] is not first[k] for k in first)
+
+
+def test_a_copied_model_makes_its_own_compiled_step():
+    import copy
+
+    ours = built("llama", LLAMA_SMALL)
+    ids, mask = left_padded()
+    generate(ours, ids, max_new_tokens=4, attention_mask=mask, compile=True)
+    twin = copy.deepcopy(ours)
+    from archspec.compiler.generate import decoder_of
+
+    assert decoder_of(twin).compiled is None  # nothing of the original's programs (its weights) carried over
 
 
 def test_generate_compile_on_the_command_line_gives_eager_tokens_of_gpt2(capsys):

@@ -2,20 +2,25 @@
 
 An eager decode step runs the model's Python, module by module, for every token: at batch 1
 that overhead is most of the step once the weights stream fast (bf16). Here the single-token
-step is one program torch.compile (inductor) makes once per model, batch and cache capacity,
-and calls for every token after the prefill.
+step is one AOTInductor program, made once per model, batch and cache capacity (CompiledSteps),
+and called for every token after the prefill.
 
 For that the step must keep one shape from token to token, so it reads and writes the caches
 the prefill filled (cache.py's KVCache: keys and values [B, h_kv, capacity or window, d]) in
 place, at a slot given as a tensor, and attends over every slot of them, the ones not yet
 written (or padded, or outside a sliding window) hidden by the mask. The positions are
-computed inside from the same tensors (SlotState), and KVCache.attend does the rest. Only the
-prefill (a different length per prompt) stays eager. `StaticStep` is the module compiled;
-`CompiledSteps` keeps it with the model. In fp32 the tokens are the eager loop's; in bf16 the
-fused kernels round differently, and a long output may part from the eager one.
+computed inside from the same tensors (SlotState), and KVCache.attend does the rest, one
+query's attention written as products and sums (one_query_attention). Only the prefill (a
+different length per prompt) stays eager. `StaticStep` is the module exported; the program
+is compiled frozen, its linears oneDNN's on weights packed once. The tokens are the eager
+loop's in fp32 up to float rounding (oneDNN sums in another order than F.linear); in bf16 a
+long output may part from the eager one.
 """
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import torch
 import torch.nn as nn
@@ -127,18 +132,56 @@ class StaticStep(nn.Module):
 
 
 class CompiledSteps:
-    """The compiled StaticStep of one model, made at the first compiled generate() and kept;
-    torch.compile makes it again for a new batch or capacity."""
+    """The decode step of one model as AOTInductor programs, one per batch size and cache
+    capacity, each made at the first compiled generate() that needs it and kept while the
+    model's weights and mode stay as they were (`refresh`, at each generate()).
+
+    Each program is StaticStep exported and compiled frozen (inductor's freezing, grad off):
+    the weights are its constants, each linear's packed once into oneDNN's blocked layout for
+    one row, which streams the weights about twice as fast as F.linear's matrix-vector products
+    (bench_generate.py's floor). The frozen copy is why a change of the weights (or of train /
+    eval mode) makes the programs again; it also holds the weights a second time while the
+    model lives. Calling a program checks no guards (torch.compile's took 0.2 ms a step)."""
 
     def __init__(self, decoder):
         self.step = StaticStep(decoder).eval()
-        self.compiled = torch.compile(self.step, fullgraph=True, dynamic=False)
+        self.folder = tempfile.TemporaryDirectory(prefix="archspec-decode-step-")
+        self.programs: dict[tuple[int, int], object] = {}
+        self.made_for = None
+
+    def __deepcopy__(self, memo):
+        return None  # a copied model makes its own programs (these hold this model's weights)
+
+    def refresh(self) -> None:
+        """Forget the programs if the model's weights or mode changed since they were made."""
+        now = weights_key(self.step.model)
+        if now != self.made_for:
+            self.programs, self.made_for = {}, now
 
     def run(self, ids: torch.Tensor, state: DecodeState, caches: list[torch.Tensor]) -> torch.Tensor:
-        """Logits [B, vocab] of one token per sequence (ids [B, 1]) at the state's current slot."""
-        slot = torch.tensor([state.start], device=ids.device)
-        with quiet_cpp_extension():  # the first call compiles: torch's "No CUDA runtime" warning, kept off the tokens
-            return self.compiled(ids, slot, state.seen, *caches)
+        """Logits [B, vocab] of one token per sequence (ids [B, 1]) at the state's current slot,
+        the caches written in place."""
+        inputs = (ids, torch.tensor([state.start], device=ids.device), state.seen, *caches)
+        shape = (ids.shape[0], state.seen.shape[1])  # batch, capacity: every input's shape follows
+        program = self.programs.get(shape)
+        if program is None:
+            program = self.programs[shape] = self.make(inputs)
+        return program(*inputs)
+
+    def make(self, inputs: tuple) -> object:
+        """StaticStep at these inputs' shapes, exported, compiled frozen by AOTInductor and loaded."""
+        path = os.path.join(self.folder.name, f"step{len(self.programs)}.pt2")
+        with torch.no_grad(), quiet_cpp_extension():  # inductor freezes only with grad off
+            program = torch.export.export(self.step, inputs, strict=False)
+            torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs={"freezing": True})
+            return torch._inductor.aoti_load_package(path)
+
+
+def weights_key(model: nn.Module) -> tuple:
+    """What the frozen programs copied from the model: each parameter's and buffer's storage,
+    version and dtype, and whether it trains."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return (model.training, *((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors))
 
 
 def filled_caches(decoder) -> list[torch.Tensor]:

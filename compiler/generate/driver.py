@@ -116,6 +116,7 @@ class Decoder:
             return self.logits
         if self.compiled is None:
             self.compiled = CompiledSteps(self)
+        self.compiled.refresh()
         caches = filled_caches(self)
         return lambda ids, state, source: self.compiled.run(ids, state, caches)
 
@@ -260,8 +261,9 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     when the spec takes a source mask, as T5) and returns the target, [B, 1 + new], beginning
     with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
     Hugging Face's (the prompt first, then each step's tokens [B]). `compile`: the decode
-    steps after the prefill run as one program torch.compile makes at the first call for a
-    batch and length (compiled.py; seconds), faster per token (the same tokens in fp32)."""
+    steps after the prefill run as one AOTInductor program made at the first call for a batch
+    and length (compiled.py; seconds), faster per token (in fp32 the same tokens up to float
+    rounding)."""
     decoder = decoder_of(model)
     check_request(decoder, input_ids, attention_mask, max_new_tokens, decoder_start_token_id)
     if compile:
