@@ -1,10 +1,11 @@
-"""generate(..., compile=True) (compiler/generate/compiled.py): the decode steps as one program
-torch.compile makes, over the caches the prefill filled, written in place at a slot given as a
-tensor. It must give the tokens of the eager generate(), which test_generate.py checks against
-Hugging Face's, for rotary positions with grouped-query attention (llama), learned positions
-(gpt2), a left-padded batch and a sliding window's ring buffer; and it must not make the
-program again for the next call of the same shape. Each compile takes seconds: one model per
-case, small.
+"""generate(..., compile=True) (compiler/generate/compiled.py): the decode steps as one
+AOTInductor program compiled frozen, over the caches the prefill filled, written in place at a
+slot given as a tensor. It must give the tokens of the eager generate(), which test_generate.py
+checks against Hugging Face's, for rotary positions with grouped-query attention (llama),
+learned positions (gpt2), a left-padded batch and a sliding window's ring buffer; it must not
+make the program again for the next call of the same shape, must make it again when the
+weights change (it holds a frozen copy), and a copied model must not share it. Each compile
+takes seconds: one model per case, small.
 
 Also here: the cross attention of an encoder-decoder keeps the source's keys and values for
 the whole decode (projected once per generate(), not once per token).

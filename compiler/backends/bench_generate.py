@@ -7,7 +7,7 @@ floor of one decoded token, measured in the same interleaved rounds.
     print(result.table())
 
 Each precision is timed on each target: `eager` is generate() as it runs by default, `compile`
-is generate(compile=True), its decode steps one program torch.compile made (the time that
+is generate(compile=True), its decode steps one AOTInductor program made frozen (the time that
 takes, in the untimed first call, is reported as compile_s).
 
 After an untimed generate() per precision and target, as long as the timed ones (first calls

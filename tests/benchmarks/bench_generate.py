@@ -7,11 +7,12 @@ Per round, every path of every precision once, the order rotating:
 
   archspec     generate(model, ids, ...) with its preallocated key/value cache
   archspec compile
-               generate(model, ids, ..., compile=True): the decode step one program made by
-               torch.compile in a warm-up run before the rounds (compiler/generate/compiled.py)
+               generate(model, ids, ..., compile=True): the decode step one AOTInductor program,
+               compiled frozen in a warm-up run before the rounds (compiler/generate/compiled.py)
   floor        one batch-1 matrix-vector product over every matrix a token passes through (each
                Linear, the lm head; the embedding is a row read, left out), in the row's
-               precision: what a decode step costs if it only streamed its weights once
+               precision, the faster of F.linear and oneDNN on weights packed for one row: what
+               a decode step costs if it only streamed its weights once
                (compiler/backends/bench_generate.py, as `archspec bench --generate`)
   hf eager     transformers' model.generate(ids, ...) (its default attention and cache)
   hf static+compile

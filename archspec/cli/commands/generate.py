@@ -10,7 +10,7 @@ It prints the new ids on one line, separated by spaces, each as soon as it is ch
 that cannot generate (no lm head, attention that sees later tokens, other inputs than ids) is
 an error saying why (exit 1); ids outside the vocabulary and more tokens than the spec's longest
 sequence are usage errors (exit 2), before any decoding. --compile runs the decode steps as one
-program torch.compile makes first (seconds; worth it for long outputs; decoder-only specs).
+AOTInductor program compiled first (seconds; worth it for long outputs; decoder-only specs).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def add_arguments(parser) -> None:
                              "begins with this id")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and of sampling (default 0)")
     parser.add_argument("--compile", action="store_true",
-                        help="compile the decode step first (torch.compile; seconds before the first token, "
+                        help="compile the decode step first (AOTInductor, frozen; seconds before the first token, "
                              "faster per token after; decoder-only specs)")
 
 
