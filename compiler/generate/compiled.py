@@ -148,13 +148,15 @@ class CompiledSteps:
         self.folder = tempfile.TemporaryDirectory(prefix="archspec-decode-step-")
         self.programs: dict[tuple[int, int], object] = {}
         self.made_for = None
+        self.made = 0  # programs made so far: each its own package file
 
     def __deepcopy__(self, memo):
         return None  # a copied model makes its own programs (these hold this model's weights)
 
     def refresh(self) -> None:
-        """Forget the programs if the model's weights or mode changed since they were made."""
-        now = weights_key(self.step.model)
+        """Forget the programs if the model's weights or mode, or torch's thread count (the
+        kernels are compiled for it), changed since they were made."""
+        now = (torch.get_num_threads(), weights_key(self.step.model))
         if now != self.made_for:
             self.programs, self.made_for = {}, now
 
@@ -170,7 +172,8 @@ class CompiledSteps:
 
     def make(self, inputs: tuple) -> object:
         """StaticStep at these inputs' shapes, exported, compiled frozen by AOTInductor and loaded."""
-        path = os.path.join(self.folder.name, f"step{len(self.programs)}.pt2")
+        path = os.path.join(self.folder.name, f"step{self.made}.pt2")
+        self.made += 1
         with torch.no_grad(), quiet_cpp_extension():  # inductor freezes only with grad off
             program = torch.export.export(self.step, inputs, strict=False)
             torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs={"freezing": True})
