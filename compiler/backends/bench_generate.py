@@ -142,7 +142,7 @@ def packed_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None
 def floor_seconds(weights: list[torch.Tensor], passes: int = FLOOR_PASSES) -> float:
     """The floor of one token: the faster of two ways to multiply every matrix by a vector once,
     F.linear on the weights as they are and oneDNN on the weights packed for it (on this
-    AMD EPYC the packed pass streamed 34-58 GiB/s, F.linear 16-25), each the median of `passes`
+    AMD EPYC the packed pass streamed 34-61 GiB/s, F.linear 16-25), each the median of `passes`
     passes after a warm-up one."""
     medians = []
     for make in (floor_pass, packed_floor_pass):
