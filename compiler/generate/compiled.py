@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.sequence import additive, later_or_outside
-from ..quiet import quiet_cpp_extension
+from ..frozen import compile_frozen
 from .cache import DecodeState, KVCache
 
 
@@ -174,10 +174,9 @@ class CompiledSteps:
         """StaticStep at these inputs' shapes, exported, compiled frozen by AOTInductor and loaded."""
         path = os.path.join(self.folder.name, f"step{self.made}.pt2")
         self.made += 1
-        with torch.no_grad(), quiet_cpp_extension():  # inductor freezes only with grad off
+        with torch.no_grad():
             program = torch.export.export(self.step, inputs, strict=False)
-            torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs={"freezing": True})
-            return torch._inductor.aoti_load_package(path)
+        return torch._inductor.aoti_load_package(compile_frozen(program, path))
 
 
 def weights_key(model: nn.Module) -> tuple:

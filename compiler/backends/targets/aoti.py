@@ -28,12 +28,6 @@ NO_COMPILER = "AOTInductor compiles C++ and finds no C++ compiler here (it looks
 COMPILER_HINT = "install one (apt-get install g++), or name the one to use in $CXX"
 BF16_NO = "this CPU has no bf16 instructions (AVX512-BF16 or AMX): bf16 would be emulated and slow"
 SLOW = "compiles C++, minutes for a full-size model on a few cores"
-# Inductor's freezing: the weights are the package's constants, so it folds what depends only on
-# them and packs each linear's weight once into oneDNN's blocked layout, the activation after
-# it fused (in AOT compiles fp32 too goes to oneDNN, not MKL). Without it every linear was an
-# MKL matrix product, which on AMD's AVX-512 CPUs runs at half oneDNN's rate: vit_s16 fp32 at
-# batch 1 took 55 ms plain, 28 ms frozen, 30 ms eager (AMD EPYC, 2 threads).
-FROZEN = {"freezing": True}
 
 
 def compiler_names() -> list[str]:
@@ -105,17 +99,16 @@ def export_for_package(model, graph, precision: str, batch_range: tuple[int, int
 
 
 def compile_package(program, path: str) -> str:
-    """`program` compiled by AOTInductor into the package at `path` (a .pt2 file), frozen (FROZEN)."""
-    import torch
+    """`program` compiled by AOTInductor into the package at `path` (a .pt2 file), frozen
+    (compiler/frozen.py); a failing C++ compiler is an error in its own words."""
     from torch._inductor import exc
 
     from archspec.core.errors import error
 
-    from ...quiet import quiet_cpp_extension
+    from ...frozen import compile_frozen
 
     try:
-        with quiet_cpp_extension(), torch.no_grad():  # inductor freezes only with grad off
-            return torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=FROZEN)
+        return compile_frozen(program, path)
     except Exception as failure:  # noqa: BLE001 - only the compiler's own failures are turned into an error here
         compiler_failure = cpp_failure(failure, (exc.CppCompileError, exc.InvalidCxxCompiler))
         if compiler_failure is None:
