@@ -14,11 +14,14 @@ ONNX Runtime runs as it is.
 An encoder-decoder spec (transformer_base, t5_small) gets encoder.pt2, decoder_prefill.pt2 and
 decoder_step.pt2 with `--target export`, encoder.onnx, decoder_prefill.onnx and decoder_step.onnx
 with `--target onnx` (compiler/generate/seq2seq_step.py, Optimum's names), checked the same way
-(the source at CHECK_BATCH and CHECK_PAST tokens, T5's last one padded). `decode_programs` and
-`onnx_decode_programs` say which files a spec gets and which function writes them.
+(the source at CHECK_BATCH and CHECK_PAST tokens, T5's last one padded). `decode_programs` says
+which files a spec gets and which function writes them.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -102,30 +105,34 @@ def onnx_gap(path: str, names: list[str], step, inputs) -> float:
 
 
 SEQ2SEQ_PROGRAMS = ("encoder", "decoder_prefill", "decoder_step")
-SEQ2SEQ_FILES = tuple(f"{name}.pt2" for name in SEQ2SEQ_PROGRAMS)
-DECODER_FILES = ("prefill.pt2", "decode_step.pt2")
+DECODER_PROGRAMS = ("prefill", "decode_step")
 
 
-def decode_programs(graph: Graph):
-    """What `build --target export` adds for a spec that generates: (its files, the function
-    that writes them from the model and returns their largest gap from eager, what they hold),
-    or None for a spec that does not generate."""
+@dataclass
+class DecodePrograms:
+    """What a build adds for a spec that generates: its files, the function that writes them
+    from the model and measures them against eager (`save(model, *paths)`), and what they hold."""
+    files: tuple[str, ...]
+    save: Callable
+    holds: str
+
+    def listed(self) -> str:
+        """The files as a build step's title names them: "a, b and c (what they hold)"."""
+        return ", ".join(self.files[:-1]) + f" and {self.files[-1]} ({self.holds})"
+
+
+def decode_programs(graph: Graph, suffix: str = ".pt2") -> DecodePrograms | None:
+    """The decode programs `build` adds beside the model, as torch.export programs (".pt2",
+    `--target export`: the largest gap from eager) or ONNX files (".onnx", `--target onnx`:
+    report.json's names -> gaps in ONNX Runtime), or None for a spec that does not generate."""
+    onnx = suffix == ".onnx"
     if has_decode_step(graph):
-        return DECODER_FILES, save_programs, "KV cache in and out"
-    if has_seq2seq_step(graph):
-        return SEQ2SEQ_FILES, save_seq2seq_programs, "caches in and out"
-    return None
-
-
-def onnx_decode_programs(graph: Graph):
-    """What `build --target onnx` adds beside model.onnx, as decode_programs: (its files, the
-    function that writes them and returns report.json's names -> gaps from eager in ONNX
-    Runtime, what they hold), or None for a spec that does not generate."""
-    if has_decode_step(graph):
-        return ("prefill.onnx", "decode_step.onnx"), save_onnx, "KV cache in and out"
-    if has_seq2seq_step(graph):
-        return tuple(f"{name}.onnx" for name in SEQ2SEQ_PROGRAMS), save_seq2seq_onnx, "caches in and out"
-    return None
+        names, save, holds = DECODER_PROGRAMS, save_onnx if onnx else save_programs, "KV cache in and out"
+    elif has_seq2seq_step(graph):
+        names, save, holds = SEQ2SEQ_PROGRAMS, save_seq2seq_onnx if onnx else save_seq2seq_programs, "caches in and out"
+    else:
+        return None
+    return DecodePrograms(tuple(f"{name}{suffix}" for name in names), save, holds)
 
 
 def has_seq2seq_step(graph: Graph) -> bool:

@@ -58,14 +58,13 @@ class Export(ModuleTarget):
         title = f"torch.export ({what}) -> model.pt2"
         programs = decode_programs(context.graph)
         if programs is not None:  # and the decode programs, caches in and out (decode_step.py)
-            files, save, holds = programs
-            title += ", " + ", ".join(files[:-1]) + f" and {files[-1]} ({holds})"
+            title += ", " + programs.listed()
             whole = run
 
             def run():
                 made = whole()
-                paths = [context.path(name) for name in files]
-                step_gap = save(context.model, *paths)
+                paths = [context.path(name) for name in programs.files]
+                step_gap = programs.save(context.model, *paths)
                 context.written.extend(paths)
                 return (*made, step_gap)
 

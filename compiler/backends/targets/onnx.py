@@ -8,7 +8,7 @@ times; `build --plain-onnx` writes the opset 18 export instead (attention spelle
 runtimes without opset 23. Both go through `write_model_onnx` (backends/onnx.py), so what is
 built and what is benched cannot drift apart; report.json's "onnx" section says what the file
 holds, read back from it. A spec that generates also gets its decode programs beside it, checked
-in ONNX Runtime the same way (decode_step.py's `onnx_decode_programs`: prefill.onnx and
+in ONNX Runtime the same way (decode_step.py's `decode_programs`: prefill.onnx and
 decode_step.onnx, or an encoder-decoder's encoder.onnx, decoder_prefill.onnx and decoder_step.onnx)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Onnx(Target):
     def build(self, context):
         """model.onnx in the variant asked for (`context.plain_onnx`, set by build's --plain-onnx),
         checked against ONNX Runtime; returns the OnnxResult (report.json's "onnx" section)."""
-        from ..decode_step import onnx_decode_programs
+        from ..decode_step import decode_programs
         from ..onnx import write_model_onnx
 
         path = context.path("model.onnx")
@@ -59,20 +59,19 @@ class Onnx(Target):
         what = "opset 18, attention spelled out" if variant == "plain" else "fused for ONNX Runtime"
         title = f"ONNX ({what}, dynamic batch) -> model.onnx"
 
-        programs = onnx_decode_programs(context.graph)  # and a spec that generates, its decode programs
+        programs = decode_programs(context.graph, ".onnx")  # and a spec that generates, its decode programs
 
         def run():
             made = write_model_onnx(context.model, context.graph, path, variant)
             context.written.append(path)
             if programs is not None:
-                paths = [context.path(name) for name in programs[0]]
-                made.decode_gaps = programs[1](context.model, *paths)
+                paths = [context.path(name) for name in programs.files]
+                made.decode_gaps = programs.save(context.model, *paths)
                 context.written.extend(paths)
             return made
 
         if programs is not None:
-            files, _, holds = programs
-            title += ", " + ", ".join(files[:-1]) + f" and {files[-1]} ({holds})"
+            title += ", " + programs.listed()
         result = context.progress.run(title, run, describe)
         if not result.contents.portable:  # which runtimes can load it, said where the user sees it
             context.notes.append(f"model.onnx runs on {result.contents.runs_on()}")
