@@ -10,6 +10,11 @@ archspec's AOTInductor package (`build --target aoti`: the export compiled to C+
 Then bf16 (eager and compile on both sides; ONNX Runtime has no bf16 CPU kernels) and int8
 (archspec's ONNX with ONNX Runtime's dynamic quantization, against its fp32).
 
+With --device cuda the same comparison runs on a CUDA GPU: timm eager and compile against
+archspec eager, compile and AOTInductor (the package compiled for the GPU), in fp16, bf16 or
+fp32, batch 1, 8 and 64 by default; no ONNX Runtime (its CUDA provider is not installed here)
+and no TensorRT (see README). Each call is synchronized, so a time is a forward's latency.
+
 Every runner of one model and batch size is timed in the same interleaved rounds (order
 rotating), with a 2048^3 matmul probe among them; medians, with the spread of the rounds. The
 first line names the CPU and its extensions (AVX-512, AVX512-BF16, AMX): figures from another
@@ -18,6 +23,7 @@ ONNX Runtime's intra-op spinning is off (DESIGN.md section 8). Prints tables of 
 and ratios; `--json FILE` keeps everything; `--markdown` prints the README tables.
 
     nice python tests/benchmarks/bench_vs_peers.py --threads 2 [--models swin_t vit_b16] [--rounds 9]
+    python tests/benchmarks/bench_vs_peers.py --device cuda --precisions bf16 fp16 --rounds 5 --deadline 480
 
 Ratios below 1.0: archspec is faster. "best" is the fastest of each side's paths.
 """
@@ -45,6 +51,8 @@ MODELS = {  # spec: (timm name, image size)
 }
 PEERS = ["timm eager", "timm compile", "timm onnx"]
 OURS = ["archspec eager", "archspec compile", "archspec onnx", "archspec aoti"]
+CUDA_PROBE_SIZE = 8192  # a 2048^3 matmul is over in microseconds on a data-centre GPU: launch-bound
+STARTED = time.perf_counter()
 TARGET_RATIO = 0.70  # issue 21: the best archspec artifact at most 0.70x the best peer, on every row
 
 
@@ -84,54 +92,70 @@ def ort_runner(path: str, x: torch.Tensor, threads: int):
     return lambda: session.run(None, feeds), lambda: torch.from_numpy(session.run(None, feeds)[0])
 
 
-def aoti_runner(spec: str, precision: str, report, ours, x32: torch.Tensor, work: str):
+def aoti_runner(spec: str, precision: str, report, ours, x32: torch.Tensor, work: str, device: str = "cpu"):
     """archspec's AOTInductor package (as `build --target aoti` makes it, dynamic batch over the
-    spec's range), compiled once per model and precision, fed fp32 as its callers do."""
+    spec's range), compiled once per model, precision and device, fed fp32 as its callers do."""
     from archspec.compiler.backends.targets.aoti import compile_package, export_for_package, load_package
 
-    path = os.path.join(work, f"archspec_{spec}_{precision}.aoti.pt2")
+    path = aoti_path(work, spec, precision, device)
     if not os.path.exists(path):
         span = (report.graph.dims["B"].lo, report.graph.dims["B"].hi)
-        log(f"{spec}: archspec AOTInductor package ({precision}); compiling C++ takes minutes")
+        log(f"{spec}: archspec AOTInductor package ({precision}, {device}); compiling takes minutes")
         started = time.perf_counter()
-        compile_package(export_for_package(ours, report.graph, precision, span), path)
+        compile_package(export_for_package(ours, report.graph, precision, span, device), path)
         log(f"  compiled in {time.perf_counter() - started:.0f} s")
     compiled = load_package(path)
+    sync = synchronizer(device)
 
     def run():
         with torch.inference_mode():
-            return compiled(x32)
+            out = compiled(x32)
+        sync()
+        return out
 
     return run, lambda: run().float()
 
 
-def torch_runner(fn, x):
+def aoti_path(work: str, spec: str, precision: str, device: str) -> str:
+    return os.path.join(work, f"archspec_{spec}_{precision}_{device}.aoti.pt2")
+
+
+def synchronizer(device: str):
+    """What makes a timed call wait for its GPU work: nothing on a CPU."""
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def torch_runner(fn, x, device: str = "cpu"):
+    sync = synchronizer(device)
+
     def run():
         with torch.inference_mode():
-            return fn(x)
+            out = fn(x)
+        sync()
+        return out
 
     return run, lambda: run().float()
 
 
 def measure(spec: str, batch: int, precision: str, report, ours, reference, work: str, args) -> dict:
     from archspec.compiler.backends.onnx import export_onnx
-    from archspec.compiler.backends.precision import quantize_onnx_int8
+    from archspec.compiler.backends.precision import DTYPES, quantize_onnx_int8
     from archspec.compiler.backends.timing import interleaved, matmul_probe, wait_for_quiet
 
     _, size = MODELS[spec]
-    x32 = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0))
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    device, cuda = args.device, args.device.startswith("cuda")
+    x32 = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0)).to(device)
+    dtype = DTYPES[precision]
     x = x32.to(dtype)
     runners, outputs, failed = {}, {}, {}
-    if precision == "bf16":
-        import copy
+    ours_m, ref_m = models_in(spec, precision, ours, reference, device)
 
-        ours_m, ref_m = copy.deepcopy(ours).to(dtype).eval(), copy.deepcopy(reference).to(dtype).eval()
-    else:
-        ours_m, ref_m = ours, reference
-
-    def add(label, make):
+    def add(label, make, costly: bool = False):
         if args.only and not any(word in label for word in args.only):
+            return
+        if costly and past_deadline(args):
+            failed[label] = f"not measured: past --deadline {args.deadline:.0f} s"
+            log(f"{spec} b{batch} {precision}: {label} {failed[label]}")
             return
         log(f"{spec} b{batch} {precision}: prepare {label}")
         try:
@@ -141,20 +165,29 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
             log(f"  failed: {failed[label]}")
 
     def compiled(model):
-        torch._dynamo.reset()
-        fn = torch.compile(model, dynamic=False)
+        if cuda:  # one compiled function per model and precision, reused across batch sizes
+            fn = COMPILED.get(id(model))
+            if fn is None:  # no dynamo reset: it would drop the other side's compiled code
+                fn = COMPILED[id(model)] = torch.compile(model)  # batch 1, then one dynamic-batch graph
+        else:
+            torch._dynamo.reset()
+            fn = torch.compile(model, dynamic=False)
+        started = time.perf_counter()
         with torch.inference_mode():
             fn(x)  # compile before timing
-        return torch_runner(fn, x)
+        synchronizer(device)()
+        log(f"  compiled in {time.perf_counter() - started:.0f} s")
+        return torch_runner(fn, x, device)
 
-    add("timm eager", lambda: torch_runner(ref_m, x))
-    add("archspec eager", lambda: torch_runner(ours_m, x))
+    add("timm eager", lambda: torch_runner(ref_m, x, device))
+    add("archspec eager", lambda: torch_runner(ours_m, x, device))
     if not args.no_compile:
-        add("timm compile", lambda: compiled(ref_m))
-        add("archspec compile", lambda: compiled(ours_m))
+        add("timm compile", lambda: compiled(ref_m), costly=True)
+        add("archspec compile", lambda: compiled(ours_m), costly=True)
     if not args.no_aoti:
-        add("archspec aoti", lambda: aoti_runner(spec, precision, report, ours, x32, work))
-    if precision == "fp32":
+        add("archspec aoti", lambda: aoti_runner(spec, precision, report, ours, x32, work, device),
+            costly=not os.path.exists(aoti_path(work, spec, precision, device)))  # compiled once per precision
+    if precision == "fp32" and not cuda:
         add("timm onnx", lambda: ort_runner(timm_onnx(ref_m, x, os.path.join(work, f"timm_{spec}_b{batch}.onnx")),
                                             x, args.threads))
         ours_path = os.path.join(work, f"archspec_{spec}.onnx")
@@ -168,13 +201,14 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
             if not os.path.exists(int8_path):
                 quantize_onnx_int8(ours_path, int8_path)
             add("archspec onnx int8", lambda: ort_runner(int8_path, x, args.threads))
-    probe, flops = matmul_probe(dtype=dtype)
+    probe_size = CUDA_PROBE_SIZE if cuda else 2048
+    probe, flops = matmul_probe(size=probe_size, dtype=dtype, device=device)
     runners["probe"] = probe
     work = {"probe": flops}
-    if dtype != torch.float32:  # the --quiet check reads an fp32 probe, whatever the block's precision
+    if dtype != torch.float32 and not cuda:  # the --quiet check reads an fp32 probe, whatever the block's precision
         runners["probe fp32"], work["probe fp32"] = matmul_probe(dtype=torch.float32)
     with torch.inference_mode():
-        reference_out = reference(x32).float()
+        reference_out = reference.to(device)(x32).float()
     for attempt in range(args.retries + 1):
         if args.quiet:
             wait_for_quiet(args.quiet * 1e9, args.max_wait, log=log)
@@ -191,7 +225,7 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
             out = get().float()
         gaps[label] = float((out - reference_out).abs().max())
     model_flops = report.flops * batch
-    row = {"spec": spec, "batch": batch, "precision": precision, "failed": failed,
+    row = {"spec": spec, "batch": batch, "precision": precision, "device": device, "failed": failed,
            "probe_gflops": timings["probe"].rate / 1e9,
            "paths": {label: {"median_ms": t.median * 1e3, "min_ms": t.low * 1e3, "max_ms": t.high * 1e3,
                              "spread": t.spread, "probe_share": model_flops / t.median / timings["probe"].rate,
@@ -206,6 +240,43 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
     if "timm eager" in paths and "archspec eager" in paths:
         row["eager_ratio"] = paths["archspec eager"]["median_ms"] / paths["timm eager"]["median_ms"]
     return row
+
+
+def gpu_description() -> str:
+    """The GPU, its memory and the torch and CUDA versions, for the table's caption."""
+    props = torch.cuda.get_device_properties(0)
+    return (f"{props.name}, {props.total_memory / 2**30:.0f} GiB, compute capability {props.major}.{props.minor}, "
+            f"{props.multi_processor_count} SMs; torch {torch.__version__}, CUDA {torch.version.cuda}")
+
+
+COPIES: dict = {}  # (spec, precision, device) -> (archspec model, timm model) in that precision there
+COMPILED: dict = {}  # id(model) -> its torch.compile function (CUDA runs)
+
+
+def models_in(spec: str, precision: str, ours, reference, device: str):
+    """archspec's and timm's models in `precision` on `device`: copies, made once per model and
+    precision (the fp32 models themselves in fp32), the last precision's copies let go."""
+    import copy
+
+    from archspec.compiler.backends.precision import DTYPES
+
+    key = (spec, precision, device)
+    if key not in COPIES:
+        for old in [k for k in COPIES if k[0] == spec]:
+            for model in COPIES.pop(old):
+                COMPILED.pop(id(model), None)
+        if precision == "fp32":
+            COPIES[key] = (ours.to(device), reference.to(device))
+        else:
+            dtype = DTYPES[precision]
+            COPIES[key] = tuple(copy.deepcopy(m).to(dtype).to(device).eval() for m in (ours, reference))
+    return COPIES[key]
+
+
+def past_deadline(args) -> bool:
+    """Whether the run is past --deadline (seconds since it started): compiling stops there, so a
+    run on a lent GPU ends in time with every eager row measured."""
+    return args.deadline is not None and time.perf_counter() - STARTED > args.deadline
 
 
 def print_row(row: dict) -> None:
@@ -223,22 +294,36 @@ def print_row(row: dict) -> None:
     sys.stdout.flush()
 
 
+def milliseconds(value: float) -> str:
+    """A median in ms to about three figures (GPU rows are a few ms, CPU rows tens to thousands)."""
+    return f"{value:.0f}" if value >= 20 else f"{value:.1f}" if value >= 2 else f"{value:.2f}"
+
+
+def complete(row: dict) -> bool:
+    """Whether every path of the row was measured (none skipped at --deadline)."""
+    return not any(why.startswith("not measured") for why in row["failed"].values())
+
+
 def markdown(rows: list[dict], header: str) -> str:
-    cells = lambda row, names: [f"{row['paths'][n]['median_ms']:.0f}" if n in row["paths"] else "—"  # noqa: E731
-                                for n in names]
+    cuda = any(row.get("device", "cpu").startswith("cuda") for row in rows)
+    columns = [p for p in PEERS + OURS if not (cuda and "onnx" in p)]  # no ONNX Runtime on the GPU here
+    titles = {"timm onnx": "timm → ORT", "archspec onnx": "archspec ORT", "archspec aoti": "archspec AOTI"}
+    cells = lambda row: [milliseconds(row['paths'][n]['median_ms']) if n in row["paths"] else "—"  # noqa: E731
+                         for n in columns]
     out = [header, "",
-           "| model | batch | prec | timm eager | timm compile | timm → ORT | archspec eager | archspec compile "
-           "| archspec ORT | archspec AOTI | best archspec / best peer | target ≤ 0.70 | archspec eager / timm eager "
-           "| best archspec, % of probe |",
-           "|---|---|---|" + "---|" * 11]
+           "| model | batch | prec | " + " | ".join(titles.get(c, c) for c in columns)
+           + " | best archspec / best peer | target ≤ 0.70 | archspec eager / timm eager | best archspec, % of probe |",
+           "|---|---|---|" + "---|" * (len(columns) + 4)]
     for row in rows:
         share = (f"{100 * row['paths'][row['best_ours'][1]]['probe_share']:.0f}%"
                  if row.get("best_ours", (None, None))[1] else "—")
         ratio = f"**{row['best_ratio']:.2f}** ({row['best_ours'][1].split()[1]})" if "best_ratio" in row else "—"
         eager = f"{row['eager_ratio']:.2f}" if "eager_ratio" in row else "—"
         target = ("met" if row["best_ratio"] <= TARGET_RATIO else "missed") if "best_ratio" in row else "—"
+        if not complete(row):  # a best of what happened to be measured is no best
+            ratio, target = "—", "not all paths measured"
         out.append(f"| {row['spec']} | {row['batch']} | {row['precision']} | "
-                   + " | ".join(cells(row, PEERS[:2]) + [cells(row, PEERS[2:])[0]] + cells(row, OURS))
+                   + " | ".join(cells(row))
                    + f" | {ratio} | {target} | {eager} | {share} |")
     return "\n".join(out)
 
@@ -246,8 +331,13 @@ def markdown(rows: list[dict], header: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--batches", nargs="+", type=int, help="default 1 8 (CPU), 1 8 64 (CUDA)")
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16", "fp16"],
+                        help="fp16 with --device cuda only")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where every path runs (cuda: no ONNX Runtime paths)")
+    parser.add_argument("--deadline", type=float, metavar="SECONDS",
+                        help="compile nothing more after this many seconds (rows still timed eagerly)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (saves compile time)")
@@ -266,22 +356,38 @@ def main() -> None:
     parser.add_argument("--json", help="write every measurement to this file")
     parser.add_argument("--markdown", action="store_true", help="print the README tables at the end")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU here")
+    if args.device == "cpu" and "fp16" in args.precisions:
+        parser.error("fp16 runs on CUDA (--device cuda); on a CPU use bf16")
+    args.batches = args.batches or ([1, 8, 64] if args.device == "cuda" else [1, 8])
     torch.set_num_threads(args.threads)
     from archspec.compiler.backends.isa import read_isa
     from archspec.compiler.backends.timing import machine_description, reuse_freed_memory
 
     machine, isa = machine_description(), read_isa()
     print(f"CPU: {isa.line()}", flush=True)
+    if args.device == "cuda":
+        machine = gpu_description()
+        print(f"GPU: {machine}", flush=True)
     malloc = "glibc malloc tuned to reuse freed memory" if args.malloc_reuse and reuse_freed_memory() else \
         "default malloc"
     print(f"{machine}; {args.threads} threads; {args.rounds} interleaved rounds; {malloc}; "
           f"{datetime.date.today().isoformat()}", flush=True)
-    rows = []
+    rows, built = [], {}
     with tempfile.TemporaryDirectory(prefix="archspec-peers-") as work:
-        for spec in args.models:
-            log(f"{spec}: build timm and archspec (timm's weights in both)")
-            report, ours, reference = build(spec)
-            for precision in args.precisions:
+        for precision in args.precisions:  # every model in the first precision before the next
+            for spec in args.models:
+                if spec not in built:
+                    log(f"{spec}: build timm and archspec (timm's weights in both)")
+                    try:
+                        built[spec] = build(spec)
+                    except Exception as exc:  # noqa: BLE001 - one model that cannot be built; the others run
+                        built[spec] = None
+                        log(f"  failed: {type(exc).__name__}: {str(exc).strip()[:300]}")
+                if built[spec] is None:
+                    continue
+                report, ours, reference = built[spec]
                 for batch in args.batches:
                     row = measure(spec, batch, precision, report, ours, reference, work, args)
                     rows.append(row)
@@ -289,17 +395,16 @@ def main() -> None:
                     if args.json:
                         with open(args.json, "w") as f:
                             json.dump({"machine": machine, "isa": isa.to_json(), "threads": args.threads,
-                                       "rounds": args.rounds, "malloc": malloc,
+                                       "rounds": args.rounds, "malloc": malloc, "device": args.device,
                                        "date": datetime.date.today().isoformat(), "rows": rows}, f, indent=1)
-            del ours, reference
     if args.markdown:
         for precision in args.precisions:
             print("\n" + markdown([r for r in rows if r["precision"] == precision],
                                   f"{precision}, median ms per forward"))
-    ratios = [r["best_ratio"] for r in rows if "best_ratio" in r]
+    ratios = [r["best_ratio"] for r in rows if "best_ratio" in r and complete(r)]
     if ratios:
         print(f"\nbest archspec / best peer: geometric mean {statistics.geometric_mean(ratios):.3f} over "
-              f"{len(ratios)} rows")
+              f"{len(ratios)} rows with every path measured")
 
 
 if __name__ == "__main__":

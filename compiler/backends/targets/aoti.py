@@ -47,23 +47,26 @@ def cpp_compiler() -> str | None:
     return None
 
 
-def bf16_inside(model):
-    """What a bf16 package is compiled from: a bf16 copy of `model` that takes fp32 inputs (cast
-    to bf16 on the way in) and gives fp32 outputs, so that callers feed it as the fp32 one."""
+def low_precision_inside(model, precision: str):
+    """What a bf16 package is compiled from (or an fp16 one, which bench_vs_peers.py --device cuda
+    asks for): a copy of `model` in that precision that takes fp32 inputs (cast on the way in)
+    and gives fp32 outputs, so that callers feed it as the fp32 one."""
     import torch
 
-    from ..precision import cast_model
+    from ..precision import DTYPES, cast_model
 
-    class Bf16Inside(torch.nn.Module):
+    dtype = DTYPES[precision]
+
+    class LowPrecisionInside(torch.nn.Module):
         def __init__(self, inner):
             super().__init__()
             self.inner = inner
 
         def forward(self, *args):
-            out = self.inner(*(a.to(torch.bfloat16) if a.is_floating_point() else a for a in args))
+            out = self.inner(*(a.to(dtype) if a.is_floating_point() else a for a in args))
             return out.float() if isinstance(out, torch.Tensor) else tuple(o.float() for o in out)
 
-    return Bf16Inside(cast_model(model, "bf16")).eval()
+    return LowPrecisionInside(cast_model(model, precision)).eval()
 
 
 def batch_range_of(graph, batch=None) -> tuple[int, int]:
@@ -82,7 +85,7 @@ def export_for_package(model, graph, precision: str, batch_range: tuple[int, int
 
     from ..export import dynamic_shapes, example_inputs
 
-    module = bf16_inside(model) if precision == "bf16" else model
+    module = model if precision == "fp32" else low_precision_inside(model, precision)
     if device != "cpu":  # a copy on the GPU: the caller's model stays where it is
         from ...hierarchy import copy_model
 
@@ -92,7 +95,7 @@ def export_for_package(model, graph, precision: str, batch_range: tuple[int, int
     args = tuple(a.to(device) for a in example_inputs(graph))
     shapes = dynamic_shapes(graph, batch_range)
     positional = tuple(shapes[node.name] for node in graph.inputs())
-    if precision == "bf16":  # forward(*args): the shapes go under its one parameter's name
+    if precision != "fp32":  # forward(*args): the shapes go under its one parameter's name
         positional = {"args": positional}
     with torch.no_grad():
         return torch.export.export(module, args, dynamic_shapes=positional, strict=False)
