@@ -251,6 +251,34 @@ def test_a_hover_on_a_file_the_editor_never_opened_reads_nothing(tmp_path, clien
             pass
 
 
+def test_a_request_with_invalid_params_is_answered_with_an_error_and_the_server_goes_on(tmp_path, client,
+                                                                                        capfd):
+    """An editor waits for the answer to every request: one whose params do not fit the method
+    (a hover without a position) gets JSON-RPC's Invalid Params error, not silence, and no
+    traceback; a notification with invalid params is dropped with one line on stderr."""
+    spec = tmp_path / "chain.yaml"
+    text = HEAD + "graph:\n  - norm: {}\n"
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": spec.as_uri(), "languageId": "yaml",
+                                                            "version": 1, "text": text}})
+    diagnostics_of(client, spec.as_uri(), 1)
+    for method, params in [("textDocument/hover", {"textDocument": {"uri": spec.as_uri()}}),
+                           ("textDocument/definition", {"position": {"line": 0, "character": 0}}),
+                           ("textDocument/completion", None)]:
+        client.next_id += 1
+        wanted = client.next_id
+        client.send({"id": wanted, "method": method, "params": params})
+        message = first(client, lambda m: m.get("id") == wanted and "method" not in m, f"answer to {method}")
+        assert message["error"]["code"] == -32602 and "Invalid Params" in message["error"]["message"], message
+    client.notify("textDocument/didChange", {"textDocument": {"uri": spec.as_uri()}})  # no version, no changes
+    hover = answer(client, "textDocument/hover", {"textDocument": {"uri": spec.as_uri()},
+                                                  "position": {"line": 4, "character": 5}})
+    assert hover is not None and "norm" in hover["contents"]["value"]
+    client.stop()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    assert "archspec lsp: textDocument/didChange: invalid params, dropped" in err
+
+
 @pytest.mark.parametrize("old, new, line, expected", [
     ("a\nb\nc\n", "a\nb\nc\n", 2, 2),
     ("a\nb\nc\n", "a\nB\nc\n", 0, 0),  # above the change
@@ -311,6 +339,19 @@ def test_the_server_answers_again_after_broken_framing():
         if client.process.poll() is None:
             client.process.kill()
         client.process.wait(timeout=WAIT)
+
+
+def test_the_console_command_ends_quietly_with_code_0_when_the_editor_says_exit():
+    """`archspec lsp` as editors start it (the console entry point, run()): pygls closes stdout on
+    exit, and the final flush must not turn that into a traceback and exit code 1."""
+    messages = [{"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+                {"method": "initialized", "params": {}}, {"id": 2, "method": "shutdown", "params": None},
+                {"method": "exit", "params": None}]
+    given = b"".join(frame({"jsonrpc": "2.0", **message}) for message in messages)
+    entry = "import sys; sys.argv = ['archspec', 'lsp']; from archspec.cli.main import run; run()"
+    process = subprocess.run([sys.executable, "-c", entry], input=given, capture_output=True, cwd=ROOT, timeout=WAIT)
+    assert process.returncode == 0 and process.stderr.decode() == "", process.stderr.decode()
+    assert b'"id": 2' in process.stdout
 
 
 @pytest.mark.parametrize("given, last_line", [

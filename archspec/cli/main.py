@@ -104,8 +104,9 @@ def run() -> None:
     """
     code = main()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if not stream.closed:  # the language server closes stdout when the editor says exit
+                stream.flush()
     except BrokenPipeError:
         code = EXIT_BROKEN_PIPE
     os._exit(code)

@@ -16,7 +16,10 @@ cursor, and what the spec defines from the last check that loaded it (the line b
 rarely parses).
 
 A request whose handler fails (a defect in archspec) is answered with nothing and a traceback
-on stderr (the editor's log of the server); the server goes on.
+on stderr (the editor's log of the server); the server goes on. A request whose params do not
+fit its method (a hover without a position) is answered with JSON-RPC's Invalid Params error,
+so that the editor does not wait for it forever (pygls itself answers nothing and logs a
+traceback); a notification with such params is dropped with one line on stderr.
 
 Only documents the editor opened are read: a hover or a save naming any other file (a FIFO, a
 device) reads nothing from disk. stdin is read through framing.py, which skips broken framing
@@ -54,7 +57,8 @@ def make_server():
     from pygls.lsp.server import LanguageServer
     from pygls.uris import from_fs_path, to_fs_path
 
-    server = LanguageServer("archspec", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+    server = LanguageServer("archspec", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
+                            protocol_cls=answering_protocol())
 
     def publish(snapshot: Snapshot, found: list) -> None:
         server.text_document_publish_diagnostics(
@@ -185,6 +189,47 @@ def make_server():
             for fix in fixes(found[0], newest.text, wanted.start.line, wanted.end.line)] or None
 
     return server
+
+
+def answering_protocol():
+    """pygls's protocol, except that a message whose params do not fit its method is answered
+    (a request: Invalid Params) or dropped (a notification) instead of raised into its reader,
+    which logs a traceback and leaves a request unanswered."""
+    import logging
+
+    from pygls.exceptions import JsonRpcException
+    from pygls.protocol import LanguageServerProtocol
+
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(not_deserialize_failures)
+
+    class AnsweringProtocol(LanguageServerProtocol):
+        def structure_message(self, data):
+            try:
+                return super().structure_message(data)
+            except JsonRpcException as error:
+                method = data.get("method", "a message") if isinstance(data, dict) else "a message"
+                if isinstance(data, dict) and "id" in data and "method" in data:
+                    self._send_response(data["id"], error=error.to_response_error())
+                    print(f"archspec lsp: {method}: {error.message.lower()}, answered with an error",
+                          file=sys.stderr, flush=True)
+                else:
+                    print(f"archspec lsp: {method}: {error.message.lower()}, dropped", file=sys.stderr, flush=True)
+                return NOT_HANDLED
+
+        def handle_message(self, message):
+            if message is not NOT_HANDLED:
+                super().handle_message(message)
+
+    return AnsweringProtocol
+
+
+NOT_HANDLED = object()  # a message answered or dropped while it was read
+
+
+def not_deserialize_failures(record) -> bool:
+    """A logging filter: pygls's own report (with a traceback) of a message it could not read,
+    which AnsweringProtocol answers or drops with a line of its own, is left out."""
+    return not str(record.msg).startswith("Unable to deserialize message")
 
 
 def safely(handler):
