@@ -86,6 +86,13 @@ def test_a_precision_aoti_does_not_give_here_is_refused_plainly(precision, says,
     assert precision_rules.unsupported(precision, "aoti", "cpu") == says
 
 
+def test_the_bf16_step_says_what_it_does_at_each_target():
+    """aoti compiles a bf16 copy later and casts nothing at the precision step; eager casts."""
+    assert targets.get("eager").precision_title("bf16") == "cast to bf16, measure the deviation from fp32"
+    assert targets.get("aoti").precision_title("bf16") == (
+        "bf16: the package is compiled in bf16 below (model.py and weights.pt stay fp32)")
+
+
 def test_the_package_is_checked_at_its_smallest_batch_and_another():
     assert aoti.check_batches((1, 64)) == [1, 3]
     assert aoti.check_batches((4, 8)) == [4, 8]
@@ -155,7 +162,9 @@ def test_bf16_build_records_the_packages_deviation(tmp_path, capsys):
         pytest.skip("this CPU has no bf16 instructions")
     out = tmp_path / "out"
     assert main(["build", VIT, *TINY, "--target", "aoti", "--precision", "bf16", "-o", str(out)]) == 0
-    assert "AOTInductor (bf16" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "AOTInductor (bf16" in err and "bf16: the package is compiled in bf16 below" in err
+    assert "cast to bf16" not in err  # nothing is cast before the package's own compile
     deviation = json.loads((out / "precision.json").read_text())["deviation"]
     assert deviation["target"] == "aoti" and deviation["precision"] == "bf16"
     assert 0 < deviation["max_abs"] < 0.1 * deviation["scale"] and deviation["top1_total"] > 0

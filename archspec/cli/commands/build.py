@@ -315,7 +315,7 @@ class Build:
         def run():
             return apply_precision(self.model, self.graph, "bf16", target=self.options.target)
 
-        result = self.progress.run("cast to bf16, measure the deviation from fp32", run, lambda r: r.summary())
+        result = self.progress.run(self.target.precision_title("bf16"), run, lambda r: r.summary())
         self.model, self.precision_result = result.model, result
 
     def write_sources(self) -> None:

@@ -194,6 +194,9 @@ class Aoti(Target):
                 return BF16_NO
         return None
 
+    def precision_title(self, precision: str) -> str:
+        return f"{precision}: the package is compiled in {precision} below (model.py and weights.pt stay fp32)"
+
     def apply_precision(self, model, graph, request):
         """Nothing cast yet: the export step traces the fp32 module, and this target's build
         compiles a bf16 copy of it; the package's deviation is measured there (precision.json)."""

@@ -131,6 +131,10 @@ class Target:
         offered = self.build_precisions + tuple(p for p in self.bench_precisions if p not in self.build_precisions)
         return None if precision in offered else f"--target {self.name} gives {' or '.join(offered)}"
 
+    def precision_title(self, precision: str) -> str:
+        """The build's progress line for the step that gives `precision` (apply_precision)."""
+        return f"cast to {precision}, measure the deviation from fp32"
+
     def build_problem(self, precision: str) -> str | None:
         """Why `archspec build` cannot give `precision` at this target (None when it can)."""
         from . import giving
