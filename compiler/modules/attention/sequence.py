@@ -157,7 +157,9 @@ class SequenceAttention(Sublayer):
                 return None, hidden is not None  # SDPA's own causal mask
             return additive(hidden, dtype), False
         padded = hidden_keys(padding)  # [B, 1, 1, M]
-        return additive(padded if hidden is None else padded | hidden, dtype), False
+        if hidden is None:  # one row per query, as ONNX Runtime's Attention op requires of a mask
+            return additive(padded.expand(-1, -1, q_len, -1), dtype), False  # [B, 1, N, M]
+        return additive(padded | hidden, dtype), False  # [B, 1, N, M]
 
     def additive_mask(self, q_len, k_len, padding, dtype, device):
         """The kind's mask and the padded keys as one additive mask (SDPA's causal flag made
