@@ -412,6 +412,37 @@ def test_a_sharded_folder_from_two_processes_resumes_in_one(image_spec, sharded,
     assert resumed["first_step"] == 2 and resumed["losses"] == pytest.approx(straight["losses"][2:], abs=1e-5)
 
 
+def test_each_process_validates_its_own_share_in_as_many_forwards_as_the_others():
+    """Nine validation samples, --batch 4, two processes: rank 0 takes 0, 2, 4, 6, 8 (three
+    batches), rank 1 takes 1, 3, 5, 7 (two, and one left-out forward to match rank 0's three)."""
+    from archspec.train.data import Data, validation_batches
+    from archspec.train.options import Options
+
+    data = Data("hook", train=[0] * 4, val=list(range(9)))
+    options = Options("spec.yaml", batch=4, workers=0)
+    first, second = (validation_batches(data, options, rank, 2) for rank in (0, 1))
+    assert [batch.tolist() for batch in first.loader] == [[0, 2], [4, 6], [8]]
+    assert [batch.tolist() for batch in second.loader] == [[1, 3], [5, 7]]
+    assert first.forwards == second.forwards == 3 and [b.tolist() for b in second.filler] == [[0]]
+    alone = validation_batches(data, options, 0, 1)
+    assert [batch.tolist() for batch in alone.loader] == [[0, 1, 2, 3], [4, 5, 6, 7], [8]] and alone.forwards == 3
+    assert validation_batches(Data("hook", train=[0], val=[]), options, 0, 2) is None
+
+
+def test_two_fsdp_processes_validate_as_one_does(image_spec, tmp_path_factory):
+    """Under torchrun with FSDP2 the two processes' sums make the one-process figures (nine
+    samples: the processes' shares differ, so one runs a left-out forward; a mismatch would hang).
+    Training augments at random per process, so the weights are kept as they start (lr 1e-12)."""
+    folder = str(tmp_path_factory.mktemp("odd_shapes"))
+    make_shapes(folder, classes=3, train=4, val=3, size=16, seed=2)
+    flags = ("--data", folder, "--set", "classes=3", "--steps", "2", "--lr", "1e-12")  # the same weights in both
+    alone, pair = run_train(image_spec, *flags), run_train(image_spec, *flags, "--fsdp", processes=2)
+    assert alone.returncode == 0 and pair.returncode == 0, (alone.stderr[-2000:], pair.stderr[-2000:])
+    one, two = json.loads(alone.stdout)["evals"], json.loads(pair.stdout)["evals"]
+    assert [e["val_samples"] for e in one] == [e["val_samples"] for e in two] == [9]
+    assert two[0]["val_loss"] == pytest.approx(one[0]["val_loss"], abs=1e-4) and two[0]["top1"] == one[0]["top1"]
+
+
 class Boom:
     def __reduce__(self):
         return (os.system, ("touch pwned",))

@@ -347,13 +347,25 @@ def training_batches(data: Data, options: Options, start: int, end: int, rank: i
                       persistent_workers=False)
 
 
-def validation_batches(data: Data, options: Options, processes: int) -> DataLoader | None:
-    """The whole validation set in order, in batches of this process's share of --batch (every
-    process evaluates all of it: under FSDP2 each forward needs every process)."""
+@dataclass
+class Validation:
+    """This process's share of the validation set, and how many forwards every process runs."""
+
+    loader: DataLoader  # every processes-th sample from this process's rank, in batches of its --batch share
+    forwards: int  # the most batches any process has (rank 0's): under FSDP2 each forward needs every process
+    filler: DataLoader  # one sample, run and left out by a process with fewer batches, to match the others
+
+
+def validation_batches(data: Data, options: Options, rank: int, processes: int) -> Validation | None:
+    """The validation set split between the processes (each evaluates its own samples; the sums
+    are added up across processes afterwards), or None when there is none."""
     if data.val is None or len(data.val) == 0:
         return None
-    return DataLoader(data.val, batch_size=max(1, options.batch // processes), shuffle=False,
-                      num_workers=options.workers)
+    share = max(1, options.batch // processes)
+    mine = Subset(data.val, range(rank, len(data.val), processes))
+    forwards = math.ceil(math.ceil(len(data.val) / processes) / share)  # rank 0 has the most samples
+    loader = DataLoader(mine, batch_size=share, shuffle=False, num_workers=options.workers)
+    return Validation(loader, forwards, DataLoader(Subset(data.val, [0]), batch_size=1))
 
 
 def steps_per_epoch(data: Data, batch: int) -> int:

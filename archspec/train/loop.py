@@ -265,22 +265,37 @@ class Trainer:
         return step % every == 0 or step == self.end
 
     def evaluate(self, step: int) -> None:
-        """Loss (and top-1 or perplexity) over the whole validation set, in every process."""
-        batches = datasets.validation_batches(self.data, self.options, self.world.size)
-        total, correct, count = 0.0, 0, 0
+        """Loss (and top-1 or perplexity) over the whole validation set: each process evaluates
+        its share, and the sums are added up across processes."""
+        shares = datasets.validation_batches(self.data, self.options, self.world.rank, self.world.size)
+        if shares is None:
+            return
+        sums = torch.zeros(3, dtype=torch.float64)  # loss x samples, correct, samples
         self.model.eval()
         try:
             with torch.no_grad(), self.autocast():
-                for batch in self.read(batches):
-                    outputs = self.network(*[batch[n] for n in self.objective.inputs])
-                    n = batch[self.objective.inputs[0]].shape[0]
-                    total += float(self.objective(outputs, batch)) * n
-                    count += n
-                    if self.objective.kind == "classify":
-                        correct += int((outputs.argmax(-1) == batch["__labels__"]).sum())
+                ran = 0
+                for batch in self.read(shares.loader):
+                    sums += self.scored(batch)
+                    ran += 1
+                for _ in range(shares.forwards - ran):  # as many forwards as the other processes run
+                    for batch in self.read(shares.filler):
+                        self.scored(batch)
         finally:
             self.model.train()
-        self.record(step, total / max(count, 1), correct, count)
+        if self.world.distributed:
+            import torch.distributed as dist
+
+            dist.all_reduce(sums)
+        total, correct, count = sums.tolist()
+        self.record(step, total / max(count, 1), int(correct), int(count))
+
+    def scored(self, batch) -> torch.Tensor:
+        """One validation batch: (its loss x its samples, correct top-1 answers, samples)."""
+        outputs = self.network(*[batch[n] for n in self.objective.inputs])
+        n = batch[self.objective.inputs[0]].shape[0]
+        correct = int((outputs.argmax(-1) == batch["__labels__"]).sum()) if self.objective.kind == "classify" else 0
+        return torch.tensor([float(self.objective(outputs, batch)) * n, correct, n], dtype=torch.float64)
 
     def record(self, step: int, loss: float, correct: int, count: int) -> None:
         result = {"step": step, "epoch": round(step / self.per_epoch, 2), "val_loss": loss, "val_samples": count}
