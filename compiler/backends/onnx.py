@@ -26,8 +26,9 @@ the fusions in `fusions`:
 Each fusion is counted in the graph ONNX Runtime actually runs (its optimised model, saved at
 the portable `extended` level) and compared with what the spec says there should be (one
 attention per attention node, one GELU per GELU MLP): `OnnxResult.fusions`. If the opset 23
-export fails for a spec, or ONNX Runtime cannot run it (its 1.32 Attention kernel refuses
-BERT's [B, 1, 1, L] padding mask), the opset 18 graph is used instead and the result says so.
+export fails for a spec, or ONNX Runtime cannot run it (an older runtime; 1.32's Attention
+kernel refuses a [B, 1, 1, L] padding mask, which is why the attention modules give theirs as
+[B, 1, N, M]), the opset 18 graph is used instead and the result says so.
 
 `write_model_onnx` is the one way `archspec build --target onnx` and `archspec bench` make
 model.onnx: the optimised variant by default, the plain opset 18 one with `variant="plain"`.
@@ -254,7 +255,7 @@ def _export_optimized(gm, graph: Graph, path: str, verify: bool, fusions: tuple[
         opset = OPSET
         _export(gm, graph, path, OPSET, math_attention=True)
     failure = onnxruntime_run_failure(graph, path) if opset == OPSET_FUSED else None
-    if failure is not None:  # e.g. ONNX Runtime 1.32's Attention kernel refuses a [B, 1, 1, L] padding mask
+    if failure is not None:  # e.g. an ONNX Runtime without opset 23, or a mask its Attention kernel refuses
         notes.append(f"ONNX Runtime cannot run the opset {OPSET_FUSED} graph ({failure}); used the opset {OPSET} "
                      "graph (attention stays MatMul/Softmax)")
         opset = OPSET
