@@ -206,9 +206,9 @@ def answering_protocol():
         def structure_message(self, data):
             try:
                 return super().structure_message(data)
-            except JsonRpcException as error:
-                method = data.get("method", "a message") if isinstance(data, dict) else "a message"
-                if isinstance(data, dict) and "id" in data and "method" in data:
+            except JsonRpcException as error:  # `data` is a JSON object: json.loads's object_hook
+                method = data.get("method", "a message")
+                if "id" in data and "method" in data:
                     self._send_response(data["id"], error=error.to_response_error())
                     print(f"archspec lsp: {method}: {error.message.lower()}, answered with an error",
                           file=sys.stderr, flush=True)

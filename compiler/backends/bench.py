@@ -33,7 +33,7 @@ from .isa import Isa, read_isa
 from .memory import ran_out_of_memory
 from .precision import DTYPES, cast_model, measure_deviation
 from .targets import get as get_target, targets
-from .timing import Timing, interleaved, machine_description, matmul_probe
+from .timing import Timing, interleaved, machine_description, matmul_probe, synchronizer
 
 
 PROBE_PRECISIONS = ("fp32", "bf16", "fp16")  # the probes there are; int8 rows are read against fp32
@@ -171,10 +171,6 @@ def bench_inputs(graph: Graph, batch: int, dtype: torch.dtype | None = None, dev
     return tuple((a.to(dtype) if dtype is not None and a.is_floating_point() else a).to(device) for a in args)
 
 
-def _sync(device: str):
-    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-
-
 def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: str) -> Prepared:
     """The module (a copy cast to `precision`, run through torch.compile when `compiled`) on
     `device`: eager and torch.compile, and the fp32 reference the others are measured against."""
@@ -182,7 +178,7 @@ def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: st
     module = model if precision == "fp32" else cast_model(model, precision)
     module = module.to(device).eval()
     fn = torch.compile(module, dynamic=False) if compiled else module
-    sync = _sync(device)
+    sync = synchronizer(device)
 
     def bind(batch: int):
         args = bench_inputs(graph, batch, dtype, device)

@@ -104,12 +104,17 @@ def interleaved(runners: dict[str, Callable[[], object]], rounds: int = 9, iters
 # -- the matmul probe -------------------------------------------------------------------------------
 
 
+def synchronizer(device: str) -> Callable[[], None]:
+    """What makes a timed call wait for the work it queued on `device`: nothing on a CPU."""
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
 def matmul_probe(size: int = 2048, dtype: torch.dtype = torch.float32, device: str = "cpu"):
     """(runner, FLOPs per call) of one size^3 matmul: the machine's matmul rate, for comparison."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
     b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync = synchronizer(device)
 
     def run():
         torch.mm(a, b)

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import torch
 
+from archspec.compiler.backends.timing import synchronizer
+
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {  # spec: (timm name, image size)
     "vit_b16": ("vit_base_patch16_224", 224),
@@ -118,11 +120,6 @@ def aoti_runner(spec: str, precision: str, report, ours, x32: torch.Tensor, work
 
 def aoti_path(work: str, spec: str, precision: str, device: str) -> str:
     return os.path.join(work, f"archspec_{spec}_{precision}_{device}.aoti.pt2")
-
-
-def synchronizer(device: str):
-    """What makes a timed call wait for its GPU work: nothing on a CPU."""
-    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
 
 def torch_runner(fn, x, device: str = "cpu"):

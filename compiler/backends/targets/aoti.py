@@ -302,13 +302,14 @@ class Aoti(Target):
         import torch
 
         from ..bench import Prepared, bench_inputs
+        from ..timing import synchronizer
 
         path = os.path.join(workdir, f"{graph.name}.{precision}.{device.replace(':', '_')}.aoti.pt2")
         if not os.path.exists(path):
             span = (graph.dims["B"].lo, graph.dims["B"].hi)
             compile_package(export_for_package(model, graph, precision, span, device), path)
         compiled = load_package(path)
-        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        sync = synchronizer(device)
 
         def bind(batch: int):
             args = bench_inputs(graph, batch, device=device)
