@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -121,6 +122,15 @@ def sibling_spec(item) -> str | None:
     params = getattr(item, "callspec", None)
     path = params.params.get("spec_path") if params else None
     return spec_id(Path(path)) if path is not None else None
+
+
+def scratch(request, tmp_path_factory, name: str) -> Path:
+    """A folder for a module- or class-scoped fixture (`request` is that fixture's), removed when
+    the fixture is torn down: checkpoints and builds a whole run makes come to many GB, more than
+    a CI machine's free disk where they stay until the session ends."""
+    path = tmp_path_factory.mktemp(name)
+    request.addfinalizer(lambda: shutil.rmtree(path, ignore_errors=True))
+    return path
 
 
 @pytest.fixture

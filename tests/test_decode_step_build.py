@@ -13,7 +13,7 @@ import torch
 import archspec
 from archspec.cli import main
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 
 TINY_LM = str(ROOT / "specs" / "examples" / "tiny_lm.yaml")
 SMALL = {"vocab": 97, "dim": 32, "depth": 2, "heads": 2}
@@ -43,8 +43,8 @@ def greedy(prefill, step, ids, mask, cache_shapes):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("lm") / "out"
+def built(request, tmp_path_factory):
+    out = scratch(request, tmp_path_factory, "lm") / "out"
     assert main(["build", TINY_LM, *SETS, "--target", "onnx", "-o", str(out)]) == 0
     model = archspec.build(TINY_LM, SMALL, seed=0).eval()  # the build's weights: seed 0
     return out, model

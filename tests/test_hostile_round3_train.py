@@ -26,7 +26,7 @@ import torch
 
 from archspec.cli.main import main
 
-from .conftest import LAUNCH_VARIABLES, ROOT
+from .conftest import LAUNCH_VARIABLES, ROOT, scratch
 from .test_hostile import within
 
 TINY = """\
@@ -46,16 +46,16 @@ pytestmark = pytest.mark.usefixtures("outside_torchrun")  # as one process, what
 
 
 @pytest.fixture(scope="module")
-def spec(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("spec") / "tiny.yaml"
+def spec(request, tmp_path_factory) -> str:
+    path = scratch(request, tmp_path_factory, "spec") / "tiny.yaml"
     path.write_text(TINY)
     return str(path)
 
 
 @pytest.fixture(scope="module")
-def saved(spec, tmp_path_factory) -> dict:
+def saved(request, spec, tmp_path_factory) -> dict:
     """A resume file as --save writes it (AdamW, one step), read back; resuming it works."""
-    path = str(tmp_path_factory.mktemp("saved") / "state.pt")
+    path = str(scratch(request, tmp_path_factory, "saved") / "state.pt")
     for args in (("--save", path), ("--resume", path, "--save", path)):
         with within(60):
             assert main(["train", spec, *QUICK, *args]) == 0

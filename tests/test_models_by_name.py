@@ -25,7 +25,7 @@ import torch
 import archspec
 from archspec.cli import EXIT_OK, EXIT_USAGE, main
 
-from .conftest import ROOT, perturb_constants
+from .conftest import ROOT, perturb_constants, scratch
 
 SMALL_VIT = {"img": 32, "depth": 1}
 SHIPPED = ROOT / "specs"
@@ -173,7 +173,7 @@ def test_the_command_line_fine_tunes_with_set_classes_and_weights(tmp_path, caps
 
 
 @pytest.fixture(scope="module")
-def timm_vit_tiny_state(tmp_path_factory):
+def timm_vit_tiny_state(request, tmp_path_factory):
     """timm's vit_tiny_patch16_224 with every parameter perturbed (no two models agree by their
     initialisation), saved as a checkpoint file."""
     timm = pytest.importorskip("timm")
@@ -183,7 +183,7 @@ def timm_vit_tiny_state(tmp_path_factory):
         generator = torch.Generator().manual_seed(1)
         for p in reference.parameters():
             p.add_(0.02 * torch.randn(p.shape, generator=generator))
-    path = tmp_path_factory.mktemp("timm") / "vit_tiny.pth"
+    path = scratch(request, tmp_path_factory, "timm") / "vit_tiny.pth"
     torch.save(reference.state_dict(), path)
     return path
 

@@ -23,7 +23,7 @@ onnxruntime = pytest.importorskip("onnxruntime")
 
 from archspec.compiler.backends.export import example_inputs, other_lengths  # noqa: E402
 
-from .conftest import ROOT  # noqa: E402
+from .conftest import ROOT, scratch  # noqa: E402
 
 VIT = str(ROOT / "specs" / "vit_ti16.yaml")
 DEPTH = 2
@@ -62,8 +62,8 @@ def run_main(*args) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    return Builds(tmp_path_factory.mktemp("onnx_builds"))
+def builds(request, tmp_path_factory):
+    return Builds(scratch(request, tmp_path_factory, "onnx_builds"))
 
 
 @pytest.fixture(scope="module")

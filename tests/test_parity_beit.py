@@ -22,7 +22,7 @@ import torch
 
 import archspec
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 from .test_parity_vocabulary import FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_everything
 
 timm = pytest.importorskip("timm")
@@ -56,7 +56,7 @@ class Pair:
 @pytest.fixture(scope="module", params=[SIZES[0], pytest.param(SIZES[1], marks=pytest.mark.slow)],
                 ids=lambda s: f"beit_b16@{s}")
 def pair(request, tmp_path_factory) -> Pair:
-    return Pair(SPEC, request.param, tmp_path_factory.mktemp("weights"))
+    return Pair(SPEC, request.param, scratch(request, tmp_path_factory, "weights"))
 
 
 def test_parameter_count(pair):

@@ -18,7 +18,7 @@ import torch
 
 import archspec
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 from .test_parity_vocabulary import FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_everything
 
 timm = pytest.importorskip("timm")
@@ -43,7 +43,7 @@ class Pair:
 
 @pytest.fixture(scope="module", params=SIZES, ids=lambda s: f"cait_xxs24@{s}")
 def pair(request, tmp_path_factory) -> Pair:
-    return Pair(request.param, tmp_path_factory.mktemp("weights"))
+    return Pair(request.param, scratch(request, tmp_path_factory, "weights"))
 
 
 def test_parameter_count(pair):

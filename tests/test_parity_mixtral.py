@@ -24,7 +24,7 @@ import torch
 
 import archspec
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 from .test_parity_vocabulary import TOL, close, count_flops, ids, param_count, perturb_everything
 
 pytest.importorskip("transformers")
@@ -70,7 +70,7 @@ class Pair:
 @pytest.fixture(scope="module", params=[DEFAULT, RESIZED], ids=["default", "resized"])
 def pair(request, tmp_path_factory) -> Pair:
     overrides, config_args = request.param
-    return Pair(overrides, config_args, tmp_path_factory.mktemp("weights"))
+    return Pair(overrides, config_args, scratch(request, tmp_path_factory, "weights"))
 
 
 def test_the_reference_config_is_as_the_spec_says():

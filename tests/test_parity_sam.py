@@ -20,7 +20,7 @@ import torch
 
 import archspec
 
-from .conftest import ROOT, run_capturing
+from .conftest import ROOT, run_capturing, scratch
 from .test_parity_vocabulary import FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_everything
 
 timm = pytest.importorskip("timm")
@@ -66,8 +66,8 @@ def sam_pair(size: int, folder) -> Pair:
 
 
 @pytest.fixture(scope="module")
-def pair_256(tmp_path_factory) -> Pair:
-    return sam_pair(256, tmp_path_factory.mktemp("weights"))
+def pair_256(request, tmp_path_factory) -> Pair:
+    return sam_pair(256, scratch(request, tmp_path_factory, "weights"))
 
 
 def test_parameter_count_at_256(pair_256):

@@ -28,7 +28,7 @@ import torch
 
 import archspec
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 from .test_parity_vocabulary import FLOPS_REL, TOL, close, count_flops, ids, param_count, perturb_everything
 
 pytest.importorskip("transformers")
@@ -79,7 +79,7 @@ class Pair:
 
 @pytest.fixture(scope="module", params=[DEFAULT, RESIZED], ids=["default", "resized"])
 def pair(request, tmp_path_factory) -> Pair:
-    return Pair(*request.param, tmp_path_factory.mktemp("weights"))
+    return Pair(*request.param, scratch(request, tmp_path_factory, "weights"))
 
 
 def test_the_reference_config_is_as_the_spec_says():

@@ -24,7 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 
 TOL = 1e-5
 FLOPS_REL = 0.01
@@ -343,7 +343,7 @@ class Pair:
 @pytest.fixture(scope="class", params=[(c, s) for c in CASES for s in c.sizes], ids=lambda p: f"{p[0]}@{p[1]}")
 def pair(request, tmp_path_factory) -> Pair:
     case, size = request.param
-    return Pair(case, size, tmp_path_factory.mktemp("weights"))
+    return Pair(case, size, scratch(request, tmp_path_factory, "weights"))
 
 
 class TestParity:

@@ -16,7 +16,7 @@ import pytest
 
 import archspec
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 
 PLUGIN = ROOT / "tests" / "plugins" / "example"
 SPEC = """
@@ -33,9 +33,9 @@ graph:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(request, tmp_path_factory):
     """A folder holding the installed example plugin (its package and its dist-info)."""
-    target = tmp_path_factory.mktemp("site")
+    target = scratch(request, tmp_path_factory, "site")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--target", str(target), str(PLUGIN)], check=True, capture_output=True, timeout=300)
     assert list(target.glob("archspec_example_plugin-*.dist-info"))

@@ -18,7 +18,7 @@ from archspec.cli.main import main
 from archspec.compiler.generate import generate
 from archspec.compiler.generate.seq2seq_step import EncoderStep, Seq2SeqStep
 
-from .conftest import ROOT
+from .conftest import ROOT, scratch
 from .test_generate import one_thread, transformer_pair  # noqa: F401  (one_thread: the autouse fixture)
 from .test_seq2seq_step import NEW, assert_logits_are_forwards, greedy_through
 
@@ -48,21 +48,21 @@ def session_call(path, order: list[str]):
 
 
 @pytest.fixture(scope="module")
-def transformer(tmp_path_factory):
+def transformer(request, tmp_path_factory):
     """transformer_base at nn.Transformer's small size (test_generate.transformer_pair), its three
     ONNX files written and checked by save_seq2seq_onnx: (folder, model, report.json's gaps)."""
     from archspec.compiler.backends.decode_step import save_seq2seq_onnx
 
     _, ours = transformer_pair()
-    folder = tmp_path_factory.mktemp("transformer")
+    folder = scratch(request, tmp_path_factory, "transformer")
     gaps = save_seq2seq_onnx(ours, *(str(folder / f"{name}.onnx") for name in PROGRAMS))
     return folder, ours, gaps
 
 
 @pytest.fixture(scope="module")
-def t5_built(tmp_path_factory):
+def t5_built(request, tmp_path_factory):
     """`build t5_tiny --target onnx` (one layer each side, opset 18 model.onnx): (folder, the built model)."""
-    out = tmp_path_factory.mktemp("t5") / "out"
+    out = scratch(request, tmp_path_factory, "t5") / "out"
     sets = [a for k, v in T5_SMALLER.items() for a in ("--set", f"{k}={v}")]
     assert main(["build", "t5_tiny", *sets, "--plain-onnx", "--target", "onnx", "-o", str(out)]) == 0
     model = archspec.build(str(ROOT / "specs" / "t5_tiny.yaml"), T5_SMALLER, seed=0).eval()  # the build's weights

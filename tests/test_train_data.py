@@ -26,7 +26,7 @@ import torch
 
 from archspec.cli.main import main
 
-from .conftest import LAUNCH_VARIABLES, ROOT
+from .conftest import LAUNCH_VARIABLES, ROOT, scratch
 from .test_hostile import within
 from .train_data_shapes import make_shapes
 
@@ -64,23 +64,23 @@ pytestmark = pytest.mark.usefixtures("outside_torchrun")  # as one process, what
 
 
 @pytest.fixture(scope="module")
-def image_spec(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("spec") / "tiny_images.yaml"
+def image_spec(request, tmp_path_factory) -> str:
+    path = scratch(request, tmp_path_factory, "spec") / "tiny_images.yaml"
     path.write_text(IMAGES)
     return str(path)
 
 
 @pytest.fixture(scope="module")
-def token_spec(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("spec") / "tiny_tokens.yaml"
+def token_spec(request, tmp_path_factory) -> str:
+    path = scratch(request, tmp_path_factory, "spec") / "tiny_tokens.yaml"
     path.write_text(TOKENS)
     return str(path)
 
 
 @pytest.fixture(scope="module")
-def shapes(tmp_path_factory) -> str:
+def shapes(request, tmp_path_factory) -> str:
     """Red circles and green squares, 16x16: 24 per class to train on, 10 to validate."""
-    out = str(tmp_path_factory.mktemp("shapes"))
+    out = str(scratch(request, tmp_path_factory, "shapes"))
     make_shapes(out, classes=2, train=24, val=10, size=16, seed=1)
     return out
 
@@ -395,9 +395,9 @@ def run_train(spec: str, *args: str, processes: int = 1) -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def sharded(image_spec, tmp_path_factory) -> str:
+def sharded(request, image_spec, tmp_path_factory) -> str:
     """Two steps under torchrun with FSDP2 (two processes), saved as a DCP folder."""
-    folder = str(tmp_path_factory.mktemp("dcp") / "state")
+    folder = str(scratch(request, tmp_path_factory, "dcp") / "state")
     result = run_train(image_spec, "--steps", "2", "--fsdp", "--save", folder, processes=2)
     assert result.returncode == 0, result.stderr[-3000:]
     return folder
