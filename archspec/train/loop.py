@@ -405,7 +405,12 @@ def run(options: Options) -> dict:
         trainer.run()
         if options.dump:
             trainer.dump()
-        return trainer.summary()
+        summary = trainer.summary()
+        if world.distributed:
+            import torch.distributed as dist
+
+            dist.barrier()  # no process tears gloo down while another's last collective is in flight
+        return summary
     finally:
         if world.distributed:
             import torch.distributed as dist
