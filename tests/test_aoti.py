@@ -86,6 +86,24 @@ def test_a_precision_aoti_does_not_give_here_is_refused_plainly(precision, says,
     assert precision_rules.unsupported(precision, "aoti", "cpu") == says
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_device_cuda_without_a_gpu_is_a_usage_error_before_any_work(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", VIT, *TINY, "--target", "aoti", "--device", "cuda", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("archspec build: error: --device cuda: torch sees no CUDA GPU on this machine (torch ")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("target", ["export", "onnx", "tensorrt"])
+def test_device_cuda_with_a_target_built_for_the_cpu_names_the_one_that_compiles_for_the_gpu(target, tmp_path,
+                                                                                             capsys):
+    assert main(["build", VIT, *TINY, "--target", target, "--device", "cuda", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"archspec build: error: --device cuda: --target {target} is built for the CPU; --target aoti "
+                   "compiles for the GPU (--target tensorrt uses the GPU it finds without --device)")
+
+
 def test_the_bf16_step_says_what_it_does_at_each_target():
     """aoti compiles a bf16 copy later and casts nothing at the precision step; eager casts."""
     assert targets.get("eager").precision_title("bf16") == "cast to bf16, measure the deviation from fp32"
@@ -184,6 +202,46 @@ def test_bench_times_the_package_beside_eager(capsys):
         assert row["status"] == "ok" and row["median_ms"] > 0 and row["probe_percent"] > 0
         assert row["deviation"]["max_abs"] < 1e-4
     assert any("AOTInductor package, kernels compiled for 1 thread" in n for n in data["notes"])
+
+
+# fp32 on the GPU: cuDNN's convolutions (the patch embedding) run in TF32 by default, so the bound is
+# TensorRT's fp32 one (tests/test_tensorrt.py), not the CPU package's 1e-4
+GPU_FP32_ATOL = 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_device_cuda_builds_a_package_for_the_gpu_that_loads_there_without_archspec(precision, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", VIT, *TINY, "--target", "aoti", "--device", "cuda", "--precision", precision,
+                 "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"AOTInductor ({precision}, dynamic batch 1-64, for {torch.cuda.get_device_name()}" in err
+    record = json.loads((out / "aoti.json").read_text())
+    assert record["device"].startswith("cuda (") and [c["batch"] for c in record["checks"]] == [1, 3]
+    if precision == "fp32":
+        assert all(c["max_abs"] < GPU_FP32_ATOL for c in record["checks"])
+    else:
+        assert record["deviation"]["precision"] == "bf16" and record["deviation"]["max_abs"] > 0
+    assert json.loads((out / "manifest.json").read_text())["build"]["device"] == "cuda"
+    from archspec.compiler.backends.export import example_inputs
+    from archspec.pipeline import check_file
+
+    args = example_inputs(check_file(VIT, {"img": 32, "depth": 1, "classes": 10}).graph, batch=5)
+    script = NO_ARCHSPEC + textwrap.dedent("""
+        import torch
+        model = torch._inductor.aoti_load_package("model.aoti.pt2")
+        args = torch.load("in.pt", weights_only=True)["args"]
+        out = model(*(a.cuda() for a in args))
+        out = out if isinstance(out, torch.Tensor) else out[0]
+        assert out.is_cuda, out.device
+        print(tuple(out.shape))
+    """)
+    torch.save({"args": args}, out / "in.pt")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=out, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "(5, 10)"
 
 
 def test_a_cpp_compiler_that_fails_is_an_error_with_its_words_not_a_crash(tmp_path, capsys):

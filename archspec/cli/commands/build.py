@@ -73,6 +73,7 @@ class BuildOptions:
     as_json: bool = False
     plain_onnx: bool = False  # --plain-onnx: model.onnx is the opset 18 export, not the optimised one
     calibration: str | None = None  # --calibration random|DIR: int8 static quantization calibrated on it
+    device: str = "cpu"  # --device cuda: the artifact compiled for the GPU (a target with cuda in build_devices)
 
 
 class Interrupted(BaseException):
@@ -213,7 +214,8 @@ class Build:
         self.batch = batch_sizes(o.batch)
         self.target = build_target(o.target)
         self.chain = targets.chain(self.target)
-        reason = self.target.build_problem(o.precision)
+        self.check_device()
+        reason = self.target.build_problem(o.precision, o.device)
         if reason:
             raise UsageError(f"--precision {o.precision} with --target {o.target}: {reason}")
         if o.size is not None and not self.target.dynamic_sizes:
@@ -227,6 +229,21 @@ class Build:
             raise UsageError(f"--plain-onnx picks which model.onnx --target onnx writes; --target {o.target} "
                              "writes no model.onnx (use --target onnx)")
 
+    def check_device(self) -> None:
+        """--device cuda: a target that compiles for the GPU, and a GPU torch can see."""
+        device = self.options.device
+        if device == "cpu":
+            return
+        if device not in self.target.build_devices:
+            able = " or ".join(t.name for t in targets.targets("build") if device in t.build_devices)
+            raise UsageError(f"--device {device}: --target {self.target.name} is built for the CPU; --target {able} "
+                             f"compiles for the GPU (--target tensorrt uses the GPU it finds without --device)")
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: torch sees no CUDA GPU on this machine "
+                             f"(torch {torch.__version__}, CUDA {torch.version.cuda or 'not built in'})")
+
     def write_artifacts(self) -> None:
         """Every artifact of the target, into the staging folder: every build's own, then the
         target's and those of the targets it needs, each after what it needs."""
@@ -236,7 +253,7 @@ class Build:
         self.progress.run(f"write report.json, model.py, weights.pt to {self.output.shown}", self.write_sources)
         context = BuildContext(self.model, self.graph, self.outdir, o.precision, self.batch, o.size,
                                self.image_sizes, self.progress, self.written, plain_onnx=o.plain_onnx,
-                               calibration=o.calibration)
+                               calibration=o.calibration, device=o.device)
         for target in self.chain:
             context.made[target.name] = target.build(context)
             for line in context.notes:
@@ -268,7 +285,8 @@ class Build:
         weights = out.recorded(o.weights) if isinstance(o.weights, str) else o.weights
         return {"spec": out.recorded(o.spec), "spec_file": out.relative(o.spec), "spec_sha256": self.spec_sha256,
                 "overrides": dict(o.overrides or {}), "target": o.target, "seed": o.seed, "weights": weights,
-                "precision": o.precision, "size": o.size, "archspec": __version__, "torch": torch.__version__}
+                "precision": o.precision, "size": o.size, "device": o.device, "archspec": __version__,
+                "torch": torch.__version__}
 
     def check_calibration(self) -> None:
         """--calibration makes int8 static: it goes with --precision int8 and names `random` or a folder."""
@@ -313,7 +331,8 @@ class Build:
         from ...compiler.backends.precision import apply_precision
 
         def run():
-            return apply_precision(self.model, self.graph, "bf16", target=self.options.target)
+            return apply_precision(self.model, self.graph, "bf16", target=self.options.target,
+                                   device=self.options.device)
 
         result = self.progress.run(self.target.precision_title("bf16"), run, lambda r: r.summary())
         self.model, self.precision_result = result.model, result
@@ -465,6 +484,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--calibration", metavar="random|DIR", default=None,
                         help="with --precision int8: static quantization, its activation ranges calibrated on 32 "
                              "random inputs or the images of DIR (DIR/CLASS/*.png), instead of dynamic")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="with --target aoti: cuda compiles model.aoti.pt2 for this machine's GPU (default cpu)")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
 
 
@@ -490,5 +511,5 @@ def run(args) -> int:
     return Build(BuildOptions(spec, overrides, out=args.out, target=args.target, seed=args.seed, weights=args.weights,
                               mapping=mapping_argument(args), precision=args.precision, batch=args.batch,
                               size=args.size, as_json=args.json, plain_onnx=args.plain_onnx,
-                              calibration=args.calibration)).run()
+                              calibration=args.calibration, device=args.device)).run()
 

@@ -3,6 +3,8 @@
 plain torch loads (`torch._inductor.aoti_load_package`), no archspec needed. Dynamic batch
 as the export has it; fp32, or bf16 (the package takes and gives fp32, computes in bf16).
 
+`--device cuda` compiles it for this machine's GPU instead (it then takes its inputs there).
+
 The build loads the package it wrote and compares it with the eager module at two batch sizes
 (aoti.json keeps the gaps, the batch range, the compile time and the thread count its kernels
 were compiled for); a bf16 build's deviation from fp32 goes to precision.json as for the other
@@ -156,6 +158,23 @@ def check_batches(span: tuple[int, int]) -> list[int]:
     return [lo] if other == lo else [lo, other]
 
 
+def on_device(compiled, device: str):
+    """The loaded package as a function of CPU inputs giving CPU outputs (a tuple), run on
+    `device` (a CUDA package takes its inputs on the GPU it was compiled for)."""
+    def run(args):
+        return tuple(o.cpu() for o in as_outputs(compiled(*(a.to(device) for a in args))))
+
+    return run
+
+
+def gpu_name(device: str) -> str:
+    """The GPU's name and compute capability, as aoti.json and the progress line give it."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{torch.cuda.get_device_name(device)}, compute capability {major}.{minor}"
+
+
 class Aoti(Target):
     name = "aoti"
     doc = "an AOTInductor package (model.aoti.pt2): compiled C++ kernels, dynamic batch, loads with plain torch"
@@ -163,6 +182,7 @@ class Aoti(Target):
     commands = ("build", "bench")
     build_precisions = ("fp32", "bf16")
     bench_precisions = ("fp32", "bf16")
+    build_devices = ("cpu", "cuda")
     precision_docs = {"bf16": "model.aoti.pt2 computing in bf16, fp32 in and out"}
     needs = ("export",)
     order = 45
@@ -225,17 +245,20 @@ class Aoti(Target):
 
         span = batch_range_of(context.graph, context.batch)
         threads = torch.get_num_threads()
+        device = context.device
         path = context.path(PACKAGE)
         started = time.perf_counter()
 
         def make():
-            program = context.made.get("export") if context.precision == "fp32" else None
+            reusable = context.precision == "fp32" and device == "cpu"  # model.pt2's program is fp32 on the CPU
+            program = context.made.get("export") if reusable else None
             if program is None:
-                program = export_for_package(context.model, context.graph, context.precision, span)
+                program = export_for_package(context.model, context.graph, context.precision, span, device)
             compile_package(program, path)
             return time.perf_counter() - started
 
-        what = f"{context.precision}, dynamic batch {span[0]}-{span[1]}, {plural(threads, 'thread')}"
+        runs_on = plural(threads, "thread") if device == "cpu" else f"for {gpu_name(device)}"
+        what = f"{context.precision}, dynamic batch {span[0]}-{span[1]}, {runs_on}"
         title = f"AOTInductor ({what}) -> {PACKAGE}: {SLOW}"
         seconds = context.progress.run(title, make, lambda s: f"{os.path.getsize(path) / 2**20:.1f} MB")
         context.written.append(path)
@@ -245,7 +268,7 @@ class Aoti(Target):
                                        lambda: self.verify(context, path, batches), self.describe_check)
         record = {"package": PACKAGE, "precision": context.precision, "batch": list(span), "threads": threads,
                   "compile_s": round(seconds, 1), "torch": torch.__version__, "compiler": cpp_compiler(),
-                  "device": "cpu", "checks": checked["checks"],
+                  "device": device if device == "cpu" else f"{device} ({gpu_name(device)})", "checks": checked["checks"],
                   "deviation": None if checked["deviation"] is None else checked["deviation"].to_json()}
         context.write_text("aoti.json", json.dumps(record, indent=2))
         if checked["deviation"] is not None:
@@ -260,17 +283,17 @@ class Aoti(Target):
         from ..export import example_inputs, max_abs_difference
         from ..precision import eager_runner, measure_deviation
 
-        compiled = load_package(path)
+        compiled = on_device(load_package(path), context.device)
         reference = eager_runner(context.model)
         checks = []
         for batch in batches:
             args = example_inputs(context.graph, batch=batch)
             with torch.no_grad():
-                gap = max_abs_difference(as_outputs(compiled(*args)), as_outputs(reference(args)))
+                gap = max_abs_difference(compiled(args), as_outputs(reference(args)))
             checks.append({"batch": batch, "max_abs": gap})
         deviation = None
         if context.precision != "fp32":
-            deviation = measure_deviation(reference, lambda args: as_outputs(compiled(*args)), context.graph,
+            deviation = measure_deviation(reference, compiled, context.graph,
                                           context.precision, self.name, batch=batches[-1], samples=32)
         return {"checks": checks, "deviation": deviation}
 

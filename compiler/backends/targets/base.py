@@ -73,6 +73,7 @@ class BuildContext:
     notes: list[str] = field(default_factory=list)  # printed as "note: ..." after the step
     plain_onnx: bool = False  # --plain-onnx: the onnx target writes the opset 18 export, not the optimised one
     calibration: str | None = None  # --calibration: int8 static quantization on `random` or a folder of images
+    device: str = "cpu"  # --device: where the artifact runs ("cuda": one of build_devices)
 
     def path(self, name: str) -> str:
         return os.path.join(self.outdir, name)
@@ -94,6 +95,7 @@ class Target:
     commands: tuple[str, ...] = ()
     build_precisions: tuple[str, ...] = ()
     bench_precisions: tuple[str, ...] = ()
+    build_devices: tuple[str, ...] = ("cpu",)  # `build --device`: what its artifacts can be built to run on
     precision_docs: dict[str, str] = {}  # build precision -> what it gives, for `build --help`
     not_built: dict[str, str] = {}  # build precision -> why it is not built yet (runs elsewhere)
     needs: tuple[str, ...] = ()  # targets whose build runs before this one's
@@ -135,13 +137,13 @@ class Target:
         """The build's progress line for the step that gives `precision` (apply_precision)."""
         return f"cast to {precision}, measure the deviation from fp32"
 
-    def build_problem(self, precision: str) -> str | None:
-        """Why `archspec build` cannot give `precision` at this target (None when it can)."""
+    def build_problem(self, precision: str, device: str = "cpu") -> str | None:
+        """Why `archspec build` cannot give `precision` at this target on `device` (None when it can)."""
         from . import giving
 
         if precision in self.build_precisions:
-            return self.precision_reason(precision)
-        return (self.not_built.get(precision) or self.precision_reason(precision)
+            return self.precision_reason(precision, device)
+        return (self.not_built.get(precision) or self.precision_reason(precision, device)
                 or f"{precision} builds go with --target {' or '.join(giving(precision))}")
 
     def apply_precision(self, model, graph, request):
