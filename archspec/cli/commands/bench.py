@@ -47,7 +47,8 @@ from ...compiler.backends import targets
 from ...core.errors import UsageError
 from ...core.types import BATCH
 from ...pipeline import check_file
-from .common import add_spec_arguments, batch_fits_memory, checked_seed, counted, overrides_of, spec_path
+from .common import (add_spec_arguments, batch_fits_memory, checked_seed, counted, overrides_of, require_cuda,
+                     spec_path)
 
 NAME = "bench"
 HELP = "time the built model on each target and precision (latency, throughput, memory, matmul share)"
@@ -147,8 +148,8 @@ def run(args) -> int:
     from ...compiler.backends.bench import Variant, run_bench
     from ...compiler.lower import lower
 
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: torch sees no CUDA GPU on this machine")
+    if args.device == "cuda":
+        require_cuda()
     log = (lambda s: None) if args.json else (lambda s: print(f"... {s}", file=sys.stderr, flush=True))
     if args.reuse_memory:
         from ...compiler.backends.timing import reuse_freed_memory

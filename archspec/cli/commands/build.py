@@ -50,7 +50,8 @@ from ...report import human
 from ..artifacts import OutputDir
 from ..output import print_warnings
 from ..progress import Progress
-from .common import add_spec_arguments, batch_sizes, checked_seed, overrides_of, size_range, spec_path
+from .common import (add_spec_arguments, batch_sizes, checked_seed, overrides_of, require_cuda, size_range,
+                     spec_path)
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
 
@@ -238,11 +239,7 @@ class Build:
             able = " or ".join(t.name for t in targets.targets("build") if device in t.build_devices)
             raise UsageError(f"--device {device}: --target {self.target.name} is built for the CPU; --target {able} "
                              f"compiles for the GPU (--target tensorrt uses the GPU it finds without --device)")
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {device}: torch sees no CUDA GPU on this machine "
-                             f"(torch {torch.__version__}, CUDA {torch.version.cuda or 'not built in'})")
+        require_cuda(f"--device {device}")
 
     def write_artifacts(self) -> None:
         """Every artifact of the target, into the staging folder: every build's own, then the

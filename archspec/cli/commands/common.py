@@ -106,3 +106,12 @@ def batch_fits_memory(report, batch: int, option: str = "--batch") -> None:
     raise UsageError(f"{option} {batch}: this model needs about {human(weights + batch * per_sample)} of memory at "
                      f"that batch ({human(per_sample)} of activations per sample), and {human(have)} is available: "
                      f"{allowed} (set {MAX_BUILD_BYTES} to allow more)")
+
+
+def require_cuda(option: str = "--device cuda") -> None:
+    """A usage error when torch sees no CUDA GPU here, naming torch's version and its CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(f"{option}: torch sees no CUDA GPU on this machine "
+                         f"(torch {torch.__version__}, CUDA {torch.version.cuda or 'not built in'})")
