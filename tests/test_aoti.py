@@ -96,12 +96,11 @@ def test_device_cuda_without_a_gpu_is_a_usage_error_before_any_work(tmp_path, ca
 
 
 @pytest.mark.parametrize("target", ["export", "onnx", "tensorrt"])
-def test_device_cuda_with_a_target_built_for_the_cpu_names_the_one_that_compiles_for_the_gpu(target, tmp_path,
-                                                                                             capsys):
+def test_device_cuda_with_another_target_names_the_one_that_compiles_for_the_gpu(target, tmp_path, capsys):
     assert main(["build", VIT, *TINY, "--target", target, "--device", "cuda", "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"archspec build: error: --device cuda: --target {target} is built for the CPU; --target aoti "
-                   "compiles for the GPU (--target tensorrt uses the GPU it finds without --device)")
+    assert err == (f"archspec build: error: --device cuda: --target {target} takes no --device; --target aoti "
+                   "compiles for the GPU (--target tensorrt builds on the GPU it finds by itself)")
 
 
 def test_the_bf16_step_says_what_it_does_at_each_target():

@@ -237,8 +237,8 @@ class Build:
             return
         if device not in self.target.build_devices:
             able = " or ".join(t.name for t in targets.targets("build") if device in t.build_devices)
-            raise UsageError(f"--device {device}: --target {self.target.name} is built for the CPU; --target {able} "
-                             f"compiles for the GPU (--target tensorrt uses the GPU it finds without --device)")
+            raise UsageError(f"--device {device}: --target {self.target.name} takes no --device; --target {able} "
+                             f"compiles for the GPU (--target tensorrt builds on the GPU it finds by itself)")
         require_cuda(f"--device {device}")
 
     def write_artifacts(self) -> None:
