@@ -266,9 +266,10 @@ class Aoti(Target):
         checked = context.progress.run(f"load {PACKAGE} and compare it with eager at batch "
                                        f"{' and '.join(map(str, batches))}",
                                        lambda: self.verify(context, path, batches), self.describe_check)
+        named = device if device == "cpu" else f"{device} ({gpu_name(device)})"
         record = {"package": PACKAGE, "precision": context.precision, "batch": list(span), "threads": threads,
                   "compile_s": round(seconds, 1), "torch": torch.__version__, "compiler": cpp_compiler(),
-                  "device": device if device == "cpu" else f"{device} ({gpu_name(device)})", "checks": checked["checks"],
+                  "device": named, "checks": checked["checks"],
                   "deviation": None if checked["deviation"] is None else checked["deviation"].to_json()}
         context.write_text("aoti.json", json.dumps(record, indent=2))
         if checked["deviation"] is not None:
