@@ -257,7 +257,8 @@ class Aoti(Target):
             compile_package(program, path)
             return time.perf_counter() - started
 
-        runs_on = plural(threads, "thread") if device == "cpu" else f"for {gpu_name(device)}"
+        gpu = None if device == "cpu" else gpu_name(device)
+        runs_on = plural(threads, "thread") if gpu is None else f"for {gpu}"
         what = f"{context.precision}, dynamic batch {span[0]}-{span[1]}, {runs_on}"
         title = f"AOTInductor ({what}) -> {PACKAGE}: {SLOW}"
         seconds = context.progress.run(title, make, lambda s: f"{os.path.getsize(path) / 2**20:.1f} MB")
@@ -266,7 +267,7 @@ class Aoti(Target):
         checked = context.progress.run(f"load {PACKAGE} and compare it with eager at batch "
                                        f"{' and '.join(map(str, batches))}",
                                        lambda: self.verify(context, path, batches), self.describe_check)
-        named = device if device == "cpu" else f"{device} ({gpu_name(device)})"
+        named = device if gpu is None else f"{device} ({gpu})"
         record = {"package": PACKAGE, "precision": context.precision, "batch": list(span), "threads": threads,
                   "compile_s": round(seconds, 1), "torch": torch.__version__, "compiler": cpp_compiler(),
                   "device": named, "checks": checked["checks"],
@@ -345,10 +346,11 @@ class Aoti(Target):
 
             return run
 
+        on_cpu = on_device(compiled, device)
+
         def outputs(args):
             with torch.inference_mode():
-                out = as_outputs(compiled(*(a.to(device) for a in args)))
-            return tuple(o.float().cpu() for o in out)
+                return tuple(o.float() for o in on_cpu(args))
 
         return Prepared(bind, outputs, f"AOTInductor package, kernels compiled for {plural(threads, 'thread')}")
 
