@@ -11,6 +11,9 @@ computation it replaces (within float rounding, 1e-5), in every path that can re
     themselves are checked against timm's by the parity tests.
   - PVT: spatial reduction, the depthwise-conv MLP and overlapping patch embeddings read and
     write channels-last views: no transposing copies.
+  - Attention written out (compiler/modules/attention/form.py, what the aoti target's CPU
+    export traces): softmax(q·k^T·scale + mask)·v as plain ops instead of SDPA, for short key
+    rows only; whole models against their fused selves, and the export it goes into.
   - Whole models (Swin, Swin v2, PVT v2, ViT): the eager-inference path against the plain path
     (the same model with autograd on, which takes no fast path), and the standalone model.py.
     These compare archspec with itself; timm is the outside reference in test_parity.py.
@@ -358,6 +361,59 @@ def test_standalone_model_py_runs_the_rewritten_modules(small_model, tmp_path):
     x = torch.randn(2, 3, size, size)
     with torch.no_grad():
         assert float((standalone(x) - model(x)).abs().max()) < ATOL
+
+
+def test_attention_written_out_matches_sdpa_and_runs_no_sdpa(small_model):
+    from archspec.compiler.modules.attention.form import AttentionForm, attention_written_out
+
+    spec, model = small_model
+    size = SMALL[spec]["img"]
+    x = torch.randn(3, 3, size, size, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        fused = model(x)
+        with attention_written_out(model):
+            written = model(x)
+    fused_ops = ops_of(model, x)
+    with attention_written_out(model):
+        written_ops = ops_of(model, x)
+    assert any("scaled_dot_product" in op for op in fused_ops)
+    assert not any("scaled_dot_product" in op for op in written_ops) and "exp" in written_ops
+    assert float((written - fused).abs().max()) < ATOL * max(1.0, float(fused.abs().max()))
+    assert not any(m.written for m in model.modules() if isinstance(m, AttentionForm))  # put back
+
+
+def test_long_or_dynamic_key_rows_keep_the_fused_kernel():
+    from archspec.compiler.modules.attention.form import (WRITTEN_MAX_KEYS, WRITTEN_MAX_KEYS_FP32, AttentionForm,
+                                                          attention_written_out)
+
+    layer = AttentionForm()
+    with attention_written_out(nn.Sequential()):  # a model without attention: nothing to do
+        pass
+    assert not layer.writes_out(16, torch.bfloat16)  # not asked for
+    layer.written = True
+    assert layer.writes_out(WRITTEN_MAX_KEYS, torch.bfloat16)
+    assert not layer.writes_out(WRITTEN_MAX_KEYS + 1, torch.bfloat16)
+    assert layer.writes_out(WRITTEN_MAX_KEYS_FP32, torch.float32)
+    assert not layer.writes_out(WRITTEN_MAX_KEYS_FP32 + 1, torch.float32)  # ViT's 197 keys stay fused in fp32
+
+    class Symbolic:  # what a dynamic dimension is while torch.export traces: not an int
+        pass
+
+    assert not layer.writes_out(Symbolic(), torch.bfloat16)
+
+
+def test_the_aoti_export_writes_short_attention_out_on_the_cpu_only():
+    from archspec.compiler.backends.targets.aoti import export_for_package
+
+    report = archspec.check(str(ROOT / "specs" / "swin_t.yaml"), overrides=SMALL["swin_t"])
+    model = seeded(archspec.build(str(ROOT / "specs" / "swin_t.yaml"), overrides=SMALL["swin_t"])).eval()
+    program = export_for_package(model, report.graph, "fp32", (1, 4))
+    targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    assert not any("scaled_dot_product" in t for t in targets)
+    assert targets.count("aten.exp.default") == sum(SMALL["swin_t"]["depths"])
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        assert float((program.module()(x) - model(x)).abs().max()) < ATOL
 
 
 # -- ONNX for ONNX Runtime ----------------------------------------------------------------------------------

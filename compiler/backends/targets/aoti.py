@@ -82,9 +82,13 @@ def batch_range_of(graph, batch=None) -> tuple[int, int]:
 
 def export_for_package(model, graph, precision: str, batch_range: tuple[int, int], device: str = "cpu"):
     """The torch.export program a package is compiled from (fp32 inputs and outputs, dynamic
-    batch over `batch_range`), on `device`."""
+    batch over `batch_range`), on `device`. On the CPU short attention rows are written out for
+    inductor to fuse (compiler/modules/attention/form.py); on a GPU they stay SDPA's kernels."""
+    import contextlib
+
     import torch
 
+    from ...modules.attention.form import attention_written_out
     from ..export import dynamic_shapes, example_inputs
 
     module = model if precision == "fp32" else low_precision_inside(model, precision)
@@ -99,7 +103,8 @@ def export_for_package(model, graph, precision: str, batch_range: tuple[int, int
     positional = tuple(shapes[node.name] for node in graph.inputs())
     if precision != "fp32":  # forward(*args): the shapes go under its one parameter's name
         positional = {"args": positional}
-    with torch.no_grad():
+    written = attention_written_out(module) if device == "cpu" else contextlib.nullcontext()
+    with torch.no_grad(), written:
         return torch.export.export(module, args, dynamic_shapes=positional, strict=False)
 
 
@@ -249,11 +254,8 @@ class Aoti(Target):
         path = context.path(PACKAGE)
         started = time.perf_counter()
 
-        def make():
-            reusable = context.precision == "fp32" and device == "cpu"  # model.pt2's program is fp32 on the CPU
-            program = context.made.get("export") if reusable else None
-            if program is None:
-                program = export_for_package(context.model, context.graph, context.precision, span, device)
+        def make():  # not model.pt2's program: the package's attention is written out (export_for_package)
+            program = export_for_package(context.model, context.graph, context.precision, span, device)
             compile_package(program, path)
             return time.perf_counter() - started
 

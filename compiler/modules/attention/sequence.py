@@ -18,6 +18,7 @@ from ..common import Linear, make, trunc_normal_linears
 from ..norms import RMSNorm
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args
+from .form import AttentionForm, softmax_written
 from .scores.base import install_score_parts, score_part_names
 
 
@@ -68,7 +69,7 @@ def additive(hidden, dtype):
     return torch.zeros(hidden.shape, dtype=dtype, device=hidden.device).masked_fill(hidden, torch.finfo(dtype).min)
 
 
-class SequenceAttention(Sublayer):
+class SequenceAttention(AttentionForm, Sublayer):
     """Multi-head attention over a sequence, as a sub-layer; subclasses choose the mask."""
 
     causal = False  # the kind's mask is the plain causal one: SDPA's is_causal when nothing else is masked
@@ -206,7 +207,7 @@ class SequenceAttention(Sublayer):
         mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, scores.dtype, q.device)
         if mask is not None:
             scores = scores + mask
-        weights = scores.softmax(dim=-1)
+        weights = softmax_written(scores) if self.written else scores.softmax(dim=-1)  # form.py: why
         for part in parts:
             weights = part.after_softmax(weights)
         weights = F.dropout(weights, attention_dropout(self))
@@ -223,7 +224,7 @@ class SequenceAttention(Sublayer):
         q, k = self.rotate_parts(q, k)
         k, v = self.share_kv(k), self.share_kv(v)
         bias = self.position_bias(q, k, bias)
-        if self.mixes_scores():
+        if self.mixes_scores() or self.writes_out(k.shape[-2], q.dtype):
             x = self.written_out(q, k, v, bias, padding)
         else:
             attn_mask, is_causal = self.mask(N, k.shape[-2], padding, q.dtype, x.device)

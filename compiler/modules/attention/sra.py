@@ -16,9 +16,10 @@ from ...lowering_rules import lowering
 from ..common import Conv2d, Linear, make, trunc_normal_linears
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args, init_conv_fan_out
+from .form import AttentionForm, written_attention
 
 
-class SpatialReductionAttention(Sublayer):
+class SpatialReductionAttention(AttentionForm, Sublayer):
     """kind=sra: keys/values from the grid reduced by conv(k = s = R) + LayerNorm (PVT)."""
 
     def __init__(self, dim, heads, grid, sr_ratio=1, sr_eps=1e-5, qkv_bias=True, proj_bias=True, attn_drop=0.0,
@@ -52,7 +53,10 @@ class SpatialReductionAttention(Sublayer):
         q = self.q(x).reshape(B, N, self.heads, C // self.heads).transpose(1, 2)  # [B, h, N, d]
         kv = self.kv(self.reduce(x)).reshape(B, -1, 2, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
         k, v = kv.unbind(0)  # [B, h, M, d]
-        x = F.scaled_dot_product_attention(q, k, v, dropout_p=attention_dropout(self))
+        if self.writes_out(k.shape[-2], q.dtype):
+            x = written_attention(q, k, v, dropout=attention_dropout(self))  # [B, h, N, d]
+        else:
+            x = F.scaled_dot_product_attention(q, k, v, dropout_p=attention_dropout(self))  # [B, h, N, d]
         x = self.proj(x.transpose(1, 2).reshape(B, N, C))  # -> [B, N, C]
         return self.proj_drop(x) if self.proj_drop is not None else x
 

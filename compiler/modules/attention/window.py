@@ -40,6 +40,7 @@ from ...lowering_rules import lowering
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args
+from .form import AttentionForm, written_attention
 from .scores.base import install_score_parts, score_part_names
 
 LOGIT_SCALE_MAX = math.log(1.0 / 0.01)  # Swin v2 clamps the cosine logit scale at 100
@@ -148,7 +149,7 @@ def window_reverse(windows, wh: int, ww: int, H: int, W: int):
     return x.reshape(-1, H, W, C)
 
 
-class WindowAttention(Sublayer):
+class WindowAttention(AttentionForm, Sublayer):
     """kind=window / shifted: attention inside windows of the grid, after an optional cyclic
     shift (timm Swin / SwinV2 WindowAttention and the block's roll and partition)."""
 
@@ -241,7 +242,10 @@ class WindowAttention(Sublayer):
             k = F.normalize(k, dim=-1)
             scale = 1.0
         mask = self.part_bias(q, k, self.mask_for(x))
-        x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self), scale=scale)
+        if self.writes_out(area, q.dtype):
+            x = written_attention(q, k, v, mask, scale=scale, dropout=attention_dropout(self))  # [B*nW, h, A, d]
+        else:
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self), scale=scale)
         x = self.proj(x.transpose(1, 2).reshape(B, N, C))  # [B*nW, h, A, d] -> [B, N, C]
         if self.proj_drop is not None:
             x = self.proj_drop(x)

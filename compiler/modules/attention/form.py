@@ -1,0 +1,74 @@
+"""How an attention module computes softmax(q·k^T·scale + mask)·v: a lowering choice, not a
+different network.
+
+- fused (the default): one F.scaled_dot_product_attention call. Eager runs torch's flash or
+  math kernel; ONNX export writes it as one Attention op (ONNX Runtime's fused kernel);
+  TensorRT converts it as one op.
+- written out: the two products and the softmax as plain ops, for inductor to compile. In an
+  AOTInductor package (build --target aoti, CPU) inductor then fuses the scale, the mask add
+  and the softmax into one loop between two batched matmuls. For short key rows that is faster
+  than SDPA's CPU flash kernel, which is made for long ones: Swin's 49-key windows, PVT's 49
+  reduced keys, ViT's 197 tokens (measured in the package: README, Performance). A long row
+  keeps the fused kernel, which never holds the whole [N, M] score matrix.
+
+`attention_written_out(model)` turns the written form on for every attention module of a
+model while a program is traced (the aoti target's export); outside it nothing changes.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+
+WRITTEN_MAX_KEYS = 256  # key rows up to this long are written out when asked for; longer stay fused
+WRITTEN_MAX_KEYS_FP32 = 64  # in fp32 SDPA's kernel is as fast from ViT's 197 keys (1.01-1.03x written)
+
+
+class AttentionForm:
+    """Mixed into the attention modules: `written` is set only inside attention_written_out()."""
+
+    written = False
+
+    def writes_out(self, keys, dtype) -> bool:
+        """Whether attention over `keys` keys per query in `dtype` is written out: asked for, and
+        a short row of a size known when the program is traced (a dynamic length stays fused)."""
+        longest = WRITTEN_MAX_KEYS_FP32 if dtype == torch.float32 else WRITTEN_MAX_KEYS
+        return self.written and isinstance(keys, int) and keys <= longest
+
+
+def written_attention(q, k, v, mask=None, scale=None, dropout: float = 0.0):
+    """softmax(q·k^T·scale + mask)·v as plain ops: q [..., N, d], k and v [..., M, d] -> [..., N, d]."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale  # [..., N, M]; the scale goes into the softmax's loop
+    if mask is not None:
+        scores = scores + mask
+    weights = softmax_written(scores)
+    if dropout:
+        weights = F.dropout(weights, dropout)
+    return weights @ v  # [..., N, d]
+
+
+def softmax_written(scores):
+    """softmax over the last dimension as exp and sums, which inductor fuses into one loop as it
+    does softmax itself. Not softmax: inductor's attention patterns (fx_passes/fuse_attention.py)
+    look for matmul, softmax, matmul and put SDPA's flash kernel back, with copies around it
+    (PVT v2's package took 1.09-1.20x the fused one's time that way)."""
+    shifted = scores - scores.amax(dim=-1, keepdim=True)  # [..., N, M]
+    weights = shifted.exp()
+    return weights / weights.sum(dim=-1, keepdim=True)
+
+
+@contextmanager
+def attention_written_out(model: torch.nn.Module):
+    """Within: every attention module of `model` writes its attention out where its key rows are
+    short (AttentionForm.writes_out); afterwards each is as it was."""
+    forms = [m for m in model.modules() if isinstance(m, AttentionForm)]
+    for module in forms:
+        module.written = True
+    try:
+        yield model
+    finally:
+        for module in forms:
+            del module.written  # back to the class's False
