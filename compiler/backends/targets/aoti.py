@@ -4,6 +4,8 @@ plain torch loads (`torch._inductor.aoti_load_package`), no archspec needed. Dyn
 as the export has it; fp32, or bf16 (the package takes and gives fp32, computes in bf16).
 
 `--device cuda` compiles it for this machine's GPU instead (it then takes its inputs there).
+On the CPU the package's program is exported with short attention rows written out for
+inductor to fuse (compiler/modules/attention/form.py), so it is not model.pt2's program.
 
 The build loads the package it wrote and compares it with the eager module at two batch sizes
 (aoti.json keeps the gaps, the batch range, the compile time and the thread count its kernels
