@@ -402,7 +402,7 @@ def test_long_or_dynamic_key_rows_keep_the_fused_kernel():
     assert not layer.writes_out(Symbolic(), torch.bfloat16)
 
 
-def test_the_aoti_export_writes_short_attention_out_on_the_cpu_only():
+def test_the_aoti_cpu_export_writes_short_attention_out():
     from archspec.compiler.backends.targets.aoti import export_for_package
 
     report = archspec.check(str(ROOT / "specs" / "swin_t.yaml"), overrides=SMALL["swin_t"])
@@ -414,6 +414,17 @@ def test_the_aoti_export_writes_short_attention_out_on_the_cpu_only():
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         assert float((program.module()(x) - model(x)).abs().max()) < ATOL
+
+
+def test_the_aoti_export_keeps_sdpa_for_a_dynamic_sequence_length():
+    from archspec.compiler.backends.targets.aoti import export_for_package
+
+    tiny = {"vocab": 64, "dim": 32, "depth": 1, "heads": 2}
+    report = archspec.check(str(ROOT / "specs" / "gpt2.yaml"), overrides=tiny)
+    model = archspec.build(str(ROOT / "specs" / "gpt2.yaml"), overrides=tiny).eval()
+    program = export_for_package(model, report.graph, "fp32", (1, 4))  # L: 1 to 1024, dynamic
+    targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    assert sum("scaled_dot_product" in t for t in targets) == 1 and "aten.exp.default" not in targets
 
 
 # -- ONNX for ONNX Runtime ----------------------------------------------------------------------------------

@@ -6,10 +6,11 @@ different network.
   TensorRT converts it as one op.
 - written out: the two products and the softmax as plain ops, for inductor to compile. In an
   AOTInductor package (build --target aoti, CPU) inductor then fuses the scale, the mask add
-  and the softmax into one loop between two batched matmuls. For short key rows that is faster
-  than SDPA's CPU flash kernel, which is made for long ones: Swin's 49-key windows, PVT's 49
-  reduced keys, ViT's 197 tokens (measured in the package: README, Performance). A long row
-  keeps the fused kernel, which never holds the whole [N, M] score matrix.
+  and the softmax into one loop between two batched matmuls. For short key rows that can beat
+  SDPA's CPU flash kernel, which is made for long ones: Swin's 49-key windows (0.91-1.00x the
+  package's time with SDPA) and, in bf16, ViT's 197 tokens (0.91-0.99x); PVT's 49 reduced keys
+  take the same time either way (measured on an AMD EPYC: README, Performance). A long row keeps
+  the fused kernel, which never holds the whole [N, M] score matrix.
 
 `attention_written_out(model)` turns the written form on for every attention module of a
 model while a program is traced (the aoti target's export); outside it nothing changes.
