@@ -143,7 +143,7 @@ def test_build_writes_a_package_that_loads_without_archspec_and_matches_eager(tm
     assert main(["build", VIT, *TINY, "--target", "aoti", "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert "-> model.aoti.pt2: compiles C++, minutes for a full-size model" in err
-    assert "load model.aoti.pt2 and compare it with eager at batch 1 and 3" in err
+    assert "load model.aoti.pt2 in a fresh process (plain torch) and compare it with eager at batch 1 and 3" in err
     record = json.loads((out / "aoti.json").read_text())
     assert record["precision"] == "fp32" and record["batch"] == [1, 64] and record["compile_s"] > 0
     assert [c["batch"] for c in record["checks"]] == [1, 3] and all(c["max_abs"] < 1e-4 for c in record["checks"])
@@ -158,6 +158,45 @@ def test_build_writes_a_package_that_loads_without_archspec_and_matches_eager(tm
     got = run_package_without_archspec(out, "model.aoti.pt2", args)
     assert got.shape == expected.shape and float((got - expected).abs().max()) < 1e-4
     assert package_calls(out / "model.aoti.pt2") == {"oneDNN linear"}  # frozen: no MKL matrix product left
+
+
+CRASH = """
+import os, signal, sys
+sys.stderr.write("Exception in aoti_torch: the specified pointer resides on host memory\\n")
+sys.stderr.flush()
+os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_a_fresh_process_that_dies_checking_the_package_is_an_error_naming_the_signal(monkeypatch):
+    """The build's check runs the package in a fresh process: a loader that crashes there (as
+    torch 2.11's did on the H200 with a CUDA package) ends that process, not archspec."""
+    from archspec.core.errors import InternalError
+
+    monkeypatch.setattr(aoti, "FRESH_RUN", CRASH)
+    with pytest.raises(InternalError) as caught:
+        aoti.run_in_fresh_process("model.aoti.pt2", "cpu", 1, [(torch.zeros(1),)])
+    text = caught.value.message
+    assert text == ("a fresh Python process loading model.aoti.pt2 and running it died of SIGSEGV; its last words: "
+                    "Exception in aoti_torch: the specified pointer resides on host memory")
+    assert f"compiled by torch {torch.__version__}" in caught.value.hint
+
+
+def test_a_fresh_process_that_fails_checking_the_package_gives_its_status_and_last_line(monkeypatch):
+    monkeypatch.setattr(aoti, "FRESH_RUN", "import sys; print('loading...', file=sys.stderr); sys.exit('no such file')")
+    from archspec.core.errors import InternalError
+
+    with pytest.raises(InternalError) as caught:
+        aoti.run_in_fresh_process("model.aoti.pt2", "cpu", 1, [])
+    assert caught.value.message.endswith("exited with status 1; its last words: no such file")
+
+
+def test_the_fresh_process_refuses_archspec():
+    """FRESH_RUN's first lines make an archspec import fail there: the package is seen to load with plain torch."""
+    refuse = aoti.FRESH_RUN.split("import torch")[0]
+    done = subprocess.run([sys.executable, "-c", refuse + "import archspec.compiler"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and "the package needs archspec: it must load with plain torch" in done.stderr
 
 
 def package_calls(package) -> set[str]:

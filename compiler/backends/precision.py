@@ -110,12 +110,13 @@ def _has_class_axis(graph: Graph) -> list[bool]:
 
 
 def measure_deviation(reference, candidate, graph: Graph, precision: str, target: str, batch: int = 4,
-                      samples: int = 64, seed: int = 0) -> Deviation:
+                      samples: int = 64, seed: int = 0, inputs: list | None = None) -> Deviation:
     """`reference` and `candidate` map a tuple of fp32 input tensors to their outputs (tensors or
     arrays; the candidate casts internally). Max |difference| on the fixed example inputs at
-    `batch`; top-1 agreement over `samples` random inputs (in batches of `batch`)."""
-    args = example_inputs(graph, batch=batch)
-    want, got = _outputs(reference(args)), _outputs(candidate(args))
+    `batch`; top-1 agreement over `samples` random inputs (in batches of `batch`). Both are called
+    on the tuples of `inputs`, by default deviation_inputs(graph, batch, samples, seed)."""
+    fixed, *random = inputs if inputs is not None else deviation_inputs(graph, batch, samples, seed)
+    want, got = _outputs(reference(fixed)), _outputs(candidate(fixed))
     if len(want) != len(got):
         raise ValueError(f"{len(got)} outputs compared with {len(want)}")
     gaps = [(g - w).abs() for g, w in zip(got, want)]
@@ -123,12 +124,9 @@ def measure_deviation(reference, candidate, graph: Graph, precision: str, target
                     scale=float(torch.stack([w.abs().max() for w in want]).max()),
                     mean_abs=float(torch.cat([g.flatten() for g in gaps]).mean()))
     classes = _has_class_axis(graph)
-    if any(classes) and samples > 0:
+    if any(classes) and random:
         agree = total = 0
-        generator = torch.Generator().manual_seed(seed + 1)
-        for start in range(0, samples, batch):
-            size = min(batch, samples - start)
-            args = _random_inputs(graph, size, generator)
+        for args in random:
             want, got = _outputs(reference(args)), _outputs(candidate(args))
             for w, g, is_class in zip(want, got, classes):
                 if is_class:
@@ -137,6 +135,17 @@ def measure_deviation(reference, candidate, graph: Graph, precision: str, target
                     total += same.numel()
         dev.top1_agree, dev.top1_total = agree, total
     return dev
+
+
+def deviation_inputs(graph: Graph, batch: int, samples: int, seed: int = 0) -> list[tuple[torch.Tensor, ...]]:
+    """The input tuples measure_deviation feeds both sides: the fixed example inputs at `batch`,
+    then, when an output holds classes, `samples` random inputs in batches of `batch`."""
+    inputs = [example_inputs(graph, batch=batch)]
+    if any(_has_class_axis(graph)) and samples > 0:
+        generator = torch.Generator().manual_seed(seed + 1)
+        inputs += [_random_inputs(graph, min(batch, samples - start), generator)
+                   for start in range(0, samples, batch)]
+    return inputs
 
 
 def _random_inputs(graph: Graph, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:

@@ -7,7 +7,9 @@ as the export has it; fp32, or bf16 (the package takes and gives fp32, computes 
 On the CPU the package's program is exported with short attention rows written out for
 inductor to fuse (compiler/modules/attention/form.py), so it is not model.pt2's program.
 
-The build loads the package it wrote and compares it with the eager module at two batch sizes
+The build loads the package it wrote in a fresh Python process that refuses archspec's imports
+(so a crash inside torch's loader is an error, not the end of archspec, and the package is seen
+to need plain torch only), runs it there and compares it with the eager module at two batch sizes
 (aoti.json keeps the gaps, the batch range, the compile time and the thread count its kernels
 were compiled for); a bf16 build's deviation from fp32 goes to precision.json as for the other
 precisions. Compiling needs a C++ compiler (the one inductor uses: $CXX, else g++) and takes
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import textwrap
 import time
 
 from . import giving, register
@@ -32,6 +35,34 @@ NO_COMPILER = "AOTInductor compiles C++ and finds no C++ compiler here (it looks
 COMPILER_HINT = "install one (apt-get install g++), or name the one to use in $CXX"
 BF16_NO = "this CPU has no bf16 instructions (AVX512-BF16 or AMX): bf16 would be emulated and slow"
 SLOW = "compiles C++, minutes for a full-size model on a few cores"
+DEVIATION_SAMPLES = 32  # random inputs a bf16 package's top-1 agreement is measured on
+FRESH_SECONDS = 900  # the most the fresh process may take to load the package and run its checks
+
+# Run by a fresh interpreter (sys.executable -c FRESH_RUN PACKAGE INPUTS OUTPUTS DEVICE THREADS):
+# the package loaded by plain torch with archspec refused, run on each saved tuple of inputs
+# (moved to DEVICE), its outputs saved back on the CPU.
+FRESH_RUN = textwrap.dedent("""
+    import sys
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "archspec":
+                raise ImportError(f"the package needs {name}: it must load with plain torch")
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    import torch
+
+    package, inputs, outputs, device, threads = sys.argv[1:6]
+    torch.set_num_threads(int(threads))
+    model = torch._inductor.aoti_load_package(package)
+    results = []
+    with torch.no_grad():
+        for args in torch.load(inputs, weights_only=True):
+            out = model(*(a.to(device) for a in args))
+            results.append(tuple(o.cpu() for o in (out if isinstance(out, (list, tuple)) else [out])))
+    torch.save(results, outputs)
+""")
 
 
 def compiler_names() -> list[str]:
@@ -148,6 +179,51 @@ def load_package(path: str):
     import torch
 
     return torch._inductor.aoti_load_package(path)
+
+
+def run_in_fresh_process(path: str, device: str, threads: int, inputs: list[tuple]) -> list[tuple]:
+    """The package at `path` run on each of `inputs` (tuples of CPU tensors) by a fresh Python
+    process with plain torch (FRESH_RUN), `threads` threads: its outputs, on the CPU. A process
+    that fails or dies (torch's loader crashing on a package, say) is an error saying how."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import torch
+
+    from archspec.core.errors import bug
+
+    with tempfile.TemporaryDirectory(prefix="archspec-aoti-check-") as work:
+        given, got = os.path.join(work, "inputs.pt"), os.path.join(work, "outputs.pt")
+        torch.save(list(inputs), given)
+        command = [sys.executable, "-c", FRESH_RUN, path, given, got, device, str(threads)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=FRESH_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise bug(f"a fresh Python process loading {PACKAGE} and running it took over "
+                      f"{FRESH_SECONDS} s; stopped") from None
+        if done.returncode != 0:
+            raise bug(fresh_failure(done.returncode, done.stderr),
+                      hint=f"the package was compiled by torch {torch.__version__}; the failure is in loading "
+                           f"or running it there, not in the spec") from None
+        return torch.load(got, weights_only=True)
+
+
+def fresh_failure(returncode: int, stderr: str) -> str:
+    """What happened to the fresh process that loaded the package: the signal it died of, or its
+    exit status, with the last line it wrote."""
+    import signal
+
+    if returncode < 0:
+        try:
+            how = f"died of {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"died of signal {-returncode}"
+    else:
+        how = f"exited with status {returncode}"
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    said = f"; its last words: {last[:300]}" if last else ""
+    return f"a fresh Python process loading {PACKAGE} and running it {how}{said}"
 
 
 def plural(count: int, word: str) -> str:
@@ -268,9 +344,9 @@ class Aoti(Target):
         seconds = context.progress.run(title, make, lambda s: f"{os.path.getsize(path) / 2**20:.1f} MB")
         context.written.append(path)
         batches = check_batches(span)
-        checked = context.progress.run(f"load {PACKAGE} and compare it with eager at batch "
-                                       f"{' and '.join(map(str, batches))}",
-                                       lambda: self.verify(context, path, batches), self.describe_check)
+        checked = context.progress.run(f"load {PACKAGE} in a fresh process (plain torch) and compare it with "
+                                       f"eager at batch {' and '.join(map(str, batches))}",
+                                       lambda: self.verify(context, path, batches, threads), self.describe_check)
         named = device if gpu is None else f"{device} ({gpu})"
         record = {"package": PACKAGE, "precision": context.precision, "batch": list(span), "threads": threads,
                   "compile_s": round(seconds, 1), "torch": torch.__version__, "compiler": cpp_compiler(),
@@ -281,26 +357,30 @@ class Aoti(Target):
             self.record_precision(context, checked["deviation"])
         return path
 
-    def verify(self, context, path: str, batches: list[int]) -> dict:
-        """The package loaded afresh against the eager fp32 module: max |difference| at each of
-        `batches`; for bf16 also the measured deviation (with top-1 agreement for classifiers)."""
+    def verify(self, context, path: str, batches: list[int], threads: int) -> dict:
+        """The package, loaded and run by a fresh process (run_in_fresh_process), against the
+        eager fp32 module: max |difference| at each of `batches`; for bf16 also the measured
+        deviation (with top-1 agreement for classifiers), on inputs sent there beforehand."""
         import torch
 
         from ..export import example_inputs, max_abs_difference
-        from ..precision import eager_runner, measure_deviation
+        from ..precision import deviation_inputs, eager_runner, measure_deviation
 
-        compiled = on_device(load_package(path), context.device)
+        low = context.precision != "fp32"
+        checked = [example_inputs(context.graph, batch=batch) for batch in batches]
+        sampled = deviation_inputs(context.graph, batches[-1], DEVIATION_SAMPLES) if low else []
+        outputs = run_in_fresh_process(path, context.device, threads, checked + sampled)
+        by_input = {id(args): out for args, out in zip(checked + sampled, outputs)}
         reference = eager_runner(context.model)
         checks = []
-        for batch in batches:
-            args = example_inputs(context.graph, batch=batch)
+        for batch, args in zip(batches, checked):
             with torch.no_grad():
-                gap = max_abs_difference(compiled(args), as_outputs(reference(args)))
+                gap = max_abs_difference(by_input[id(args)], as_outputs(reference(args)))
             checks.append({"batch": batch, "max_abs": gap})
         deviation = None
-        if context.precision != "fp32":
-            deviation = measure_deviation(reference, compiled, context.graph,
-                                          context.precision, self.name, batch=batches[-1], samples=32)
+        if low:
+            deviation = measure_deviation(reference, lambda args: by_input[id(args)], context.graph,
+                                          context.precision, self.name, inputs=sampled)
         return {"checks": checks, "deviation": deviation}
 
     @staticmethod
