@@ -142,7 +142,7 @@ def solve_hints(exc: SpecError, doc: Document) -> SpecError:
         return exc
     baseline = problems_of(exc)
     try:
-        solved = [_solve_param(d, doc, baseline) for d in diagnostics]
+        solved = [_solve_otherwise(_solve_param(d, doc, baseline), doc, baseline) for d in diagnostics]
         solved = _solve_size(solved, doc, baseline)
     except Exception:  # noqa: BLE001 - better hints must never cost the user the error itself
         if os.environ.get("ARCHSPEC_DEBUG"):
@@ -193,6 +193,41 @@ def _solve_param(d: Diagnostic, doc: Document, baseline) -> Diagnostic:
         return d
     passing = tuple(sorted(good[:MOST_VALUES]))
     return replace(d, suggestion=replace(suggestion, advice=replace(divides, passing=passing)))
+
+
+def _solve_otherwise(d: Diagnostic, doc: Document, baseline) -> Diagnostic:
+    """'or set pad: true ...': kept when the spec with that field set on the node passes there
+    (the problem gone, none brought), else dropped (a shifted window elsewhere would still fail)."""
+    suggestion = d.suggestion
+    divides = suggestion.advice if suggestion is not None and d.severity == "error" else None
+    if not isinstance(divides, Divides) or divides.otherwise is None:
+        return d
+    path = next((p for p, loc in doc.locs.items() if loc == d.loc), None) if d.loc is not None else None
+    setting = divides.otherwise
+    edited = _with_value(doc, path[:-1] + (setting.field,), setting.value) if path else None
+    if edited is not None and check_problems(edited, costed=True) < baseline:
+        return d
+    return replace(d, suggestion=replace(suggestion, advice=replace(divides, otherwise=None)))
+
+
+def _with_value(doc: Document, path: tuple, value: Any) -> Document | None:
+    """`doc` with the value at `path` set (the mappings and lists on the way copied), or None
+    when `path` does not lead through mappings and lists."""
+    data = root = _copied(doc.data)
+    for key in path[:-1]:
+        try:
+            data[key] = _copied(data[key])
+        except (KeyError, IndexError, TypeError):
+            return None
+        data = data[key]
+    if not isinstance(data, dict):
+        return None
+    data[path[-1]] = value
+    return replace(doc, data=root)
+
+
+def _copied(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
 
 
 def _param_at(doc: Document, d: Diagnostic) -> str | None:

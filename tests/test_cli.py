@@ -114,7 +114,8 @@ def test_json_errors(capsys):
     assert record == {
         "severity": "error", "file": BAD, "line": 23, "col": 57, "path": "stages.0.blocks.attn",
         "message": "window 5 does not divide the 56x56 token grid (image 224 / patch 4)",
-        "hint": "use a window that divides 56 and passes the whole spec (2, 4, 7, 14, 28) or an input of 200 or 240"}
+        "hint": "use a window that divides 56 and passes the whole spec (2, 4, 7, 14, 28) or an input of 200 or 240; "
+                "or set pad: true to pad the grid to a multiple of 5 (as SAM and Twins do)"}
 
 
 def test_errors_quote_the_line_with_a_caret(capsys):

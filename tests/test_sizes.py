@@ -94,6 +94,20 @@ def test_the_issue_examples():
     assert hint == "use an input of 224 or 448"
 
 
+def test_pad_is_offered_only_where_the_whole_spec_then_passes(tmp_path):
+    """'or set pad: true' is named when padding that attention's grid makes the whole spec pass
+    (plain windows), and left out when a shifted window would still fail (Swin)."""
+    bad = ROOT / "tests" / "bad_specs" / "window_does_not_divide_grid.yaml"
+    (hint,) = hints(bad, {})
+    assert hint.endswith("; or set pad: true to pad the grid to a multiple of 5 (as SAM and Twins do)")
+    padded = tmp_path / "padded.yaml"
+    padded.write_text(bad.read_text().replace('window: "${window}"}', 'window: "${window}", pad: true}'))
+    assert "pad: true" in padded.read_text() and passes(padded, {})
+    swin = ROOT / "specs" / "swin_t.yaml"
+    (hint,) = hints(swin, {"img": 240})
+    assert "pad" not in hint and hint == "use an input of 224 or 448: no window that divides 60 passes the whole spec"
+
+
 @pytest.mark.parametrize("advice, expected", [
     (Divides("window side", 56, (14, 28), (2, 4, 7, 8, 14, 28)),
      "use a window side that divides 56 and passes the whole spec (7, 14, 28) or an input of 192 or 384"),

@@ -71,8 +71,17 @@ class Divides:
     shown: tuple[int, ...]
     candidates: tuple[int, ...]
     passing: tuple[int, ...] | None = None
+    otherwise: Setting | None = None  # another way out, on the same node (kept if the solver confirms it)
 
     def text(self) -> str:
+        return self.divides() + self.or_otherwise()
+
+    def with_sizes(self, sizes: str) -> str:
+        if self.passing == ():  # no value of the param passes: the size is the way out
+            return f"use {sizes}: {self.divides()}{self.or_otherwise()}"
+        return f"{self.divides()} or {sizes}{self.or_otherwise()}"
+
+    def divides(self) -> str:
         whole = "the grid" if self.whole is None else str(self.whole)
         if self.passing is None:
             return f"use a {self.noun} that divides {whole} ({_listed(self.shown)})"
@@ -80,10 +89,22 @@ class Divides:
             return f"no {self.noun} that divides {whole} passes the whole spec"
         return f"use a {self.noun} that divides {whole} and passes the whole spec ({_listed(self.passing)})"
 
-    def with_sizes(self, sizes: str) -> str:
-        if self.passing == ():  # no value of the param passes: the size is the way out
-            return f"use {sizes}: {self.text()}"
-        return f"{self.text()} or {sizes}"
+    def or_otherwise(self) -> str:
+        return f"; or {self.otherwise.text()}" if self.otherwise else ""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A field of the same node set to a value, as another way out ('set pad: true to pad the
+    grid ...'); the whole-spec solver tries it and keeps it only when the spec then passes there."""
+
+    field: str
+    value: bool | int | str
+    does: str  # 'to pad the grid to a multiple of 7 ...'
+
+    def text(self) -> str:
+        shown = str(self.value).lower() if isinstance(self.value, bool) else str(self.value)
+        return f"set {self.field}: {shown} {self.does}"
 
 
 @dataclass(frozen=True)

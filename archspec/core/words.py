@@ -10,14 +10,15 @@ class DidYouMean(str):
 
     written: str
     meant: str
+    note: str  # words after the question ('mlp has no option ...'), or ''
 
-    def __new__(cls, written: str, meant: str) -> "DidYouMean":
-        hint = super().__new__(cls, f"did you mean '{meant}'?")
-        hint.written, hint.meant = str(written), str(meant)
+    def __new__(cls, written: str, meant: str, note: str = "") -> "DidYouMean":
+        hint = super().__new__(cls, f"did you mean '{meant}'?" + (f" {note}" if note else ""))
+        hint.written, hint.meant, hint.note = str(written), str(meant), str(note)
         return hint
 
     def __reduce__(self):  # copied or pickled with its data
-        return (DidYouMean, (self.written, self.meant))
+        return (DidYouMean, (self.written, self.meant, self.note))
 
 
 def did_you_mean(word: str, choices) -> DidYouMean | None:

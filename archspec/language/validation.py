@@ -16,7 +16,7 @@ from typing import Any, Callable, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from ..core.errors import Diagnostic
-from ..core.words import did_you_mean, one_of
+from ..core.words import DidYouMean, did_you_mean, one_of
 from .loader import Document
 from .schema import IDENTIFIER, NAME_RULE, NodeMeta
 
@@ -166,8 +166,12 @@ def _unknown_key(g: _ValueErrors) -> Diagnostic | None:
         return None
     allowed = field_names(_model_holding(g.model, g.path))
     key = g.path[-1]
-    hint = ((g.elsewhere(key) if g.elsewhere and len(g.path) == 1 else None) or did_you_mean(key, allowed)
+    op_param = bool(g.elsewhere) and len(g.path) == 1  # a parameter of a primitive's node
+    hint = ((g.elsewhere(key) if op_param else None) or did_you_mean(key, allowed)
             or (f"allowed keys: {one_of(allowed)}" if allowed else None))
+    if op_param and isinstance(hint, DidYouMean) and str(key).startswith(f"{hint.meant}_"):  # hidden_norm
+        hint = DidYouMean(key, hint.meant, f"If not: {g.what} has no option '{key}'; what it does not take can be "
+                                           f"written out of general ops (specs/README.md, 5.8)")
     return g.at(f"unknown key '{key}'{g.where}", hint, key=True)
 
 

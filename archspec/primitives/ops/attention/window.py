@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 
 from pydantic import Field
 
-from ....core.suggestions import Divides, GridOrigin, Remedy
+from ....core.suggestions import Divides, GridOrigin, Remedy, Setting
 from ....core.types import TensorType, dim_value
 from ...base import Cost, NonNegInt, PositiveInt, RuleError
 from ...counting import FLOAT_BYTES, INDEX_BYTES, attention_flops, linear_flops, linear_params
@@ -42,13 +42,18 @@ class WindowParams(AttentionParams):
                               description="score parts that add a bias, over each window (decomposed)")
 
 
+PAD_INSTEAD = "to pad the grid to a multiple of {window} (as SAM and Twins do)"
+
+
 def window_misfit(p: WindowParams, grid: tuple[int, int], size: int, x: TensorType | None) -> RuleError:
     """The window does not divide the grid side `size`."""
     candidates = tuple(divisors(size)[1:-1])
     origin = grid_origin(x) if x is not None else GridOrigin()
+    padding = Setting("pad", True, PAD_INSTEAD.format(window=p.window)) if p.kind == "window" else None  # unshifted
     return RuleError(f"window {p.window} does not divide the {grid[0]}x{grid[1]} token grid"
                      f"{origin_text(x) if x is not None else ''}", field="window",
-                     hint=Divides("window", size, shown=candidates[-6:], candidates=candidates), grid=origin,
+                     hint=Divides("window", size, shown=candidates[-6:], candidates=candidates, otherwise=padding),
+                     grid=origin,
                      input=nearest_input(origin, size, p.window))
 
 
