@@ -131,6 +131,7 @@ class PartialCosting(Costing):
 # -- hints solved for the whole spec -----------------------------------------------------------
 MOST_VALUES = 6
 SIZE_SECONDS, PARAM_SECONDS = 0.15, 0.1  # a failed check's hints take at most about 0.25 s
+# (and one check more for another way out, such as pad: true)
 
 
 def solve_hints(exc: SpecError, doc: Document) -> SpecError:
