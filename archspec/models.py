@@ -203,11 +203,12 @@ def check_classifier(function: str, model, path: str, num_classes) -> None:
 
 def load_checkpoint(model, report, weights, mapping=None):
     """Load `weights` into `model` (compiler/weights/load.py); when the classifier was left at
-    its initialisation (another number of classes than the checkpoint's), say so on the
-    `archspec` logger (one line on stderr unless logging is set up otherwise). The Fit."""
+    its initialisation (another number of classes than the checkpoint's), or the load warns
+    (learned tensors dropped, the mapping file given not used), say so on the `archspec` logger
+    (a line each on stderr unless logging is set up otherwise). The Fit."""
     from .compiler.weights.load import load_weights
 
     fit = load_weights(model, weights, report.graph, [mapping] if mapping is not None else [])
-    if fit.classifier_note:
-        LOG.warning("archspec: weights: %s", fit.classifier_note)
+    for said in ([fit.classifier_note] if fit.classifier_note else []) + fit.warnings:
+        LOG.warning("archspec: weights: %s", said)
     return fit

@@ -67,7 +67,7 @@ def collection_paused():
 
 def lower_report(report: Report, seed: int = 0, weights=None, mapping=None):
     """The checked spec as a torch.fx.GraphModule, with weights loaded if given: in archspec's
-    naming, a naming of the spec's mapping files, or that of `mapping` (one more file)."""
+    naming, a naming of the spec's mapping files, or that of `mapping` (one more file, tried first)."""
     from .compiler.lower import lower
 
     model = lower(report.graph, seed=seed)

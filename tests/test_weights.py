@@ -388,6 +388,47 @@ def test_a_user_mapping_loads_a_renamed_checkpoint_with_identical_outputs(tmp_pa
         archspec.build(VIT, SMALL, weights=state)
 
 
+DOUBLED_BIAS = r"""
+name: doubled bias
+identify: ['^head\.fc\.bias$']
+rules:
+  - affine: {match: '^head\.fc\.bias$', scale: 2.0}
+"""
+
+
+def test_a_user_mapping_comes_before_the_namings_that_also_fit(tmp_path):
+    """The file asked for is tried first: a checkpoint in archspec's own naming, which that
+    naming would load as it is, loads through the user's file when it fits (the bias doubled)."""
+    (tmp_path / "doubled.yaml").write_text(DOUBLED_BIAS)
+    state = perturb_constants(small_vit(seed=1)).state_dict()
+    plain = archspec.build(VIT, SMALL, weights=state)
+    doubled = archspec.build(VIT, SMALL, weights=state, mapping=tmp_path / "doubled.yaml")
+    assert torch.equal(plain.get_parameter("head.fc.bias"), state["head.fc.bias"])
+    assert torch.equal(doubled.get_parameter("head.fc.bias"), 2 * state["head.fc.bias"])
+    fit = load_weights(small_vit(), state, mappings=[tmp_path / "doubled.yaml"])
+    assert fit.naming == "doubled bias" and fit.warnings == []
+
+
+def test_a_user_mapping_not_used_is_a_warning_saying_why(tmp_path, caplog):
+    """A checkpoint that another naming loads instead of the user's file: the load says so."""
+    (tmp_path / "mine.yaml").write_text(USER_MAPPING)
+    state = small_vit(seed=1).state_dict()
+    fit = load_weights(small_vit(), state, mappings=[tmp_path / "mine.yaml"])
+    assert fit.naming == "archspec"
+    assert fit.warnings == [f"your mapping {tmp_path / 'mine.yaml'} was not used: the checkpoint lacks the keys that "
+                            "identify it; loaded under archspec naming instead"]
+    assert f"warning: your mapping {tmp_path / 'mine.yaml'} was not used" in fit.summary()
+    with caplog.at_level("WARNING", logger="archspec"):
+        archspec.build(VIT, SMALL, weights=state, mapping=tmp_path / "mine.yaml")
+    assert any("was not used: the checkpoint lacks the keys that identify it" in r.getMessage() for r in caplog.records)
+    (tmp_path / "off.yaml").write_text("name: off\nidentify: ['^head\\.fc\\.bias$']\nrules:\n"
+                                       "  - rename: {'^head\\.fc\\.bias$': head.fc.offset}\n")
+    fit = load_weights(small_vit(), state, mappings=[tmp_path / "off.yaml"])
+    assert fit.naming == "archspec" and fit.warnings == [
+        f"your mapping {tmp_path / 'off.yaml'} was not used: under it the checkpoint has 1 missing (head.fc.bias); "
+        "1 unexpected (head.fc.offset); loaded under archspec naming instead"]
+
+
 def test_the_mapping_argument_is_checked():
     with pytest.raises(TypeError, match="`mapping` must be the path of a weight mapping file"):
         archspec.build(VIT, SMALL, weights={}, mapping=3)

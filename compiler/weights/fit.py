@@ -42,6 +42,7 @@ class Fit:
     dropped_learned: list[str] = field(default_factory=list)  # the checkpoint's, learned, left out by drop rules
     new_classifier: list[str] = field(default_factory=list)  # ours, left at their initialisation: other classes
     notes: list[str] = field(default_factory=list)  # what the load summary also says (a shipped mapping file taken)
+    passed_over: list[str] = field(default_factory=list)  # a user's mapping file not used, and why
 
     @property
     def problems(self) -> int:
@@ -70,11 +71,11 @@ class Fit:
 
     @property
     def warnings(self) -> list[str]:
-        """What the load did that may not be meant: learned tensors the mapping dropped."""
-        if not self.dropped_learned:
-            return []
-        return [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
-                f"(not buffers): {listing(self.dropped_learned)}"]
+        """What the load did that may not be meant: learned tensors the mapping dropped, a
+        mapping file the user gave left unused."""
+        dropped = [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
+                   f"(not buffers): {listing(self.dropped_learned)}"] if self.dropped_learned else []
+        return dropped + self.passed_over
 
     @property
     def classifier_note(self) -> str | None:

@@ -1,9 +1,11 @@
 """Loading a checkpoint into a built model: which namings to try, and copying the tensors in.
 
-The namings tried, in order: archspec's own (the model's state-dict names), those of the
-mapping files the spec names under `mappings:`, then any mapping file the user gives
-(`--map FILE`). The first under which the checkpoint fits is loaded; if none fits, the error
-names the closest (fit.py). The classifier alone may differ in shape (a model built for
+The namings tried, in order: any mapping file the user gives (`--map FILE`: asked for, it comes
+first), archspec's own (the model's state-dict names), then those of the mapping files the spec
+names under `mappings:`. The first under which the checkpoint fits is loaded; if none fits, the
+error names the closest (fit.py). A user's file that another naming was loaded instead of is a
+warning of the load (it says why: the checkpoint lacks the keys that identify it, or what does
+not fit under it). The classifier alone may differ in shape (a model built for
 another number of classes, as timm's num_classes): it stays at its initialisation and the Fit
 says so; which tensors are the classifier, the model's head says (`classifier_tensors`).
 
@@ -20,7 +22,7 @@ checkpoint's other tensors may be anything its mapping drops):
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 import torch
@@ -32,7 +34,7 @@ from archspec.language.mapping_sources import MappingSource, as_error, mapping_s
 from archspec.core.errors import SpecError, error
 
 from .checkpoint import listing, read_state_dict, source_name
-from .fit import Fit, best_fit
+from .fit import Fit, best_fit, fit_under
 from .mapping_file import read_mapping_file
 from .naming import ARCHSPEC, Naming
 from .resample import resamplers
@@ -48,7 +50,7 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
 
     `graph` is the checked spec's IR (its `mappings` are the spec's mapping files); without it,
     they are read from the spec file the model was built from. `mappings` are more mapping
-    files to try after the spec's (a user's `--map`). `params` are the spec's params that
+    files (a user's `--map`), tried first. `params` are the spec's params that
     `${...}` in a mapping file reads (default: the graph's, else the spec file's own values).
     `allow_nan` (default: the environment's ARCHSPEC_ALLOW_NAN=1) loads non-finite values
     instead of refusing them."""
@@ -119,20 +121,33 @@ def check_finite(fit: Fit, ours: dict, name: str) -> None:
 
 
 def namings_to_try(model: torch.nn.Module, graph, user_files: list, params=None) -> Namings:
-    """archspec's naming, then the spec's mapping files, then the user's (each file once);
-    `params` (SpecParams) are what `${...}` in their rules reads. The spec's entries that lead
-    nowhere (mapping_sources.py) are left out and kept, to be named if no naming fits."""
+    """The user's mapping files, archspec's naming, then the spec's mapping files (each file
+    once); `params` (SpecParams) are what `${...}` in their rules reads. The spec's entries that
+    lead nowhere (mapping_sources.py) are left out and kept, to be named if no naming fits."""
     spec, sources = spec_mapping_sources(model, graph)
     found = [source for source in sources if source.path is not None]
-    named_by = [(source.path, spec or "the spec") for source in found] + [(path, None) for path in user_files]
-    namings, seen = [ARCHSPEC], set()
-    for path, by in named_by:
-        absolute = os.path.abspath(os.fspath(path))
-        if absolute not in seen:
-            seen.add(absolute)
-            namings.append(read_mapping_file(path, by, params))
+    given = unique_files(user_files)
+    users = [read_mapping_file(path, None, params) for path in given.values()]
+    namings = users + [ARCHSPEC] + [read_mapping_file(source.path, spec or "the spec", params)
+                                    for absolute, source in unique_sources(found).items() if absolute not in given]
     notes = {source.path: source.shipped_note(spec) for source in found if source.shipped}
-    return Namings(namings, [source for source in sources if source.path is None], notes)
+    return Namings(namings, [source for source in sources if source.path is None], notes, users)
+
+
+def unique_files(paths: list) -> dict:
+    """absolute path -> the path as given, each file once, in order."""
+    found = {}
+    for path in paths:
+        found.setdefault(os.path.abspath(os.fspath(path)), path)
+    return found
+
+
+def unique_sources(sources: list[MappingSource]) -> dict:
+    """absolute path -> the spec's mapping source, each file once, in order."""
+    found = {}
+    for source in sources:
+        found.setdefault(os.path.abspath(os.fspath(source.path)), source)
+    return found
 
 
 @dataclass
@@ -143,6 +158,7 @@ class Namings:
     namings: list[Naming]
     unavailable: list[MappingSource]
     notes: dict[str, str]  # a mapping file's path -> the note on it
+    users: list[Naming] = field(default_factory=list)  # the user's own mapping files, tried first
 
     def best_fit(self, state: dict, ours: dict, resample: dict, classifier: frozenset[str] = frozenset()) -> Fit:
         """best_fit under these namings, noting a shipped file; when none fits and an entry of
@@ -157,7 +173,19 @@ class Namings:
                             exc.sources) from None
         if fit.file in self.notes:
             fit.notes.append(self.notes[fit.file])
+        for naming in self.users:
+            if naming.file != fit.file:
+                fit.passed_over.append(f"your mapping {naming.file} was not used: {why_not(naming, state, ours)}; "
+                                       f"loaded under {fit.naming} naming instead")
         return fit
+
+
+def why_not(naming: Naming, state: dict, ours: dict) -> str:
+    """Why a checkpoint does not load under `naming`: it lacks the keys that identify the naming,
+    or what does not fit under it."""
+    if not naming.applies_to(state):
+        return "the checkpoint lacks the keys that identify it"
+    return f"under it the checkpoint has {fit_under(naming, state, ours).details()}"
 
 
 def spec_mapping_sources(model: torch.nn.Module, graph) -> tuple[str | None, list[MappingSource]]:
