@@ -148,6 +148,6 @@ def rotate_at(rotary, q, k, positions):
     """Rotary embeddings at the given positions [B, N] (Rotary in sequence.py turns 0..N-1):
     the angles in float32, as Hugging Face's Llama computes them."""
     freqs = positions[:, :, None].float() * rotary.inv_freq[None, None, :]  # [B, N, dims/2]
-    angles = torch.cat((freqs, freqs), dim=-1)[:, None]  # [B, 1, N, dims]
+    angles = rotary.spread(freqs)[:, None]  # [B, N, dims] -> [B, 1, N, dims]
     cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
     return rotary.rotate(q, cos, sin), rotary.rotate(k, cos, sin)

@@ -5,7 +5,8 @@ subclasses `SequenceAttention` and says which keys a query may see (`mask`).
 
 Rotary embeddings follow the rotate-half convention of GPT-NeoX and Hugging Face's Llama:
 dimension d pairs with d + rope_dims/2, over the first rope_dims dims of each head, with
-cos/sin computed in float32 from inv_freq = theta^(-2i/rope_dims).
+cos/sin computed in float32 from inv_freq = theta^(-2i/rope_dims). With `rope_interleaved` the
+pairs are (2i, 2i + 1) instead, as GPT-J and Meta's own Llama code turn them.
 """
 
 from __future__ import annotations
@@ -19,36 +20,37 @@ from ..norms import RMSNorm
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args
 from .form import AttentionForm, softmax_written
+from .scores.rotary_grid import turn_halves, turn_pairs
 from .scores.base import install_score_parts, score_part_names
 
 
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 class Rotary(nn.Module):
-    """Rotary position embeddings for positions 0..L-1, applied to queries and keys."""
+    """Rotary position embeddings for positions 0..L-1, applied to queries and keys: the pairs
+    (i, i + dims/2), or (2i, 2i + 1) when `interleaved`."""
 
-    def __init__(self, dims, theta=10000.0):
+    def __init__(self, dims, theta=10000.0, interleaved=False):
         super().__init__()
-        self.dims = dims
+        self.dims, self.interleaved = dims, interleaved
         inv_freq = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims))  # [dims/2]
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, q, k):
         length = q.shape[-2]
         positions = torch.arange(length, device=q.device, dtype=torch.float32)
-        freqs = positions[:, None] * self.inv_freq[None, :]  # [L, dims/2]
-        angles = torch.cat((freqs, freqs), dim=-1)  # [L, dims]
+        angles = self.spread(positions[:, None] * self.inv_freq[None, :])  # [L, dims/2] -> [L, dims]
         cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
         return self.rotate(q, cos, sin), self.rotate(k, cos, sin)
 
+    def spread(self, freqs):
+        """Each pair's angle [..., dims/2] at both dims of the pair -> [..., dims]."""
+        return freqs.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((freqs, freqs), dim=-1)
+
     def rotate(self, x, cos, sin):
+        turn = turn_pairs if self.interleaved else turn_halves
         if self.dims == x.shape[-1]:
-            return x * cos + rotate_half(x) * sin
+            return x * cos + turn(x) * sin
         turned, kept = x[..., : self.dims], x[..., self.dims:]
-        return torch.cat((turned * cos + rotate_half(turned) * sin, kept), dim=-1)
+        return torch.cat((turned * cos + turn(turned) * sin, kept), dim=-1)
 
 
 def hidden_keys(padding):
@@ -75,7 +77,8 @@ class SequenceAttention(AttentionForm, Sublayer):
     causal = False  # the kind's mask is the plain causal one: SDPA's is_causal when nothing else is masked
 
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, kv_heads=None,
-                 qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, fused=True, head_dim=None,
+                 qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, rope_interleaved=False,
+                 fused=True, head_dim=None,
                  scale=None, score_bias=False, score_parts=(), **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads, self.attn_drop = heads, kv_heads or heads, attn_drop
@@ -104,7 +107,7 @@ class SequenceAttention(AttentionForm, Sublayer):
         else:
             self.q_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
             self.k_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
-        self.rotary = Rotary(rope_dims or self.head_dim, rope_theta) if rope_theta is not None else None
+        self.rotary = Rotary(rope_dims or self.head_dim, rope_theta, rope_interleaved) if rope_theta is not None else None
         self.proj = Linear(inner, dim, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else None
         trunc_normal_linears(self)
@@ -248,7 +251,8 @@ class SelfAttention(SequenceAttention):
 def sequence_args(p, width: int) -> dict:
     """The constructor arguments the sequence options add."""
     return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, rope_theta=p.rope_theta,
-                rope_dims=p.rope_dims, head_dim=p.head_dim, scale=p.scale, score_bias=p.bias,
+                rope_dims=p.rope_dims, rope_interleaved=p.rope_interleaved, head_dim=p.head_dim, scale=p.scale,
+                score_bias=p.bias,
                 score_parts=score_part_names(p))
 
 

@@ -24,7 +24,11 @@ class SequenceParams(AttentionParams):
     qk_norm_eps: Eps = 1e-6
     rope_theta: float | None = Field(None, gt=0, description="rotary position embedding base (e.g. 10000); none: no "
                                                              "rotary embedding")
-    rope_dims: PositiveInt | None = Field(None, description="dims of each head the rotation covers (default: all)")
+    rope_dims: PositiveInt | None = Field(None, description="the first dims of each head the rotation covers "
+                                                            "(default: all); its frequencies theta^(-2i/rope_dims)")
+    rope_interleaved: bool = Field(False, description="rotate the pairs (2i, 2i + 1) of each head (GPT-J, Meta's "
+                                                      "Llama code); false: (i, i + rope_dims/2) (GPT-NeoX, Hugging "
+                                                      "Face's Llama)")
     rope_flat: bool = Field(False, description="allow rotary embeddings over tokens on a grid or with class tokens: "
                                                "each token is rotated by its index in the flattened sequence, "
                                                "class tokens included")
@@ -95,6 +99,8 @@ class SequenceAttentionOp(AttentionOp):
             raise RuleError("rope_dims goes with rope_theta", field="rope_dims")
         if p.rope_theta is None and p.rope_flat:
             raise RuleError("rope_flat goes with rope_theta", field="rope_flat")
+        if p.rope_theta is None and p.rope_interleaved:
+            raise RuleError("rope_interleaved goes with rope_theta", field="rope_interleaved")
         if p.rope_theta is not None and not p.rope_flat:
             check_rope_sequence(x)
         if p.rope_theta is not None:
