@@ -15,6 +15,10 @@ def _text(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
+def _grid(grid) -> str:
+    return "x".join(str(side) for side in grid)
+
+
 def _one(a, b):
     """The broadcast of two sizes, or None when they do not broadcast."""
     if a == b:
@@ -29,6 +33,10 @@ def _one(a, b):
 def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
     if x.dtype != y.dtype:
         raise RuleError(f"{what} reads {x.dtype} and {y.dtype} tensors", field="from")
+    if x.grid is not None and y.grid is not None and tuple(x.grid) != tuple(y.grid):
+        raise RuleError(f"{what}: tokens on a {_grid(x.grid)} grid and tokens on a {_grid(y.grid)} grid", field="from",
+                        hint="both sides must lie on the same grid (check the patch, stride or pool sizes that make "
+                             "them); a vector meant for every token has no grid: a param, or the tokens reduced")
     rank = max(len(x.shape), len(y.shape))
     xs = (1,) * (rank - len(x.shape)) + tuple(x.shape)
     ys = (1,) * (rank - len(y.shape)) + tuple(y.shape)
