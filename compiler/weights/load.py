@@ -175,17 +175,18 @@ class Namings:
             fit.notes.append(self.notes[fit.file])
         for naming in self.users:
             if naming.file != fit.file:
-                fit.passed_over.append(f"your mapping {naming.file} was not used: {why_not(naming, state, ours)}; "
-                                       f"loaded under {fit.naming} naming instead")
+                why = why_not(naming, state, ours, resample, classifier)
+                fit.passed_over.append(f"your mapping {naming.file} was not used: {why}; loaded under {fit.naming} "
+                                       "naming instead")
         return fit
 
 
-def why_not(naming: Naming, state: dict, ours: dict) -> str:
+def why_not(naming: Naming, state: dict, ours: dict, resample: dict, classifier: frozenset[str]) -> str:
     """Why a checkpoint does not load under `naming`: it lacks the keys that identify the naming,
-    or what does not fit under it."""
+    or what does not fit under it (as best_fit found it)."""
     if not naming.applies_to(state):
         return "the checkpoint lacks the keys that identify it"
-    return f"under it the checkpoint has {fit_under(naming, state, ours).details()}"
+    return f"under it the checkpoint has {fit_under(naming, state, ours, resample, classifier).details()}"
 
 
 def spec_mapping_sources(model: torch.nn.Module, graph) -> tuple[str | None, list[MappingSource]]:
