@@ -129,7 +129,7 @@ def extended_spec(path: str) -> str | None:
     return parent if parent is not None and os.path.isfile(parent) else None
 
 
-PAPER = re.compile(r"\(([^()]*? et al\.,[^()]*?\d{4})\)")
+PAPER = re.compile(r"\(([^()]*?(?: et al\.| and [A-Z][\w-]*),[^()]*?\d{4})\)")  # 'Liu et al.,' or 'Wang and Komatsuzaki,'
 WITH = re.compile(r"\s+(with [^:;()]*?)(?=[:;(]|\.\s|\.$|$)")
 SAME_AS = re.compile(r"(timm's|transformers') ([A-Za-z_][\w.]*)|(torch\.nn\.[A-Za-z]\w*)|(microsoft/\w+)")
 
@@ -150,7 +150,7 @@ def references(header: str) -> tuple[str | None, str | None]:
 def citation(text: str) -> str:
     """`Liu et al., ICCV 2021` out of the parenthesis that holds it (quoted titles and the
     parts before or after a `;` that cite no one left out)."""
-    cited = next(part for part in text.split(";") if "et al." in part)
+    cited = next(part for part in text.split(";") if "et al." in part or " and " in part)
     cited = re.sub(r'"[^"]*",\s*', "", cited)
     return " ".join(cited.split())
 

@@ -120,6 +120,8 @@ def test_archspec_models_lists_name_params_inputs_and_paper(capsys):
     code, out, _ = run(capsys, "models", "vit_ti16", "--json")
     (record,) = json.loads(out)
     assert (record["name"], record["params"], record["paper"]) == ("vit_ti16", 5_717_416, "Touvron et al., ICML 2021")
+    code, out, _ = run(capsys, "models", "gptj", "--json")  # two authors: no "et al."
+    assert json.loads(out)[0]["paper"] == "Wang and Komatsuzaki, 2021"
     code, _, err = run(capsys, "models", "swin_tt")
     assert code == EXIT_USAGE and "no shipped spec matches 'swin_tt'; did you mean swin_t" in err
 
