@@ -36,6 +36,7 @@ from .primitives.infer import ShapeInference, infer
 Problems = frozenset  # of (loc, path, message): what a check finds, comparable across sizes
 PASSES: Problems = frozenset()
 SEARCH_SECONDS = 0.2  # the time a hint may spend looking for sizes
+PROGRESS_SECONDS = 5.0  # a long `--sizes` says how far it got this often
 FARTHEST = 4096  # sizes are searched up to this far from the given one
 LARGEST_SIZE = 16384  # the largest size `sizes()` lists
 
@@ -240,9 +241,23 @@ class SizeSolver:
     def _cures_verified(self, size: int, baseline: Problems) -> bool:
         return self.cures(size, baseline) and self.verify(size) < baseline
 
-    def sizes(self, lo: int, hi: int) -> list[int]:
-        """Every size in lo..hi at which the whole spec passes (costs included)."""
-        return [s for s in range(lo, hi + 1) if self.problems(s) == PASSES and self._costs(s) == PASSES]
+    @property
+    def size_blind(self) -> bool:
+        """Whether the size reaches only the inputs (each size retypes one IR: fast), not also
+        params the graph is made from (each size runs the whole pipeline: slow)."""
+        return self.graph is not None
+
+    def sizes(self, lo: int, hi: int, progress=None) -> list[int]:
+        """Every size in lo..hi at which the whole spec passes (costs included); `progress`,
+        when given, is called (sizes checked, sizes in all) every PROGRESS_SECONDS."""
+        passing, shown = [], time.perf_counter()
+        for s in range(lo, hi + 1):
+            if self.problems(s) == PASSES and self._costs(s) == PASSES:
+                passing.append(s)
+            if progress is not None and time.perf_counter() - shown > PROGRESS_SECONDS:
+                progress(s - lo + 1, hi - lo + 1)
+                shown = time.perf_counter()
+        return passing
 
     def export_range(self, lo: int, hi: int) -> tuple[int, int, int] | None:
         """(min, max, step) for an export whose image sides may be any multiple of `step` from

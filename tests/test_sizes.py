@@ -167,8 +167,20 @@ graph:
 """
     doc = compose(load_text(text))
     solver = SizeSolver(doc, find_knob(doc))
-    assert solver.graph is None  # the IR depends on the size: no shortcut
+    assert solver.graph is None and not solver.size_blind  # the IR depends on the size: no shortcut
     assert solver.sizes(1, 200) == [s for s in range(8, 201, 8) if (s // 8) % (2 ** (s // 64)) == 0]
+
+
+def test_a_long_size_scan_says_how_far_it_got(monkeypatch):
+    """--sizes calls its progress report every PROGRESS_SECONDS (here: after every size)."""
+    import archspec.sizes as sizes
+
+    monkeypatch.setattr(sizes, "PROGRESS_SECONDS", 0.0)
+    doc = compose(load_file(str(ROOT / "specs" / "swin_t.yaml")))
+    seen = []
+    solver = SizeSolver(doc, find_knob(doc))
+    assert solver.size_blind and solver.sizes(220, 226, lambda done, total: seen.append((done, total))) == [224]
+    assert seen == [(n, 7) for n in range(1, 8)]
 
 
 def test_describe_sizes():

@@ -4,6 +4,7 @@ or (`--sizes MIN:MAX`) the square input sizes at which the whole spec passes."""
 from __future__ import annotations
 
 import json
+import sys
 
 from ...compiler.backends import targets
 from ...core.errors import SpecError, UsageError
@@ -77,7 +78,14 @@ def list_sizes(args) -> int:
     knob = find_knob(attempt.document, attempt.graph)
     if knob is None:
         raise UsageError(f"--sizes: {path} has no square image input [B, C, N, N] whose size is a number or a param")
-    sizes = SizeSolver(attempt.document, knob).sizes(lo, hi)
+    solver = SizeSolver(attempt.document, knob)
+    why_slow = "" if solver.size_blind else (" (the size reaches params the graph is made from, so each size runs "
+                                             "the whole pipeline)")
+
+    def progress(done: int, total: int) -> None:
+        print(f"--sizes: {done:,} of {total:,} sizes checked{why_slow}", file=sys.stderr, flush=True)
+
+    sizes = solver.sizes(lo, hi, progress)
     failed = not sizes and attempt.error is not None  # nothing passes: say why the spec's own size fails
     if args.json:
         out = {"name": attempt.graph.name, "input": knob.input, "param": knob.param, "range": [lo, hi], "sizes": sizes}
