@@ -52,6 +52,7 @@ class InputShape:
     declared: str
     where: str
     sequence: bool  # dim 1 counts tokens (ids, tokens)
+    ids: bool = False  # token ids [B, L] (int64), what generate feeds
 
     def check(self, x) -> None:
         shape = getattr(x, "shape", None)
@@ -101,7 +102,7 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
         loc = node.loc
         shapes.append(InputShape(node.name, len(t.shape), tuple(checks), symbols,
                                  ", ".join(str(d) for d in t.shape), f"{loc.file}:{loc.line}" if loc else "",
-                                 t.layout in ("ids", "tokens")))
+                                 t.layout in ("ids", "tokens"), t.layout == "ids"))
     return tuple(shapes)
 
 

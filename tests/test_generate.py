@@ -308,6 +308,44 @@ def test_check_reports_no_cache_for_specs_that_cannot_generate():
         assert report.to_json()["kv_cache"] is None and "KV cache" not in report.table()
 
 
+AUDIO_SOURCE = """
+archspec: 1
+name: audio_seq2seq
+dims:
+  T: [1, 16]
+inputs:
+  features: [B, 8, 32]                   # [B, mels, frames]: no token ids
+  decoder_input_ids: {shape: [B, T], dtype: int64}
+graph:
+  - {id: frames, from: features, rearrange: {pattern: "b c n -> b n c", as: tokens}}
+  - {id: conv, conv: {dim: 1, out: 16, kernel: 3, stride: 2, padding: 1}}
+  - {id: encoder, attention: {kind: global, heads: 2}}
+  - {id: embed, from: decoder_input_ids, embed: {vocab: 50, dim: 16, pos: learned, max_len: 16}}
+  - {id: self_attn, attention: {kind: causal, heads: 2}}
+  - {id: cross_attn, from: [self_attn, encoder], attention: {kind: cross, heads: 2}}
+  - {id: head, head: {kind: lm, tie: embed}}
+"""
+
+
+def test_a_source_of_audio_features_cannot_generate_and_says_so(tmp_path, capsys):
+    """Whisper as a user wrote it: check claims no cache, build exports model.pt2 alone (the
+    decode programs would feed ids as the source), generate refuses in words (exit 1)."""
+    from archspec.cli.main import main
+
+    report = archspec.check_text(AUDIO_SOURCE)
+    assert report.to_json()["kv_cache"] is None and "KV cache" not in report.table()
+    spec = tmp_path / "audio.yaml"
+    spec.write_text(AUDIO_SOURCE)
+    assert main(["build", str(spec), "-o", str(tmp_path / "out")]) == 0
+    assert not (tmp_path / "out" / "decoder_step.pt2").exists() and (tmp_path / "out" / "model.pt2").exists()
+    capsys.readouterr()
+    assert main(["generate", str(spec), "--ids", "1,2", "--decoder-start", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot generate: its input 'features' is [B, 8, 32], not token ids [B, L]" in err and "Traceback" not in err
+    with pytest.raises(SpecError, match="its input 'features' is \\[B, 8, 32\\], not token ids"):
+        generate(archspec.build_text(AUDIO_SOURCE), torch.tensor([[1, 2]]))
+
+
 def test_check_reports_the_decoders_cache_of_an_encoder_decoder():
     cache = archspec.check(str(ROOT / "specs" / "transformer_base.yaml")).to_json()["kv_cache"]
     assert [layer["path"] for layer in cache["layers"]] == [f"decoder.layers.{i}.self_attn" for i in range(6)]

@@ -269,6 +269,18 @@ def test_dropping_learned_tensors_is_a_warning_that_names_them(tmp_path):
     assert "warning: the mapping dropped 2 learned tensor(s)" in fit.summary()
 
 
+def test_dropping_a_tied_copy_warns_nothing(tmp_path):
+    """BART and Whisper save the shared token table under several names: a dropped copy whose
+    values are loaded under another name loses nothing; a dropped tensor of other values warns."""
+    model = small_vit()
+    state = noisy(model)
+    state["decoder.embed_tokens.weight"] = state["head.fc.weight"]  # the same tensor, tied
+    state["encoder.embed_tokens.weight"] = state["head.fc.weight"].clone()  # equal values, saved apart
+    state["other.weight"] = state["head.fc.weight"] + 1.0  # other values: a loss
+    fit = load(model, state, write(tmp_path, r"- drop: ['embed_tokens\.', '^other\.']"))
+    assert fit.dropped_learned == ["other.weight"]
+
+
 def test_dropping_only_buffers_warns_nothing(tmp_path):
     model = small_vit()
     state = noisy(model)

@@ -46,10 +46,12 @@ def generates(graph: Graph) -> bool:
     """Whether generate() can decode with the spec (compiler/generate/driver.py says why not):
     an lm head's logits among its outputs, and token ids alone (every attention cached) or
     source ids (with T5's padding mask between, optionally) and target ids (attention the
-    target reaches cached, or cross attention)."""
+    target reaches cached, or cross attention); every input int64 ids (not an audio source)."""
     inputs = graph.inputs()
     heads = [graph.record(o.node).op for o in graph.outputs]
     if len(inputs) not in (1, 2, 3) or not any(op.primitive == "head" and op.kind == "lm" for op in heads):
+        return False
+    if any(node.type.layout != "ids" for node in inputs):  # an audio or image source: generate feeds ids
         return False
     reached = target_side(graph, inputs[-1].name)
     allowed = CACHED_KINDS + (("cross",) if len(inputs) > 1 else ())

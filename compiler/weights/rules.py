@@ -189,6 +189,14 @@ def looks_learned(key: str, value) -> bool:
     return key.rpartition(".")[2] not in BUFFER_NAMES
 
 
+def kept_elsewhere(value, kept) -> bool:
+    """Whether a dropped tensor's values are still loaded under another name (a tied copy)."""
+    import torch  # here, so that reading a mapping file does not load torch
+
+    return any(other is value or (getattr(other, "shape", None) == value.shape and other.dtype == value.dtype
+                                  and torch.equal(other, value)) for other in kept)
+
+
 @dataclass(frozen=True)
 class Affine:
     """A tensor whose key matches becomes `value * scale + add` (scale first, then add), in
@@ -290,8 +298,9 @@ def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> C
             if key in out and key not in result.clashes:
                 result.clashes.append(key)
             out[key] = value
-        if isinstance(rule, Drop):
-            result.dropped_learned += [key for key, value in dropped if looks_learned(key, value)]
+        if isinstance(rule, Drop):  # a tied copy (BART's embed_tokens of `shared`) loses nothing
+            result.dropped_learned += [key for key, value in dropped
+                                       if looks_learned(key, value) and not kept_elsewhere(value, out.values())]
         elif isinstance(rule, Create):
             result.created += [key for key in out if key not in before]
         result.state = out
