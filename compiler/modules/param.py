@@ -1,4 +1,4 @@
-"""param (torch): a learned tensor with a leading dimension of 1."""
+"""param (torch): a learned tensor with a leading dimension of 1 (a buffer when not learned)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ from .common import make
 
 
 class LearnedParam(nn.Module):
-    def __init__(self, shape, init="trunc_normal", std=0.02):
+    def __init__(self, shape, init="trunc_normal", std=0.02, learned=True):
         super().__init__()
-        self.value = nn.Parameter(torch.zeros(1, *shape))
+        if learned:
+            self.value = nn.Parameter(torch.zeros(1, *shape))
+        else:  # in the state dict, loaded from checkpoints, never trained
+            self.register_buffer("value", torch.zeros(1, *shape))
         if init == "ones":
             nn.init.ones_(self.value)
         elif init == "normal":
@@ -29,7 +32,7 @@ class LearnedParam(nn.Module):
 
 @lowering(PARAM)
 def lower(p, inputs, ctx):
-    return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std)
+    return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std, learned=p.learned)
 
 
 register_facts(PARAM, grid=KEEPS, fusion=None, head=None)

@@ -1,6 +1,8 @@
 """param: a learned tensor (reads nothing). Its first dimension is 1, so it broadcasts over the
 batch in add and multiply: `shape: [197, 768]` is a tokens-like [1, 197, 768] (a position
-embedding), `shape: [768]` a vector-like [1, 768] (a per-channel scale)."""
+embedding), `shape: [768]` a vector-like [1, 768] (a per-channel scale). With `learned: false`
+it is a buffer instead: in the state dict (a checkpoint loads it), never trained, not counted
+among the parameters (BART's final_logits_bias, a fixed position table)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ class ParamParams(Params):
                                      description="the tensor's shape without the batch: [C], [N, C] or [C, H, W]")
     init: Literal["zeros", "ones", "normal", "trunc_normal"] = "trunc_normal"
     std: float = Field(0.02, gt=0, description="standard deviation of the normal inits")
+    learned: bool = Field(True, description="false: a buffer, kept in the state dict and loaded from checkpoints, "
+                                            "never trained, not counted among the parameters")
 
 
 class Param(Op):
@@ -40,7 +44,7 @@ class Param(Op):
         return TensorType(LAYOUT_OF_RANK[len(p.shape)], (1, *p.shape))  # [1, ...]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
-        return Cost(out.max_numel(), 0)
+        return Cost(out.max_numel() if p.learned else 0, 0)
 
 
 PARAM = register(Param())
