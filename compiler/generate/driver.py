@@ -52,13 +52,13 @@ class Decoder:
             raise refusal(f"it takes {len(facts.inputs)} inputs ({', '.join(facts.inputs)}); generate feeds token "
                           "ids (decoder-only), or source ids, optionally the source's padding mask, and target "
                           "ids (encoder-decoder)")
+        self.encoder_decoder = len(facts.inputs) > 1
+        self.source_mask = len(facts.inputs) == 3  # (source ids, source padding mask, target ids): T5's order
+        self.output, head = self.find_logits(model)
         not_ids = [s for s in model.meta.get("archspec_inputs", ()) if not s.ids]
         if not_ids:
             raise refusal(f"its input '{not_ids[0].name}' is [{not_ids[0].declared}], not token ids [B, L] "
                           "(generate feeds token ids; a source of audio features or an image is not supported yet)")
-        self.encoder_decoder = len(facts.inputs) > 1
-        self.source_mask = len(facts.inputs) == 3  # (source ids, source padding mask, target ids): T5's order
-        self.output, head = self.find_logits(model)
         self.source_only, self.target_side = split_by_target(model, facts.inputs[-1])
         self.attention = self.find_attention(model, self.target_side, self.encoder_decoder)
         self.biases = [m for top in self.target_side for m in top.modules() if isinstance(m, RelativeBias)]
