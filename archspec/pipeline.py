@@ -203,7 +203,7 @@ def _solve_otherwise(d: Diagnostic, doc: Document, baseline) -> Diagnostic:
     divides = suggestion.advice if suggestion is not None and d.severity == "error" else None
     if not isinstance(divides, Divides) or divides.otherwise is None:
         return d
-    path = next((p for p, loc in doc.locs.items() if loc == d.loc), None) if d.loc is not None else None
+    path = _path_at(doc, d)
     setting = divides.otherwise
     edited = _with_value(doc, path[:-1] + (setting.field,), setting.value) if path else None
     if edited is not None and check_problems(edited, costed=True) < baseline:
@@ -234,9 +234,7 @@ def _copied(value: Any) -> Any:
 def _param_at(doc: Document, d: Diagnostic) -> str | None:
     """The spec param written as the whole value the diagnostic points at (`${window}`), if
     it is one (and no block parameter of the same name hides it)."""
-    if d.loc is None:
-        return None
-    path = next((p for p, loc in doc.locs.items() if loc == d.loc), None)
+    path = _path_at(doc, d)
     value = _value_at(doc.data, path) if path is not None else None
     name = value[2:-1].strip() if isinstance(value, str) and value.startswith("${") and value.endswith("}") else None
     params = doc.data.get("params") if isinstance(doc.data, dict) else None
@@ -245,6 +243,13 @@ def _param_at(doc: Document, d: Diagnostic) -> str | None:
     if path[0] == "blocks" and len(path) > 1 and name in ((doc.data["blocks"].get(path[1]) or {}).get("params") or {}):
         return None
     return name
+
+
+def _path_at(doc: Document, d: Diagnostic) -> tuple | None:
+    """The document path of the value the diagnostic points at, or None."""
+    if d.loc is None:
+        return None
+    return next((p for p, loc in doc.locs.items() if loc == d.loc), None)
 
 
 def _value_at(data: Any, path: tuple) -> Any:

@@ -126,27 +126,20 @@ def namings_to_try(model: torch.nn.Module, graph, user_files: list, params=None)
     lead nowhere (mapping_sources.py) are left out and kept, to be named if no naming fits."""
     spec, sources = spec_mapping_sources(model, graph)
     found = [source for source in sources if source.path is not None]
-    given = unique_files(user_files)
+    given = by_absolute_path(user_files, lambda path: path)
     users = [read_mapping_file(path, None, params) for path in given.values()]
+    spec_files = by_absolute_path(found, lambda source: source.path)
     namings = users + [ARCHSPEC] + [read_mapping_file(source.path, spec or "the spec", params)
-                                    for absolute, source in unique_sources(found).items() if absolute not in given]
+                                    for absolute, source in spec_files.items() if absolute not in given]
     notes = {source.path: source.shipped_note(spec) for source in found if source.shipped}
     return Namings(namings, [source for source in sources if source.path is None], notes, users)
 
 
-def unique_files(paths: list) -> dict:
-    """absolute path -> the path as given, each file once, in order."""
+def by_absolute_path(items: list, path_of) -> dict:
+    """absolute path -> the first of `items` whose `path_of(item)` is that file, in order."""
     found = {}
-    for path in paths:
-        found.setdefault(os.path.abspath(os.fspath(path)), path)
-    return found
-
-
-def unique_sources(sources: list[MappingSource]) -> dict:
-    """absolute path -> the spec's mapping source, each file once, in order."""
-    found = {}
-    for source in sources:
-        found.setdefault(os.path.abspath(os.fspath(source.path)), source)
+    for item in items:
+        found.setdefault(os.path.abspath(os.fspath(path_of(item))), item)
     return found
 
 
