@@ -22,9 +22,23 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv;
   python3 -c "import torch, timm, archspec; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'timm', timm.__version__)";
   which g++ gcc nvcc; nproc; } 2>&1 | tee "$out/env.txt"
+# Core sets (taskset lists) keep the three jobs off each other's cores: GPU_CORES for the CUDA
+# benchmark, TEST_CORES for CUDA_TESTS, CPU_CORES for CPU_BENCH (default: every core for each).
+pin() { local cores=$1; shift; if [ -n "$cores" ]; then taskset -c "$cores" "$@"; else "$@"; fi; }
 if [ -n "${CUDA_TESTS:-}" ]; then
-  ( echo "gpu tests start $(date +%T)"; timeout "$CUDA_TESTS" nice -n 19 python3 -P -m pytest -q -p no:cacheprovider --import-mode=append -m gpu \
-      tests/test_aoti.py 2>&1; rc=$?; echo "gpu tests end $(date +%T) rc $rc" ) > "$out/pytest.txt" 2>&1 &
+  ( echo "gpu tests start $(date +%T)"; pin "${TEST_CORES:-}" timeout "$CUDA_TESTS" nice -n 19 python3 -P -m pytest -q \
+      -p no:cacheprovider --import-mode=append -m gpu tests/test_aoti.py 2>&1; rc=$?
+    echo "gpu tests end $(date +%T) rc $rc" ) > "$out/pytest.txt" 2>&1 &
 fi
-python3 tests/benchmarks/bench_vs_peers.py --device cuda --json "$out/cuda.json" --markdown "$@" 2>&1 | tee "$out/log.txt"
+# CPU_BENCH="ARGS" also times the host's CPU (an AMX Xeon on the lent H200) with
+# bench_vs_peers.py --device cpu ARGS, on CPU_CORES, beside the GPU run (output cpu_log.txt, cpu.json).
+if [ -n "${CPU_BENCH:-}" ]; then
+  { lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node0|L3"; } > "$out/cpu_env.txt" 2>&1
+  # shellcheck disable=SC2086 # CPU_BENCH is a list of arguments
+  pin "${CPU_CORES:-}" python3 tests/benchmarks/bench_vs_peers.py --device cpu --json "$out/cpu.json" --markdown \
+    $CPU_BENCH > "$out/cpu_log.txt" 2>&1 &
+fi
+if [ -n "${GPU_BENCH_OFF:-}" ]; then wait; exit 0; fi
+pin "${GPU_CORES:-}" python3 tests/benchmarks/bench_vs_peers.py --device cuda --json "$out/cuda.json" --markdown "$@" 2>&1 \
+  | tee "$out/log.txt"
 wait
