@@ -114,6 +114,50 @@ def test_repeat_zero_and_if_false_pass_their_input_through():
     assert g.node("last").inputs == ("first",)
 
 
+def test_a_skipped_node_reading_several_inputs_passes_its_first_on():
+    g = ir(TOKENS + spec("""
+        params: {parallel: false}
+        graph:
+          - {id: attn, norm: {}}
+          - {id: mlp, mlp: {ratio: 2.0}}
+          - {id: out, if: "${parallel}", from: [x, attn, mlp], add: {}}
+          - {id: last, norm: {}}
+        """))
+    assert g.node("last").inputs == ("x",)
+
+
+def test_from_may_be_built_by_expressions_where_the_node_is():
+    g = ir(TOKENS + spec("""
+        params: {parallel: true}
+        graph:
+          - id: ms
+            repeat: 3
+            as: s
+            graph:
+              - {id: a, norm: {}}
+              - {id: b, from: "${'a' if s % 2 == 0 else 'x'}", norm: {}}
+          - {id: attn, from: x, norm: {}}
+          - {id: mlp, from: "${'x' if parallel else 'attn'}", mlp: {ratio: 2.0}}
+          - {id: out, from: [attn, mlp, "ms.${3 - 2}.a"], add: {}}
+        """))
+    assert g.node("ms.0.b").inputs == ("ms.0.a",) and g.node("ms.1.b").inputs == ("x",)
+    assert g.node("mlp").inputs == ("x",)
+    assert g.node("out").inputs == ("attn", "mlp", "ms.1.a")
+    assert ir(TOKENS + spec("""
+        params: {parallel: false}
+        graph:
+          - {id: attn, from: x, norm: {}}
+          - {id: mlp, from: "${'x' if parallel else 'attn'}", mlp: {ratio: 2.0}}
+        """)).node("mlp").inputs == ("attn",)
+
+
+def test_an_expression_in_from_must_give_a_path():
+    (d,) = errors(TOKENS + "params: {n: 2}\ngraph:\n  - {id: a, from: \"${n}\", norm: {}}\n")
+    assert d.message == "`from` names a node or input; '${n}' gives 2" and d.loc == Loc("<spec>", 7, 19)
+    (d,) = errors(TOKENS + "graph:\n  - {id: a, from: \"${nope}\", norm: {}}\n")
+    assert "nope" in d.message and d.loc.line == 6
+
+
 def test_forward_reference_and_skip_connections():
     g = ir(TOKENS + spec("""
         graph:
@@ -632,3 +676,19 @@ graph:
 """
     with pytest.raises(archspec.SpecError, match="id 'a' is used twice"):
         archspec.check_text(text)
+
+
+def test_outputs_may_be_built_by_expressions():
+    g = ir(TOKENS + spec("""
+        params: {depth: 3}
+        graph:
+          - {id: blocks, repeat: "${depth}", norm: {}}
+        outputs: {last: "blocks.${depth - 1}", first: blocks.0}
+        """))
+    assert [(o.name, o.node) for o in g.outputs] == [("last", "blocks.2"), ("first", "blocks.0")]
+    assert [(o.name, o.node) for o in ir(TOKENS + spec("""
+        params: {depth: 3}
+        graph:
+          - {id: blocks, repeat: "${depth}", norm: {}}
+        outputs: ["blocks.${depth - 2}"]
+        """)).outputs] == [("blocks_1", "blocks.1")]

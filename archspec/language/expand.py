@@ -180,7 +180,7 @@ class Expander:
             checks.check_id_unique(name, site.scope, self.doc, site.path)
         try:
             inputs = self.node_inputs(meta, site, chain)
-            value = self.repeated(site, meta, inputs) if active else Alias(inputs[0])  # skipped: stands for its input
+            value = self.repeated(site, meta, inputs) if active else Alias(inputs[0])  # skipped: stands for its first input
         except SpecError as exc:
             raise at_node(exc, site.node_path) from None
         scope = site.scope
@@ -212,8 +212,18 @@ class Expander:
         base = site.path + ("from",)
         if not refs:
             raise error("`from` is empty", self.doc.loc(base))
-        return [Ref(r, site.scope, self.doc.loc(base if isinstance(meta.from_, str) else base + (i,)), site.node_path)
-                for i, r in enumerate(refs)]
+        paths = [base if isinstance(meta.from_, str) else base + (i,) for i in range(len(refs))]
+        return [Ref(self.from_path(r, path, site.env), site.scope, self.doc.loc(path), site.node_path)
+                for r, path in zip(refs, paths)]
+
+    def from_path(self, raw, path: tuple, env: Env, key: str = "from"):
+        """A `from` (or `outputs`) entry: a path, or one made by expressions (`ms.${s - 1}.out0`),
+        evaluated where it is (loop indices, block parameters and the spec's params)."""
+        value = evaluate_value(raw, path, env, self.doc)
+        if not isinstance(value, str) or not value:
+            raise error(f"`{key}` names a node or input; {raw!r} gives {value!r}", self.doc.loc(path),
+                        hint="an expression there must give a path, e.g. \"${'x' if parallel else 'attn'}\"")
+        return value
 
     def condition(self, raw, site: Site) -> bool:
         value = evaluate_value(raw, site.path + ("if",), site.env, self.doc)
@@ -348,11 +358,13 @@ class Expander:
         if not spec:
             raise error("`outputs` is empty", self.doc.loc(("outputs",)),
                         hint="name the nodes the model returns, or leave `outputs` out to return the last node")
-        items = spec.items() if isinstance(spec, dict) else [(t.replace(".", "_"), t) for t in spec]
+        items = spec.items() if isinstance(spec, dict) else [(None, t) for t in spec]
         outs = []
         for i, (out_name, text) in enumerate(items):
             path = ("outputs", out_name) if isinstance(spec, dict) else ("outputs", i)
             loc = self.doc.loc(path)
+            text = self.from_path(text, path, Env(self.params), "outputs")
+            out_name = out_name or text.replace(".", "_")  # a list: the name from the path
             node = self.resolve(Ref(text, top, loc))
             if node is not None:
                 outs.append(Output(out_name, node, loc))
