@@ -125,6 +125,38 @@ def test_reshape_with_own_sizes_or_minus_one(tmp_path):
     assert shapes(out) == {"cls": (1, 1, 8), "pos": (1, 5, 8), "flat": (2, 3), "odd": (6,)}
 
 
+def test_a_rule_that_cannot_apply_says_which_tensor_and_why(tmp_path):
+    naming = mapping(tmp_path, r"""
+        name: test
+        rules:
+          - reshape: {match: '^odd$', shape: [4, -1]}
+          - split: {match: '^w$', into: [a, b, c, d]}
+          - split: {match: '^v$', into: [a, b], dim: 2}
+          - fuse: {match: '^{part}$', parts: [cls_token, dist_token], into: both}
+        """)
+    converted = naming.convert({"odd": torch.zeros(6), "w": torch.zeros(6, 2), "v": torch.zeros(6, 2),
+                                "cls_token": torch.zeros(1, 1, 4), "fine": torch.zeros(2)})
+    assert set(converted.state) == {"odd", "w", "v", "cls_token", "fine"}  # each left as it was
+    assert [line.replace(f"{tmp_path}/", "") for line in converted.refused] == [
+        "the reshape rule (map.yaml:3:5) left odd as it was: [6] (6 values) cannot take [4, -1]",
+        "the split rule (map.yaml:4:5) left w as it was: dim 0 of [6, 2] does not cut by shares [1, 1, 1, 1]",
+        "the split rule (map.yaml:5:5) left v as it was: [6, 2] has no dim 2 to cut by shares [1, 1]",
+        "the fuse rule (map.yaml:6:5) left both as it was: no dist_token beside cls_token"]
+
+
+def test_the_load_error_names_the_rule_that_could_not_apply(tmp_path):
+    model = small_vit()
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    qkv = "blocks.0.attn.qkv.weight"
+    state[qkv] = state[qkv].reshape(-1)  # a checkpoint storing it flat, and a rule that gets its shape wrong
+    path = tmp_path / "flat.yaml"
+    path.write_text(f"name: flat\nrules:\n  - reshape: {{match: 'qkv\\.weight$', shape: [7, -1]}}\n")
+    with pytest.raises(Exception) as info:
+        load_weights(model, state, None, mappings=[str(path)])
+    assert f"the reshape rule ({path}:3:5) left {qkv} as it was: [12288] (12288 values) cannot take [7, -1]" \
+        in str(info.value)
+
+
 def test_drop_leaves_matching_tensors_out(tmp_path):
     out = convert(tmp_path, r"""
         - drop: ['relative_position_index$', '\.position_ids$']

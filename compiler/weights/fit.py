@@ -24,6 +24,7 @@ from archspec.core.errors import SpecError, error
 from .naming import Naming
 
 MAX_LISTED = 8
+MAX_REFUSED = 3  # refusing rules named in an error
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Fit:
     new_classifier: list[str] = field(default_factory=list)  # ours, left at their initialisation: other classes
     notes: list[str] = field(default_factory=list)  # what the load summary also says (a shipped mapping file taken)
     passed_over: list[str] = field(default_factory=list)  # a user's mapping file not used, and why
+    refused: list[str] = field(default_factory=list)  # the mapping's rules that matched a tensor and could not apply
 
     @property
     def problems(self) -> int:
@@ -92,6 +94,9 @@ class Fit:
                             (self.wrong_shape, "with the wrong shape"), (self.clashes, "mapped to twice")):
             if items:
                 parts.append(f"{len(items)} {what} ({listing(items)})")
+        if self.refused:  # why a tensor kept its checkpoint name or shape
+            parts.append("; ".join(self.refused[:MAX_REFUSED])
+                         + (f" (and {len(self.refused) - MAX_REFUSED} more)" if len(self.refused) > MAX_REFUSED else ""))
         return "; ".join(parts)
 
 
@@ -117,7 +122,7 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
     `classifier` names the model's classifier tensors, whose shape may differ (left new)."""
     converted = naming.convert(state, ours)
     fit = Fit(naming.name, dict(converted.state), clashes=converted.clashes, file=naming.file,
-              created=converted.created, dropped_learned=converted.dropped_learned)
+              created=converted.created, dropped_learned=converted.dropped_learned, refused=converted.refused)
     resize_to_model(fit, ours, resample or {})
     others = shared_names(ours)
     for key, value in ours.items():

@@ -142,7 +142,7 @@ class FuseRule(Strict):
         pattern = linear(text.replace(PART, f"(?P<{PART_GROUP}>{alternatives})"))
         if pattern is None or PART_GROUP not in pattern.groupindex:  # e.g. {part} inside [...]
             raise error(f"fuse: {PART} in `match` must stand where a group can, not inside [...]", loc)
-        return Fuse(pattern, tuple(fuse.parts), fuse.into, fuse.dim)
+        return Fuse(pattern, tuple(fuse.parts), fuse.into, fuse.dim, at(("fuse",), key=True))
 
 
 class SplitParams(Strict):
@@ -167,7 +167,7 @@ class SplitRule(Strict):
                         hint="shares are relative lengths ([1, 2]: a third and two thirds); sizes are exact")
         for what in ("shares", "sizes"):
             _check_lengths(getattr(split, what), len(into), what, at(("split", what)))
-        return Split(pattern, into, _tuple(split.shares), _tuple(split.sizes), split.dim)
+        return Split(pattern, into, _tuple(split.shares), _tuple(split.sizes), split.dim, at(("split",), key=True))
 
 
 class TransposeRule(Strict):
@@ -193,7 +193,7 @@ class ReshapeRule(Strict):
             raise error(f"reshape: `shape` {shape} must hold positive sizes and at most one -1 or '*'", loc,
                         hint="-1 is the size that makes the count right; '*' the tensor's own sizes, "
                              "e.g. [1, '*'] turns [N, C] into [1, N, C]")
-        return Reshape(compile_pattern(reshape.match, at(("reshape", "match"))), tuple(shape))
+        return Reshape(compile_pattern(reshape.match, at(("reshape", "match"))), tuple(shape), at(("reshape",), key=True))
 
 
 class DropRule(Strict):

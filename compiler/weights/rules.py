@@ -5,7 +5,8 @@ mapping_file.py).
 A rule yields (key, tensor) pairs; `convert` runs the rules in order and notes any name that
 two tensors end up sharing. A rule that cannot apply to one tensor (a split whose sizes do not
 add up, a fuse of tensors whose shapes differ, a reshape to the wrong size) leaves that tensor
-as it is, under its old name, so the loader reports it with the rest of what does not fit.
+as it is, under its old name, and says why (`refused`, with where the rule is written), so the
+loader reports it with the rest of what does not fit and names the rule.
 Patterns are searched in each key, in linear time (patterns.py). `create` alone looks at the
 model: it makes the model's tensors the checkpoint lacks (`convert(state, rules, ours)`, ours
 the model's state dict); without a model it makes nothing.
@@ -59,8 +60,9 @@ class Fuse:
     parts: tuple[str, ...]
     into: str
     dim: int = 0
+    where: object = None  # where the rule is written (a Loc), for `refused`
 
-    def apply(self, state: dict) -> Pairs:
+    def apply(self, state: dict, refused: list | None = None) -> Pairs:
         groups: dict[tuple[str, str], dict[str, object]] = {}  # (text before, after the part) -> part -> tensor
         for key, value in state.items():
             found = self.pattern.search(key)
@@ -72,9 +74,17 @@ class Fuse:
         for (head, tail), found in groups.items():
             fused = self.fused(found)
             if fused is None:
+                note(refused, self, head + self.into + tail, self.why_not(found))
                 yield from ((head + part + tail, value) for part, value in found.items())
             else:
                 yield head + self.into + tail, fused
+
+    def why_not(self, found: dict) -> str:
+        lacking = [part for part in self.parts if part not in found]
+        if lacking:
+            return f"no {', '.join(lacking)} beside {', '.join(found)}"
+        shapes = ", ".join(f"{part} {list(found[part].shape)}" for part in self.parts)
+        return f"{shapes} do not join along dim {self.dim}"
 
     def fused(self, found: dict):
         if set(found) != set(self.parts):
@@ -98,11 +108,17 @@ class Split:
     shares: tuple[int, ...] | None = None
     sizes: tuple[int, ...] | None = None
     dim: int = 0
+    where: object = None  # where the rule is written (a Loc), for `refused`
 
-    def apply(self, state: dict) -> Pairs:
+    def apply(self, state: dict, refused: list | None = None) -> Pairs:
         for key, value in state.items():
             found = self.pattern.search(key)
             pieces = self.pieces(value) if found else None
+            if found and pieces is None:
+                cut = f"sizes {list(self.sizes)}" if self.sizes else f"shares {list(self.shares or (1,) * len(self.into))}"
+                note(refused, self, key, f"{list(value.shape)} has no dim {self.dim} to cut by {cut}"
+                     if not -value.dim() <= self.dim < value.dim() else
+                     f"dim {self.dim} of {list(value.shape)} does not cut by {cut}")
             if pieces is None:
                 yield key, value
             else:
@@ -148,10 +164,18 @@ class Reshape:
 
     pattern: KeyPattern
     shape: tuple[int | str, ...]
+    where: object = None  # where the rule is written (a Loc), for `refused`
 
-    def apply(self, state: dict) -> Pairs:
+    def apply(self, state: dict, refused: list | None = None) -> Pairs:
         for key, value in state.items():
-            yield key, self.reshaped(value) if self.pattern.search(key) else value
+            if not self.pattern.search(key):
+                yield key, value
+                continue
+            reshaped = self.reshaped(value)
+            if reshaped is None:
+                note(refused, self, key, f"{list(value.shape)} ({value.numel()} values) cannot take "
+                                         f"{list(self.shape)}")
+            yield key, value if reshaped is None else reshaped
 
     def reshaped(self, value):
         shape = []
@@ -160,7 +184,7 @@ class Reshape:
         try:
             return value.reshape(shape)
         except RuntimeError:
-            return value
+            return None
 
 
 @dataclass(frozen=True)
@@ -279,6 +303,15 @@ class Converted:
     clashes: list[str] = field(default_factory=list)
     dropped_learned: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # a rule that matched a tensor and could not apply, and why
+
+
+def note(refused: list | None, rule, key: str, why: str) -> None:
+    """Tell `refused` that `rule` matched `key` and could not apply to it, and why."""
+    if refused is not None:
+        kind = type(rule).__name__.lower()
+        where = f" ({rule.where})" if rule.where is not None else ""
+        refused.append(f"the {kind} rule{where} left {key} as it was: {why}")
 
 
 def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> Converted:
@@ -292,6 +325,8 @@ def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> C
         elif isinstance(rule, Create):
             before = set(result.state)
             pairs = rule.apply(result.state, ours)
+        elif isinstance(rule, (Fuse, Split, Reshape)):
+            pairs = rule.apply(result.state, result.refused)
         else:
             pairs = rule.apply(result.state)
         for key, value in pairs:
