@@ -63,6 +63,12 @@ def test_a_function_used_as_a_name():
     assert err("len").hint == "len is a function: call it, e.g. len(...)"
 
 
+def test_division_by_zero_names_what_was_zero():
+    assert err("dim // (s - 2)").hint == "`s - 2` is 0 here"
+    assert err("dim // (b - 1)").hint == "`b - 1` is 0 here"
+    assert err("0 ** -1").hint == "0 to a negative power" and err("dim // 0").hint is None
+
+
 @pytest.mark.parametrize("text, message, offset", [
     ("dim // 0", "division by zero", 0),
     ("1 + dim % 0", "division by zero", 4),

@@ -26,6 +26,15 @@ from .limits import MAX_EXPRESSION as MAX_TEXT, MAX_EXPRESSION_DEPTH, MAX_INT, M
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 
 
+def _zero_hint(node: ast.BinOp) -> str | None:
+    """Which value was 0 in a division that failed (`heads` of `dim // heads`, set to 0)."""
+    if isinstance(node.op, ast.Pow):
+        return "0 to a negative power"
+    if isinstance(node.right, ast.Constant):
+        return None
+    return f"`{ast.unparse(node.right)}` is 0 here"
+
+
 class ExprError(Exception):
     """An expression problem; `offset` is the 0-based column within the value's text."""
 
@@ -288,7 +297,7 @@ class _Evaluator:
         try:
             return _BINARY[op](left, right)
         except ZeroDivisionError:
-            raise ExprError("division by zero", node.col_offset) from None
+            raise ExprError("division by zero", node.col_offset, hint=_zero_hint(node)) from None
         except OverflowError:
             raise ExprError("number too large", node.col_offset) from None
         except TypeError:

@@ -57,6 +57,19 @@ def plain_value_problem(value: Any) -> str | None:
     return None
 
 
+def kind_mismatch(default: Any, given: Any) -> str | None:
+    """Text given where the spec's param is a number or a boolean (`--set rotary_pct=abc`: in
+    an expression it would repeat the text, not fail); None when the kinds agree, or either is
+    an expression or of another kind."""
+    if not isinstance(given, str) or "${" in given:
+        return None
+    if isinstance(default, bool):
+        return f"the spec's value is a boolean ({str(default).lower()}); {given!r} is text"
+    if isinstance(default, (int, float)):
+        return f"the spec's value is a number ({default}); {given!r} is text"
+    return None
+
+
 def _shown(value: Any) -> str:
     """An override as its `--set` line shows it (a value refused below is not printed whole)."""
     if isinstance(value, str):
@@ -96,6 +109,11 @@ def apply_overrides(doc: Document, overrides: Mapping[str, object]) -> Document:
                 problems.append(error(f"--set {key}: {problem}", where, hint="give plain, finite values"))
                 continue
             parsed = Document(COMMAND_LINE, value, {(): where})
+        mismatch = kind_mismatch(params[key], parsed.data)
+        if mismatch is not None:
+            problems.append(error(f"--set {key}: {mismatch}", Loc(COMMAND_LINE, line_no, shift + 1),
+                                  hint="give a value of the spec's kind, or an expression `${...}`"))
+            continue
         out.drop_positions(("params", key))
         new_params[key] = parsed.data
         for path, loc in parsed.locs.items():
