@@ -59,7 +59,8 @@ def test_onnx_matches_eager_with_a_dynamic_batch(spec_path, tmp_path):
 
 @pytest.mark.parametrize("name,expected", [("vit_ti16", {"attention": 12, "gelu": 12}),
                                            ("pvt_v2_b0", {"attention": 8, "gelu": 0}),  # GELU after a depthwise conv
-                                           ("llama", {"attention": 4, "gelu": 0})])  # gated SiLU
+                                           ("llama", {"attention": 4, "gelu": 0}),  # gated SiLU
+                                           ("gpt2", {"attention": 12, "gelu": 12})])  # tanh GELU: FastGelu
 def test_the_expected_fusions_follow_each_ops_onnx_fusion_fact(name, expected):
     graph = archspec.check(str(ROOT / "specs" / f"{name}.yaml")).graph
     assert expected_fusions(graph) == expected

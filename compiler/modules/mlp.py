@@ -134,9 +134,9 @@ def lower(p, inputs, ctx):
 
 
 def onnx_fusion(p):
-    """ONNX Runtime fuses fc1's bias and a GELU (erf) into one BiasGelu when nothing comes
+    """ONNX Runtime fuses fc1's bias and a GELU into one BiasGelu (erf) or FastGelu (tanh) when nothing comes
     between them: not gated, no depthwise conv (it fuses no conv with a GELU), not experts."""
-    return "gelu" if p.act == "gelu" and not p.gated and not p.dwconv and p.experts is None else None
+    return "gelu" if p.act in ("gelu", "gelu_tanh") and not p.gated and not p.dwconv and p.experts is None else None
 
 
 register_facts(MLP, grid=KEEPS, fusion=onnx_fusion, head=None)
