@@ -73,6 +73,34 @@ graph:
     assert torch.equal(model(x), F.interpolate(x, scale_factor=4, mode=mode))
 
 
+@pytest.mark.parametrize("mode, size", [("nearest", 6), ("bilinear", [12, 10]), ("bicubic", 7)])
+def test_resize_is_torchs_interpolation_to_a_size(mode, size):
+    text = f"""
+name: r
+inputs:
+  image: [B, 3, 8, 8]
+graph:
+  - resize: {{size: {size}, mode: {mode}}}
+"""
+    hw = (size, size) if isinstance(size, int) else tuple(size)
+    assert archspec.check_text(text).outputs["output"].shape[1:] == (3, *hw)
+    model = archspec.build_text(text)
+    x = torch.randn(2, 3, 8, 8)
+    assert torch.equal(model(x), F.interpolate(x, size=hw, mode=mode))
+
+
+def test_resize_with_aligned_corners_and_its_refusals():
+    model = archspec.build_text("name: r\ninputs:\n  image: [B, 3, 8, 8]\ngraph:\n"
+                                "  - resize: {size: 5, mode: bicubic, align_corners: true}\n")
+    x = torch.randn(1, 3, 8, 8)
+    assert torch.equal(model(x), F.interpolate(x, size=(5, 5), mode="bicubic", align_corners=True))
+    with pytest.raises(archspec.SpecError, match="align_corners goes with mode: bilinear or bicubic"):
+        archspec.check_text("name: r\ninputs:\n  image: [B, 3, 8, 8]\ngraph:\n"
+                            "  - resize: {size: 5, mode: nearest, align_corners: true}\n")
+    with pytest.raises(archspec.SpecError, match="resize reads an image, got a token sequence"):
+        archspec.check_text("name: r\ninputs:\n  x: [B, 4, 8]\ngraph:\n  - resize: {size: 2}\n")
+
+
 def test_upsample_reads_an_image():
     with pytest.raises(archspec.SpecError, match="upsample reads an image, got a token sequence"):
         archspec.check_text("name: u\ninputs:\n  x: [B, 4, 8]\ngraph:\n  - upsample: {factor: 2}\n")
