@@ -105,6 +105,14 @@ def test_schema_accepts_expressions_in_parameters(validator):
     assert not validator.is_valid(doc)
 
 
+def test_schema_accepts_expressions_as_list_entries(validator):
+    doc = data()
+    doc["graph"].append({"id": "pos", "param": {"shape": ["${depth * 2}", 192]}})
+    assert validator.is_valid(doc), [e.message for e in validator.iter_errors(doc)][:3]
+    doc["graph"][-1]["param"]["shape"] = ["two", 192]  # a string that is not an expression
+    assert not validator.is_valid(doc)
+
+
 def test_schema_requires_name_inputs_graph_unless_extending(validator):
     assert not validator.is_valid({"name": "x"})
     assert validator.is_valid({"extends": "base.yaml", "params": {"depth": 3}})

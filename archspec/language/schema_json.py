@@ -33,7 +33,22 @@ GROUP = "graph"
 def _allow_expressions(schema: dict) -> None:
     for prop, sub in list(schema.get("properties", {}).items()):
         if prop != "kind":
+            _allow_in_items(sub)
             schema["properties"][prop] = {"anyOf": [sub, {"$ref": "#/$defs/Expression"}]}
+
+
+def _allow_in_items(schema: dict) -> None:
+    """Each entry of a list may be an expression too (`shape: ["${dims[0]}", "${grid}"]`), in
+    the list's every form (`anyOf` of an int or a pair)."""
+    for form in schema.get("anyOf", []) + schema.get("oneOf", []):
+        if isinstance(form, dict):
+            _allow_in_items(form)
+    items = schema.get("items")
+    if isinstance(items, dict):
+        _allow_in_items(items)
+        schema["items"] = {"anyOf": [items, {"$ref": "#/$defs/Expression"}]}
+    for i, item in enumerate(schema.get("prefixItems", [])):
+        schema["prefixItems"][i] = {"anyOf": [item, {"$ref": "#/$defs/Expression"}]}
 
 
 def _kind_schemas(primitive: str, defs: dict) -> list[dict]:

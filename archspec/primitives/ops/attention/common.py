@@ -39,7 +39,8 @@ def check_heads(p: AttentionParams, width: int) -> None:
 def need_grid(x: TensorType, kind: str) -> tuple[int, int]:
     if x.layout != "tokens" or x.grid is None:
         hint = ("patchify the image first" if x.layout == "image"
-                else "patchify an image, or declare the input's `grid: [H, W]`")
+                else "tokens are on a grid when they come from patchify, to_tokens or a rearrange of an image "
+                     "(`b c h w -> b (h w) c`), or from an input declared with `grid: [H, W]`")
         raise RuleError(f"{kind} attention needs a token grid, got {x.layout_name()}", field="kind", hint=hint)
     if x.prefix:
         raise RuleError(f"{kind} attention cannot run over class tokens; these tokens have "
@@ -69,7 +70,8 @@ class AttentionOp(Op):
         x = inputs[0]
         if x.layout != "tokens":
             raise RuleError(f"attention reads tokens, got {x.layout_name()}",
-                            hint="patchify the image first" if x.layout == "image" else None)
+                            hint="patchify the image first" if x.layout == "image" else
+                            "a rearrange with `as: tokens` reads a rank-3 tensor as tokens" if len(x.shape) == 3 else None)
         p.check_structure()
         if getattr(p, "head_dim", None) is None:
             check_heads(p, x.channels)
