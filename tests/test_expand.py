@@ -701,3 +701,17 @@ def test_set_text_where_the_spec_has_a_number_or_boolean_is_an_error():
     (d,) = errors(TOKENS + "params: {use: true}\ngraph:\n  - mlp: {ratio: 2.0}\n", {"use": "maybe"})
     assert d.message == "--set use: the spec's value is a boolean (true); 'maybe' is text"
     assert ir(TOKENS + "params: {ratio: 0.25}\ngraph:\n  - mlp: {ratio: 2.0}\n", {"ratio": "${1 / 2}"})
+
+
+def test_a_cycle_through_copies_of_a_repeat_points_at_blocks():
+    (d,) = errors(TOKENS + spec("""
+        graph:
+          - id: h
+            repeat: 2
+            graph:
+              - {id: attn, norm: {}}
+              - {id: out, from: [h, attn], add: {}}
+        """))
+    assert d.message.startswith("cycle: ") and "write a block with `inputs: [x]`" in d.hint
+    (d,) = errors(TOKENS + "graph:\n  - id: a\n    from: b\n    norm: {}\n  - id: b\n    norm: {}\n")
+    assert d.hint == "a node cannot read, directly or indirectly, its own output"

@@ -212,8 +212,23 @@ def check_acyclic(graph: Graph) -> None:
     cycle = nx.find_cycle(graph.to_networkx())
     names = [a for a, _, _ in cycle] + [cycle[0][0]]
     node = graph.record(cycle[-1][1])
-    raise error(f"cycle: {' -> '.join(names)}", node.from_loc or node.loc, node.name,
-                hint="a node cannot read, directly or indirectly, its own output")
+    hint = "a node cannot read, directly or indirectly, its own output"
+    if across_copies(names):
+        hint += ("; the cycle runs through copies of a repeated group, where a name from outside it "
+                 "is the whole repeat's output, not a copy's input: to read the input, write a block "
+                 "with `inputs: [x]` (section 3.5)")
+    raise error(f"cycle: {' -> '.join(names)}", node.from_loc or node.loc, node.name, hint=hint)
+
+
+def across_copies(names: list[str]) -> bool:
+    """Whether node paths go through two copies of one repeat (`h.0.out`, `h.1.attn`)."""
+    copies: dict[str, set[str]] = {}
+    for name in names:
+        parts = name.split(".")
+        for i, part in enumerate(parts[1:], start=1):
+            if part.isdigit():
+                copies.setdefault(".".join(parts[:i]), set()).add(part)
+    return any(len(seen) > 1 for seen in copies.values())
 
 
 def objective_input_problems(graph: Graph) -> list[SpecError]:
