@@ -104,3 +104,36 @@ def test_resize_with_aligned_corners_and_its_refusals():
 def test_upsample_reads_an_image():
     with pytest.raises(archspec.SpecError, match="upsample reads an image, got a token sequence"):
         archspec.check_text("name: u\ninputs:\n  x: [B, 4, 8]\ngraph:\n  - upsample: {factor: 2}\n")
+
+
+def test_pool_is_torchs_pooling_over_an_image_or_a_token_grid():
+    model = archspec.build_text("""
+name: p
+inputs:
+  image: [B, 3, 16, 16]
+graph:
+  - {id: avg, pool: {fn: mean, kernel: 2}}
+  - {id: grid, to_tokens: {}}
+  - {id: biggest, pool: {fn: max, kernel: 3, stride: 2, padding: 1}}
+  - {id: smooth, pool: {fn: mean, kernel: 3, stride: 1, padding: 1, count_include_pad: false}}
+outputs: [avg, smooth]
+""")
+    x = torch.randn(2, 3, 16, 16)
+    avg, smooth = model(x)
+    expected_avg = F.avg_pool2d(x, 2)  # [2, 3, 8, 8]
+    assert torch.equal(avg, expected_avg)
+    biggest = F.max_pool2d(expected_avg, 3, 2, 1)  # [2, 3, 4, 4]
+    expected = F.avg_pool2d(biggest, 3, 1, 1, count_include_pad=False).flatten(2).transpose(1, 2)
+    assert torch.equal(smooth, expected)
+
+
+def test_pool_refusals():
+    def check(params):
+        archspec.check_text("name: p\ninputs:\n  image: [B, 3, 8, 8]\ngraph:\n  - pool: " + params + "\n")
+
+    with pytest.raises(archspec.SpecError, match="padding 2 is more than half the kernel 3"):
+        check("{fn: max, kernel: 3, padding: 2}")
+    with pytest.raises(archspec.SpecError, match="count_include_pad goes with fn: mean"):
+        check("{fn: max, kernel: 2, count_include_pad: false}")
+    with pytest.raises(archspec.SpecError, match="kernel 9 is larger than the 8x8 input padded to 8"):
+        check("{fn: mean, kernel: 9}")
