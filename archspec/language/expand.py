@@ -180,7 +180,8 @@ class Expander:
             checks.check_id_unique(name, site.scope, self.doc, site.path)
         try:
             inputs = self.node_inputs(meta, site, chain)
-            value = self.repeated(site, meta, inputs) if active else Alias(inputs[0])  # skipped: stands for its first input
+            # skipped: it stands for its (first) input
+            value = self.repeated(site, meta, inputs) if active else Alias(inputs[0])
         except SpecError as exc:
             raise at_node(exc, site.node_path) from None
         scope = site.scope

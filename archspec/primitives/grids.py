@@ -64,7 +64,9 @@ def as_image(x: TensorType, what: str) -> tuple[int, tuple[int, int], GridOrigin
     if x.layout == "tokens" and x.prefix:
         raise RuleError(f"{what} needs a token grid without class tokens; these tokens have "
                         f"{plural(x.prefix, 'class token')}")
-    hint = ("a rearrange with `as: image` reads a rank-4 tensor as an image" if x.layout == "tensor" and len(x.shape) == 4
-            else "to_tokens of an image, or a rearrange of one (`b c h w -> b (h w) c`), gives tokens on a grid"
-            if x.layout == "tokens" else None)
+    hint = None
+    if x.layout == "tensor" and len(x.shape) == 4:
+        hint = "a rearrange with `as: image` reads a rank-4 tensor as an image"
+    elif x.layout == "tokens":
+        hint = "to_tokens of an image, or a rearrange of one (`b c h w -> b (h w) c`), gives tokens on a grid"
     raise RuleError(f"{what} needs an image or a token grid, got {x.layout_name()}", hint=hint)

@@ -95,8 +95,8 @@ class Fit:
             if items:
                 parts.append(f"{len(items)} {what} ({listing(items)})")
         if self.refused:  # why a tensor kept its checkpoint name or shape
-            parts.append("; ".join(self.refused[:MAX_REFUSED])
-                         + (f" (and {len(self.refused) - MAX_REFUSED} more)" if len(self.refused) > MAX_REFUSED else ""))
+            more = len(self.refused) - MAX_REFUSED
+            parts.append("; ".join(self.refused[:MAX_REFUSED]) + (f" (and {more} more)" if more > 0 else ""))
         return "; ".join(parts)
 
 

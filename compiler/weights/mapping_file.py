@@ -193,7 +193,8 @@ class ReshapeRule(Strict):
             raise error(f"reshape: `shape` {shape} must hold positive sizes and at most one -1 or '*'", loc,
                         hint="-1 is the size that makes the count right; '*' the tensor's own sizes, "
                              "e.g. [1, '*'] turns [N, C] into [1, N, C]")
-        return Reshape(compile_pattern(reshape.match, at(("reshape", "match"))), tuple(shape), at(("reshape",), key=True))
+        pattern = compile_pattern(reshape.match, at(("reshape", "match")))
+        return Reshape(pattern, tuple(shape), at(("reshape",), key=True))
 
 
 class DropRule(Strict):

@@ -115,7 +115,8 @@ class Split:
             found = self.pattern.search(key)
             pieces = self.pieces(value) if found else None
             if found and pieces is None:
-                cut = f"sizes {list(self.sizes)}" if self.sizes else f"shares {list(self.shares or (1,) * len(self.into))}"
+                shares = self.shares or (1,) * len(self.into)
+                cut = f"sizes {list(self.sizes)}" if self.sizes else f"shares {list(shares)}"
                 note(refused, self, key, f"{list(value.shape)} has no dim {self.dim} to cut by {cut}"
                      if not -value.dim() <= self.dim < value.dim() else
                      f"dim {self.dim} of {list(value.shape)} does not cut by {cut}")

@@ -69,9 +69,9 @@ class AttentionOp(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         x = inputs[0]
         if x.layout != "tokens":
-            raise RuleError(f"attention reads tokens, got {x.layout_name()}",
-                            hint="patchify the image first" if x.layout == "image" else
-                            "a rearrange with `as: tokens` reads a rank-3 tensor as tokens" if len(x.shape) == 3 else None)
+            hint = ("patchify the image first" if x.layout == "image" else
+                    "a rearrange with `as: tokens` reads a rank-3 tensor as tokens" if len(x.shape) == 3 else None)
+            raise RuleError(f"attention reads tokens, got {x.layout_name()}", hint=hint)
         p.check_structure()
         if getattr(p, "head_dim", None) is None:
             check_heads(p, x.channels)
