@@ -333,3 +333,16 @@ def test_tensorrt_converts_every_op_with_a_dynamic_batch():
 
     coverage = T.coverage_report(archspec.check_text(ALL).graph, batch="1:8:64")
     assert coverage.complete, coverage.summary()
+
+
+def test_a_slice_of_a_param_keeps_its_batch_of_one():
+    report = archspec.check_text("""
+name: sl
+inputs:
+  x: [B, 13, 8]
+graph:
+  - {id: pos, param: {shape: [66, 8]}}
+  - {id: used, slice: {start: 2, stop: 15}}
+  - {id: y, from: [x, used], add: {}}
+""")
+    assert report.graph.node("used").type.shape[0] == 1

@@ -45,7 +45,8 @@ class SliceOp(Op):
             return replace(x, shape=(x.shape[0], stop - p.start, x.channels), prefix=0)  # the grid tokens
         if x.grid and p.start == 0 and stop == size:
             return x
-        return tokens(stop - p.start, x.channels)  # [B, stop - start, C]
+        out = tokens(stop - p.start, x.channels)  # [B, stop - start, C]
+        return replace(out, shape=(x.shape[0],) + out.shape[1:])  # a param's batch of 1 stays 1
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)
