@@ -170,3 +170,34 @@ def test_flops_match_timm_block_under_flop_counter():
     report = archspec.check_text(spec(BLOCK, mlp=True))
     assert report.flops == count_flops(lambda: ref(torch.randn(1, PATCHES, DIM), torch.randn(1, 1, DIM)))
     assert report.params == sum(p.numel() for p in ref.parameters()) + DIM  # + the class token
+
+
+# -- a learned query: cross attention whose queries are a param (SigLIP's attention pool) --------------
+
+MAP_HEAD = """
+name: map
+inputs:
+  x: [B, 16, 32]
+graph:
+  - {id: probe, param: {shape: [1, 32]}}                 # timm AttentionPoolLatent's latent [1, 1, C]
+  - {id: pool, from: [probe, x], attention: {kind: cross, heads: 4, norm: none, residual: false}}
+  - {id: mlp, mlp: {ratio: 4, norm_eps: 1.0e-5}}          # x + mlp(norm(x))
+  - {id: out, select: {index: 0}}                        # pool_type 'token'
+"""
+
+
+def test_a_param_asks_every_samples_memory_as_timms_attention_pool():
+    from timm.layers import AttentionPoolLatent
+
+    ref = perturb_everything(AttentionPoolLatent(32, num_heads=4, mlp_ratio=4.0, norm_layer=torch.nn.LayerNorm)).eval()
+    report = archspec.check_text(MAP_HEAD)
+    assert [str(report.graph.node(n).type.shape[0]) for n in ("probe", "pool")] == ["1", "B"]
+    ours = archspec.build_text(MAP_HEAD).eval()
+    renamed = {"latent": "probe.value", "norm.weight": "mlp.norm.weight", "norm.bias": "mlp.norm.bias"}
+    state = {renamed.get(k, k if k.startswith("mlp.") else f"pool.{k}"): v for k, v in ref.state_dict().items()}
+    ours.load_state_dict(state)
+    x = torch.randn(3, 16, 32)
+    with torch.no_grad():
+        assert close(ours(x), ref(x)) < TOL
+        assert close(ours(x[:1]), ref(x[:1])) < TOL
+    assert report.params == sum(p.numel() for p in ref.parameters())

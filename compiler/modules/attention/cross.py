@@ -14,8 +14,14 @@ class CrossAttention(SequenceAttention):
 
     memory_cache = None  # while generate() decodes: a dict keeping the memory's keys and values
 
-    def __init__(self, dim, heads, **kwargs):
+    def __init__(self, dim, heads, learned_query=False, **kwargs):
         super().__init__(dim, heads, fused=False, **kwargs)
+        self.learned_query = learned_query  # the queries are a param (batch 1), asked of each sample's memory
+
+    def forward(self, x, memory, *extra):
+        if self.learned_query:  # SigLIP's attention-pool probe: one learned query per sample
+            x = x.expand(memory.shape[0], -1, -1)  # [1, N, C] -> [B, N, C]
+        return super().forward(x, memory, *extra)
 
     def project(self, x, memory=None):
         """As SequenceAttention's; while generate() decodes, the memory (the encoder's output,
@@ -34,7 +40,7 @@ class CrossAttention(SequenceAttention):
 
 @lowering(CROSS)
 def lower(p, inputs, ctx):
-    return make_sequence_attention(CrossAttention, CROSS, p, inputs)
+    return make_sequence_attention(CrossAttention, CROSS, p, inputs, learned_query=inputs[0].shape[0] == 1)
 
 
 register_facts(CROSS, grid=KEEPS, fusion=attention_fusion, head=None)

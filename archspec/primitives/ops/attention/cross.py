@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from ....core.types import TensorType, dim_value
@@ -35,6 +36,14 @@ class CrossAttentionOp(SequenceAttentionOp):
             raise RuleError("rotary embeddings apply to self-attention, where queries and keys share positions",
                             field="rope_theta")
         super().check(p, inputs)
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        """The query stream's shape, with the memory's batch: a param's queries (batch 1, a
+        learned probe as SigLIP's attention pool) are asked of every sample's memory."""
+        out = super().shape(p, inputs, ctx)
+        if out.shape[0] != 1:
+            return out
+        return replace(out, shape=(inputs[1].shape[0],) + out.shape[1:])  # [1, N, C] -> [B, N, C]
 
     def keys(self, p, inputs: list[TensorType]) -> int:
         return dim_value(inputs[1].length)
