@@ -55,3 +55,17 @@ def test_onednn_fuses_only_what_it_can():
     assert [n for n in torch_floor.TORCH_ACTIVATIONS if torch_floor.fusable(n)] == ["gelu", "gelu_tanh", "relu"]
     with pytest.raises(ValueError, match="oneDNN fuses no silu"):
         torch_floor.onednn_activation("silu")
+
+
+def test_hard_swish_and_sigmoid_are_the_papers_formulas():
+    import archspec
+
+    model = archspec.build_text("name: h\ninputs:\n  x: [B, 4, 8]\ngraph:\n"
+                                "  - {id: hs, activation: {fn: hardswish}}\n"
+                                "  - {id: hsig, from: x, activation: {fn: hardsigmoid}}\n"
+                                "  - {id: m, from: x, mlp: {ratio: 2, act: hardswish}}\n"
+                                "outputs: [hs, hsig, m]\n")
+    x = 4 * torch.randn(2, 4, 8)
+    hs, hsig, _ = model(x)
+    relu6 = (x + 3).clamp(0, 6)
+    assert torch.allclose(hs, x * relu6 / 6, atol=1e-6) and torch.allclose(hsig, relu6 / 6, atol=1e-6)

@@ -17,9 +17,11 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "silu": "SiLU / swish",
     "tanh": "tanh",
     "sigmoid": "sigmoid",
+    "hardswish": "x * relu6(x + 3) / 6 (MobileNetV3, LeViT)",
+    "hardsigmoid": "relu6(x + 3) / 6",
 }
 
-MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "silu")  # those an mlp's `act` takes
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "hardswish")  # those an mlp's `act` takes
 
 Function = Literal[tuple(ACTIVATIONS)]  # type: ignore[valid-type]
 MlpActivation = Literal[MLP_ACTIVATIONS]  # type: ignore[valid-type]

@@ -34,6 +34,8 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "silu": (nn.SiLU, F.silu, {}, None),
     "tanh": (nn.Tanh, torch.tanh, {}, None),
     "sigmoid": (nn.Sigmoid, torch.sigmoid, {}, None),
+    "hardswish": (nn.Hardswish, F.hardswish, {}, None),
+    "hardsigmoid": (nn.Hardsigmoid, F.hardsigmoid, {}, None),
 }
 
 
