@@ -26,7 +26,7 @@ def new_size(p) -> tuple[int, int]:
     return (p.size, p.size) if isinstance(p.size, int) else (p.size[0], p.size[1])
 
 
-class Resize(Op):
+class ResizeOp(Op):
     """[B, C, H, W] -> [B, C, h, w]."""
 
     primitive = "resize"
@@ -46,4 +46,4 @@ class Resize(Op):
         return Cost(0, 0)  # FlopCounterMode counts no FLOPs for an interpolation
 
 
-RESIZE = register(Resize())
+RESIZE = register(ResizeOp())
