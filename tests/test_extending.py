@@ -137,3 +137,18 @@ def test_pool_refusals():
         check("{fn: max, kernel: 2, count_include_pad: false}")
     with pytest.raises(archspec.SpecError, match="kernel 9 is larger than the 8x8 input padded to 8"):
         check("{fn: mean, kernel: 9}")
+
+
+def test_embed_pos_offset_is_barts_learned_positions():
+    from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbedding
+
+    text = "name: e\ninputs:\n  ids: {shape: [B, 7], dtype: int64}\ngraph:\n" \
+           "  - embed: {vocab: 50, dim: 16, max_len: 12, pos_offset: 2}\n"
+    report, model = archspec.check_text(text), archspec.build_text(text)
+    assert report.params == 50 * 16 + (12 + 2) * 16 and model.embed.pos.weight.shape == (14, 16)
+    ref = BartLearnedPositionalEmbedding(12, 16)  # HF: 12 + 2 rows, position p reads row p + 2
+    ref.weight.data.copy_(model.embed.pos.weight.data)
+    ids = torch.randint(0, 50, (3, 7))
+    assert torch.equal(model(ids), model.embed.tokens(ids) + ref(ids))
+    with pytest.raises(archspec.SpecError, match="pos_offset moves a learned position table; these positions are sincos"):
+        archspec.check_text(text.replace("pos_offset: 2", "pos_offset: 2, pos: sincos"))

@@ -28,11 +28,12 @@ def sinusoid_table(length: int, dim: int):
 class TokenEmbed(nn.Module):
     positions = None  # while generate() decodes: the tokens' positions [B, L] (else 0..L-1)
 
-    def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None):
+    def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None, pos_offset=0):
         super().__init__()
+        self.pos_offset = pos_offset  # learned positions: rows of the table before the first position's
         self.scale = math.sqrt(dim) if scale else None
         self.tokens = None if tied else nn.Embedding(vocab, dim)  # a tied table is set by the lowering
-        self.pos = nn.Embedding(max_len, dim) if pos == "learned" else None
+        self.pos = nn.Embedding(pos_offset + max_len, dim) if pos == "learned" else None
         self.types = nn.Embedding(types, dim) if types else None
         if pos == "sincos":
             self.register_buffer("pos_table", sinusoid_table(max_len, dim), persistent=False)  # [max_len, dim]
@@ -52,7 +53,7 @@ class TokenEmbed(nn.Module):
         if self.positions is not None:
             return self.at_positions(x)
         if self.pos is not None:
-            x = x + self.pos.weight[: ids.shape[1]]
+            x = x + self.pos.weight[self.pos_offset: self.pos_offset + ids.shape[1]]  # [L, dim]
         if self.pos_table is not None:
             x = x + self.pos_table[: ids.shape[1]]
         if self.drop is not None:
@@ -63,7 +64,7 @@ class TokenEmbed(nn.Module):
         """The position embeddings of `positions` added (generate(): a cached decode step or a
         left-padded prompt), then dropout."""
         if self.pos is not None:
-            x = x + self.pos(self.positions)  # [B, L, dim]
+            x = x + self.pos(self.positions + self.pos_offset)  # [B, L, dim]
         if self.pos_table is not None:
             x = x + self.pos_table[self.positions]
         return self.drop(x) if self.drop is not None else x
@@ -75,7 +76,7 @@ def lower(p, inputs, ctx):
     if p.tie is not None:
         ctx.tie("tokens", p.tie + ".tokens")
     return make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
-                tied=p.tie is not None, dropout=p.dropout, types=p.types)
+                tied=p.tie is not None, dropout=p.dropout, types=p.types, pos_offset=p.pos_offset)
 
 
 register_facts(EMBED, grid=KEEPS, fusion=None, head=None)

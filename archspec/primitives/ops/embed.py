@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from ...core.types import Sym, TensorType, tokens
-from ..base import Cost, Op, Params, PositiveInt, Rate, RuleError
+from ..base import Cost, NonNegInt, Op, Params, PositiveInt, Rate, RuleError
 from ..counting import FLOAT_BYTES
 from ..registry import register
 
@@ -20,6 +20,8 @@ class EmbedParams(Params):
     dim: PositiveInt | None = Field(None, description="width of the tokens (taken from `tie` when tied)")
     pos: Literal["learned", "sincos", "none"] = "learned"
     max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover")
+    pos_offset: NonNegInt = Field(0, description="learned positions: the table has this many rows more, "
+                                                 "before the first position's (BART, OPT: 2)")
     scale: bool = Field(False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.)")
     dropout: Rate = 0.0
     tie: str | None = Field(None, description="share the table of this other embed node")
@@ -84,13 +86,16 @@ class Embed(Op):
             if longest > p.max_len:
                 raise RuleError(f"sequences of up to {longest} tokens exceed max_len {p.max_len}", field="max_len",
                                 hint=f"raise max_len to {longest} or shorten the input")
+        if p.pos_offset and p.pos != "learned":
+            raise RuleError(f"pos_offset moves a learned position table; these positions are {p.pos}",
+                            field="pos_offset", hint="use pos: learned, or drop pos_offset")
         if p.pos == "sincos" and dim % 2:
             raise RuleError(f"sinusoidal positions need an even width, got {dim}", field="pos")
         return tokens(length, dim)  # [B, L] -> [B, L, dim]
 
     def cost(self, p, inputs, out: TensorType, ctx) -> Cost:
         params = 0 if p.tie else p.vocab * p.dim
-        params += p.max_len * out.channels if p.pos == "learned" else 0
+        params += (p.max_len + p.pos_offset) * out.channels if p.pos == "learned" else 0
         params += (p.types or 0) * out.channels
         table = p.max_len * out.channels * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sinusoids
         return Cost(params, 0, table)
