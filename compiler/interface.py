@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
+from archspec.primitives.kv_cache import logits_output
 
 from .facts import HEAD_ROLE, Classifier
 from .model_interface import InterfaceFacts
@@ -65,6 +66,7 @@ class ModelFacts:
     stages: tuple[Stage, ...]
     layers: dict[str, tuple]  # module path -> layer ordinal, per block
     coarse_layers: dict[str, tuple]  # the same, per stage
+    logits: tuple[int, str] | None = None  # (output index, lm head node) of the logits generate() reads
 
 
 def model_facts(graph: Graph) -> ModelFacts:
@@ -75,7 +77,8 @@ def model_facts(graph: Graph) -> ModelFacts:
                       output_nodes=tuple(o.node for o in graph.outputs), node_paths=tuple(network_nodes(graph)),
                       objectives=tuple(o.name for o in graph.objectives), head=head(graph, found_stages),
                       blocks=tuple(found_blocks), stages=tuple(found_stages),
-                      layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]))
+                      layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]),
+                      logits=logits_output(graph))
 
 
 def parent(path: str) -> str:

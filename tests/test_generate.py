@@ -493,3 +493,42 @@ def test_onnx_decode_step_decodes_as_generate(tmp_path):
 
     got = decode_with_step(run, DecodeStep(ours), ids, mask, 8)
     assert torch.equal(got, generate(ours, ids, max_new_tokens=8, attention_mask=mask))
+
+
+# -- logits plus a bias after the lm head (BART's final_logits_bias) ----------------------------------
+
+BIASED_LM = """
+name: biased
+params: {bias_node: final_logits_bias}
+dims: {L: [1, 32]}
+inputs:
+  ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: embed, embed: {vocab: 50, dim: 32, max_len: 32}}
+  - {id: attn, attention: {kind: causal, heads: 4}}
+  - {id: mlp, mlp: {ratio: 2}}
+  - {id: head, head: {kind: lm, tie: embed}}
+  - {id: final_logits_bias, param: {shape: [50], init: zeros, learned: false}}
+  - {id: mixed, from: mlp, linear: {dim: 50}}
+  - {id: logits, from: [head, "${bias_node}"], add: {}}
+outputs: [logits]
+"""
+
+
+def test_an_lm_heads_logits_plus_a_param_generate_with_the_bias():
+    from archspec.primitives.kv_cache import generates
+
+    torch.manual_seed(0)
+    model = perturb_everything(archspec.build_text(BIASED_LM)).eval()
+    with torch.no_grad():
+        model.final_logits_bias.value.copy_(3 * torch.randn(1, 50))  # a bias that changes the argmax
+    prompt = torch.randint(0, 50, (2, 5))
+    out = model.generate(prompt, max_new_tokens=6)
+    ids = prompt
+    with torch.no_grad():
+        for _ in range(6):  # greedy by hand over the whole forward, bias included
+            ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, ids)
+    assert generates(archspec.check_text(BIASED_LM).graph)
+    assert not generates(archspec.check_text(BIASED_LM.replace("bias_node: final_logits_bias",
+                                                              "bias_node: mixed")).graph)  # a computed term

@@ -44,12 +44,11 @@ class CachedLayer:
 
 def generates(graph: Graph) -> bool:
     """Whether generate() can decode with the spec (compiler/generate/driver.py says why not):
-    an lm head's logits among its outputs, and token ids alone (every attention cached) or
+    an lm head's logits among its outputs (logits_output), and token ids alone (every attention cached) or
     source ids (with T5's padding mask between, optionally) and target ids (attention the
     target reaches cached, or cross attention); every input int64 ids (not an audio source)."""
     inputs = graph.inputs()
-    heads = [graph.record(o.node).op for o in graph.outputs]
-    if len(inputs) not in (1, 2, 3) or not any(op.primitive == "head" and op.kind == "lm" for op in heads):
+    if len(inputs) not in (1, 2, 3) or logits_output(graph) is None:
         return False
     if any(node.type.layout != "ids" for node in inputs):  # an audio or image source: generate feeds ids
         return False
@@ -58,6 +57,33 @@ def generates(graph: Graph) -> bool:
     attention = [n for n in graph.nodes() if not n.is_input and n.op.primitive == "attention" and n.name in reached]
     return (any(n.op.kind in CACHED_KINDS for n in attention) and all(n.op.kind in allowed for n in attention)
             and (len(inputs) > 1 or len(attention) == len(attention_nodes(graph))))
+
+
+def logits_output(graph: Graph) -> tuple[int, str] | None:
+    """(index among the outputs, lm head node) of the first output that is an lm head's logits:
+    the head itself, or an `add` of it and params (BART's `final_logits_bias`, a buffer)."""
+    for index, output in enumerate(graph.outputs):
+        head = lm_head_of(graph, output.node)
+        if head is not None:
+            return index, head
+    return None
+
+
+def lm_head_of(graph: Graph, name: str) -> str | None:
+    node = graph.record(name)
+    if is_lm_head(node):
+        return node.name
+    if node.is_input or node.op.primitive != "add":
+        return None
+    heads = [n for n in graph.inputs_of(name) if is_lm_head(graph.record(n))]
+    others = [graph.record(n) for n in graph.inputs_of(name) if n not in heads]
+    if len(heads) == 1 and all(not n.is_input and n.op.primitive == "param" for n in others):
+        return heads[0]
+    return None
+
+
+def is_lm_head(node) -> bool:
+    return not node.is_input and node.op.primitive == "head" and node.op.kind == "lm"
 
 
 def attention_nodes(graph: Graph) -> list:

@@ -74,13 +74,14 @@ class Decoder:
 
     @staticmethod
     def find_logits(model):
-        """(index of the logits among forward's outputs, the lm head module)."""
-        facts = model.facts
-        for index, node in enumerate(facts.output_nodes):
-            module = model.get_submodule(node) if node in facts.node_paths else None
-            if isinstance(module, LanguageModelHead):
-                return index, module
-        raise refusal("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns)")
+        """(index of the logits among forward's outputs, the lm head module): the head's output,
+        or the head's plus a param's (BART's final_logits_bias); kv_cache.logits_output."""
+        found = model.facts.logits
+        module = model.get_submodule(found[1]) if found is not None else None
+        if not isinstance(module, LanguageModelHead):
+            raise refusal("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, "
+                          "alone or plus a `param`)")
+        return found[0], module
 
     @staticmethod
     def find_attention(model, target_side, encoder_decoder: bool) -> list:
@@ -164,7 +165,7 @@ def split_by_target(model, target: str) -> tuple[list, list]:
     for node in model.graph.nodes:
         if (node.op == "placeholder" and node.name == target) or any(a in depends for a in node.all_input_nodes):
             depends.add(node)
-        if node.op == "call_module":
+        if node.op == "call_module" and node.all_input_nodes:  # a param or constant, reading nothing, is neither
             module = model.get_submodule(node.target)
             (target_side if node in depends else source_only).append(module)
     shared = {id(m) for m in target_side}  # a module called on both sides is never computed once
