@@ -201,3 +201,9 @@ def test_a_closed_pipe_is_not_a_bug():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in err and "bug" not in err
+
+
+def test_set_takes_several_values_after_one_flag(capsys):
+    assert main(["check", str(ROOT / "specs" / "vit_ti16.yaml"), "--set", "img=64", "depth=2", "--set", "classes=10"]) == 0
+    out = capsys.readouterr().out
+    assert "image [B, 3, 64, 64]" in out and "blocks.1" in out and "blocks.2" not in out and "[B, 10]" in out

@@ -221,8 +221,8 @@ def test_flops_match_flop_counter(pair):
 
 
 def checkpoint_keys() -> dict[str, list[str]]:
-    """mapping file stem -> the state dict keys of a tiny model of the Hugging Face class it
-    maps (built on the meta device: only the names count)."""
+    """mapping file stem (and, in brackets, which of its checkpoints) -> the state dict keys of a
+    tiny model of the Hugging Face class it maps (built on the meta device: only the names count)."""
     import transformers as t
 
     small = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
@@ -231,12 +231,13 @@ def checkpoint_keys() -> dict[str, list[str]]:
         "hf_opt": lambda: t.OPTForCausalLM(t.OPTConfig(hidden_size=64, ffn_dim=128, num_hidden_layers=1,
                                                        num_attention_heads=4, vocab_size=100, word_embed_proj_dim=64)),
         "hf_phi": lambda: t.PhiForCausalLM(t.PhiConfig(**small)),
-        "hf_gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=100)),
+        "hf_gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=100,
+                                                              bos_token_id=0, eos_token_id=0)),
         "hf_llama": lambda: t.LlamaForCausalLM(t.LlamaConfig(**small)),
         "hf_llama (mistral)": lambda: t.MistralForCausalLM(t.MistralConfig(**small)),
         "hf_mixtral": lambda: t.MixtralForCausalLM(t.MixtralConfig(**small, num_local_experts=2)),
         "hf_gptj": lambda: t.GPTJForCausalLM(t.GPTJConfig(n_embd=64, n_layer=1, n_head=4, rotary_dim=8,
-                                                          vocab_size=100)),
+                                                          vocab_size=100, bos_token_id=0, eos_token_id=0)),
         "hf_gpt_neox": lambda: t.GPTNeoXForCausalLM(t.GPTNeoXConfig(**small)),
         "hf_bloom": lambda: t.BloomForCausalLM(t.BloomConfig(hidden_size=64, n_layer=1, n_head=4, vocab_size=100)),
         "hf_t5": lambda: t.T5ForConditionalGeneration(t.T5Config(d_model=64, d_ff=128, d_kv=16, num_layers=1,
