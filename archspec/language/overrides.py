@@ -58,13 +58,11 @@ def plain_value_problem(value: Any) -> str | None:
 
 
 def kind_mismatch(default: Any, given: Any) -> str | None:
-    """Text given where the spec's param is a number or a boolean (`--set rotary_pct=abc`: in
-    an expression it would repeat the text, not fail); None when the kinds agree, or either is
-    an expression or of another kind."""
-    if not isinstance(given, str) or "${" in given:
+    """Text given where the spec's param is a number (`--set rotary_pct=abc`: in an expression
+    it would repeat the text, not fail); None when the kinds agree, or either is an expression
+    or of another kind. A boolean's param may take words (`qkv_bias: ${qkv}` with `--set qkv=qv`)."""
+    if not isinstance(given, str) or "${" in given or isinstance(default, bool):
         return None
-    if isinstance(default, bool):
-        return f"the spec's value is a boolean ({str(default).lower()}); {given!r} is text"
     if isinstance(default, (int, float)):
         return f"the spec's value is a number ({default}); {given!r} is text"
     return None
