@@ -204,6 +204,18 @@ def test_a_closed_pipe_is_not_a_bug():
 
 
 def test_set_takes_several_values_after_one_flag(capsys):
-    assert main(["check", str(ROOT / "specs" / "vit_ti16.yaml"), "--set", "img=64", "depth=2", "--set", "classes=10"]) == 0
-    out = capsys.readouterr().out
-    assert "image [B, 3, 64, 64]" in out and "blocks.1" in out and "blocks.2" not in out and "[B, 10]" in out
+    vit = str(ROOT / "specs" / "vit_ti16.yaml")
+    for argv in (["check", vit, "--set", "img=64", "depth=2", "--set", "classes=10"],
+                 ["check", "--set", "img=64", "depth=2", "classes=10", vit]):  # SPEC after the values too
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "image [B, 3, 64, 64]" in out and "blocks.1" in out and "blocks.2" not in out and "[B, 10]" in out
+
+
+def test_one_value_per_set():
+    from archspec.cli.main import one_value_per_set
+
+    assert one_value_per_set(["check", "s.yaml", "--set", "a=1", "b=[2, 3]", "--json"]) == \
+        ["check", "s.yaml", "--set", "a=1", "--set", "b=[2, 3]", "--json"]
+    assert one_value_per_set(["check", "--set", "a=1", "s.yaml", "c=d"]) == ["check", "--set", "a=1", "s.yaml", "c=d"]
+    assert one_value_per_set(["check", "s.yaml", "--set", "oops"]) == ["check", "s.yaml", "--set", "oops"]

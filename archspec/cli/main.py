@@ -59,11 +59,31 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
 
 
+def one_value_per_set(argv: list[str]) -> list[str]:
+    """`--set a=1 b=2` as `--set a=1 --set b=2`: the KEY=VALUE words after a --set are its values
+    (the shipped specs' headers write them so), and the first word without `=` is what comes next
+    (SPEC may follow: `--set img=64 swin_t`)."""
+    out, values = [], False
+    for word in argv:
+        if word == "--set":
+            values = None  # the next word is --set's own value, whatever it is
+            out.append(word)
+        elif values is None:
+            values = True
+            out.append(word)
+        elif values and "=" in word and not word.startswith("-"):
+            out += ["--set", word]
+        else:
+            values = False
+            out.append(word)
+    return out
+
+
 def _main(argv: list[str] | None) -> int:
     found = commands()
     parser = _parser(found)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(one_value_per_set(sys.argv[1:] if argv is None else list(argv)))
     except SystemExit as exc:  # argparse has printed its usage (or the version)
         return EXIT_USAGE if exc.code else EXIT_OK
     command = found[args.command].run

@@ -13,8 +13,9 @@ from ...language.compose import parse_override
 
 def add_spec_arguments(parser) -> None:
     parser.add_argument("spec", metavar="SPEC", help="path of a YAML spec, or a shipped spec's name (archspec models)")
-    parser.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="override params, e.g. --set img=256 depths=[2,2,18,2] (or one --set each)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override params, e.g. --set img=256 depths=[2,2,18,2] (or one --set each; "
+                             "main.one_value_per_set splits them)")
 
 
 def overrides_of(args) -> dict[str, str] | None:
@@ -23,8 +24,7 @@ def overrides_of(args) -> dict[str, str] | None:
         try:
             key, value = parse_override(text)
         except ValueError as exc:
-            hint = " (SPEC goes before --set, whose values run to the next option)" if "=" not in text else ""
-            raise UsageError(f"{exc}{hint}") from None
+            raise UsageError(str(exc)) from None
         result[key] = value
     return result or None
 
