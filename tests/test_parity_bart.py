@@ -1,5 +1,5 @@
 """specs/bart.yaml against Hugging Face transformers' BartForConditionalGeneration, a small
-configuration, in the manner of tests/test_parity_t5.py and tests/test_parity_neox_bloom.py (with
+configuration, in the manner of tests/test_parity_t5.py and tests/test_parity_decoder_lm.py (with
 the helpers of tests/test_parity_vocabulary.py): an encoder-decoder first written from the docs
 alone, in a user trial, then shipped.
 
@@ -26,8 +26,8 @@ Logits and the loss agree within 1e-5 (relative where the logits exceed 1) with 
 attention_mask (one source padded at the start, one at the end) at 13 -> 9 tokens and at the
 longest, 128 -> 128; greedy generation through archspec's caches gives Hugging Face's `generate`'s
 tokens on the padded batch; FLOPs agree with FlopCounterMode at the longest lengths.
-The mapping's `identify` recognises BART's checkpoints (BartForConditionalGeneration's and
-BartModel's) and no other shipped Hugging Face naming's, nor torch.nn.Transformer's.
+The comparison of logits and loss and the padding-mask check are test_parity_t5.py's; that the
+mapping's `identify` claims BART's checkpoints alone is tests/test_mapping_identify.py's.
 """
 
 from __future__ import annotations
@@ -38,11 +38,9 @@ import pytest
 import torch
 
 import archspec
-from archspec.compiler.weights.load import SpecParams
-from archspec.compiler.weights.mapping_file import read_mapping_file
 
 from .conftest import ROOT, scratch
-from .test_parity_opt_phi import checkpoint_keys, spec_naming
+from .test_parity_t5 import logits_and_loss_gaps, padded_mask, padding_mask_gap
 from .test_parity_vocabulary import FLOPS_REL, TOL, close, count_flops, ids, param_count, perturb_everything
 
 pytest.importorskip("transformers")
@@ -89,20 +87,13 @@ def sharpened(model):
     return model
 
 
-def padded_mask(length: int) -> torch.Tensor:
-    """1 for tokens, 0 for padding: the first source starts with 2 pads, the second ends in 4."""
-    mask = torch.ones(BATCH, length, dtype=torch.long)
-    mask[0, :2] = 0
-    mask[1, length - 4:] = 0
-    return mask
-
-
 class Pair:
     """The reference and ours, loaded from the reference's own state dict file."""
 
     def __init__(self, folder):
         torch.manual_seed(0)
         self.ref = sharpened(reference().eval())
+        self.vocab = VOCAB
         self.weights = str(folder / "bart.pt")
         torch.save(self.ref.state_dict(), self.weights)
         self.report = archspec.check(str(SPEC))
@@ -167,28 +158,14 @@ def test_parameter_count(pair):
 
 @pytest.mark.parametrize("lengths", LENGTHS, ids=["short", "longest"])
 def test_logits_and_loss_match(pair, lengths):
-    input_ids, attention_mask, decoder_input_ids = pair.inputs(*lengths)
-    labels = ids(BATCH, lengths[1], VOCAB, seed=3)
-    start = torch.full((BATCH, 1), START)
-    shifted = torch.cat([start, labels[:, :-1]], dim=1)  # shift_tokens_right: the decoder reads the labels one late
-    with torch.no_grad():
-        logits = pair.ref(input_ids=input_ids, attention_mask=attention_mask,
-                          decoder_input_ids=decoder_input_ids).logits
-        out = pair.ref(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
-        ours = pair.ours(input_ids, attention_mask, decoder_input_ids)
-        loss = pair.ours.loss(input_ids, attention_mask, shifted, labels)
-    diffs = {"logits": close(logits, ours), "loss": close(out.loss, loss)}
+    diffs = logits_and_loss_gaps(pair, *lengths, start=START)
     assert all(d < TOL for d in diffs.values()), diffs  # all(): a NaN fails, where max() would hide it
 
 
 def test_the_padding_mask_matters_here(pair):
     """Padded keys change the logits well beyond the tolerance: a mask ignored in the encoder
     or in the cross-attention would show."""
-    input_ids, attention_mask, decoder_input_ids = pair.inputs(*LENGTHS[0])
-    with torch.no_grad():
-        masked = pair.ours(input_ids, attention_mask, decoder_input_ids)
-        unmasked = pair.ours(input_ids, torch.ones_like(attention_mask), decoder_input_ids)
-    assert close(masked, unmasked) > 1000 * TOL
+    assert padding_mask_gap(pair, *LENGTHS[0]) > 1000 * TOL
 
 
 def test_greedy_generation_gives_the_references_tokens(pair):
@@ -253,37 +230,3 @@ def test_flops_match_flop_counter(pair):
     assert pair.report.graph.dims["S"].hi == pair.report.graph.dims["T"].hi == CONTEXT
     measured = count_flops(lambda: pair.ref(input_ids=ids(1, CONTEXT, VOCAB), decoder_input_ids=ids(1, CONTEXT, VOCAB)))
     assert pair.report.flops == pytest.approx(measured, rel=FLOPS_REL), (pair.report.flops, measured)
-
-
-# -- identify: BART's checkpoints and no other shipped naming's ----------------------------------------
-
-
-def bart_checkpoint_keys() -> dict[str, list[str]]:
-    """The keys of the other shipped namings' checkpoints (tests/test_parity_opt_phi.py's, and
-    torch.nn.Transformer's), and of BART's two forms: mapping file stem (and form) -> keys."""
-    import transformers as t
-
-    keys = checkpoint_keys()
-    with torch.device("meta"):
-        bart = list(t.BartForConditionalGeneration(t.BartConfig(**{**SMALL, "encoder_layers": 1,
-                                                                   "decoder_layers": 1})).state_dict())
-        keys["torch_transformer"] = list(torch.nn.Transformer(d_model=64, nhead=4, num_encoder_layers=1,
-                                                              num_decoder_layers=1, dim_feedforward=128,
-                                                              batch_first=True).state_dict())
-    keys["hf_bart"] = bart
-    keys["hf_bart (BartModel)"] = [key.removeprefix("model.") for key in bart if key.startswith("model.")]
-    return keys
-
-
-def test_identify_recognises_its_own_checkpoints_and_no_other_shipped_one():
-    keys = bart_checkpoint_keys()
-    mappings = sorted((ROOT / "specs" / "mappings").glob("hf_*.yaml")) + [ROOT / "specs" / "mappings" /
-                                                                       "torch_transformer.yaml"]
-    namings = {path.stem: read_mapping_file(path, params=SpecParams(None, spec_naming(path))) for path in mappings}
-    ours = namings["hf_bart"]
-    recognised = [name for name, state in keys.items() if ours.applies_to(dict.fromkeys(state))]
-    assert recognised == ["hf_bart", "hf_bart (BartModel)"], recognised
-    for checkpoint in ("hf_bart", "hf_bart (BartModel)"):  # and no other naming claims BART's
-        state = dict.fromkeys(keys[checkpoint])
-        claimed = [stem for stem, naming in namings.items() if naming.applies_to(state)]
-        assert claimed == ["hf_bart"], (checkpoint, claimed)

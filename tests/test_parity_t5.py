@@ -112,32 +112,41 @@ def test_t5_tiny_is_the_resized_t5_small():
     assert {k: tiny.graph.params[k] for k in RESIZED[0]} == RESIZED[0]
 
 
-@pytest.mark.parametrize("which", [0, 1], ids=["short", "long"])
-def test_logits_and_loss_match(pair, which):
-    source, target = pair.lengths[which]
+def logits_and_loss_gaps(pair, source: int, target: int, start: int) -> dict[str, float]:
+    """How far ours lies from the reference (`close`) in the logits and in the loss, with a padded
+    source; the decoder reads the labels one late, after `start` (shared with test_parity_bart.py)."""
     input_ids, attention_mask, decoder_input_ids = pair.inputs(source, target)
     labels = ids(BATCH, target, pair.vocab, seed=3)
-    start = torch.zeros(BATCH, 1, dtype=torch.long)  # t5-small's decoder_start_token_id (T5Config() leaves it unset)
-    shifted = torch.cat([start, labels[:, :-1]], dim=1)  # T5's _shift_right: the decoder reads the labels one late
+    shifted = torch.cat([torch.full((BATCH, 1), start), labels[:, :-1]], dim=1)  # [B, T]
     with torch.no_grad():
         logits = pair.ref(input_ids=input_ids, attention_mask=attention_mask,
                           decoder_input_ids=decoder_input_ids).logits
         out = pair.ref(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=shifted, labels=labels)
         ours = pair.ours(input_ids, attention_mask, decoder_input_ids)
         loss = pair.ours.loss(input_ids, attention_mask, shifted, labels)
-    diffs = {"logits": close(logits, ours), "loss": close(out.loss, loss)}
+    return {"logits": close(logits, ours), "loss": close(out.loss, loss)}
+
+
+def padding_mask_gap(pair, source: int, target: int) -> float:
+    """How far ours moves when the padded keys are not masked (shared with test_parity_bart.py)."""
+    input_ids, attention_mask, decoder_input_ids = pair.inputs(source, target)
+    with torch.no_grad():
+        masked = pair.ours(input_ids, attention_mask, decoder_input_ids)
+        unmasked = pair.ours(input_ids, torch.ones_like(attention_mask), decoder_input_ids)
+    return close(masked, unmasked)
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["short", "long"])
+def test_logits_and_loss_match(pair, which):
+    # T5's decoder starts at token 0 (t5-small's decoder_start_token_id; T5Config() leaves it unset)
+    diffs = logits_and_loss_gaps(pair, *pair.lengths[which], start=0)
     assert all(d < TOL for d in diffs.values()), diffs  # all(): a NaN fails, where max() would hide it
 
 
 def test_the_padding_mask_matters_here(pair):
     """Padded keys change the logits well beyond the tolerance: a mask ignored in the encoder
     or in the cross-attention would show."""
-    source, target = pair.lengths[0]
-    input_ids, attention_mask, decoder_input_ids = pair.inputs(source, target)
-    with torch.no_grad():
-        masked = pair.ours(input_ids, attention_mask, decoder_input_ids)
-        unmasked = pair.ours(input_ids, torch.ones_like(attention_mask), decoder_input_ids)
-    assert close(masked, unmasked) > 1000 * TOL
+    assert padding_mask_gap(pair, *pair.lengths[0]) > 1000 * TOL
 
 
 def test_flops_match_flop_counter():

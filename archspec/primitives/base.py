@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -39,6 +39,10 @@ class Params(BaseModel):
 MAX_SIZE = 1 << 24  # no width, length or count in a sane spec is larger
 PositiveInt = Annotated[int, Field(gt=0, le=MAX_SIZE)]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE)]
+PositivePair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
+NonNegPair = Annotated[list[NonNegInt], Field(min_length=2, max_length=2)]
+PositiveSize = Union[PositiveInt, PositivePair]  # an int (both sides alike) or [h, w]
+NonNegSize = Union[NonNegInt, NonNegPair]
 Rate = Annotated[float, Field(ge=0.0, lt=1.0, description="a probability in [0, 1)")]
 Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="LayerNorm epsilon")]
 NormPlace = Literal["pre", "post", "res_post", "sandwich", "none"]

@@ -15,29 +15,25 @@ does).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated, Literal, Union
+from typing import Literal, Union
 
 from pydantic import Field
 
 from ...core.suggestions import Divides, GridOrigin, Remedy
 from ...core.types import Sym, TensorType, grid_tokens, image, tokens
-from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
+from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError
 from ..grids import as_image, divisors
 from ..registry import register
-
-PositivePair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
-NonNegPair = Annotated[list[NonNegInt], Field(min_length=2, max_length=2)]
-Size = Union[PositiveInt, PositivePair]
 
 
 class ConvParams(Params):
     dim: Literal[1, 2] = Field(2, description="2: over an image or a token grid; 1: along the tokens")
     out: PositiveInt | None = Field(None, description="output channels (default: the input's channels)")
-    kernel: Size = Field(description="kernel size: an int, or [kh, kw] (dim 2)")
-    stride: Size = Field(1, description="an int, or [sh, sw] (dim 2)")
-    padding: Union[NonNegInt, NonNegPair, Literal["same"]] = Field(
+    kernel: PositiveSize = Field(description="kernel size: an int, or [kh, kw] (dim 2)")
+    stride: PositiveSize = Field(1, description="an int, or [sh, sw] (dim 2)")
+    padding: Union[NonNegSize, Literal["same"]] = Field(
         0, description="zeros on each side: an int, [ph, pw] (dim 2), or same (stride 1: the output keeps the size)")
-    dilation: Size = Field(1, description="spacing of the kernel's taps: an int, or [dh, dw] (dim 2)")
+    dilation: PositiveSize = Field(1, description="spacing of the kernel's taps: an int, or [dh, dw] (dim 2)")
     groups: Union[PositiveInt, Literal["depthwise"]] = Field(
         1, description="channel groups; depthwise: one group per input channel")
     bias: bool = True

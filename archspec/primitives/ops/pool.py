@@ -7,25 +7,22 @@ giving the layout it read on the pooled grid; MaxViT's and CoAtNet's downsamplin
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Literal, Optional
 
 from pydantic import Field
 
 from ...core.suggestions import Remedy
 from ...core.types import TensorType, grid_tokens, image
-from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
+from ..base import Cost, NonNegSize, Op, Params, PositiveSize, RuleError
 from ..grids import as_image
 from ..registry import register
-
-PositivePair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
-NonNegPair = Annotated[list[NonNegInt], Field(min_length=2, max_length=2)]
 
 
 class PoolParams(Params):
     fn: Literal["mean", "max"] = Field(description="mean: average pooling; max: max pooling")
-    kernel: Union[PositiveInt, PositivePair] = Field(description="the window: an int, or [kh, kw]")
-    stride: Union[PositiveInt, PositivePair, None] = Field(None, description="the step (default: the kernel)")
-    padding: Union[NonNegInt, NonNegPair] = Field(0, description="zeros (mean) or -inf (max) on each side, "
+    kernel: PositiveSize = Field(description="the window: an int, or [kh, kw]")
+    stride: Optional[PositiveSize] = Field(None, description="the step (default: the kernel)")
+    padding: NonNegSize = Field(0, description="zeros (mean) or -inf (max) on each side, "
                                                                  "at most half the kernel")
     count_include_pad: bool = Field(True, description="mean: the padding counts in the average (torch's default)")
 

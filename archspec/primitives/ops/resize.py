@@ -4,19 +4,17 @@ at 224x224, bicubic."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Literal
 
 from pydantic import Field
 
 from ...core.types import TensorType, image
-from ..base import Cost, Op, Params, PositiveInt, RuleError
+from ..base import Cost, Op, Params, PositiveSize, RuleError
 from ..registry import register
-
-PositivePair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
 
 
 class ResizeParams(Params):
-    size: Union[PositiveInt, PositivePair] = Field(description="the new height and width: an int (square), or [h, w]")
+    size: PositiveSize = Field(description="the new height and width: an int (square), or [h, w]")
     mode: Literal["nearest", "bilinear", "bicubic"] = "bilinear"
     align_corners: bool = Field(False, description="bilinear, bicubic: align the corner pixels (torch's align_corners)")
 
