@@ -16,7 +16,7 @@ import torch
 import archspec
 from archspec.compiler.backends.export import example_inputs, export_program
 from archspec.compiler.lower import lower
-from compiler.modules.relative_lookup import offset_index
+from archspec.compiler.modules.relative_lookup import offset_index
 
 timm = pytest.importorskip("timm")
 
