@@ -38,22 +38,13 @@ from archspec.primitives.ops.attention.window import WINDOW, padded_grid
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
+from ..relative_lookup import offset_index
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args
 from .form import AttentionForm, written_attention
 from .scores.base import install_score_parts, score_part_names
 
 LOGIT_SCALE_MAX = math.log(1.0 / 0.01)  # Swin v2 clamps the cosine logit scale at 100
-
-
-def relative_position_index(wh: int, ww: int):
-    """[A, A] index into the (2wh-1)(2ww-1) table of relative offsets (A = wh*ww)."""
-    coords = torch.stack(torch.meshgrid(torch.arange(wh), torch.arange(ww), indexing="ij")).flatten(1)  # [2, A]
-    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0)  # [A, A, 2]
-    rel[:, :, 0] += wh - 1
-    rel[:, :, 1] += ww - 1
-    rel[:, :, 0] *= 2 * ww - 1
-    return rel.sum(-1)
 
 
 def log_spaced_coords(wh: int, ww: int, pretrained: int = 0):
@@ -89,7 +80,7 @@ class TablePositionBias(nn.Module):
         super().__init__()
         wh, ww = window
         self.table = nn.Parameter(torch.zeros((2 * wh - 1) * (2 * ww - 1), heads))
-        self.register_buffer("index", relative_position_index(wh, ww), persistent=False)
+        self.register_buffer("index", offset_index(wh, ww), persistent=False)
         nn.init.trunc_normal_(self.table, std=0.02)
 
     def forward(self):
@@ -104,7 +95,7 @@ class ContinuousPositionBias(nn.Module):
         super().__init__()
         self.mlp = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, heads, bias=False))
         self.register_buffer("coords", log_spaced_coords(window[0], window[1], pretrained), persistent=False)
-        self.register_buffer("index", relative_position_index(*window), persistent=False)
+        self.register_buffer("index", offset_index(*window), persistent=False)
         trunc_normal_linears(self)
 
     def forward(self):

@@ -12,6 +12,7 @@ import torch.nn as nn
 from archspec.primitives.ops.attention.scores.relative_table import RELATIVE_TABLE
 
 from ...common import make
+from ...relative_lookup import offset_index
 from .base import score_module
 
 
@@ -19,11 +20,7 @@ def grid_offset_index(h: int, w: int, class_tokens: bool):
     """[N, N] rows of the table for every (query, key) pair, N = H*W (+ 1 with a class token in
     front): the grid's offsets (Δrow + H - 1) · (2W - 1) + (Δcolumn + W - 1), then BEiT's rows
     class -> token, token -> class, class -> class after the (2H - 1)(2W - 1) offsets."""
-    rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")  # 2 x [H, W]
-    rows, cols = rows.flatten(), cols.flatten()  # 2 x [H*W], row-major
-    d_row = rows[:, None] - rows[None, :] + (h - 1)  # [H*W, H*W], in 0..2H-2
-    d_col = cols[:, None] - cols[None, :] + (w - 1)  # [H*W, H*W], in 0..2W-2
-    offsets = d_row * (2 * w - 1) + d_col  # [H*W, H*W]
+    offsets = offset_index(h, w)  # [H*W, H*W], relative_lookup's signed offsets
     if not class_tokens:
         return offsets
     distances = (2 * h - 1) * (2 * w - 1)
