@@ -101,7 +101,8 @@ def test_every_op_converts(spec_path, batch, tt):
     print(coverage.summary())
     assert coverage.complete, coverage.summary()
     assert coverage.total > 0 and coverage.to_json()["converted"] == coverage.total
-    assert coverage.ops["aten.scaled_dot_product_attention.default"] > 0  # attention stays one fused op
+    if any(getattr(report.graph.node(name).op, "primitive", None) == "attention" for name in report.graph.order()):
+        assert coverage.ops["aten.scaled_dot_product_attention.default"] > 0  # attention stays one fused op
 
 
 @needs_trt

@@ -358,10 +358,11 @@ def test_a_timm_checkpoint_made_for_other_params_names_timm_as_closest():
     with pytest.raises(archspec.SpecError) as caught:
         load_weights(small_vit(), narrower.state_dict())
     text = str(caught.value)
-    assert "closest naming: timm vit, under which 100% of the checkpoint's tensors have the model's names" in text
+    assert ("closest naming: timm vit, under which 30 of 30 (100%) of the checkpoint's tensors have the model's names"
+            in text)
     assert "blocks.0.attn.qkv.weight (96, 32) (model has (192, 64))" in text
     assert caught.value.hint.startswith("namings tried (share of the checkpoint's tensors the model has under "
-                                        "each): timm vit 100%, archspec 62%;")
+                                        "each): timm vit 30 of 30 (100%), archspec 20 of 32 (62.5%);")
     assert f"hint: {caught.value.hint}" in text  # str() carries the hint
 
 

@@ -39,7 +39,8 @@ def _allow_expressions(schema: dict) -> None:
 
 def _allow_in_items(schema: dict) -> None:
     """Each entry of a list may be an expression too (`shape: ["${dims[0]}", "${grid}"]`), in
-    the list's every form (`anyOf` of an int or a pair)."""
+    the list's every form (`anyOf` of an int or a pair), and each value of a mapping
+    (`sizes: {h: "${heads}"}`)."""
     for form in schema.get("anyOf", []) + schema.get("oneOf", []):
         if isinstance(form, dict):
             _allow_in_items(form)
@@ -49,6 +50,12 @@ def _allow_in_items(schema: dict) -> None:
         schema["items"] = {"anyOf": [items, {"$ref": "#/$defs/Expression"}]}
     for i, item in enumerate(schema.get("prefixItems", [])):
         schema["prefixItems"][i] = {"anyOf": [item, {"$ref": "#/$defs/Expression"}]}
+    values = schema.get("additionalProperties")
+    if isinstance(values, dict):
+        _allow_in_items(values)
+        schema["additionalProperties"] = {"anyOf": [values, {"$ref": "#/$defs/Expression"}]}
+    for key, value in schema.get("patternProperties", {}).items():
+        schema["patternProperties"][key] = {"anyOf": [value, {"$ref": "#/$defs/Expression"}]}
 
 
 def _kind_schemas(primitive: str, defs: dict) -> list[dict]:

@@ -44,7 +44,7 @@ NonNegPair = Annotated[list[NonNegInt], Field(min_length=2, max_length=2)]
 PositiveSize = Union[PositiveInt, PositivePair]  # an int (both sides alike) or [h, w]
 NonNegSize = Union[NonNegInt, NonNegPair]
 Rate = Annotated[float, Field(ge=0.0, lt=1.0, description="a probability in [0, 1)")]
-Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="LayerNorm epsilon")]
+Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="the norm's epsilon (added to the variance, or the mean square)")]
 NormPlace = Literal["pre", "post", "res_post", "sandwich", "none"]
 
 

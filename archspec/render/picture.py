@@ -217,7 +217,8 @@ class _Builder:
         parent = self.cluster_for(parent_key)
         title = f"{key} {MULTIPLY}{self.collapsed[key]}" if key in self.collapsed else key
         if info is not None and info.kind == "repeat" and key not in self.collapsed:
-            note = f"repeat, {len(self.members_of(key))} copies"
+            copies = len(self.members_of(key))
+            note = f"repeat, {copies} {'copy' if copies == 1 else 'copies'}"
         cluster = Cluster(key, title, note)
         parent.children.append(cluster)
         self.clusters[key] = cluster

@@ -36,7 +36,7 @@ class Rearrange(nn.Module):
             if d == self.grid_dim:
                 sizes += self.grid
                 continue
-            known = math.prod(size for size in parts if size is not None)
+            known = math.prod([size for size in parts if size is not None])  # a list: dynamo traces no generator here
             sizes += [x.shape[d] // known if size is None else size for size in parts]
         return sizes
 

@@ -39,4 +39,4 @@ def lower(p, inputs, ctx):
     return make(RelativeLookup, grid=grid_of(p), offsets=p.offsets, stride=p.stride)
 
 
-register_facts(RELATIVE_LOOKUP, grid=KEEPS, fusion=None, head=None)  # the output has no grid
+register_facts(RELATIVE_LOOKUP, grid=KEEPS, fusion=None, head=None)

@@ -17,6 +17,8 @@ classifier missing from the checkpoint, stay errors.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from archspec.core.errors import SpecError, error
@@ -54,6 +56,11 @@ class Fit:
     def overlap(self) -> float:
         """The share of the checkpoint's (mapped) tensors whose names the model has."""
         return self.matched / len(self.state) if self.state else 0.0
+
+    def share(self) -> str:
+        """The overlap in words, never rounded up to all: `280 of 281 (99.6%)`."""
+        percent = math.floor(self.overlap * 1000) / 10
+        return f"{self.matched} of {len(self.state)} ({percent:g}%)"
 
     def summary(self) -> str:
         text = f"{len(self.state)} tensors in {self.naming} naming"
@@ -192,10 +199,10 @@ def no_fit(fits: list[Fit], not_tried: list[Naming]) -> SpecError:
     near = closest(fits)
     ranked = sorted(fits, key=lambda f: (-f.overlap, -f.matched))
     hint = "namings tried (share of the checkpoint's tensors the model has under each): " + ", ".join(
-        f"{f.naming} {f.overlap:.0%}" for f in ranked)
+        f"{f.naming} {f.share()}" for f in ranked)
     if not_tried:
         hint += "; not tried, the checkpoint lacks the keys that identify them: " + ", ".join(n.name for n in not_tried)
     hint += ("; was the checkpoint made for this spec and its params? For another naming, give a mapping file "
              "(--map FILE; see specs/mappings/README.md)")
-    return error(f"weights do not fit this model (closest naming: {near.naming}, under which {near.overlap:.0%} of "
+    return error(f"weights do not fit this model (closest naming: {near.naming}, under which {near.share()} of "
                  f"the checkpoint's tensors have the model's names): {near.details()}", hint=hint)

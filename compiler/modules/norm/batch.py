@@ -15,10 +15,12 @@ from ..common import make
 
 
 class TokenBatchNorm(nn.BatchNorm1d):
-    """BatchNorm1d over the channels of tokens [B, N, C]: statistics over B and N."""
+    """BatchNorm1d over the channels of tokens [B, N, C]: statistics over B and N, the tokens
+    flattened into the batch as timm's LinearNorm does (no transposes: a transposed result
+    made torch.compile's aot graphs view what only reshapes, and fail)."""
 
     def forward(self, x):
-        return super().forward(x.transpose(1, 2)).transpose(1, 2)  # [B, N, C] -> [B, C, N] -> [B, N, C]
+        return super().forward(x.flatten(0, 1)).view_as(x)  # [B, N, C] -> [B N, C] -> [B, N, C]
 
 
 @lowering(BATCH)
