@@ -1,10 +1,10 @@
-"""slice (torch): a range of tokens or channels."""
+"""slice (torch): a range of tokens, channels, or a tensor's axis."""
 
 from __future__ import annotations
 
 import torch.nn as nn
 
-from archspec.primitives.ops.slice import SLICE
+from archspec.primitives.ops.slice import SLICE, slice_axis
 
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
@@ -23,7 +23,7 @@ class Slice(nn.Module):
 
 @lowering(SLICE)
 def lower(p, inputs, ctx):
-    return make(Slice, dim=1 if p.along == "tokens" else -1, start=p.start, stop=p.stop)
+    return make(Slice, dim=slice_axis(p, inputs[0]), start=p.start, stop=p.stop)
 
 
 register_facts(SLICE, grid=KEEPS, fusion=None, head=None)

@@ -1,10 +1,12 @@
 """slice: a range of tokens (or channels), e.g. the grid tokens without the class token
-(`start: 1`), which keeps the grid, or the class and distillation tokens (`stop: 2`)."""
+(`start: 1`), which keeps the grid, or the class and distillation tokens (`stop: 2`); of a
+`tensor` or an image, a range along any axis but the batch (`along: 3` of [B, h, N, d] cuts the
+head dims; `along: channels` is an image's axis 1 and the last axis of anything else)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, Union
 
 from pydantic import Field
 
@@ -14,21 +16,66 @@ from ..registry import register
 
 
 class SliceParams(Params):
-    along: Literal["tokens", "channels"] = "tokens"
+    along: Union[Literal["tokens", "channels"], int] = Field(
+        "tokens", description="tokens, channels, or an axis: counted from the batch (0) or from the end (-1), never "
+                              "the batch")
     start: NonNegInt = Field(0, description="first index taken")
     stop: PositiveInt | None = Field(None, description="index after the last one taken (default: the end)")
 
 
+def slice_axis(p, x: TensorType) -> int:
+    """The axis (counted from the batch) a slice of x cuts: tokens 1, channels the channels' axis
+    (1 of an image, the last otherwise), or the number given; RuleError for the batch or no axis."""
+    rank = len(x.shape)
+    if p.along == "tokens":
+        if x.layout != "tokens":
+            raise RuleError(f"{x.layout_name()} has no tokens axis ({x.describe()})", field="along",
+                            hint=f"name the axis: along: 1 to {rank - 1}, or -1 for the last")
+        return 1
+    if p.along == "channels":
+        return 1 if x.layout == "image" else rank - 1
+    if not -rank <= p.along < rank or p.along % rank == 0:
+        raise RuleError(f"axis {p.along} is not an axis of {x.describe()} other than the batch", field="along",
+                        hint=f"axes 1 to {rank - 1}, or -1 to -{rank - 1} from the end")
+    return p.along % rank
+
+
+def axis_slice(p, x: TensorType) -> TensorType:
+    """x[..., start:stop, ...] along one axis, the layout kept (an image stays an image; tokens cut
+    along the tokens lose their grid)."""
+    axis = slice_axis(p, x)
+    size = x.shape[axis]
+    if isinstance(size, Sym):
+        raise RuleError(f"axis {axis} of {x.describe()} has a symbolic size ({size})", field="along")
+    stop = size if p.stop is None else p.stop
+    if not p.start < stop <= size:
+        raise RuleError(f"slice {p.start}:{stop} is outside or empty for axis {axis} of {x.describe()}",
+                        field="start", hint=f"indices run from 0 to {size}")
+    if stop - p.start == size:
+        return x
+    shape = x.shape[:axis] + (stop - p.start,) + x.shape[axis + 1:]  # axis -> stop - start
+    if x.layout == "tokens" and axis == 1:
+        return replace(x, shape=shape, grid=None, prefix=0, origin=None)
+    if x.layout == "image" and axis > 1:
+        return replace(x, shape=shape, origin=None)  # another height or width
+    return replace(x, shape=shape)
+
+
 class SliceOp(Op):
-    """tokens[start:stop] (or channels[start:stop]); a slice that is exactly the grid keeps it."""
+    """tokens[start:stop] (or channels[start:stop], or along an axis); a slice that is exactly
+    the grid keeps it."""
 
     primitive = "slice"
     Params = SliceParams
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
+        if x.layout in ("tensor", "image") or isinstance(p.along, int):
+            return axis_slice(p, x)
         if x.layout != "tokens" and not (p.along == "channels" and x.layout == "vector"):
-            raise RuleError(f"slice reads tokens, got {x.layout_name()}")
+            raise RuleError(f"slice reads tokens, got {x.layout_name()}",
+                            hint="a feature vector slices along: channels; a tensor or an image along an axis "
+                                 "(along: 2)")
         size = x.channels if p.along == "channels" else x.length
         if isinstance(size, Sym):
             if p.stop is None or p.stop > size.lo:

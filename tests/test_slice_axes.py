@@ -1,0 +1,64 @@
+"""slice along any axis of a tensor or an image (a user trial cut q, k and v out of [B, h, N, d]
+and found only tokens and channels): the same values as torch's slicing, the checker's shapes and
+layouts, and located errors for the batch axis, an axis the tensor lacks, and an empty range."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+
+SPEC = """
+name: cuts
+inputs:
+  x: [B, 16, 48]
+  image: [B, 6, 8, 10]
+graph:
+  - {id: heads, from: x, rearrange: {pattern: "b n (h d) -> b h n d", sizes: {h: 4}}}   # [B, 4, 16, 12]
+  - {id: q, from: heads, slice: {along: 3, stop: 4}}                # [B, 4, 16, 4]
+  - {id: k, from: heads, slice: {along: -1, start: 4, stop: 8}}     # [B, 4, 16, 4]
+  - {id: v, from: heads, slice: {along: channels, start: 8}}        # the last axis: [B, 4, 16, 4]
+  - {id: two_heads, from: heads, slice: {along: 1, stop: 2}}        # [B, 2, 16, 12]
+  - {id: some_channels, from: image, slice: {along: channels, stop: 3}}      # an image's channels: [B, 3, 8, 10]
+  - {id: top, from: image, slice: {along: 2, stop: 5}}              # rows: [B, 6, 5, 10]
+  - {id: first_tokens, from: x, slice: {along: 1, stop: 3}}         # tokens [B, 3, 48]
+outputs: [q, k, v, two_heads, some_channels, top, first_tokens]
+"""
+
+
+def test_slices_are_torchs_and_the_checker_knows_their_shapes():
+    report = archspec.check_text(SPEC)
+    model = archspec.build_text(SPEC).eval()
+    x, image = torch.randn(2, 16, 48), torch.randn(2, 6, 8, 10)
+    heads = x.view(2, 16, 4, 12).permute(0, 2, 1, 3)
+    expected = {"q": heads[..., :4], "k": heads[..., 4:8], "v": heads[..., 8:], "two_heads": heads[:, :2],
+                "some_channels": image[:, :3], "top": image[:, :, :5], "first_tokens": x[:, :3]}
+    with torch.no_grad():
+        outs = model(x, image)
+    for (name, want), got in zip(expected.items(), outs):
+        assert torch.equal(got, want), name
+        checked = report.graph.type_of(name)
+        assert [2 if str(d) == "B" else d for d in checked.shape] == list(want.shape), name
+    layouts = {name: report.graph.type_of(name).layout for name in expected}
+    assert layouts == {"q": "tensor", "k": "tensor", "v": "tensor", "two_heads": "tensor", "some_channels": "image",
+                       "top": "image", "first_tokens": "tokens"}
+
+
+@pytest.mark.parametrize("node, message, hint", [
+    ("{from: image, slice: {along: 0}}", "axis 0 is not an axis of [B, 6, 8, 10] other than the batch",
+     "axes 1 to 3, or -1 to -3 from the end"),
+    ("{from: image, slice: {along: -4}}", "axis -4 is not an axis of [B, 6, 8, 10] other than the batch", None),
+    ("{from: image, slice: {along: tokens}}", "an image has no tokens axis ([B, 6, 8, 10])",
+     "name the axis: along: 1 to 3, or -1 for the last"),
+    ("{from: image, slice: {along: 3, start: 10}}", "slice 10:10 is outside or empty for axis 3 of [B, 6, 8, 10]",
+     "indices run from 0 to 10"),
+])
+def test_bad_axes_give_a_located_error(node, message, hint):
+    text = SPEC.split("graph:")[0] + f"graph:\n  - {node}\n"
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check_text(text)
+    assert info.value.message.endswith(message), info.value.message
+    assert info.value.loc.line == 7
+    if hint is not None:
+        assert info.value.hint == hint
