@@ -202,3 +202,11 @@ def test_build_says_what_check_warns_of_and_small_flops_in_small_units(tmp_path)
     assert result.returncode == 0, result.stderr
     assert "warny.yaml:7:5: warning: dead: no output depends on this node" in result.stderr
     assert "25,002 params, 197.25 KFLOPs per sample" in result.stderr  # not "0.00 GFLOPs"
+
+
+def test_the_export_line_gives_the_gap_relative_to_large_outputs():
+    """A user read 1.83e-04 on logits near 900 as a poor export: past 1, the line says the share."""
+    from archspec.compiler.backends.targets.export import describe
+
+    assert describe((None, (1.83e-4, 912.0))) == "max |export - eager| 1.83e-04 (2.0e-07 of max |eager| 912)"
+    assert describe((None, (3.0e-7, 0.8))) == "max |export - eager| 3.00e-07"

@@ -74,7 +74,10 @@ class Export(ModuleTarget):
 
 def describe(made) -> str:
     """The build line's detail: how far the program (and the decode step) are from eager."""
-    text = f"max |export - eager| {made[1]:.2e}"
+    gap, scale = made[1]
+    text = f"max |export - eager| {gap:.2e}"
+    if scale > 1:  # large outputs: the gap relative to them reads truer
+        text += f" ({gap / scale:.1e} of max |eager| {scale:.3g})"
     return text + (f", decode programs {made[2]:.2e}" if len(made) > 2 else "")
 
 
