@@ -9,6 +9,7 @@ operator coverage.
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 import torch
@@ -390,3 +391,29 @@ def test_tensorrt_converts_every_op(tmp_path, capsys):
     path.write_text(EVERY_USE)
     assert main(["check", str(path), "--target", "tensorrt"]) == 0
     assert "nothing falls back to PyTorch" in capsys.readouterr().out
+
+
+UNFOLD = """
+name: unfold
+params: {img: 160}
+inputs:
+  image: [B, 3, img, img]
+graph:
+  - {id: c1, conv: {out: 8, kernel: 3, stride: 4, padding: 1}}                 # [B, 8, 40, 40]
+  - {id: c2, conv: {out: 8, kernel: 3, stride: 8, padding: 1}}                 # [B, 8, 5, 5]
+  - id: quadrants                 # MobileViT's unfold as a rearrange: 2x2 patches need an even side
+    rearrange: {pattern: "b c (nh ph) (nw pw) -> b c (ph nh) (pw nw)", sizes: {ph: 2, pw: 2}, as: image}
+outputs: [quadrants]
+"""
+
+
+def test_a_side_that_does_not_divide_gets_input_sizes_that_pass():
+    """The side comes from the input size: the hint names input sizes with which the whole spec
+    passes (a user trial got only the divisors of 5)."""
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check_text(UNFOLD)
+    assert info.value.message.endswith("axis 'nh' of '(nh ph)': dimension 2 of size 5 does not divide by 2 (ph=2)")
+    sizes = [int(s) for s in re.findall(r"\d+", info.value.hint.split("an input of", 1)[1])]
+    assert sizes
+    for size in sizes:
+        assert archspec.check_text(UNFOLD, {"img": size}).graph.type_of("quadrants").shape[2] % 2 == 0

@@ -29,7 +29,7 @@ from ...core.suggestions import GridOrigin
 from ...core.types import Sym, TensorType
 from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
 from ..base import Cost, Op, Params, PositiveInt, RuleError
-from ..grids import divisors, grid_origin, image_origin
+from ..grids import divisors, grid_origin, image_origin, nearest_input
 from ..registry import register
 
 AxisName = Annotated[str, Field(pattern=f"^{AXIS_NAME.pattern}$")]
@@ -114,7 +114,8 @@ def plan_of(p: RearrangeParams, x: TensorType) -> Plan:
         if d == grid_dim:
             sizes.update(zip(group, x.grid))
         else:
-            sizes.update(group_sizes(group, dim, d, p.sizes, pattern))
+            origin = image_origin(x) if x.layout == "image" and d >= 2 else None  # a side the input size sets
+            sizes.update(group_sizes(group, dim, d, p.sizes, pattern, origin))
     return Plan(pattern, sizes, grid_dim, spatial_groups(pattern, x, grid_dim))
 
 
@@ -153,8 +154,10 @@ def spatial_groups(pattern: Pattern, x: TensorType, grid_dim: int | None):
     return None
 
 
-def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Pattern) -> dict:
-    """The sizes of the axes of one input dimension of size `dim` (one may be unknown)."""
+def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Pattern,
+                origin: GridOrigin | None = None) -> dict:
+    """The sizes of the axes of one input dimension of size `dim` (one may be unknown); `origin`:
+    how the image whose side it is came about (the input size bears on a size that does not divide)."""
     written = f"({' '.join(group)})" if len(group) > 1 else " ".join(group) or "1"
     if isinstance(dim, Sym) and d > 0:
         if len(group) != 1 or group[0] in given:
@@ -174,7 +177,8 @@ def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Patte
         parts = ", ".join(f"{a}={given[a]}" for a in group if a in given)
         raise RuleError(f"axis '{unknown[0]}' of '{written}': dimension {d} of size {dim} does not divide by "
                         f"{known} ({parts})", field="sizes", hint=f"give sizes whose product divides {dim} "
-                                                                 f"({', '.join(map(str, divisors(dim)[1:7]))})")
+                                                                 f"({', '.join(map(str, divisors(dim)[1:7]))})",
+                        grid=origin, input=nearest_input(origin, dim, known))
     if not unknown and known != dim:
         parts = " * ".join(f"{a}={given[a]}" for a in group) or "1"
         raise RuleError(f"'{written}' is {known} ({parts}) but dimension {d} is {dim}", field="sizes",
