@@ -213,3 +213,35 @@ def test_archspec_build_target_export_still_works(tmp_path):
     program = torch.export.load(tmp_path / "model.pt2")
     with torch.no_grad():
         assert program.module()(torch.randint(0, 100, (2, 33))).shape == (2, 33, 8192)
+
+
+# -- warnings: legal and rarely meant -----------------------------------------------------------------
+
+WINDOW_OF_ONE = """\
+archspec: 1
+name: tiny_swin
+inputs:
+  feats: {shape: [B, 64, 32], grid: [8, 8]}
+graph:
+  - id: blocks
+    repeat: 3
+    attention: {kind: window, heads: 2, window: 1}
+"""
+
+
+def test_a_window_of_one_is_a_warning_once_and_the_model_builds(tmp_path):
+    """Each token attends only to itself: legal (timm's MobileViT at a small image runs it; a
+    user trial could not write that model while it was an error) and rarely meant. One warning
+    for the three copies, at the window; `check` exits 0 and the model runs."""
+    report = archspec.check_text(WINDOW_OF_ONE)
+    said = [(w.message, w.loc.line, w.loc.col) for w in report.warnings]
+    assert said == [("window 1 over the 8x8 token grid: each token attends only to itself, and no information "
+                     "moves between tokens", 8, 49)]
+    model = archspec.build_text(WINDOW_OF_ONE).eval()
+    with torch.no_grad():
+        assert model(torch.randn(2, 64, 32)).shape == (2, 64, 32)
+    spec = tmp_path / "w1.yaml"
+    spec.write_text(WINDOW_OF_ONE)
+    done = subprocess.run([sys.executable, "-m", "archspec", "check", str(spec)], capture_output=True, text=True)
+    assert done.returncode == 0 and f"{spec}:8:49: warning: blocks.0: window 1 over the 8x8" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -150,6 +150,10 @@ class RuleContext(Protocol):
     def readers(self, name: str) -> list[str]:
         """The nodes that read the node `name`."""
 
+    def warn(self, message: str, field: str | None = None, hint: str | None = None) -> None:
+        """A warning the report carries, located at `field` (the node checks all the same): for
+        what is legal and rarely meant."""
+
 
 # -- the primitive object ----------------------------------------------------------------------
 

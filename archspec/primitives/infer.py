@@ -5,7 +5,7 @@ twice. Results: meta["type"]."""
 
 from __future__ import annotations
 
-from ..core.errors import Diagnostic
+from ..core.errors import Diagnostic, warning
 from ..core.interpreter import Interpreter, NodeFailed
 from ..core.ir import Graph, NodeView
 from ..core.types import TensorType
@@ -23,6 +23,11 @@ class GraphContext:
 
     def readers(self, name: str) -> list[str]:
         return self.graph.readers(name)
+
+    def warn(self, message: str, field: str | None = None, hint: str | None = None) -> None:
+        found = warning(message, self.node.param_loc(field or "from"), self.node.name, hint)
+        if not any(w.message == found.message and w.loc == found.loc for w in self.graph.warnings):
+            self.graph.warnings.append(found)  # once per place, not per copy of a repeat
 
 
 def rule_failure(node: NodeView, exc: RuleError) -> NodeFailed:

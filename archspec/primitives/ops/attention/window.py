@@ -75,6 +75,14 @@ class WindowAttentionOp(AttentionOp):
         """The cyclic shift before partitioning (none for plain windows)."""
         return 0
 
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        x = super().shape(p, inputs, ctx)
+        if p.window == 1 and max(x.grid) > 1:  # legal (MobileViT's last stage at a small image), rarely meant
+            ctx.warn(f"window 1 over the {x.grid[0]}x{x.grid[1]} token grid: each token attends only to itself, "
+                     "and no information moves between tokens", field="window",
+                     hint="a window of at least 2 (Swin: 7) mixes tokens; mlp is the per-token layer")
+        return x
+
     def geometry(self, p, grid: tuple[int, int], x: TensorType | None = None):
         """Effective (window, shift) per grid dimension, as timm computes them."""
         if p.pad:  # SAM: the window keeps its size, the grid is padded to it
@@ -104,11 +112,6 @@ class WindowAttentionOp(AttentionOp):
         if p.bias == "cpb" and p.window == 1 and p.pretrained_window == 0:
             raise RuleError("the continuous position bias needs a window of at least 2", field="window")
         grid = need_grid(x, self.kind)
-        if p.window == 1 and max(grid) > 1:
-            raise RuleError(f"window 1 over the {grid[0]}x{grid[1]} token grid: each token would attend only to "
-                            "itself, and no information would move between tokens", field="window",
-                            hint=Remedy("use a window of at least 2 (Swin: 7), or mlp for a per-token layer"),
-                            grid=grid_origin(x))
         if p.pad and self.shift(p):
             raise RuleError(f"pad goes with unshifted windows: a {self.kind} window's cyclic shift would move the "
                             "padding into the grid", field="pad",
