@@ -32,7 +32,8 @@ import torch
 import archspec
 
 from .conftest import ROOT, scratch
-from .test_parity_vocabulary import FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_everything
+from .test_parity_vocabulary import (FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_batch_norms,
+                                     perturb_everything, sharpen_tables)
 
 timm = pytest.importorskip("timm")
 
@@ -49,32 +50,13 @@ WRONG = {
 }
 
 
-def perturb_levit(model: torch.nn.Module, seed: int = 1, scale: float = 0.05) -> torch.nn.Module:
-    """Seeded noise on every BatchNorm's running mean, and a positive factor on its running
-    variance: eval normalises with these, and their initial 0 and 1 would hide a wrong mapping.
-    The attention tables (zero-initialised; perturb_everything's 0.05 leaves the position bias
-    barely visible in the outputs) get noise of 1, the order of trained ones, so that a wrong
-    lookup index or a bias left out shows."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, table in model.named_parameters():
-            if name.endswith("attention_biases"):
-                table.add_(torch.randn(table.shape, generator=generator))
-        for name, buffer in model.named_buffers():
-            if name.endswith("running_mean"):
-                buffer.add_(scale * torch.randn(buffer.shape, generator=generator))
-            elif name.endswith("running_var"):
-                buffer.mul_(torch.exp(4 * scale * torch.randn(buffer.shape, generator=generator)))
-    return model
-
-
 class Pair:
     """Reference and ours at the reduced size; ours loaded from the reference's own state dict file."""
 
     def __init__(self, folder):
         torch.manual_seed(0)
         ref = timm.create_model("levit_128s", pretrained=False, **TIMM_KWARGS).eval()
-        self.ref = perturb_levit(perturb_everything(ref))
+        self.ref = sharpen_tables(perturb_batch_norms(perturb_everything(ref)), "attention_biases")
         self.ref.requires_grad_(False)
         self.weights = str(folder / "levit_128s-112.pt")
         torch.save(self.ref.state_dict(), self.weights)

@@ -62,7 +62,7 @@ def test_sizes_a_hint_names_pass_the_whole_spec(path):
         for suggestion in suggested_sizes(found):
             named += 1
             assert passes(path, {knob.param: suggestion}), f"{path.stem} at {size}: hint names {suggestion}: {found}"
-    assert named or path.stem.startswith(("vit", "deit", "pit", "levit")), "no wrong size got a size hint"  # any size fits
+    assert named or path.stem.startswith(("vit", "deit", "pit", "levit", "efficientformer", "mobilevit")), "no wrong size got a size hint"  # any size fits
 
 
 SWIN_LIKE = ["swin_t", "swin_s", "swinv2_t", "simmim_swin_t"]

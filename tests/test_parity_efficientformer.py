@@ -1,0 +1,189 @@
+"""EfficientFormer-L1 (specs/efficientformer_l1.yaml) against timm's `efficientformer_l1`: first
+written from the docs alone in a user trial, then shipped with its q, k and v cut from the
+[B, heads, N, 2 kd + vd] tensor along axis 3, as timm splits them.
+
+EfficientFormer is a conv network with one attention block at its end: a two-conv BatchNorm
+stem, PoolFormer-like MetaBlock2d on the image (avgpool3x3(x) - x as the token mixer, the average
+over the cells inside the image only, then an MLP of 1x1 convs and BatchNorms, each with a
+LayerScale per channel), strided conv downsampling, and in the last stage the grid flattened to
+tokens and a MetaBlock1d whose attention adds a learned bias per head and absolute 2-D offset
+(a `param` table [heads, 49], timm's attention_biases, read by `relative_lookup` with `offsets:
+absolute`, which rebuilds timm's attention_bias_idxs). Two linear heads, averaged.
+
+timm fixes the attention's grid at 7x7, so it runs only images whose last grid is 7x7 (193 to
+224): the reduced size here keeps the 224 image and the last stage (three MetaBlock2d, the Flat,
+one MetaBlock1d: the layout the mapping file renames, timm's blocks.4 as the spec's
+vit_blocks.0), and has one block in each other stage and 10 classes, the same overrides on the
+spec and timm's constructor. As in tests/test_parity_levit.py: the reference built with
+pretrained=False, seeded noise on every parameter *and* on the BatchNorms' running statistics
+(what eval reads; the variances kept positive), noise of 1 on the attention table, its state
+dict saved to a file and loaded with `archspec.build(spec, overrides, weights=FILE)` alone (the
+spec names its mapping file). Parameter counts agree (reference = module = checker, and timm's
+at the full size), the outputs agree within 1e-5 relative to the largest (eval at 224 and at
+200, in training mode), FLOPs agree with FlopCounterMode. The mapping's `identify` claims timm's
+EfficientFormer checkpoints and no other shipped naming claims them. The checks can fail: the
+table read with signed offsets does not even build, and variants that build from the same
+weights are far off.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import archspec
+from archspec.compiler.weights.load import SpecParams
+from archspec.compiler.weights.mapping_file import read_mapping_file
+
+from .conftest import ROOT, scratch
+from .test_parity_vocabulary import (FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_batch_norms,
+                                     perturb_everything, sharpen_tables)
+
+timm = pytest.importorskip("timm")
+
+SPEC = str(ROOT / "specs" / "efficientformer_l1.yaml")
+SIZE = 224  # timm's attention grid is 7x7: 224 / 32 (and any image from 193 up)
+OVERRIDES = {"depths": [1, 1, 1, 4], "classes": 10}
+TIMM_KWARGS = {"depths": (1, 1, 1, 4), "num_classes": 10}
+FULL_SIZE = 12_289_928  # timm's efficientformer_l1
+
+# Variants of the spec that build and load the same weights but compute something else.
+WRONG = {
+    "relu for gelu in the conv MLPs": ("activation: {fn: gelu}", "activation: {fn: relu}"),
+    "the pool counting its padding": ("count_include_pad: false", "count_include_pad: true"),
+    "no position bias": ("- {id: weights, softmax: {}}", "- {id: weights, from: scaled, softmax: {}}"),
+}
+
+# timm models whose checkpoints (their state dicts' keys) the mappings' `identify` is checked on:
+# EfficientFormer's, and those of the other timm namings shipped, EfficientFormerV2's and LeViT's
+# (attention_biases and a head_dist too) among them.
+OURS = ("efficientformer_l1", "efficientformer_l3")
+OTHERS = ("efficientformerv2_s0", "levit_128s", "levit_conv_128s", "deit_small_distilled_patch16_224",
+          "vit_tiny_patch16_224", "swin_tiny_patch4_window7_224", "pvt_v2_b0", "cait_xxs24_224",
+          "beit_base_patch16_224", "twins_svt_small", "eva02_tiny_patch14_224", "pit_ti_224", "crossvit_tiny_240")
+
+
+class Pair:
+    """Reference and ours at the reduced size; ours loaded from the reference's own state dict file."""
+
+    def __init__(self, folder):
+        torch.manual_seed(0)
+        ref = timm.create_model("efficientformer_l1", pretrained=False, **TIMM_KWARGS).eval()
+        self.ref = sharpen_tables(perturb_batch_norms(perturb_everything(ref)), "attention_biases")
+        self.ref.requires_grad_(False)
+        self.weights = str(folder / "efficientformer_l1-reduced.pt")
+        torch.save(self.ref.state_dict(), self.weights)
+        self.report = archspec.check(SPEC, OVERRIDES)
+        self.ours = archspec.build(SPEC, OVERRIDES, weights=self.weights).eval()
+        self.image = images(2, SIZE)
+        with torch.no_grad():
+            self.expected = self.ref(self.image)  # the reference's eval outputs, which each comparison reads
+
+
+@pytest.fixture(scope="module")
+def pair(request, tmp_path_factory) -> Pair:
+    return Pair(scratch(request, tmp_path_factory, "weights"))
+
+
+def test_full_size_parameter_count_and_flops():
+    ref = timm.create_model("efficientformer_l1", pretrained=False).eval()
+    report = archspec.check(SPEC)
+    assert report.params == param_count(ref) == FULL_SIZE
+    measured = count_flops(lambda: ref(images(1, SIZE)))
+    assert report.flops == pytest.approx(measured, rel=FLOPS_REL), (report.flops, measured)
+
+
+def test_parameter_count(pair):
+    assert param_count(pair.ours) == pair.report.params == param_count(pair.ref)
+
+
+def test_outputs_match(pair):
+    with torch.no_grad():
+        ours = pair.ours(pair.image)
+    assert ours.shape == pair.expected.shape == (2, 10)
+    diff = close(pair.expected, ours)
+    assert diff < TOL, diff
+
+
+def test_outputs_match_at_another_size_timm_runs(pair):
+    """timm runs any image whose last grid is 7x7 (193 to 224): at 200 the grids are odd (100, 50,
+    25, 13, 7), so the strided convs round up and the pools meet borders of every parity. The
+    spec's grid follows `img`; built at 200 from the same file."""
+    ours = archspec.build(SPEC, {**OVERRIDES, "img": 200}, weights=pair.weights).eval()
+    image = images(2, 200, seed=3)
+    with torch.no_grad():
+        diff = close(pair.ref(image), ours(image))
+    assert diff < TOL, diff
+
+
+def test_outputs_match_in_training_mode(pair):
+    """In training the BatchNorms normalise with the batch's statistics; timm still averages the
+    two heads (distilled_training is off). On copies: a training step moves the running statistics."""
+    ref, ours = copy.deepcopy(pair.ref).train(), copy.deepcopy(pair.ours).train()
+    image = images(4, SIZE, seed=2)
+    with torch.no_grad():
+        diff = close(ref(image), ours(image))
+    assert diff < TOL, diff
+
+
+def test_flops_match_flop_counter(pair):
+    measured = count_flops(lambda: pair.ref(images(1, SIZE)))
+    assert pair.report.flops == pytest.approx(measured, rel=FLOPS_REL), (pair.report.flops, measured)
+
+
+def shipped_namings() -> dict:
+    """mapping file stem -> the naming read from it, for every shipped mapping file (a rule may
+    read the params of a spec that names the file)."""
+    named = {}
+    for path in sorted((ROOT / "specs" / "mappings").glob("*.yaml")):
+        specs = [s for s in sorted((ROOT / "specs").glob("*.yaml")) if f"mappings/{path.name}" in s.read_text()]
+        named[path.stem] = read_mapping_file(path, params=SpecParams(None, str(specs[0])) if specs else None)
+    return named
+
+
+def checkpoint_keys(name: str) -> dict:
+    with torch.device("meta"):
+        return dict.fromkeys(timm.create_model(name, pretrained=False).state_dict())
+
+
+def test_identify_claims_efficientformer_alone():
+    """timm's EfficientFormer checkpoints are claimed by timm_efficientformer.yaml and by no other
+    shipped naming (LeViT's identifies by `.attention_biases` and `head_dist.linear.weight`; here
+    it is `head_dist.weight`), and it claims none of the other timm checkpoints (EfficientFormerV2's
+    stem conv is `stem.conv1.conv`)."""
+    named = shipped_namings()
+    ours = named["timm_efficientformer"]
+    for model in OURS:
+        keys = checkpoint_keys(model)
+        assert [stem for stem, naming in named.items() if naming.applies_to(keys)] == ["timm_efficientformer"], model
+    claimed = [model for model in OTHERS if ours.applies_to(checkpoint_keys(model))]
+    assert not claimed, claimed
+
+
+def test_signed_offsets_do_not_build_with_efficientformers_table():
+    """relative_lookup with Swin's signed offsets needs (2H-1)(2W-1) rows, and the table holds
+    H W: a located error at the lookup, before anything is built."""
+    text = (ROOT / "specs" / "efficientformer_l1.yaml").read_text()
+    assert text.count("offsets: absolute") == 1
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.build_text(text.replace("offsets: absolute", "offsets: signed"), OVERRIDES)
+    first = caught.value.diagnostics[0]
+    assert first.path == "stages.3.vit_blocks.0.token_mixer.bias" and first.loc.line is not None
+    assert "relative_lookup over a 7x7 grid with signed offsets reads a table of 169 rows" in first.message
+
+
+@pytest.mark.parametrize("variant", list(WRONG))
+def test_a_wrong_variant_is_far_off(pair, variant):
+    """The checks can fail: the same weights in the spec with ReLU in place of the conv MLPs'
+    GELU, with the 3x3 average counting the zero padding at the border (timm's
+    count_include_pad=False), or with the scores' position bias left out (its table still
+    loaded), move the outputs far past the tolerance."""
+    text = (ROOT / "specs" / "efficientformer_l1.yaml").read_text()
+    right, wrong = WRONG[variant]
+    assert text.count(right) == 1
+    model = archspec.build_text(text.replace(right, wrong), OVERRIDES, weights=pair.weights).eval()
+    with torch.no_grad():
+        assert close(pair.expected, pair.ours(pair.image)) < TOL
+        assert close(pair.expected, model(pair.image)) > 100 * TOL
