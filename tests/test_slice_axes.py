@@ -62,3 +62,21 @@ def test_bad_axes_give_a_located_error(node, message, hint):
     assert info.value.loc.line == 7
     if hint is not None:
         assert info.value.hint == hint
+
+
+def test_an_axis_number_on_tokens_keeps_the_grid_as_the_name_does():
+    text = """
+name: grid
+inputs:
+  image: [B, 3, 32, 32]
+graph:
+  - {id: patches, from: image, patchify: {patch: 8, dim: 16, cls_token: true}}   # [B, 17, 16] 4x4+1
+  - {id: by_number, from: patches, slice: {along: 1, start: 1}}
+  - {id: by_name, from: patches, slice: {along: tokens, start: 1}}
+  - {id: channels, from: patches, slice: {along: -1, stop: 8}}
+outputs: [by_number, by_name, channels]
+"""
+    graph = archspec.check_text(text).graph
+    assert graph.type_of("by_number") == graph.type_of("by_name")
+    assert graph.type_of("by_number").grid == (4, 4) and graph.type_of("channels").grid == (4, 4)
+    assert graph.type_of("channels").shape[1:] == (17, 8)

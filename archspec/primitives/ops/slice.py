@@ -70,8 +70,11 @@ class SliceOp(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        if x.layout in ("tensor", "image") or isinstance(p.along, int):
+        if x.layout in ("tensor", "image"):
             return axis_slice(p, x)
+        if isinstance(p.along, int):  # tokens' axis 1 or channels, as if named: the grid rules hold
+            named = {1: "tokens", len(x.shape) - 1: "channels"}.get(slice_axis(p, x), "tokens")
+            p = p.model_copy(update={"along": named})
         if x.layout != "tokens" and not (p.along == "channels" and x.layout == "vector"):
             raise RuleError(f"slice reads tokens, got {x.layout_name()}",
                             hint="a feature vector slices along: channels; a tensor or an image along an axis "
