@@ -120,8 +120,8 @@ def test_the_checker_gives_the_modules_shapes_and_costs():
 
 @pytest.mark.parametrize("node, message, hint", [
     ("{from: table, relative_lookup: {grid: [3, 4]}}",
-     "relative_lookup over a 3x4 grid with signed offsets reads a table of 35 rows on its last axis, got a token "
-     "sequence [1, 3, 12]", "e.g. a param: {shape: [heads, 35]}, one bias per head and offset"),
+     "relative_lookup over a 3x4 grid with signed offsets reads a table of 35 rows on its last axis, got "
+     "[1, 3, 12]", "e.g. a param: {shape: [heads, 35]}, one bias per head and offset"),
     ("{from: table, relative_lookup: {grid: [3, 4], offsets: absolute, stride: 5}}",
      "stride 5 is larger than the 3x4 grid", None),
     ("{from: x, relative_lookup: {grid: 2, offsets: abs}}", "`offsets` must be 'signed' or 'absolute'; got 'abs'",

@@ -66,7 +66,7 @@ class RelativeLookupOp(Op):
         rows = table_rows(p)
         if len(table.shape) < 2 or table.dtype != "float32" or table.shape[-1] != rows:
             raise RuleError(f"relative_lookup over a {h}x{w} grid with {p.offsets} offsets reads a table of {rows} "
-                            f"rows on its last axis, got {table.layout_name()} {table.describe()}", field="from",
+                            f"rows on its last axis, got {table.describe()}", field="from",
                             hint=Remedy(f"e.g. a param: {{shape: [heads, {rows}]}}, one bias per head and offset"))
         queries, keys = pair_counts(p)
         return tensor((*table.shape[:-1], queries, keys))  # [1, ..., R] -> [1, ..., Nq, Nk]
