@@ -16,7 +16,7 @@ import torch
 import archspec
 from archspec.compiler.backends.export import example_inputs, export_program
 from archspec.compiler.lower import lower
-from archspec.compiler.modules.relative_lookup import offset_index
+from archspec.compiler.modules.relative_lookup import pair_offset_index
 
 timm = pytest.importorskip("timm")
 
@@ -25,7 +25,7 @@ timm = pytest.importorskip("timm")
 def test_signed_offsets_are_swins_relative_position_index(h, w):
     from timm.models.swin_transformer import get_relative_position_index
 
-    assert torch.equal(offset_index(h, w, "signed"), get_relative_position_index(h, w))
+    assert torch.equal(pair_offset_index(h, w, "signed"), get_relative_position_index(h, w))
 
 
 @pytest.mark.parametrize("resolution, stride", [(7, 1), (14, 1), (7, 2), (14, 2), (4, 3)])
@@ -37,7 +37,7 @@ def test_absolute_offsets_are_levits_attention_bias_idxs(resolution, stride):
     else:
         reference = AttentionDownsample(in_dim=32, out_dim=48, key_dim=8, num_heads=2, resolution=resolution,
                                         stride=stride)
-    ours = offset_index(resolution, resolution, "absolute", stride)
+    ours = pair_offset_index(resolution, resolution, "absolute", stride)
     assert torch.equal(ours, reference.attention_bias_idxs)
     assert ours.shape == ((-(-resolution // stride)) ** 2, resolution ** 2)
 
@@ -113,7 +113,7 @@ def test_the_checker_gives_the_modules_shapes_and_costs():
         bias, signed_bias, _ = model(*example_inputs(report.graph, batch=2))
     assert bias.shape == (1, 3, 12, 12) and signed_bias.shape == (1, 2, 3, 4, 12)
     table = model.table.value  # [1, 3, 12]
-    index = offset_index(3, 4, "absolute")
+    index = pair_offset_index(3, 4, "absolute")
     assert torch.equal(bias[0, :, 5, 2], table[0, :, index[5, 2]])
     assert "bias.index" in dict(model.named_buffers()) and "bias.index" not in model.state_dict()  # not saved
 
@@ -164,3 +164,20 @@ def test_tensorrt_converts_the_lookup():
     text = levit_scores(grid=7, heads=2, stride=2)
     coverage = T.coverage_report(archspec.check_text(text).graph, batch="1:8:64")
     assert coverage.complete, coverage.summary()
+
+
+def offset_index(size: int):
+    """Another helper of the name of decomposed.py's `offset_index` (this op's was named so once,
+    and SAM's standalone model.py called the wrong one)."""
+    return size
+
+
+def test_the_standalone_source_refuses_two_helpers_of_one_name():
+    from archspec.compiler.backends import source
+    from archspec.compiler.modules.attention.scores import decomposed
+
+    seen: dict = {}
+    source._dependencies(decomposed.offset_index, seen)
+    source._dependencies(decomposed.offset_index, seen)  # the same helper again: fine
+    with pytest.raises(ValueError, match="two helpers named 'offset_index'"):
+        source._dependencies(offset_index, seen)

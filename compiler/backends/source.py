@@ -96,6 +96,9 @@ def _dependencies(obj, seen: dict) -> None:
     """Add `obj` and, first, the module-level names its source uses (depth first)."""
     name = obj.__name__
     if name in seen:
+        if seen[name] is not None and seen[name] != textwrap.dedent(inspect.getsource(obj)):
+            raise ValueError(f"the standalone source would hold two helpers named {name!r} (one of them in "
+                             f"{obj.__module__}): rename one")  # else the second would call the first
         return
     seen[name] = None  # reserve the slot; filled after its dependencies
     module = sys.modules[obj.__module__]

@@ -13,7 +13,7 @@ from ..lowering_rules import lowering
 from .common import make
 
 
-def offset_index(h: int, w: int, offsets: str = "signed", stride: int = 1) -> torch.Tensor:
+def pair_offset_index(h: int, w: int, offsets: str = "signed", stride: int = 1) -> torch.Tensor:
     """[Nq, Nk] int64: the row of each (query, key) pair, queries on every stride-th row and column."""
     rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")  # 2 x [H, W]
     key_rows, key_cols = rows.flatten(), cols.flatten()  # 2 x [Nk], row-major
@@ -28,7 +28,7 @@ def offset_index(h: int, w: int, offsets: str = "signed", stride: int = 1) -> to
 class RelativeLookup(nn.Module):
     def __init__(self, grid, offsets="signed", stride=1):
         super().__init__()
-        self.register_buffer("index", offset_index(*grid, offsets, stride), persistent=False)  # [Nq, Nk]
+        self.register_buffer("index", pair_offset_index(*grid, offsets, stride), persistent=False)  # [Nq, Nk]
 
     def forward(self, table):
         return table[..., self.index]  # [1, ..., R] -> [1, ..., Nq, Nk]

@@ -38,7 +38,7 @@ from archspec.primitives.ops.attention.window import WINDOW, padded_grid
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
-from ..relative_lookup import offset_index
+from ..relative_lookup import pair_offset_index
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args
 from .form import AttentionForm, written_attention
@@ -80,7 +80,7 @@ class TablePositionBias(nn.Module):
         super().__init__()
         wh, ww = window
         self.table = nn.Parameter(torch.zeros((2 * wh - 1) * (2 * ww - 1), heads))
-        self.register_buffer("index", offset_index(wh, ww), persistent=False)
+        self.register_buffer("index", pair_offset_index(wh, ww), persistent=False)
         nn.init.trunc_normal_(self.table, std=0.02)
 
     def forward(self):
@@ -95,7 +95,7 @@ class ContinuousPositionBias(nn.Module):
         super().__init__()
         self.mlp = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, heads, bias=False))
         self.register_buffer("coords", log_spaced_coords(window[0], window[1], pretrained), persistent=False)
-        self.register_buffer("index", offset_index(*window), persistent=False)
+        self.register_buffer("index", pair_offset_index(*window), persistent=False)
         trunc_normal_linears(self)
 
     def forward(self):

@@ -12,7 +12,7 @@ import torch.nn as nn
 from archspec.primitives.ops.attention.scores.relative_table import RELATIVE_TABLE
 
 from ...common import make
-from ...relative_lookup import offset_index
+from ...relative_lookup import pair_offset_index
 from .base import score_module
 
 
@@ -20,7 +20,7 @@ def grid_offset_index(h: int, w: int, class_tokens: bool):
     """[N, N] rows of the table for every (query, key) pair, N = H*W (+ 1 with a class token in
     front): the grid's offsets (Δrow + H - 1) · (2W - 1) + (Δcolumn + W - 1), then BEiT's rows
     class -> token, token -> class, class -> class after the (2H - 1)(2W - 1) offsets."""
-    offsets = offset_index(h, w)  # [H*W, H*W], relative_lookup's signed offsets
+    offsets = pair_offset_index(h, w)  # [H*W, H*W], relative_lookup's signed offsets
     if not class_tokens:
         return offsets
     distances = (2 * h - 1) * (2 * w - 1)
