@@ -1,7 +1,8 @@
 """Each shipped language-model mapping's `identify` recognises its own checkpoints and no other
 shipped naming claims them: a checkpoint two namings both claim would load through whichever is
 tried first. The keys are those of tiny Hugging Face models (and torch.nn.Transformer) built on
-the meta device: only the names count.
+the meta device: only the names count. `shipped_namings` and `timm_keys` serve the timm parity
+files' own identify checks too.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from archspec.compiler.weights.load import SpecParams
 from archspec.compiler.weights.mapping_file import read_mapping_file
 
 from .conftest import ROOT
-
-pytest.importorskip("transformers")
 
 MAPPINGS = ROOT / "specs" / "mappings"
 
@@ -60,20 +59,30 @@ def checkpoint_keys() -> dict[str, list[str]]:
     return keys
 
 
-def spec_naming(mapping) -> str:
+def spec_naming(mapping) -> str | None:
     """The first shipped spec whose `mappings:` names this file (a rule may read its params)."""
-    return str(next(spec for spec in sorted((ROOT / "specs").glob("*.yaml"))
-                    if f"mappings/{mapping.name}" in spec.read_text()))
+    return next((str(spec) for spec in sorted((ROOT / "specs").glob("*.yaml"))
+                 if f"mappings/{mapping.name}" in spec.read_text()), None)
 
 
-def namings() -> dict:
-    """mapping file stem -> the naming read from it, for every Hugging Face naming and torch's."""
-    paths = sorted(MAPPINGS.glob("hf_*.yaml")) + [MAPPINGS / "torch_transformer.yaml"]
-    return {path.stem: read_mapping_file(path, params=SpecParams(None, spec_naming(path))) for path in paths}
+def shipped_namings() -> dict:
+    """mapping file stem -> the naming read from it, for every shipped mapping file."""
+    return {path.stem: read_mapping_file(path, params=SpecParams(None, spec_naming(path)))
+            for path in sorted(MAPPINGS.glob("*.yaml"))}
+
+
+def timm_keys(name: str) -> dict:
+    """The state dict keys of timm's `name` (built on the meta device), as a checkpoint to identify."""
+    import timm
+
+    with torch.device("meta"):
+        return dict.fromkeys(timm.create_model(name, pretrained=False).state_dict())
 
 
 def test_each_checkpoint_is_claimed_by_its_own_naming_alone():
-    named = namings()
+    """Among every shipped naming, timm's included."""
+    pytest.importorskip("transformers")
+    named = shipped_namings()
     claims = {checkpoint: [stem for stem, naming in named.items() if naming.applies_to(dict.fromkeys(keys))]
               for checkpoint, keys in checkpoint_keys().items()}
     wrong = {checkpoint: claimed for checkpoint, claimed in claims.items() if claimed != [checkpoint.split()[0]]}

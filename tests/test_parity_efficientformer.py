@@ -34,12 +34,11 @@ import pytest
 import torch
 
 import archspec
-from archspec.compiler.weights.load import SpecParams
-from archspec.compiler.weights.mapping_file import read_mapping_file
 
 from .conftest import ROOT, scratch
-from .test_parity_vocabulary import (FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_batch_norms,
-                                     perturb_everything, sharpen_tables)
+from .test_mapping_identify import shipped_namings, timm_keys
+from .test_parity_vocabulary import (FLOPS_REL, TOL, TimmPair, check_full_size, close, count_flops, images, param_count,
+                                     perturb_batch_norms, perturb_everything, sharpen_tables)
 
 timm = pytest.importorskip("timm")
 
@@ -65,21 +64,17 @@ OTHERS = ("efficientformerv2_s0", "levit_128s", "levit_conv_128s", "deit_small_d
           "beit_base_patch16_224", "twins_svt_small", "eva02_tiny_patch14_224", "pit_ti_224", "crossvit_tiny_240")
 
 
-class Pair:
-    """Reference and ours at the reduced size; ours loaded from the reference's own state dict file."""
+class Pair(TimmPair):
+    """TimmPair at the reduced size, with the reference's eval outputs on one batch, which each
+    comparison reads."""
 
     def __init__(self, folder):
-        torch.manual_seed(0)
-        ref = timm.create_model("efficientformer_l1", pretrained=False, **TIMM_KWARGS).eval()
-        self.ref = sharpen_tables(perturb_batch_norms(perturb_everything(ref)), "attention_biases")
-        self.ref.requires_grad_(False)
-        self.weights = str(folder / "efficientformer_l1-reduced.pt")
-        torch.save(self.ref.state_dict(), self.weights)
-        self.report = archspec.check(SPEC, OVERRIDES)
-        self.ours = archspec.build(SPEC, OVERRIDES, weights=self.weights).eval()
+        super().__init__(SPEC, "efficientformer_l1", folder, "efficientformer_l1-reduced.pt", OVERRIDES, TIMM_KWARGS,
+                         perturb=lambda m: sharpen_tables(perturb_batch_norms(perturb_everything(m)),
+                                                          "attention_biases"))
         self.image = images(2, SIZE)
         with torch.no_grad():
-            self.expected = self.ref(self.image)  # the reference's eval outputs, which each comparison reads
+            self.expected = self.ref(self.image)
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +83,7 @@ def pair(request, tmp_path_factory) -> Pair:
 
 
 def test_full_size_parameter_count_and_flops():
-    ref = timm.create_model("efficientformer_l1", pretrained=False).eval()
-    report = archspec.check(SPEC)
-    assert report.params == param_count(ref) == FULL_SIZE
-    measured = count_flops(lambda: ref(images(1, SIZE)))
-    assert report.flops == pytest.approx(measured, rel=FLOPS_REL), (report.flops, measured)
+    check_full_size(SPEC, "efficientformer_l1", FULL_SIZE, SIZE)
 
 
 def test_parameter_count(pair):
@@ -133,21 +124,6 @@ def test_flops_match_flop_counter(pair):
     assert pair.report.flops == pytest.approx(measured, rel=FLOPS_REL), (pair.report.flops, measured)
 
 
-def shipped_namings() -> dict:
-    """mapping file stem -> the naming read from it, for every shipped mapping file (a rule may
-    read the params of a spec that names the file)."""
-    named = {}
-    for path in sorted((ROOT / "specs" / "mappings").glob("*.yaml")):
-        specs = [s for s in sorted((ROOT / "specs").glob("*.yaml")) if f"mappings/{path.name}" in s.read_text()]
-        named[path.stem] = read_mapping_file(path, params=SpecParams(None, str(specs[0])) if specs else None)
-    return named
-
-
-def checkpoint_keys(name: str) -> dict:
-    with torch.device("meta"):
-        return dict.fromkeys(timm.create_model(name, pretrained=False).state_dict())
-
-
 def test_identify_claims_efficientformer_alone():
     """timm's EfficientFormer checkpoints are claimed by timm_efficientformer.yaml and by no other
     shipped naming (LeViT's identifies by `.attention_biases` and `head_dist.linear.weight`; here
@@ -156,9 +132,9 @@ def test_identify_claims_efficientformer_alone():
     named = shipped_namings()
     ours = named["timm_efficientformer"]
     for model in OURS:
-        keys = checkpoint_keys(model)
+        keys = timm_keys(model)
         assert [stem for stem, naming in named.items() if naming.applies_to(keys)] == ["timm_efficientformer"], model
-    claimed = [model for model in OTHERS if ours.applies_to(checkpoint_keys(model))]
+    claimed = [model for model in OTHERS if ours.applies_to(timm_keys(model))]
     assert not claimed, claimed
 
 
@@ -180,10 +156,7 @@ def test_a_wrong_variant_is_far_off(pair, variant):
     GELU, with the 3x3 average counting the zero padding at the border (timm's
     count_include_pad=False), or with the scores' position bias left out (its table still
     loaded), move the outputs far past the tolerance."""
-    text = (ROOT / "specs" / "efficientformer_l1.yaml").read_text()
-    right, wrong = WRONG[variant]
-    assert text.count(right) == 1
-    model = archspec.build_text(text.replace(right, wrong), OVERRIDES, weights=pair.weights).eval()
+    model = pair.edited(WRONG[variant])
     with torch.no_grad():
         assert close(pair.expected, pair.ours(pair.image)) < TOL
         assert close(pair.expected, model(pair.image)) > 100 * TOL

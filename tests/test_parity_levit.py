@@ -32,8 +32,8 @@ import torch
 import archspec
 
 from .conftest import ROOT, scratch
-from .test_parity_vocabulary import (FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_batch_norms,
-                                     perturb_everything, sharpen_tables)
+from .test_parity_vocabulary import (FLOPS_REL, TOL, TimmPair, check_full_size, close, count_flops, images, param_count,
+                                     perturb_batch_norms, perturb_everything, sharpen_tables)
 
 timm = pytest.importorskip("timm")
 
@@ -43,38 +43,27 @@ OVERRIDES = {"img": SIZE, "depths": [1, 1, 1]}
 TIMM_KWARGS = {"img_size": SIZE, "depth": (1, 1, 1)}
 FULL_SIZE = 7_777_058  # timm's levit_128s
 
-# Variants of the spec that build and load the same weights but compute something else.
+# Variants of the spec that build and load the same weights but compute something else: (right,
+# wrong, how many times right occurs: every hardswish, the scores of both attention blocks).
 WRONG = {
-    "gelu for hardswish": ("activation: {fn: hardswish}", "activation: {fn: gelu}"),
-    "no position bias": ("- {id: weights, softmax: {}}", "- {id: weights, from: scaled, softmax: {}}"),
+    "gelu for hardswish": ("activation: {fn: hardswish}", "activation: {fn: gelu}", 6),
+    "no position bias": ("- {id: weights, softmax: {}}", "- {id: weights, from: scaled, softmax: {}}", 2),
 }
 
 
-class Pair:
-    """Reference and ours at the reduced size; ours loaded from the reference's own state dict file."""
-
-    def __init__(self, folder):
-        torch.manual_seed(0)
-        ref = timm.create_model("levit_128s", pretrained=False, **TIMM_KWARGS).eval()
-        self.ref = sharpen_tables(perturb_batch_norms(perturb_everything(ref)), "attention_biases")
-        self.ref.requires_grad_(False)
-        self.weights = str(folder / "levit_128s-112.pt")
-        torch.save(self.ref.state_dict(), self.weights)
-        self.report = archspec.check(SPEC, OVERRIDES)
-        self.ours = archspec.build(SPEC, OVERRIDES, weights=self.weights).eval()
+def perturb_levit(model):
+    """Noise on every parameter and BatchNorm statistic, and on the zero-initialised tables."""
+    return sharpen_tables(perturb_batch_norms(perturb_everything(model)), "attention_biases")
 
 
 @pytest.fixture(scope="module")
-def pair(request, tmp_path_factory) -> Pair:
-    return Pair(scratch(request, tmp_path_factory, "weights"))
+def pair(request, tmp_path_factory) -> TimmPair:
+    return TimmPair(SPEC, "levit_128s", scratch(request, tmp_path_factory, "weights"), "levit_128s-112.pt",
+                    OVERRIDES, TIMM_KWARGS, perturb=perturb_levit)
 
 
 def test_full_size_parameter_count_and_flops():
-    ref = timm.create_model("levit_128s", pretrained=False).eval()
-    report = archspec.check(SPEC)
-    assert report.params == param_count(ref) == FULL_SIZE
-    measured = count_flops(lambda: ref(images(1, 224)))
-    assert report.flops == pytest.approx(measured, rel=FLOPS_REL), (report.flops, measured)
+    check_full_size(SPEC, "levit_128s", FULL_SIZE, 224)
 
 
 def test_parameter_count(pair):
@@ -123,10 +112,7 @@ def test_a_wrong_variant_is_far_off(pair, variant):
     """The checks can fail: the same weights in the spec with gelu in place of hardswish, or with
     the scores' position bias left out (its table still loaded), move the outputs far past the
     tolerance."""
-    text = (ROOT / "specs" / "levit_128s.yaml").read_text()
-    right, wrong = WRONG[variant]
-    assert right in text
-    model = archspec.build_text(text.replace(right, wrong), OVERRIDES, weights=pair.weights).eval()
+    model = pair.edited(WRONG[variant])
     image = images(1, SIZE)
     with torch.no_grad():
         assert close(pair.ref(image), pair.ours(image)) < TOL

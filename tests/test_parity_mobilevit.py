@@ -33,17 +33,15 @@ import pytest
 import torch
 
 import archspec
-from archspec.compiler.weights.load import SpecParams
-from archspec.compiler.weights.mapping_file import read_mapping_file
 
 from .conftest import ROOT, scratch
-from .test_parity_vocabulary import (FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_batch_norms,
-                                     perturb_everything)
+from .test_mapping_identify import shipped_namings, timm_keys
+from .test_parity_vocabulary import (FLOPS_REL, TOL, TimmPair, check_full_size, close, count_flops, images, param_count,
+                                     perturb_batch_norms, perturb_everything)
 
 timm = pytest.importorskip("timm")
 
 SPEC = str(ROOT / "specs" / "mobilevit_xs.yaml")
-MAPPINGS = ROOT / "specs" / "mappings"
 SIZES = [96, 100]  # MobileViT maps 12, 6, 3 (odd: resized) and 13, 7 (resized), 4
 FULL_SIZE = 2_317_848  # timm's mobilevit_xs
 
@@ -61,19 +59,13 @@ WRONG = {
 }
 
 
-class Pair:
-    """Reference and ours at one size; ours loaded from the reference's own state dict file."""
+class Pair(TimmPair):
+    """Reference and ours at one image size."""
 
     def __init__(self, size: int, folder):
-        self.size, self.overrides = size, {"img": size}
-        torch.manual_seed(0)
-        ref = timm.create_model("mobilevit_xs", pretrained=False).eval()
-        self.ref = perturb_batch_norms(perturb_everything(ref))
-        self.ref.requires_grad_(False)
-        self.weights = str(folder / f"mobilevit_xs-{size}.pt")
-        torch.save(self.ref.state_dict(), self.weights)
-        self.report = archspec.check(SPEC, self.overrides)
-        self.ours = archspec.build(SPEC, self.overrides, weights=self.weights).eval()
+        self.size = size
+        super().__init__(SPEC, "mobilevit_xs", folder, f"mobilevit_xs-{size}.pt", {"img": size},
+                         perturb=lambda m: perturb_batch_norms(perturb_everything(m)))
 
 
 @pytest.fixture(scope="module", params=SIZES, ids=[f"img{size}" for size in SIZES])
@@ -82,11 +74,7 @@ def pair(request, tmp_path_factory) -> Pair:
 
 
 def test_full_size_parameter_count_and_flops():
-    ref = timm.create_model("mobilevit_xs", pretrained=False).eval()
-    report = archspec.check(SPEC)
-    assert report.params == param_count(ref) == FULL_SIZE
-    measured = count_flops(lambda: ref(images(1, 256)))
-    assert report.flops == pytest.approx(measured, rel=FLOPS_REL), (report.flops, measured)
+    check_full_size(SPEC, "mobilevit_xs", FULL_SIZE, 256)
 
 
 def test_parameter_count(pair):
@@ -122,11 +110,7 @@ def test_a_wrong_variant_is_far_off(pair, variant):
     """The checks can fail: the same weights in the spec with the unfold's quadrants in another
     order, with windows of neighbouring pixels in place of the gathered ones, or with the odd
     sides resized by nearest neighbour, move the outputs far past the tolerance."""
-    text = (ROOT / "specs" / "mobilevit_xs.yaml").read_text()
-    for right, wrong in WRONG[variant]:
-        assert text.count(right) == 1, right
-        text = text.replace(right, wrong)
-    model = archspec.build_text(text, pair.overrides, weights=pair.weights).eval()
+    model = pair.edited(*WRONG[variant])
     image = images(1, pair.size)
     with torch.no_grad():
         assert close(pair.ref(image), pair.ours(image)) < TOL
@@ -167,28 +151,12 @@ OTHERS = ["vit_tiny_patch16_224", "swin_tiny_patch4_window7_224", "pvt_v2_b0", "
 MOBILEVITS = ["mobilevit_xxs", "mobilevit_xs", "mobilevit_s"]
 
 
-def keys(name: str) -> dict:
-    with torch.device("meta"):
-        return dict.fromkeys(timm.create_model(name, pretrained=False).state_dict())
-
-
-def namings() -> dict:
-    """mapping file stem -> the naming read from it, for every shipped mapping file (with the
-    params of the first shipped spec that names it, which a rule may read)."""
-    specs = sorted((ROOT / "specs").glob("*.yaml"))
-    named = {}
-    for path in sorted(MAPPINGS.glob("*.yaml")):
-        spec = next((s for s in specs if f"mappings/{path.name}" in s.read_text()), None)
-        named[path.stem] = read_mapping_file(path, params=SpecParams(None, str(spec) if spec else None))
-    return named
-
-
 def test_identify_claims_mobilevit_alone():
-    named = namings()
+    named = shipped_namings()
     ours = named["timm_mobilevit"]
-    checkpoints = {name: keys(name) for name in MOBILEVITS}
+    checkpoints = {name: timm_keys(name) for name in MOBILEVITS}
     claims = {name: sorted(stem for stem, naming in named.items() if naming.applies_to(state))
               for name, state in checkpoints.items()}
     assert all(claimed == ["timm_mobilevit"] for claimed in claims.values()), claims
-    wrongly = [name for name in OTHERS if ours.applies_to(keys(name))]
+    wrongly = [name for name in OTHERS if ours.applies_to(timm_keys(name))]
     assert not wrongly, wrongly

@@ -25,7 +25,7 @@ import torch
 import archspec
 
 from .conftest import ROOT, scratch
-from .test_parity_vocabulary import FLOPS_REL, TOL, close, count_flops, images, param_count, perturb_everything
+from .test_parity_vocabulary import FLOPS_REL, TOL, TimmPair, close, count_flops, images, param_count
 
 timm = pytest.importorskip("timm")
 
@@ -51,21 +51,12 @@ def spec_file(spec: str) -> str:
     return str(ROOT / "specs" / f"{spec}.yaml")
 
 
-class Pair:
-    """Reference and ours at one size; ours loaded from the reference's own state dict file."""
+class Pair(TimmPair):
+    """Reference and ours at one size (TimmPair: frozen, as PiT's expanded class token needs)."""
 
     def __init__(self, case: str, folder):
-        self.spec, name, self.size, self.overrides, kwargs = CASES[case]
-        torch.manual_seed(0)
-        self.ref = perturb_everything(timm.create_model(name, pretrained=False, **kwargs).eval())
-        # Frozen: under no_grad, PiT's `cls_token.expand(...)` is a view that still requires grad
-        # but has no grad_fn, and FlopCounterMode's module tracker fails on it ("Expected gradient
-        # function to be set") where it enters timm's SequentialTuple.
-        self.ref.requires_grad_(False)
-        self.weights = str(folder / f"{case.replace('@', '-')}.pt")
-        torch.save(self.ref.state_dict(), self.weights)
-        self.report = archspec.check(spec_file(self.spec), self.overrides)
-        self.ours = archspec.build(spec_file(self.spec), self.overrides, weights=self.weights).eval()
+        self.name, timm_name, self.size, overrides, kwargs = CASES[case]
+        super().__init__(spec_file(self.name), timm_name, folder, f"{case.replace('@', '-')}.pt", overrides, kwargs)
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -99,10 +90,7 @@ def test_flops_match_flop_counter(pair):
 def test_a_wrong_variant_is_far_off(pair):
     """The checks can fail: the same weights in the spec with PiT's pooling conv unpadded, or
     CrossViT's second branch resized bilinearly, move the outputs far past the tolerance."""
-    text = (ROOT / "specs" / f"{pair.spec}.yaml").read_text()
-    right, wrong = WRONG[pair.spec]
-    assert right in text
-    variant = archspec.build_text(text.replace(right, wrong), pair.overrides, weights=pair.weights).eval()
+    variant = pair.edited(WRONG[pair.name])
     image = images(1, pair.size)
     with torch.no_grad():
         assert close(pair.ref(image), pair.ours(image)) < TOL

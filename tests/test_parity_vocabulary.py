@@ -14,6 +14,7 @@ the default size and one other size or length.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -88,6 +89,46 @@ def images(batch: int, size: int, seed: int = 0) -> torch.Tensor:
 
 def ids(batch: int, length: int, vocab: int, seed: int = 1) -> torch.Tensor:
     return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+class TimmPair:
+    """A timm reference (pretrained=False, `perturb`ed, frozen: FlopCounterMode's module tracker
+    fails on views that require grad without a grad_fn, as PiT's expanded class token) and the
+    spec built from the reference's own state dict file, `archspec.build(spec, overrides,
+    weights=FILE)` alone."""
+
+    def __init__(self, spec: str, timm_name: str, folder, file: str, overrides: dict | None = None,
+                 timm_kwargs: dict | None = None, perturb=perturb_everything):
+        import timm
+
+        self.spec, self.overrides = spec, overrides
+        torch.manual_seed(0)
+        self.ref = perturb(timm.create_model(timm_name, pretrained=False, **(timm_kwargs or {})).eval())
+        self.ref.requires_grad_(False)
+        self.weights = str(folder / file)
+        torch.save(self.ref.state_dict(), self.weights)
+        self.report = archspec.check(spec, overrides)
+        self.ours = archspec.build(spec, overrides, weights=self.weights).eval()
+
+    def edited(self, *edits: tuple, **overrides) -> nn.Module:
+        """The spec with each (right, wrong) edit made, `right` found once (or (right, wrong,
+        count): found count times), from these weights."""
+        text = Path(self.spec).read_text()
+        for right, wrong, *count in edits:
+            assert text.count(right) == (count[0] if count else 1), right
+            text = text.replace(right, wrong)
+        return archspec.build_text(text, {**(self.overrides or {}), **overrides}, weights=self.weights).eval()
+
+
+def check_full_size(spec: str, timm_name: str, params: int, size: int) -> None:
+    """The spec at its defaults has timm's parameter count, `params`, and its FLOPs at `size`."""
+    import timm
+
+    ref = timm.create_model(timm_name, pretrained=False).eval()
+    report = archspec.check(spec)
+    assert report.params == param_count(ref) == params
+    measured = count_flops(lambda: ref(images(1, size)))
+    assert report.flops == pytest.approx(measured, rel=FLOPS_REL), (report.flops, measured)
 
 
 class Case:

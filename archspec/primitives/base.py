@@ -48,6 +48,11 @@ Eps = Annotated[float, Field(gt=0.0, lt=1.0, description="the norm's epsilon (ad
 NormPlace = Literal["pre", "post", "res_post", "sandwich", "none"]
 
 
+def size_pair(value) -> tuple[int, int]:
+    """A PositiveSize or NonNegSize as (h, w): an int is the same on both sides."""
+    return (value, value) if isinstance(value, int) else (value[0], value[1])
+
+
 class SublayerParams(Params):
     """A transformer sub-layer with its norm and residual.
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from archspec.primitives.ops.relative_lookup import RELATIVE_LOOKUP, grid_of
+from archspec.primitives.base import size_pair
+from archspec.primitives.ops.relative_lookup import RELATIVE_LOOKUP
 
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
@@ -36,7 +37,7 @@ class RelativeLookup(nn.Module):
 
 @lowering(RELATIVE_LOOKUP)
 def lower(p, inputs, ctx):
-    return make(RelativeLookup, grid=grid_of(p), offsets=p.offsets, stride=p.stride)
+    return make(RelativeLookup, grid=size_pair(p.grid), offsets=p.offsets, stride=p.stride)
 
 
 register_facts(RELATIVE_LOOKUP, grid=KEEPS, fusion=None, head=None)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch.nn as nn
 import torch.nn.functional as F
 
-from archspec.primitives.ops.resize import RESIZE, new_size
+from archspec.primitives.base import size_pair
+from archspec.primitives.ops.resize import RESIZE
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
@@ -27,7 +28,7 @@ class Resize(nn.Module):
 
 @lowering(RESIZE)
 def lower(p, inputs, ctx):
-    return make(Resize, size=new_size(p), mode=p.mode, align_corners=p.align_corners)
+    return make(Resize, size=size_pair(p.size), mode=p.mode, align_corners=p.align_corners)
 
 
-register_facts(RESIZE, grid=lambda p, size: new_size(p), fusion=None, head=None)
+register_facts(RESIZE, grid=lambda p, size: size_pair(p.size), fusion=None, head=None)

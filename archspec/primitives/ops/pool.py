@@ -13,7 +13,7 @@ from pydantic import Field
 
 from ...core.suggestions import Remedy
 from ...core.types import TensorType, grid_tokens, image
-from ..base import Cost, NonNegSize, Op, Params, PositiveSize, RuleError
+from ..base import Cost, NonNegSize, Op, Params, PositiveSize, RuleError, size_pair
 from ..grids import as_image
 from ..registry import register
 
@@ -27,14 +27,10 @@ class PoolParams(Params):
     count_include_pad: bool = Field(True, description="mean: the padding counts in the average (torch's default)")
 
 
-def pair(value) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else (value[0], value[1])
-
-
 def window(p) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
     """(kernel, stride, padding) per axis; RuleError for a padding over half the kernel."""
-    kernel, padding = pair(p.kernel), pair(p.padding)
-    stride = kernel if p.stride is None else pair(p.stride)
+    kernel, padding = size_pair(p.kernel), size_pair(p.padding)
+    stride = kernel if p.stride is None else size_pair(p.stride)
     for k, pad in zip(kernel, padding):
         if pad > k // 2:
             raise RuleError(f"padding {pad} is more than half the kernel {k}", field="padding",

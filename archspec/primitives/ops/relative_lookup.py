@@ -24,7 +24,7 @@ from pydantic import Field
 
 from ...core.suggestions import Remedy
 from ...core.types import DTYPE_BYTES, TensorType, tensor
-from ..base import Cost, Op, Params, PositiveInt, PositiveSize, RuleError
+from ..base import Cost, Op, Params, PositiveInt, PositiveSize, RuleError, size_pair
 from ..registry import register
 
 
@@ -36,19 +36,15 @@ class RelativeLookupParams(Params):
                                                "attention: 2)")
 
 
-def grid_of(p) -> tuple[int, int]:
-    return (p.grid, p.grid) if isinstance(p.grid, int) else (p.grid[0], p.grid[1])
-
-
 def table_rows(p) -> int:
     """How many offsets, the table's last axis."""
-    h, w = grid_of(p)
+    h, w = size_pair(p.grid)
     return (2 * h - 1) * (2 * w - 1) if p.offsets == "signed" else h * w
 
 
 def pair_counts(p) -> tuple[int, int]:
     """(queries, keys)."""
-    h, w = grid_of(p)
+    h, w = size_pair(p.grid)
     return -(-h // p.stride) * -(-w // p.stride), h * w
 
 
@@ -60,7 +56,7 @@ class RelativeLookupOp(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (table,) = inputs
-        h, w = grid_of(p)
+        h, w = size_pair(p.grid)
         if p.stride > max(h, w):
             raise RuleError(f"stride {p.stride} is larger than the {h}x{w} grid", field="stride")
         rows = table_rows(p)

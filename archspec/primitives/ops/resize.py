@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from ...core.types import TensorType, image
-from ..base import Cost, Op, Params, PositiveSize, RuleError
+from ..base import Cost, Op, Params, PositiveSize, RuleError, size_pair
 from ..registry import register
 
 
@@ -17,11 +17,6 @@ class ResizeParams(Params):
     size: PositiveSize = Field(description="the new height and width: an int (square), or [h, w]")
     mode: Literal["nearest", "bilinear", "bicubic"] = "bilinear"
     align_corners: bool = Field(False, description="bilinear, bicubic: align the corner pixels (torch's align_corners)")
-
-
-def new_size(p) -> tuple[int, int]:
-    """(h, w) the image is resized to."""
-    return (p.size, p.size) if isinstance(p.size, int) else (p.size[0], p.size[1])
 
 
 class ResizeOp(Op):
@@ -37,7 +32,7 @@ class ResizeOp(Op):
                             hint="to_image turns tokens on a grid into an image")
         if p.align_corners and p.mode == "nearest":
             raise RuleError("align_corners goes with mode: bilinear or bicubic", field="align_corners")
-        height, width = new_size(p)
+        height, width = size_pair(p.size)
         return image(x.channels, height, width)  # [B, C, H, W] -> [B, C, h, w]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
