@@ -16,8 +16,9 @@
 # archspec/ folder (which has no compiler/ inside: pyproject.toml maps it there on install).
 set -uo pipefail
 out=${OUT:-cuda-out}; mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
+# INSTALLED=1: the wheels are in /tmp/site already (another job installed them beside this one).
+[ -n "${INSTALLED:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv;
   python3 -c "import torch, timm, archspec; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'timm', timm.__version__)";
