@@ -259,7 +259,14 @@ EVERY_OP = spec(inputs="  x: [B, 8, 8]\n", params="params:\n  cap: 30.0\n  eps: 
   - {id: eye, constant: {shape: [8, 8], fill: eye}}
   - {id: diagonal, from: [x, eye], multiply: {}}
   - {id: mixed, from: capped, linear: {dim: 4}}
-outputs: [mixed, gemma, probs, total, halved, diagonal]
+  - {id: columns, constant: {shape: [8, 8], fill: index}}
+  - {id: rows, constant: {shape: [8, 8], fill: index, along: 1}}
+  - {id: by_column, from: [x, columns], multiply: {}}
+  - {id: offsets, from: [columns, rows], subtract: {}}
+  - {id: joined, from: [x, by_column], concat: {along: -1}}
+  - {id: pairs, from: [offsets, offsets], concat: {along: 1}}
+  - {id: mapped, from: pairs, linear: {dim: 3}}
+outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped]
 """)
 
 
@@ -269,8 +276,12 @@ def every_op_reference(model, x):
     gemma = x / ((x * x).mean(-1, keepdim=True) + 1e-6) ** 0.5 * (1.0 + model.w.value)
     centred = x - x.amax(1, keepdim=True)
     probs = centred.exp() / centred.exp().sum(1, keepdim=True)
+    columns = torch.arange(8.0).expand(1, 8, 8)  # fill: index along the last axis
+    offsets = columns - columns.transpose(1, 2)  # [1, 8, 8]: column - row
+    pairs = torch.cat([offsets, offsets], dim=1)  # [1, 16, 8]
     return (capped @ model.mixed.weight.t() + model.mixed.bias, gemma, probs, probs.sum((1, 2)),
-            x.amin(1) * 0.5, x * torch.eye(8))
+            x.amin(1) * 0.5, x * torch.eye(8), torch.cat([x, x * columns], dim=-1),
+            pairs @ model.mapped.weight.t() + model.mapped.bias)
 
 
 def test_every_op_against_its_definition_and_flop_counter():
@@ -282,7 +293,8 @@ def test_every_op_against_its_definition_and_flop_counter():
     counter = FlopCounterMode(display=False)
     with counter:
         model(torch.randn(1, 8, 8))
-    assert counter.get_total_flops() == report.flops == 2 * 8 * 8 * 4  # the linear only; the rest count 0
+    linears = 2 * 8 * 8 * 4 + 2 * 16 * 8 * 3  # [B, 8, 8] -> 4 and the constant [1, 16, 8] -> 3; the rest count 0
+    assert counter.get_total_flops() == report.flops == linears
 
 
 def test_every_op_exports_with_a_dynamic_batch():
@@ -326,7 +338,15 @@ def test_tensorrt_converts_every_op(tmp_path, capsys):
     ("{softmax: {axis: 0}}", 22, "softmax over axis 0, the batch: each sample must stay its own",
      "the first axis of a sample is 1"),
     ("{constant: {shape: [8], fill: ones, value: 2.0}}", 48,
-     "a constant is filled with ones or with a value, not both", "give `fill: zeros | ones | eye` or `value: NUMBER`"),
+     "a constant is filled with ones or with a value, not both", "give `fill: zeros | ones | eye | index` or `value: NUMBER`"),
+    ("{constant: {shape: [8], fill: index, along: 0}}", 49,
+     "axis 0 is not an axis of the constant [1, 8] other than the batch", "1 is the first of shape"),
+    ("{constant: {shape: [8, 4], fill: index, along: 3}}", 52,
+     "axis 3 is not an axis of the constant [1, 8, 4] other than the batch", "axes 1 to 2"),
+    ("{constant: {shape: [8], fill: ones, along: 1}}", 48, "`along` names the axis of `fill: index`",
+     "add fill: index, or leave along out"),
+    ("{from: [x, x], concat: {along: 0}}", 36, "axis 0 is not an axis of [B, 6, 8] other than the batch",
+     "axes 1 to 2"),
     ("{constant: {shape: [8], fill: eye}}", 24, "an identity needs two axes, got shape [8]",
      "give the last two sizes, e.g. shape: [4, 4]"),
     ("{scale: {factor: .nan}}", 22, "'.nan' is not a finite number; a spec's values are finite",

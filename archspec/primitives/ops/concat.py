@@ -1,9 +1,17 @@
-"""concat: join tensors along the tokens (sequence) or the channels."""
+"""concat: join tensors along the tokens (sequence), the channels, or any other axis.
+
+    concat: {}                      tokens after tokens: [B, N1 + N2, C]
+    concat: {along: channels}       [B, N, C1 + C2] (an image's axis 1)
+    concat: {along: -1}             tensors of one rank joined along the last axis, every other size
+                                    equal: three [1, N, N, 1] offsets -> [1, N, N, 3]
+
+A numbered axis counts from the batch (0, which cannot be joined), as `slice`'s `along` does.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, Union
 
 from pydantic import Field
 
@@ -13,7 +21,18 @@ from ..registry import register
 
 
 class ConcatParams(Params):
-    along: Literal["tokens", "channels"] = Field("tokens", description="join along the sequence or the channels")
+    along: Union[Literal["tokens", "channels"], int] = Field(
+        "tokens", description="join along the sequence, the channels, or an axis by number (1 is the one after "
+                              "the batch, -1 the last)")
+
+
+def concat_axis(p, x: TensorType) -> int:
+    """The axis (counted from the batch) a numbered concat joins; RuleError for the batch or no axis."""
+    rank = len(x.shape)
+    if not -rank <= p.along < rank or p.along % rank == 0:
+        raise RuleError(f"axis {p.along} is not an axis of {x.describe()} other than the batch", field="along",
+                        hint=f"axes 1 to {rank - 1}, or -1 to -{rank - 1} from the end")
+    return p.along % rank
 
 
 class ConcatOp(Op):
@@ -27,6 +46,8 @@ class ConcatOp(Op):
         return ("x", "y")
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        if isinstance(p.along, int):
+            return self.axis(p, inputs)
         first = inputs[0]
         for i, t in enumerate(inputs):
             if t.layout != "tokens" and not (p.along == "channels" and t.layout in ("image", "vector")):
@@ -64,6 +85,30 @@ class ConcatOp(Op):
         if first.layout == "image":
             return replace(first, shape=(first.shape[0], width) + tuple(first.shape[2:]))  # [B, sum(C), H, W]
         return replace(first, shape=tuple(first.shape[:-1]) + (width,))  # [..., sum(C)]
+
+    def axis(self, p, inputs: list[TensorType]) -> TensorType:
+        """Tensors of one layout and rank joined along axis `along`; every other size equal."""
+        first = inputs[0]
+        axis = concat_axis(p, first)
+        for i, t in enumerate(inputs):
+            if t.layout != first.layout or t.dtype != first.dtype or len(t.shape) != len(first.shape):
+                raise RuleError(f"concat along axis {p.along} reads tensors of one layout and rank; input {i + 1} is "
+                                f"{t.describe()}, input 1 {first.describe()}", field="from")
+            others = [(a, b) for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != axis and a != b]
+            if others:
+                raise RuleError(f"concat along axis {p.along} needs equal sizes on every other axis; input {i + 1} is "
+                                f"{t.describe()}, input 1 {first.describe()}", field="from",
+                                hint="a batch of 1 (a param or constant) and a batch of B do not join: add or "
+                                     "multiply broadcasts, concat does not")
+        sizes = [t.shape[axis] for t in inputs]
+        if any(isinstance(n, Sym) for n in sizes):
+            raise RuleError(f"concat along axis {p.along} needs fixed sizes there, got {sizes}", field="from")
+        shape = first.shape[:axis] + (sum(sizes),) + first.shape[axis + 1:]  # axis -> the sum of the sizes
+        if first.layout == "tokens" and axis == 1:
+            return replace(first, shape=shape, grid=None, prefix=0, origin=None)
+        if first.layout == "image" and axis > 1:
+            return replace(first, shape=shape, origin=None)  # another height or width
+        return replace(first, shape=shape)
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)

@@ -6,6 +6,13 @@ parameter (counted in the node's buffer bytes).
     constant: {shape: [8], value: 0.5}      every value 0.5
     constant: {shape: [8], fill: ones}      zeros (the default), ones, or
     constant: {shape: [4, 4], fill: eye}    ones on the diagonal of the last two axes
+    constant: {shape: [14, 14], fill: index, along: 2}   each value its index along axis 2 (0..13):
+                                            the column of a 14x14 grid (along: 1 the row)
+
+`fill: index` (XLA's iota) is the generator of coordinate tensors: grid positions, offsets
+between positions (two of them subtracted: ConViT's relative indices), frequencies (with
+`power`), each made from it with the element-wise ops. Axes count from the batch (0), as
+`slice`'s do, so the first axis of `shape` is 1; negative ones count from the end.
 """
 
 from __future__ import annotations
@@ -21,9 +28,24 @@ from ..registry import register
 
 class ConstantParams(Params):
     shape: list[PositiveInt] = Field(min_length=1, max_length=6, description="the tensor's shape without the batch")
-    fill: Literal["zeros", "ones", "eye"] | None = Field(
-        None, description="zeros, ones, or eye (an identity on the last two axes); default zeros, or `value`")
+    fill: Literal["zeros", "ones", "eye", "index"] | None = Field(
+        None, description="zeros, ones, eye (an identity on the last two axes), or index (each value its index "
+                          "along `along`); default zeros, or `value`")
     value: float | None = Field(None, allow_inf_nan=False, description="every value this number (instead of fill)")
+    along: int | None = Field(None, description="fill: index: the axis whose index is the value (1 is the first "
+                                                "axis of shape, -1 the last; the default)")
+
+
+def index_axis(p) -> int:
+    """The axis of the constant (the batch is 0) whose index `fill: index` writes; RuleError for
+    the batch or an axis the constant does not have."""
+    rank = len(p.shape) + 1
+    along = -1 if p.along is None else p.along
+    if not -rank <= along < rank or along % rank == 0:
+        raise RuleError(f"axis {along} is not an axis of the constant [1, {', '.join(map(str, p.shape))}] other "
+                        f"than the batch", field="along",
+                        hint=f"axes 1 to {rank - 1} (1 is the first of shape), or -1 to -{rank - 1} from the end")
+    return along % rank
 
 
 class ConstantOp(Op):
@@ -38,10 +60,15 @@ class ConstantOp(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         if p.fill is not None and p.value is not None:
             raise RuleError(f"a constant is filled with {p.fill} or with a value, not both", field="value",
-                            hint="give `fill: zeros | ones | eye` or `value: NUMBER`")
+                            hint="give `fill: zeros | ones | eye | index` or `value: NUMBER`")
         if p.fill == "eye" and len(p.shape) < 2:
             raise RuleError(f"an identity needs two axes, got shape {p.shape}", field="shape",
                             hint="give the last two sizes, e.g. shape: [4, 4]")
+        if p.along is not None and p.fill != "index":
+            raise RuleError("`along` names the axis of `fill: index`", field="along",
+                            hint="add fill: index, or leave along out")
+        if p.fill == "index":
+            index_axis(p)
         count = 1
         for size in p.shape:
             count *= size

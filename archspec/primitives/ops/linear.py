@@ -1,4 +1,6 @@
-"""linear: a linear map of the channels of tokens or a feature vector (bias optional)."""
+"""linear: a linear map of the channels of tokens or a feature vector, or of the last axis of any
+float tensor (bias optional): ConViT's map of each (query, key) offset [1, N, N, 3] to a score
+per head [1, N, N, heads]."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ class LinearOp(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        if x.layout not in ("tokens", "vector"):
-            raise RuleError(f"linear reads tokens or a feature vector, got {x.layout_name()}",
+        if x.layout not in ("tokens", "vector", "tensor") or not x.dtype.startswith("float"):
+            raise RuleError(f"linear reads tokens, a feature vector or a float tensor, got {x.layout_name()}",
                             hint="to_tokens turns an image into tokens" if x.layout == "image" else None)
         return replace(x, shape=tuple(x.shape[:-1]) + (p.dim,))  # [..., C] -> [..., dim]
 
