@@ -165,8 +165,8 @@ def export_program(gm: torch.fx.GraphModule, graph: Graph, batch_range: tuple[in
         raise
     except Exception as exc:  # noqa: BLE001 - torch's guard and tracing errors, said plainly
         raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): torch.export finds its "
-                         f"model fixed to one grid ({_first_line(exc)}); position embeddings and window masks are "
-                         "made for one grid: export it at one size instead") from exc
+                         f"model fixed to one grid ({_first_line(exc)}); {one_grid_parts(graph)}: export it at one "
+                         "size instead") from exc
     finally:
         sized.restore()
     _runs_at_another_size(program, graph, size_range, size_range.example(own))
@@ -185,8 +185,29 @@ def _runs_at_another_size(program, graph: Graph, size_range: SizeRange, traced: 
             program.module()(*example_inputs(graph, batch=1, size=other))
     except Exception as exc:  # noqa: BLE001 - a guard of the program, said plainly
         raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): the exported program runs "
-                         f"only at {traced}x{traced} ({_first_line(exc)}); position embeddings and window masks "
-                         "are made for one grid: export it at one size instead") from exc
+                         f"only at {traced}x{traced} ({_first_line(exc)}); {one_grid_parts(graph)}: export it at one "
+                         "size instead") from exc
+
+
+# What a node keeps that is made for the grid it was built for (a buffer or table of that size).
+ONE_GRID = {"attention/window": "window attention's token order", "attention/shifted": "shifted windows' masks",
+            "relative_lookup": "a relative position index", "constant": "a constant"}
+
+
+def one_grid_parts(graph: Graph) -> str:
+    """What in `graph` is made for one grid, each kind with the first node that has it."""
+    found: dict[str, str] = {}
+    for node in graph.nodes():
+        if node.is_input:
+            continue
+        what = ONE_GRID.get(node.op.label)
+        if node.op.label == "patchify" and getattr(node.params, "pos", "none") != "none":
+            what = "a position table"
+        if what is not None:
+            found.setdefault(what, node.name)
+    if not found:
+        return "a part of it is made for one grid (a position table, a mask, an index)"
+    return "made for one grid here: " + ", ".join(f"{what} ({name})" for what, name in found.items())
 
 
 def _first_line(exc: Exception) -> str:
