@@ -53,16 +53,19 @@ def test_every_shipped_image_spec_has_a_size_knob():
 
 @pytest.mark.parametrize("path", IMAGE_SPECS, ids=lambda p: p.stem)
 def test_sizes_a_hint_names_pass_the_whole_spec(path):
+    """Where a size fails, some hint names a size, and every size named passes. A spec at which
+    every one of WRONG_SIZES passes (its patchify floors, its windows pad) has nothing to name."""
     knob = find_knob(compose(load_file(str(path))))
-    named = 0
+    named, failed = 0, []
     for size in WRONG_SIZES:
         found = hints(path, {knob.param: size})
         if found is None:
             continue
+        failed.append(size)
         for suggestion in suggested_sizes(found):
             named += 1
             assert passes(path, {knob.param: suggestion}), f"{path.stem} at {size}: hint names {suggestion}: {found}"
-    assert named or path.stem.startswith(("vit", "deit", "pit", "levit", "efficientformer", "mobilevit")), "no wrong size got a size hint"  # any size fits
+    assert named or not failed, f"{path.stem} fails at {failed} and no hint names a size that passes"
 
 
 SWIN_LIKE = ["swin_t", "swin_s", "swinv2_t", "simmim_swin_t"]
