@@ -266,7 +266,12 @@ EVERY_OP = spec(inputs="  x: [B, 8, 8]\n", params="params:\n  cap: 30.0\n  eps: 
   - {id: joined, from: [x, by_column], concat: {along: -1}}
   - {id: pairs, from: [offsets, offsets], concat: {along: 1}}
   - {id: mapped, from: pairs, linear: {dim: 3}}
-outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped]
+  - {id: fourier, from: offsets, scale: {factor: 0.5}}
+  - {id: sines, activation: {fn: sin}}
+  - {id: cosines, from: fourier, activation: {fn: cos}}
+  - {id: waves, from: [sines, cosines], concat: {along: -1}}
+  - {id: grown, activation: {fn: exp}}
+outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped, grown]
 """)
 
 
@@ -281,7 +286,8 @@ def every_op_reference(model, x):
     pairs = torch.cat([offsets, offsets], dim=1)  # [1, 16, 8]
     return (capped @ model.mixed.weight.t() + model.mixed.bias, gemma, probs, probs.sum((1, 2)),
             x.amin(1) * 0.5, x * torch.eye(8), torch.cat([x, x * columns], dim=-1),
-            pairs @ model.mapped.weight.t() + model.mapped.bias)
+            pairs @ model.mapped.weight.t() + model.mapped.bias,
+            torch.cat([(offsets * 0.5).sin(), (offsets * 0.5).cos()], dim=-1).exp())
 
 
 def test_every_op_against_its_definition_and_flop_counter():

@@ -19,6 +19,9 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "sigmoid": "sigmoid",
     "hardswish": "x * relu6(x + 3) / 6 (MobileNetV3, LeViT)",
     "hardsigmoid": "relu6(x + 3) / 6",
+    "sin": "sin (Fourier features of generated coordinates)",
+    "cos": "cos",
+    "exp": "exp (a scale learned in log space)",
 }
 
 MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "hardswish")  # those an mlp's `act` takes

@@ -26,6 +26,27 @@ class QuickGELU(nn.Module):
         return quick_gelu(x)
 
 
+class Sin(nn.Module):
+    """sin(x): Fourier features of generated coordinates (XCiT's positions)."""
+
+    def forward(self, x):
+        return torch.sin(x)
+
+
+class Cos(nn.Module):
+    """cos(x)."""
+
+    def forward(self, x):
+        return torch.cos(x)
+
+
+class Exp(nn.Module):
+    """exp(x): a scale learned in log space (CLIP's logit_scale)."""
+
+    def forward(self, x):
+        return torch.exp(x)
+
+
 TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, their keyword arguments, oneDNN's post-op)
     "gelu": (nn.GELU, F.gelu, {}, ("gelu", "none")),  # erf
     "gelu_tanh": (nn.GELU, F.gelu, {"approximate": "tanh"}, ("gelu", "tanh")),
@@ -36,6 +57,9 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "sigmoid": (nn.Sigmoid, torch.sigmoid, {}, None),
     "hardswish": (nn.Hardswish, F.hardswish, {}, None),
     "hardsigmoid": (nn.Hardsigmoid, F.hardsigmoid, {}, None),
+    "sin": (Sin, torch.sin, {}, None),
+    "cos": (Cos, torch.cos, {}, None),
+    "exp": (Exp, torch.exp, {}, None),
 }
 
 
