@@ -714,3 +714,13 @@ def test_a_cycle_through_copies_of_a_repeat_points_at_blocks():
     assert d.message.startswith("cycle: ") and "write a block with `inputs: [x]`" in d.hint
     (d,) = errors(TOKENS + "graph:\n  - id: a\n    from: b\n    norm: {}\n  - id: b\n    norm: {}\n")
     assert d.hint == "a node cannot read, directly or indirectly, its own output"
+
+
+def test_x_inside_an_inline_group_says_that_a_block_names_its_input():
+    """A residual inside a repeated `graph:` (user trials reached for `x` there): the hint says
+    that `x` is a block's input and that the group should be a block."""
+    (d,) = errors(TOKENS.replace("  x:", "  tokens:") + "graph:\n  - id: blocks\n    repeat: 2\n    graph:\n"
+                  "      - {id: n, norm: {}}\n      - {id: res, from: [x, n], add: {}}\n")
+    assert d.message == "unknown node 'x'" and d.path == "blocks.0.res"
+    assert "`x` is a block's input: an inline group or a repeated `graph:` has none" in d.hint
+    assert "write the group as a block (section 3.5)" in d.hint

@@ -106,8 +106,12 @@ def lookup(ref: Ref):
         scope = scope.parent
     if scope is None:
         visible = ref.scope.visible()
-        raise error(f"unknown node '{first}'", ref.loc, ref.owner,
-                    hint=suggest(first, visible) or f"known here: {some(visible)}")
+        hint = suggest(first, visible) or f"known here: {some(visible)}"
+        if first == "x":  # a block's input, read inside an inline group or a repeat
+            hint = (f"{hint}; `x` is a block's input: an inline group or a repeated `graph:` has none (its "
+                    "first node reads what comes in), so to read it again, e.g. for a residual, write the "
+                    "group as a block (section 3.5) and use it by name")
+        raise error(f"unknown node '{first}'", ref.loc, ref.owner, hint=hint)
     value, walked = scope.names[first], first
     for part in rest:
         while isinstance(value, Alias) and isinstance(value.target, Compound):
