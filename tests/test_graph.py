@@ -58,6 +58,25 @@ def test_swin_svg_groups_stages_and_collapses_repeats():
     assert figures == "10.7M params \u00b7 4.25G FLOPs"  # the six copies together
 
 
+def test_a_run_of_alike_copies_is_drawn_once_among_copies_that_differ():
+    """ConViT's twelve blocks differ (the class token comes in at block 10): blocks 0-9 are
+    alike and drawn once, `blocks.0-9 ×10`, their figures summed; 10 and 11 on their own; no
+    edge joins two copies of the run."""
+    root = svg_of(ROOT / "specs" / "convit_tiny.yaml")
+    heads = cluster_heads(root)
+    assert heads["blocks"] == "blocks \u00b7 repeat, 12 copies"
+    assert heads["blocks.0"] == "blocks.0-9 \u00d710 \u00b7 convit_block"
+    assert heads["blocks.10"] == "blocks.10 \u00b7 convit_block" and heads["blocks.11"] == "blocks.11 \u00b7 convit_block"
+    assert not any(key.startswith(tuple(f"blocks.{i}." for i in range(1, 10))) for key in heads)
+    nodes = {g.get("data-path"): g for g in groups(root, "node")}
+    assert "blocks.0.mlp" in nodes and "blocks.9.mlp" not in nodes and "blocks.10.cls" in nodes
+    assert "296K params \u00b7 116M FLOPs each" in texts(nodes["blocks.0.mlp"])
+    figures = [texts(g)[1] for g in groups(root, "cluster-head") if g.get("data-path") == "blocks.0"][0]
+    assert figures == "4.44M params \u00b7 2.04G FLOPs"  # the ten copies together: 10 x 444,308
+    edges = {(g.get("data-from"), g.get("data-to")) for g in groups(root, "edge")}
+    assert ("blocks.0.mlp", "blocks.10.cls") in edges and ("blocks.0.mlp", "blocks.0.attn.norm") not in edges
+
+
 def test_inputs_outputs_and_edge_labels():
     root = svg_of(SWIN)
     nodes = {g.get("data-path"): g for g in groups(root, "node")}

@@ -5,7 +5,8 @@ errors of a spec that does not check, placed on the nodes they name.
 Repeats are collapsed: a repeat whose copies are alike (the same nodes, ops and output shapes;
 kinds may differ, as Swin's window/shifted pairs) is drawn once, `blocks ×6`, its figures
 summed over the copies. A repeat whose copies differ (the stages of a pyramid) is drawn copy
-by copy. `expand=True` draws every copy.
+by copy, each run of alike copies once (ConViT's ten GPSA blocks, `blocks.0-9 ×10`, then
+blocks.10 and blocks.11). `expand=True` draws every copy.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class _Builder:
     def __init__(self, graph: Graph, errors: list[Diagnostic], expand: bool):
         self.graph, self.errors, self.expand = graph, errors, expand
         self.collapsed: dict[str, int] = {}  # repeat path -> copies, for the repeats drawn once
+        self.runs: dict[str, dict[int, int]] = {}  # repeat path -> {first copy: copies} of its runs drawn once
         self.drawn: dict[str, str] = {}  # node path -> the key of the box that shows it
         self.clusters: dict[str, Cluster] = {}  # group path -> its cluster ("" the root)
         self.boxes: dict[str, Box] = {}  # box key -> box
@@ -136,6 +138,10 @@ class _Builder:
             copies = members.get(path, {})
             if len(copies) > 1 and self.alike([copies[i] for i in sorted(copies)], path):
                 self.collapsed[path] = len(copies)
+            elif len(copies) > 2:
+                runs = self.alike_runs(copies, path)
+                if runs:
+                    self.runs[path] = runs
 
     def members_by_copy(self) -> dict[str, dict[int, list[str]]]:
         """repeat path -> copy index -> the node paths inside that copy."""
@@ -155,19 +161,52 @@ class _Builder:
         return {n.name[cut:].split(".")[0] for n in self.graph.nodes() if n.name.startswith(repeat + ".")}
 
     def alike(self, copies: list[list[str]], path: str) -> bool:
-        def shape(copy_index: int, names: list[str]) -> list:
-            cut = len(path) + 2 + len(str(copy_index))
-            return [(n[cut:], self.graph.node(n).op.primitive, self.type_text(self.graph.node(n))) for n in names]
+        first = self.signature(path, 0, copies[0])
+        return all(self.signature(path, i, names) == first for i, names in enumerate(copies))
 
-        first = shape(0, copies[0])
-        return all(shape(i, names) == first for i, names in enumerate(copies))
+    def signature(self, path: str, copy_index: int, names: list[str]) -> list:
+        """What must agree for two copies to be drawn as one: each node's path inside the copy,
+        its primitive and its output type."""
+        cut = len(path) + 2 + len(str(copy_index))
+        return [(n[cut:], self.graph.node(n).op.primitive, self.type_text(self.graph.node(n))) for n in names]
+
+    def alike_runs(self, copies: dict[int, list[str]], path: str) -> dict[int, int]:
+        """{first copy: copies} of each run of two or more consecutive alike copies."""
+        runs: dict[int, int] = {}
+        start = previous = None
+        for index in sorted(copies):
+            same = (previous is not None and index == previous + 1
+                    and self.signature(path, index, copies[index]) == self.signature(path, start, copies[start]))
+            if same:
+                runs[start] = runs.get(start, 1) + 1
+            else:
+                start = index
+            previous = index
+        return runs
+
+    def run_start(self, repeat: str, index: int) -> int | None:
+        """The first copy of the run drawn once that copy `index` of `repeat` belongs to."""
+        for start, count in self.runs.get(repeat, {}).items():
+            if start <= index < start + count:
+                return start
+        return None
+
+    def run_title(self, repeat: str, start: int) -> str:
+        """`blocks.0-9 ×10`: a run of copies drawn once."""
+        count = self.runs[repeat][start]
+        return f"{repeat}.{start}-{start + count - 1} {MULTIPLY}{count}"
 
     def canonical(self, path: str) -> str:
-        """The key of what draws `path`: the copy index of every collapsed repeat made 0."""
+        """The key of what draws `path`: the copy index of every collapsed repeat made 0, and of
+        a copy in a run drawn once, the run's first."""
         parts = path.split(".")
         for i in range(1, len(parts)):
-            if ".".join(parts[:i]) in self.collapsed and parts[i].isdigit():
+            prefix = ".".join(parts[:i])
+            if prefix in self.collapsed and parts[i].isdigit():
                 parts[i] = "0"
+            elif prefix in self.runs and parts[i].isdigit():
+                start = self.run_start(prefix, int(parts[i]))
+                parts[i] = parts[i] if start is None else str(start)
         return ".".join(parts)
 
     # -- boxes and clusters ----------------------------------------------------------------------
@@ -198,6 +237,8 @@ class _Builder:
         if parent_key in self.collapsed and last == "0":  # a repeated node drawn once: `blocks ×12`
             grand, _, repeat = parent_key.rpartition(".")
             return self.cluster_for(grand), f"{repeat} {MULTIPLY}{self.collapsed[parent_key]}"
+        if last.isdigit() and int(last) in self.runs.get(parent_key, {}):  # a run of copies drawn once
+            return self.cluster_for(parent_key), self.run_title(parent_key.rpartition(".")[2], int(last))
         if last.isdigit():
             last = f"{parent_key.rpartition('.')[2]}.{last}"
         return self.cluster_for(parent_key), last
@@ -216,6 +257,8 @@ class _Builder:
             return cluster
         parent = self.cluster_for(parent_key)
         title = f"{key} {MULTIPLY}{self.collapsed[key]}" if key in self.collapsed else key
+        if last.isdigit() and int(last) in self.runs.get(parent_key, {}):
+            title = self.run_title(parent_key, int(last))
         if info is not None and info.kind == "repeat" and key not in self.collapsed:
             copies = len(self.members_of(key))
             note = f"repeat, {copies} {'copy' if copies == 1 else 'copies'}"
@@ -245,13 +288,18 @@ class _Builder:
         return list(found.values())
 
     def between_copies(self, source: str, target: str) -> bool:
-        """Whether the edge joins two copies of one collapsed repeat (copy i -> copy i + 1)."""
+        """Whether the edge joins two copies drawn as one (copy i -> copy i + 1 of a collapsed
+        repeat, or of one run)."""
         a, b = source.split("."), target.split(".")
         for i in range(1, min(len(a), len(b))):
             if a[:i] != b[:i]:
                 return False
-            if ".".join(a[:i]) in self.collapsed and a[i] != b[i]:
+            prefix = ".".join(a[:i])
+            if prefix in self.collapsed and a[i] != b[i]:
                 return True
+            if prefix in self.runs and a[i] != b[i] and a[i].isdigit() and b[i].isdigit():
+                start = self.run_start(prefix, int(a[i]))
+                return start is not None and start == self.run_start(prefix, int(b[i]))
         return False
 
     # -- errors and figures -----------------------------------------------------------------------
