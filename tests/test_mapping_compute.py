@@ -163,6 +163,33 @@ def test_expressions_read_the_specs_params(tmp_path):
     assert torch.equal(model.state_dict()["blocks.0.attn.qkv.weight"], qkv)
 
 
+def test_a_rename_computes_with_its_groups_and_the_params(tmp_path):
+    """g1, g2, ... are the pattern's groups (ints where they are digits), evaluated for each key
+    the pattern matches, beside the spec's params and the replacement's own \\1."""
+    naming = read_mapping_file(write(tmp_path, r"""
+        - rename:
+            '^layer(\d+)\.(w|b)$': 'blocks.${g1 - 1 if g1 <= depth else g1 + 100}.\2.${g2}'
+    """), params=_params({"depth": 2}))
+    rule = naming.rules[1]
+    assert [rule.rename(k) for k in ("layer1.w", "layer2.b", "layer7.w", "other.w")] == [
+        "blocks.0.w.w", "blocks.1.b.b", "blocks.107.w.w", "other.w"]
+
+
+def test_a_computed_rename_is_refused_where_it_is_written(tmp_path):
+    """A group the pattern lacks in a computed replacement (\\2 of one group) is refused when the
+    file is read; an expression that fails on a key fails there, pointing into it."""
+    with pytest.raises(SpecError, match="invalid group reference|unknown group|no such group") as info:
+        read_mapping_file(write(tmp_path, r"- rename: {'^layer(\d+)$': 'b.${g1}.\2'}"), params=_params({}))
+    assert info.value.diagnostics[0].loc.line == 4
+    naming = read_mapping_file(write(tmp_path, r"- rename: {'^layer(\d+)$': 'b.${10 // (g1 - 1)}'}"),
+                               params=_params({}))
+    assert naming.rules[1].rename("layer3") == "b.5"
+    with pytest.raises(SpecError, match="division by zero") as info:
+        naming.rules[1].rename("layer1")
+    loc = info.value.diagnostics[0].loc
+    assert loc.file.endswith("map.yaml") and loc.line == 4
+
+
 def test_expression_default_params_come_from_the_spec_file(tmp_path):
     naming_path = write(tmp_path, "- affine: {match: 'x', scale: '${1 / dim}'}")
     model = archspec.build(VIT, seed=0)  # default dim 768: no graph given, the spec file's values

@@ -98,6 +98,31 @@ def test_outputs_match(pair):
     assert diff < TOL, diff
 
 
+# L3's and L7's layouts of the last stage, at reduced depth: (timm's name, dims, depths, num_vit).
+# L3 keeps MetaBlock2d before its Flat (timm's blocks 2 to 5 are vit_blocks 0 to 3); L7 is attention
+# only (num_vit = depth: the Flat first, blocks 1 to 3 are vit_blocks 0 to 2).
+LARGER = {
+    "l3": ("efficientformer_l3", [64, 128, 320, 512], [1, 1, 1, 5], 4),
+    "l7": ("efficientformer_l7", [96, 192, 384, 768], [1, 1, 1, 3], 3),
+}
+
+
+@pytest.mark.parametrize("variant", list(LARGER))
+def test_l3_and_l7_load_through_the_renames_computed_index(variant, tmp_path):
+    """The mapping's rename computes timm's last-stage block index past its Flat from the
+    spec's depths and num_vit (g1 - (depths[3] - num_vit) - 1), so L3's and L7's checkpoints
+    load into the spec set to their sizes, and compute timm's outputs."""
+    name, dims, depths, num_vit = LARGER[variant]
+    overrides = {"dims": dims, "depths": depths, "num_vit": num_vit, "classes": 10}
+    pair = TimmPair(SPEC, name, tmp_path, f"{name}.pt", overrides, {"depths": tuple(depths), "num_classes": 10},
+                    perturb=lambda m: sharpen_tables(perturb_batch_norms(perturb_everything(m)), "attention_biases"))
+    assert param_count(pair.ours) == pair.report.params == param_count(pair.ref)
+    image = images(2, SIZE)
+    with torch.no_grad():
+        diff = close(pair.ref(image), pair.ours(image))
+    assert diff < TOL, diff
+
+
 def test_outputs_match_at_another_size_timm_runs(pair):
     """timm runs any image whose last grid is 7x7 (193 to 224): at 200 the grids are odd (100, 50,
     25, 13, 7), so the strided convs round up and the pools meet borders of every parity. The

@@ -82,10 +82,12 @@ from archspec.language.validation import diagnostics_from
 
 from .naming import Naming
 from .patterns import check_template, compile_pattern, linear
-from .rules import (FILLS, OWN_SIZES, PART_GROUP, Affine, Copy, Create, Drop, Fuse, Rename, Reshape, Rule, Split,
-                    Transpose)
+from .rules import (FILLS, OWN_SIZES, PART_GROUP, Affine, Computed, Copy, Create, Drop, Fuse, Rename, Reshape, Rule,
+                    Split, Transpose)
 
 FORMAT_VERSION = 1
+EXPRESSION = re.compile(r"\$\{[^}]*\}")  # a ${...} in a value
+READS_GROUPS = re.compile(r"\$\{[^}]*\bg\d+\b")  # a ${...} reading a pattern's group (g1, g2, ...)
 PART = "{part}"
 At = Callable[..., Loc | None]  # (path within the rule, key=False) -> where it is written
 
@@ -109,11 +111,16 @@ class MappingDoc(Strict):
 class RenameRule(Strict):
     rename: dict[str, str] = Field(min_length=1)
 
-    def build(self, at: At) -> Rule:
+    def build(self, at: At, computed: dict | None = None) -> Rule:
+        """`computed`: pattern text -> the evaluator of a replacement that reads the groups."""
         renames = []
         for text, replacement in self.rename.items():
             pattern = compile_pattern(text, at(("rename", text), key=True))
-            renames.append((pattern, check_template(pattern, replacement, at(("rename", text)))))
+            if computed and text in computed:
+                check_template(pattern, EXPRESSION.sub("", replacement), at(("rename", text)))
+                renames.append((pattern, Computed(replacement, computed[text])))
+            else:
+                renames.append((pattern, check_template(pattern, replacement, at(("rename", text)))))
         return Rename(tuple(renames))
 
 
@@ -363,7 +370,13 @@ def _rule(doc: Document, index: int, raw: dict, params: ParamSource | None = Non
     base = ("rules", index)
     kind = _rule_kind(doc, base, raw)
     model = RULE_KINDS[kind]
-    raw = _evaluated(doc, base, raw, params)
+    computed = _group_readers(doc, base, raw, params) if kind == "rename" else {}
+    if computed:  # evaluated per key (rules.Computed); the rule's other values now
+        kept = {k: v for k, v in raw["rename"].items() if k not in computed}
+        raw = {"rename": {**_evaluated(doc, base, {"rename": kept}, params)["rename"],
+                          **{k: raw["rename"][k] for k in computed}}}
+    else:
+        raw = _evaluated(doc, base, raw, params)
     try:
         rule = model.model_validate(raw)
     except ValidationError as exc:
@@ -375,7 +388,42 @@ def _rule(doc: Document, index: int, raw: dict, params: ParamSource | None = Non
     def at(path: tuple, key: bool = False) -> Loc | None:
         return doc.loc(base + path, key=key)
 
-    return rule.build(at)
+    return rule.build(at, computed) if computed else rule.build(at)
+
+
+class _WithGroups:
+    """What a replacement's ${...} sees: the pattern's groups (g1, g2, ...) and the spec's params."""
+
+    def __init__(self, groups: dict, params: ParamSource | None):
+        self.groups, self.params = groups, params
+
+    def lookup(self, name: str):
+        if name in self.groups:
+            return self.groups[name]
+        if self.params is None:
+            raise KeyError(name)
+        return self.params.lookup(name)
+
+    def names(self) -> list[str]:
+        return list(self.groups) + (self.params.names() if self.params is not None else [])
+
+
+def _group_readers(doc: Document, base: tuple, raw: dict, params: ParamSource | None) -> dict:
+    """pattern text -> groups -> the replacement evaluated, for each replacement of a rename whose
+    ${...} read the pattern's groups (g1, g2, ...); errors point into the expression."""
+    from archspec.language.values import evaluate_value
+
+    renames = raw.get("rename")
+    if not isinstance(renames, dict):
+        return {}
+
+    def evaluator(text: str, path: tuple):
+        def evaluate(groups: dict) -> str:
+            return str(evaluate_value(text, path, _WithGroups(groups, params), doc))
+        return evaluate
+
+    return {pattern: evaluator(text, base + ("rename", pattern)) for pattern, text in renames.items()
+            if isinstance(text, str) and READS_GROUPS.search(text)}
 
 
 def _evaluated(doc: Document, base: tuple, raw: Any, params: ParamSource | None) -> Any:

@@ -15,7 +15,7 @@ the model's state dict); without a model it makes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Callable, Iterator, Union
 
 from .patterns import KeyPattern
 
@@ -32,11 +32,31 @@ BUFFER_NAMES = frozenset({"inv_freq", "original_inv_freq", "position_ids", "toke
 
 
 @dataclass(frozen=True)
+class Computed:
+    """A rename's replacement whose `${...}` read the pattern's groups (g1, g2, ...: an int where
+    the group is digits) besides the spec's params, so it is evaluated for each key it matches:
+    `evaluate(groups)` gives the text, whose `\\1`s are then expanded."""
+
+    template: str
+    evaluate: Callable[[dict], str]
+
+
+def group_values(found, count: int) -> dict:
+    """g1, g2, ... of a match: an int where the group's text is digits, else the text ('' when
+    the group took no part)."""
+    values = {}
+    for index in range(1, count + 1):
+        text = found.group(index) or ""
+        values[f"g{index}"] = int(text) if text.isdigit() else text
+    return values
+
+
+@dataclass(frozen=True)
 class Rename:
     """Each key takes the replacement of the first pattern that it matches (only that match is
     replaced, the rest of the key stays); keys no pattern matches stay as they are."""
 
-    renames: tuple[tuple[KeyPattern, str], ...]
+    renames: tuple[tuple[KeyPattern, Union[str, Computed]], ...]
 
     def apply(self, state: dict) -> Pairs:
         for key, value in state.items():
@@ -44,6 +64,12 @@ class Rename:
 
     def rename(self, key: str) -> str:
         for pattern, replacement in self.renames:
+            if isinstance(replacement, Computed):
+                found = pattern.search(key)
+                if found is not None:
+                    text = replacement.evaluate(group_values(found, pattern.groups))
+                    return key[:found.start()] + found.expand(text) + key[found.end():]
+                continue
             new, count = pattern.subn(replacement, key, count=1)
             if count:
                 return new
