@@ -39,6 +39,16 @@ def trunc_normal_linears(module: nn.Module, std: float = 0.02) -> None:
                 nn.init.zeros_(m.bias)
 
 
+def grid_as_image(x, grid):
+    """Tokens on an (H, W) grid read as an image, channels-last (a view): [B, H*W, C] -> [B, C, H, W]."""
+    return x.reshape(x.shape[0], grid[0], grid[1], -1).permute(0, 3, 1, 2)  # [B, HW, C] -> [B, C, H, W]
+
+
+def image_as_tokens(x):
+    """An image's cells as tokens (a view where the image is channels-last): [B, C, H, W] -> [B, H*W, C]."""
+    return x.flatten(2).transpose(1, 2)  # [B, C, H, W] -> [B, HW, C]
+
+
 def make(cls, **kwargs) -> nn.Module:
     """Construct a module and remember how, so model.py can construct it again."""
     module = cls(**kwargs)

@@ -12,7 +12,7 @@ from archspec.primitives.ops.conv import CONV, geometry, groups_of
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
-from .common import Conv2d, make
+from .common import Conv2d, grid_as_image, image_as_tokens, make
 
 
 class Convolution(nn.Module):
@@ -33,12 +33,12 @@ class Convolution(nn.Module):
         if self.reads == "tokens":
             x = x.transpose(1, 2)  # [B, N, C] -> [B, C, N]
         elif self.reads == "grid":  # a token grid read as an image, channels-last (a view)
-            x = x.reshape(x.shape[0], self.grid[0], self.grid[1], -1).permute(0, 3, 1, 2)  # [B, HW, C] -> [B, C, H, W]
+            x = grid_as_image(x, self.grid)  # [B, HW, C] -> [B, C, H, W]
         if self.pad is not None:
             x = F.pad(x, self.pad)  # [B, C, *S] -> [B, C, *(S + before + after)]
         x = self.conv(x)  # [B, C, *S] -> [B, out, *S']
         if self.reads != "image":
-            x = x.flatten(2).transpose(1, 2)  # [B, out, H', W'] -> [B, H'W', out]; [B, out, N'] -> [B, N', out]
+            x = image_as_tokens(x)  # [B, out, H', W'] -> [B, H'W', out]; [B, out, N'] -> [B, N', out]
         return x
 
 

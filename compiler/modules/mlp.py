@@ -15,7 +15,7 @@ from archspec.primitives.ops.mlp import MLP, hidden_of
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .activations import activation, fusable
-from .common import Conv2d, Linear, make, trunc_normal_linears
+from .common import Conv2d, Linear, grid_as_image, image_as_tokens, make, trunc_normal_linears
 from .sublayer import Sublayer, sublayer_args
 
 
@@ -46,10 +46,9 @@ class Mlp(Sublayer):
             x = self.fc1(x)
         else:
             x = self.fc1.activate(x, "relu") if self.relu is not None else self.fc1(x)
-            h, w = self.grid
-            x = x.reshape(x.shape[0], h, w, -1).permute(0, 3, 1, 2)  # -> [B, hidden, H, W], channels-last
+            x = grid_as_image(x, self.grid)  # -> [B, hidden, H, W], channels-last
             x = self.dwconv.activate(x, self.fused) if self.fused is not None else self.dwconv(x)
-            x = x.flatten(2).transpose(1, 2)  # -> [B, N, hidden]
+            x = image_as_tokens(x)  # -> [B, N, hidden]
         if self.gated:
             gate, value = x.chunk(2, dim=-1)  # [B, N, 2 hidden] -> 2 x [B, N, hidden]
             x = self.act(gate) * value

@@ -10,7 +10,7 @@ from archspec.primitives.ops.pad import PAD, padded
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
-from .common import make
+from .common import grid_as_image, image_as_tokens, make
 
 
 class Pad(nn.Module):
@@ -25,14 +25,14 @@ class Pad(nn.Module):
 
     def forward(self, x):
         if self.grid is not None:
-            x = x.reshape(x.shape[0], self.grid[0], self.grid[1], -1).permute(0, 3, 1, 2)  # [B, HW, C] -> [B, C, H, W]
+            x = grid_as_image(x, self.grid)  # [B, HW, C] -> [B, C, H, W]
         if self.sides is not None:
             top, bottom, left, right = self.sides
         else:  # the bottom and the right up to the multiples (mh, mw)
             top, bottom, left, right = 0, -x.shape[2] % self.to_multiple[0], 0, -x.shape[3] % self.to_multiple[1]
         x = F.pad(x, (left, right, top, bottom), value=self.value)  # [B, C, H, W] -> [B, C, H', W']
         if self.grid is not None:
-            x = x.flatten(2).transpose(1, 2)  # [B, C, H', W'] -> [B, H'W', C]
+            x = image_as_tokens(x)  # [B, C, H', W'] -> [B, H'W', C]
         return x
 
 

@@ -11,7 +11,7 @@ from archspec.primitives.ops.patchify import PATCHIFY, geometry
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
-from .common import Conv2d, eager_inference, make
+from .common import Conv2d, eager_inference, grid_as_image, image_as_tokens, make
 
 
 def sincos_2d(grid, dim: int, temperature: float = 10000.0):
@@ -52,11 +52,11 @@ class PatchEmbed(nn.Module):
 
     def forward(self, x):
         if self.tokens_in:  # a token grid read as an image: [B, N, C] -> [B, C, H, W], channels-last (a view)
-            x = x.reshape(x.shape[0], self.in_grid[0], self.in_grid[1], -1).permute(0, 3, 1, 2)
+            x = grid_as_image(x, self.in_grid)
         elif eager_inference(self, x) and x.dim() == 4:  # a channels-last output is the tokens (no copy)
             x = x.contiguous(memory_format=torch.channels_last)
         x = self.proj(x)  # [B, C, H, W] -> [B, dim, H', W']
-        x = x.flatten(2).transpose(1, 2)  # -> [B, H'W', dim]
+        x = image_as_tokens(x)  # -> [B, H'W', dim]
         if self.norm is not None:
             x = self.norm(x)
         if self.cls_token is not None:

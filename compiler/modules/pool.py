@@ -9,7 +9,7 @@ from archspec.primitives.ops.pool import POOL, pooled, window
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
-from .common import make
+from .common import grid_as_image, image_as_tokens, make
 
 
 class Pool(nn.Module):
@@ -23,14 +23,14 @@ class Pool(nn.Module):
 
     def forward(self, x):
         if self.grid is not None:
-            x = x.reshape(x.shape[0], self.grid[0], self.grid[1], -1).permute(0, 3, 1, 2)  # [B, HW, C] -> [B, C, H, W]
+            x = grid_as_image(x, self.grid)  # [B, HW, C] -> [B, C, H, W]
         if self.fn == "mean":
             x = F.avg_pool2d(x, self.kernel, self.stride, self.padding,
                              count_include_pad=self.count_include_pad)  # [B, C, H, W] -> [B, C, H', W']
         else:
             x = F.max_pool2d(x, self.kernel, self.stride, self.padding)  # [B, C, H, W] -> [B, C, H', W']
         if self.grid is not None:
-            x = x.flatten(2).transpose(1, 2)  # [B, C, H', W'] -> [B, H'W', C]
+            x = image_as_tokens(x)  # [B, C, H', W'] -> [B, H'W', C]
         return x
 
 

@@ -8,12 +8,12 @@ from archspec.primitives.ops.to_tokens import TO_TOKENS
 
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
-from .common import make
+from .common import image_as_tokens, make
 
 
 class ToTokens(nn.Module):
     def forward(self, x):
-        return x.flatten(2).transpose(1, 2)  # [B, C, H, W] -> [B, H*W, C]
+        return image_as_tokens(x)  # [B, C, H, W] -> [B, H*W, C]
 
 
 @lowering(TO_TOKENS)

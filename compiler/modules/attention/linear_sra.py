@@ -9,7 +9,7 @@ from archspec.primitives.ops.attention.linear_sra import LINEAR_SRA
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from ..common import Conv2d, make
+from ..common import Conv2d, grid_as_image, image_as_tokens, make
 from ..sublayer import sublayer_args
 from .common import common_args, init_conv_fan_out
 from .sra import SpatialReductionAttention
@@ -28,9 +28,8 @@ class LinearSpatialReductionAttention(SpatialReductionAttention):
         init_conv_fan_out(self.sr)
 
     def reduce(self, x):
-        h, w = self.grid
-        x = x.reshape(x.shape[0], h, w, -1).permute(0, 3, 1, 2)  # [B, N, C] -> [B, C, H, W], channels-last
-        x = self.sr(self.pool(x)).flatten(2).transpose(1, 2)  # -> [B, P*P, C]
+        x = grid_as_image(x, self.grid)  # [B, N, C] -> [B, C, H, W], channels-last
+        x = image_as_tokens(self.sr(self.pool(x)))  # -> [B, P*P, C]
         return self.act(self.sr_norm(x))
 
 

@@ -13,7 +13,7 @@ from archspec.primitives.ops.attention.sra import SRA
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from ..common import Conv2d, Linear, make, trunc_normal_linears
+from ..common import Conv2d, Linear, grid_as_image, image_as_tokens, make, trunc_normal_linears
 from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args, init_conv_fan_out
 from .form import AttentionForm, written_attention
@@ -43,9 +43,8 @@ class SpatialReductionAttention(AttentionForm, Sublayer):
     def reduce(self, x):
         if self.sr is None:
             return x
-        h, w = self.grid
-        x = x.reshape(x.shape[0], h, w, -1).permute(0, 3, 1, 2)  # [B, N, C] -> [B, C, H, W], channels-last
-        x = self.sr(x).flatten(2).transpose(1, 2)  # -> [B, HW/R^2, C]
+        x = grid_as_image(x, self.grid)  # [B, N, C] -> [B, C, H, W], channels-last
+        x = image_as_tokens(self.sr(x))  # -> [B, HW/R^2, C]
         return self.sr_norm(x)
 
     def body(self, x):
