@@ -143,8 +143,10 @@ class Hierarchy:
             dissolved |= {u.path for u in units if u.is_group}  # siblings that feed each other: call their nodes
         inputs, outputs = force if force is not None else self.boundary(members)
         info = self.graph.groups.get(prefix)
-        if info is not None and info.kind == "block" and set(inputs) <= set(info.sources):
-            inputs = [s for s in dict.fromkeys(info.sources)]  # a block takes its declared inputs
+        if info is not None and info.kind == "block" and set(inputs) == set(info.sources):
+            inputs = [s for s in dict.fromkeys(info.sources)]  # a block takes its declared inputs, in their order
+        # (a block that reads none or only some of them, a generator of constants, takes what it reads: its
+        # caller need not hold the others)
         fx = torch.fx.Graph()
         env = {name: fx.placeholder(name if force is not None else self.placeholder_name(i, name, info))
                for i, name in enumerate(inputs)}

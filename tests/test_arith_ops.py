@@ -235,6 +235,43 @@ def test_constants_are_buffers_that_broadcast():
     checks_shapes(report, model, (x,))
 
 
+def test_what_is_made_from_constants_keeps_a_batch_of_1():
+    """A conv, pool or pad of a constant is no more per-sample than the constant: the checker says
+    [1, ...] as the module gives (user trial 13: a conv of a constant was typed [B, ...], and a
+    concat with the image passed the check and failed in torch)."""
+    report, model = build(spec(inputs="  image: [B, 3, 8, 8]\n", graph="""
+  - {id: c, constant: {shape: [4, 8, 8], fill: index, along: -1}}
+  - {id: c_image, rearrange: {pattern: "b c h w -> b c h w", as: image}}
+  - {id: proj, conv: {out: 3, kernel: 1}}
+  - {id: pooled, pool: {fn: mean, kernel: 2}}
+  - {id: padded, pad: {to_multiple: 3}}
+  - {id: tokens, to_tokens: {}}
+  - {id: image_tokens, from: image, to_tokens: {}}
+  - {id: summed, from: [image_tokens, proj_tokens], add: {}}
+  - {id: proj_tokens, from: proj, to_tokens: {}}
+outputs: [padded, tokens, summed]
+"""))
+    assert [tuple(report.graph.type_of(n).shape)[:2] for n in ("proj", "pooled", "padded", "tokens")] == [
+        (1, 3), (1, 3), (1, 3), (1, 36)]
+    assert str(report.graph.type_of("summed").shape[0]) == "B"  # broadcast with the image's batch
+    checks_shapes(report, model, (torch.randn(2, 3, 8, 8),))
+
+
+def test_concat_of_a_batch_of_1_and_a_batch_of_b_is_a_located_error():
+    text = spec(inputs="  image: [B, 3, 8, 8]\n", graph="""
+  - {id: c, constant: {shape: [4, 8, 8], fill: ones}}
+  - {id: c_image, rearrange: {pattern: "b c h w -> b c h w", as: image}}
+  - {id: proj, conv: {out: 6, kernel: 1}}
+  - {id: both, from: [proj, image], concat: {along: channels}}
+""")
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check_text(text, name="bad.yaml")
+    error = info.value
+    assert error.message == "concat joins tensors of one batch; input 1 has a batch of 1, input 2 of B"
+    assert "add or multiply broadcast, concat does not" in error.hint
+    assert (error.loc.line, error.loc.col) == (9, 22) and error.path == "both"
+
+
 # -- FLOPs and exports of every op -----------------------------------------------------------------
 
 EVERY_OP = spec(inputs="  x: [B, 8, 8]\n", params="params:\n  cap: 30.0\n  eps: 1.0e-6\n", graph="""

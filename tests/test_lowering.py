@@ -141,3 +141,44 @@ def _sym_size(sym, sizes, graph):
             if isinstance(d, Sym) and d.name == sym.name:
                 return sizes[node.name].shape[axis]
     raise AssertionError(f"no input carries {sym.name}")
+
+
+GENERATOR_IN_A_GROUP = """
+name: generator_in_a_group
+inputs:
+  image: [B, 3, 32, 32]
+blocks:
+  positions:                    # reads nothing of its input: a generator of constants
+    graph:
+      - {id: c, constant: {shape: [4, 8, 8], fill: index, along: 2}}
+      - {id: out, rearrange: {pattern: "b c h w -> b (h w) c"}}
+graph:
+  - {id: patches, patchify: {patch: 4, dim: 4}}
+  - id: pos
+    graph:
+      - {id: table, positions: {}}
+  - {id: summed, from: [patches, pos], add: {}}
+"""
+
+
+def test_a_block_that_reads_none_of_its_inputs_builds_inside_a_group(tmp_path):
+    """User trial 13: a block of constants inside a `graph:` group passed the check, then the
+    build died (KeyError: the block's module asked for its declared input, which its group did
+    not hold). It takes what it reads, nothing: built, exported and written as model.py."""
+    import archspec
+
+    report = archspec.check_text(GENERATOR_IN_A_GROUP)
+    gm = archspec.build_text(GENERATOR_IN_A_GROUP, seed=0).eval()
+    x = torch.randn(2, 3, 32, 32)
+    expected = gm.patches(x) + torch.arange(8.0).repeat_interleave(8).view(1, 64, 1)  # [B, 64, 4] + row index
+    with torch.no_grad():
+        assert max_abs_difference(gm(x), expected) == 0.0
+        assert max_abs_difference(export_program(gm, report.graph).module()(x[:1]), gm(x[:1])) == 0.0
+    (tmp_path / "model.py").write_text(standalone_source(gm, report.name, report.file))
+    torch.save(gm.state_dict(), tmp_path / "weights.pt")
+    gap = run_without_archspec(tmp_path, gm, (x,), f"""
+        import torch, model
+        forward = model.{type(gm).__name__}().eval()
+        forward.load_state_dict(torch.load("weights.pt", weights_only=True))
+    """)
+    assert gap == 0.0

@@ -8,7 +8,9 @@ from __future__ import annotations
 from ..core.errors import Diagnostic, warning
 from ..core.interpreter import Interpreter, NodeFailed
 from ..core.ir import Graph, NodeView
-from ..core.types import TensorType
+from dataclasses import replace
+
+from ..core.types import BATCH, TensorType
 from .base import RuleError
 
 
@@ -44,9 +46,20 @@ class ShapeInference(Interpreter):
 
     def call(self, node: NodeView, inputs: list[TensorType]) -> TensorType:
         try:
-            return node.op.shape(node.params, inputs, GraphContext(self.graph, node))
+            out = node.op.shape(node.params, inputs, GraphContext(self.graph, node))
         except RuleError as exc:
             raise rule_failure(node, exc) from None
+        return batch_of_one(out, inputs)
+
+
+def batch_of_one(out, inputs: list[TensorType]):
+    """`out` with a batch of 1 where every input has a batch of 1 (a `param`, a `constant`, or
+    what is made from them): the rules build their outputs with the batch B, and a conv of a
+    constant is no more per-sample than the constant."""
+    single = inputs and all(isinstance(t, TensorType) and t.shape and t.shape[0] == 1 for t in inputs)
+    if single and isinstance(out, TensorType) and out.shape and out.shape[0] == BATCH:
+        return replace(out, shape=(1,) + tuple(out.shape[1:]))  # [B, ...] -> [1, ...]
+    return out
 
 
 def infer(graph: Graph) -> Graph:

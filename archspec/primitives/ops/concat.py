@@ -26,6 +26,18 @@ class ConcatParams(Params):
                               "the batch, -1 the last)")
 
 
+def one_batch(p, inputs: list[TensorType]) -> None:
+    """RuleError where the inputs' batches differ (1 and B): torch.cat does not broadcast."""
+    batches = [t.shape[0] if t.shape else None for t in inputs]
+    if len(set(map(str, batches))) > 1:
+        odd = next(i for i, b in enumerate(batches) if str(b) != str(batches[0]))
+        raise RuleError(f"concat joins tensors of one batch; input 1 has a batch of {batches[0]}, input {odd + 1} "
+                        f"of {batches[odd]}", field="from",
+                        hint="a batch of 1 (a param or constant, or what is made from one) does not join a batch "
+                             "of B: add or multiply broadcast, concat does not; `tokens` puts learned tokens in "
+                             "front of every sample's")
+
+
 def concat_axis(p, x: TensorType) -> int:
     """The axis (counted from the batch) a numbered concat joins; RuleError for the batch or no axis."""
     rank = len(x.shape)
@@ -46,6 +58,7 @@ class ConcatOp(Op):
         return ("x", "y")
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        one_batch(p, inputs)
         if isinstance(p.along, int):
             return self.axis(p, inputs)
         first = inputs[0]
