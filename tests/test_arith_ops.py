@@ -13,6 +13,7 @@ import importlib.util
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
@@ -308,7 +309,13 @@ EVERY_OP = spec(inputs="  x: [B, 8, 8]\n", params="params:\n  cap: 30.0\n  eps: 
   - {id: cosines, from: fourier, activation: {fn: cos}}
   - {id: waves, from: [sines, cosines], concat: {along: -1}}
   - {id: grown, activation: {fn: exp}}
-outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped, grown]
+  - {id: norms, from: x, power: {exponent: 2}}
+  - {id: norm_sum, reduce: {fn: sum, keepdim: true}}
+  - {id: norm, power: {exponent: 0.5}}
+  - {id: floor, clamp: {min: 0.5}}
+  - {id: unit, from: [x, floor], divide: {}}
+  - {id: capped_unit, clamp: {min: -0.25, max: 0.25}}
+outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped, grown, capped_unit]
 """)
 
 
@@ -324,7 +331,8 @@ def every_op_reference(model, x):
     return (capped @ model.mixed.weight.t() + model.mixed.bias, gemma, probs, probs.sum((1, 2)),
             x.amin(1) * 0.5, x * torch.eye(8), torch.cat([x, x * columns], dim=-1),
             pairs @ model.mapped.weight.t() + model.mapped.bias,
-            torch.cat([(offsets * 0.5).sin(), (offsets * 0.5).cos()], dim=-1).exp())
+            torch.cat([(offsets * 0.5).sin(), (offsets * 0.5).cos()], dim=-1).exp(),
+            F.normalize(x, dim=-1, eps=0.5).clamp(-0.25, 0.25))
 
 
 def test_every_op_against_its_definition_and_flop_counter():
@@ -397,6 +405,8 @@ def test_tensorrt_converts_every_op(tmp_path, capsys):
     ("{scale: {factor: 2, by: 3}}", 25, "unknown key 'by' in scale", "allowed keys: factor"),
     ('{shift: {value: "${1.0e300 * 1.0e300}"}}', 24, "number too large (infinite)", None),
     ("{power: {exponent: two}}", 24, "`exponent` must be a number; got 'two'", None),
+    ("{clamp: {}}", 6, "clamp needs `min`, `max` or both", "e.g. clamp: {min: 1.0e-12}"),
+    ("{clamp: {min: 2, max: 1}}", 19, "clamp's min 2.0 is above its max 1.0", None),
 ])
 def test_bad_parameters_are_located_errors(node, column, message, hint):
     with pytest.raises(archspec.SpecError) as info:
