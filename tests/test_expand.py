@@ -724,3 +724,12 @@ def test_x_inside_an_inline_group_says_that_a_block_names_its_input():
     assert d.message == "unknown node 'x'" and d.path == "blocks.0.res"
     assert "`x` is a block's input: an inline group or a repeated `graph:` has none" in d.hint
     assert "write the group as a block (section 3.5)" in d.hint
+
+
+def test_a_block_without_inputs_says_how_to_write_a_generator():
+    """User trial 13 wanted `inputs: []` for a block of constants: the error says to take one
+    input and not read it (tests/test_lowering.py builds such a block inside a group)."""
+    (d,) = errors(TOKENS + "blocks:\n  gen:\n    inputs: []\n    graph: [{constant: {shape: [4]}}]\ngraph:\n"
+                           "  - {norm: {}}\n")
+    assert d.message == "`blocks.gen.inputs` must not be empty" and d.loc.line == 8
+    assert "a block that makes constants alone (a position generator) may take one and not read it" in d.hint

@@ -181,8 +181,15 @@ def _missing(g: _ValueErrors) -> Diagnostic | None:
     return g.at(f"missing required {g.name}{g.where}", key=True, path=g.path[:-1])
 
 
+BLOCK_INPUTS_HINT = ("a block reads at least one input; a block that makes constants alone (a position generator) "
+                     "may take one and not read it, used with `from:` any node, e.g. `from: image`")
+
+
 def _empty(g: _ValueErrors) -> Diagnostic | None:
-    return g.at(f"{g.name} must not be empty") if "too_short" in g.types else None
+    if "too_short" not in g.types:
+        return None
+    block_inputs = len(g.path) >= 3 and g.path[-3] == "blocks" and g.path[-1] == "inputs"
+    return g.at(f"{g.name} must not be empty", BLOCK_INPUTS_HINT if block_inputs else None)
 
 
 def _not_a_name(g: _ValueErrors) -> Diagnostic | None:
