@@ -731,5 +731,5 @@ def test_a_block_without_inputs_says_how_to_write_a_generator():
     input and not read it (tests/test_lowering.py builds such a block inside a group)."""
     (d,) = errors(TOKENS + "blocks:\n  gen:\n    inputs: []\n    graph: [{constant: {shape: [4]}}]\ngraph:\n"
                            "  - {norm: {}}\n")
-    assert d.message == "`blocks.gen.inputs` must not be empty" and d.loc.line == 8
+    assert d.message == "`blocks.gen.inputs` must not be empty" and (d.loc.line, d.loc.col) == (7, 13)
     assert "a block that makes constants alone (a position generator) may take one and not read it" in d.hint
