@@ -14,15 +14,17 @@ Loaders (each a fresh interpreter, all running at once, each with its own timeou
   archspec      archspec's own check (run_in_fresh_process, the FRESH_RUN that `build` runs)
   libcuda       libcuda.so.1 opened RTLD_GLOBAL and CUDA initialised before loading
   inductor      inductor and Triton warmed (a torch.compile'd function run on the GPU) before loading
+  runner        the package's .so run by torch's container runner (AOTIModelContainerRunnerCuda), not
+                the package loader
   in_process    the package loaded by this process, which compiled it (last: a crash ends the probe)
 Each loader's output, outputs' gap to eager on the GPU and timings go to $OUT/<package>.<loader>.txt;
 the .so's dynamic section and ldd to $OUT/<package>.libs.txt; gdb's backtrace where gdb exists;
-the dynamic loader's library search of vit.plain to $OUT/vit.plain.ld_debug.<pid>;
 $OUT/summary.txt has one line per case. Run on the GPU machine, archspec installed:
 
     python3 -P tests/benchmarks/aoti_cuda_probe.py     (about 4 minutes on the H200)
 
-PROBE_DEVICE=cpu runs the same flow on the CPU (the libcuda and inductor preambles then only
+PROBE_ONLY=linear (or vit, vit_embedded) compiles that package alone and skips the in-process
+load. PROBE_DEVICE=cpu runs the same flow on the CPU (the libcuda and inductor preambles then only
 import), to try the probe itself where there is no GPU.
 """
 import os
@@ -49,6 +51,7 @@ WORK = tempfile.mkdtemp(prefix="aoti-probe-")  # packages, inputs and outputs: n
 TINY = {"img": 32, "depth": 1, "classes": 10}
 LOAD_SECONDS = 240
 DEVICE = os.environ.get("PROBE_DEVICE", "cuda")
+ONLY = os.environ.get("PROBE_ONLY")  # one package (vit, vit_embedded, linear) and no in-process load
 SUMMARY = []
 
 # A fresh interpreter: a preamble (the loader's kind), then load the package, run it on the saved
@@ -67,7 +70,17 @@ LOADER = textwrap.dedent("""
     elif kind == "inductor":
         print("warm:", torch.compile(lambda x: x * 2)(torch.ones(4, device=device)).sum().item(), flush=True)
     print(f"preamble {kind} done at {time.time() - started:.1f} s", flush=True)
-    model = torch._inductor.aoti_load_package(path)
+    if kind == "runner":  # the package's .so run by torch's container runner, without the package loader
+        import glob, os, tempfile, zipfile
+        folder = tempfile.mkdtemp()
+        zipfile.ZipFile(path).extractall(folder)
+        (so,) = glob.glob(os.path.join(folder, "**", "*.wrapper.so"), recursive=True)
+        print(f"extracted at {time.time() - started:.1f} s: {os.path.relpath(so, folder)}", flush=True)
+        runner = torch._C._aoti.AOTIModelContainerRunnerCuda(so, 1, "cuda", os.path.dirname(so)) if device == "cuda" \
+            else torch._C._aoti.AOTIModelContainerRunnerCpu(so, 1)
+        model = lambda x: runner.run([x])[0]
+    else:
+        model = torch._inductor.aoti_load_package(path)
     print(f"loaded at {time.time() - started:.1f} s", flush=True)
     with torch.no_grad():
         out = [model(x.to(device)).cpu() for x in torch.load(inputs)]
@@ -150,11 +163,8 @@ def libraries(name: str, path: str) -> None:
 def start_load(name: str, kind: str, path: str, inputs: str):
     outputs = os.path.join(WORK, f"{name}.{kind}.out.pt")
     log = open(os.path.join(OUT, f"{name}.{kind}.txt"), "w")
-    env = dict(os.environ)
-    if (name, kind) == ("vit", "plain"):  # which libraries the dynamic loader found, and where
-        env.update(LD_DEBUG="libs", LD_DEBUG_OUTPUT=os.path.join(OUT, "vit.plain.ld_debug"))
     process = subprocess.Popen([sys.executable, "-c", LOADER, path, kind, inputs, outputs, DEVICE],
-                               stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+                               stdout=log, stderr=subprocess.STDOUT, text=True)
     return {"name": name, "kind": kind, "process": process, "log": log, "outputs": outputs,
             "started": time.time(), "path": path, "inputs": inputs}
 
@@ -214,6 +224,8 @@ def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     environment()
     variants = {"vit": FROZEN, "vit_embedded": {**FROZEN, "aot_inductor.embed_kernel_binary": True}, "linear": {}}
+    if ONLY:
+        variants = {ONLY: variants[ONLY]}
     loads, cases = [], {}
     for name, configs in variants.items():
         try:
@@ -227,17 +239,17 @@ def main() -> None:
         saved = os.path.join(WORK, f"{name}.inputs.pt")
         torch.save(inputs, saved)
         cases[name] = (path, inputs, expected)
-        loads += [start_load(name, kind, path, saved) for kind in ("plain", "libcuda", "inductor")]
+        loads += [start_load(name, kind, path, saved) for kind in ("plain", "libcuda", "inductor", "runner")]
     with ThreadPoolExecutor(len(cases) or 1) as pool:  # archspec's checks beside the loaders
         checks = [pool.submit(archspec_check, name, *case) for name, case in cases.items()]
         for load in loads:
             finish_load(load, cases[load["name"]][2])
         for check in checks:
             check.result()
-    for name, (path, inputs, expected) in cases.items():
-        in_process(name, path, inputs, expected)
     with open(os.path.join(OUT, "summary.txt"), "w") as f:
         f.write("\n".join(SUMMARY) + "\n")
+    for name, (path, inputs, expected) in ({} if ONLY else cases).items():  # last: a crash here ends the probe
+        in_process(name, path, inputs, expected)
 
 
 if __name__ == "__main__":
