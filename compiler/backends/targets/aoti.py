@@ -203,9 +203,13 @@ def run_in_fresh_process(path: str, device: str, threads: int, inputs: list[tupl
             raise bug(f"a fresh Python process loading {PACKAGE} and running it took over "
                       f"{FRESH_SECONDS} s; stopped") from None
         if done.returncode != 0:
-            raise bug(fresh_failure(done.returncode, done.stderr),
-                      hint=f"the package was compiled by torch {torch.__version__}; the failure is in loading "
-                           f"or running it there, not in the spec") from None
+            hint = (f"the package was compiled by torch {torch.__version__}; the failure is in loading or running it "
+                    "there, not in the spec")
+            if device != "cpu":
+                hint += ("; on the lent H200's torch 2.11 every CUDA AOTInductor package, a plain torch one too, died "
+                         "so in a fresh process (README, --target aoti; tests/benchmarks/aoti_cuda_probe.py tells "
+                         "whether this machine's torch loads any)")
+            raise bug(fresh_failure(done.returncode, done.stderr), hint=hint) from None
         return torch.load(got, weights_only=True)
 
 
