@@ -5,11 +5,11 @@ twice. Results: meta["type"]."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..core.errors import Diagnostic, warning
 from ..core.interpreter import Interpreter, NodeFailed
 from ..core.ir import Graph, NodeView
-from dataclasses import replace
-
 from ..core.types import BATCH, TensorType
 from .base import RuleError
 

@@ -111,8 +111,7 @@ class ConcatOp(Op):
             if others:
                 raise RuleError(f"concat along axis {p.along} needs equal sizes on every other axis; input {i + 1} is "
                                 f"{t.describe()}, input 1 {first.describe()}", field="from",
-                                hint="a batch of 1 (a param or constant) and a batch of B do not join: add or "
-                                     "multiply broadcasts, concat does not")
+                                hint="rearrange or slice the inputs to one shape but the joined axis")
         sizes = [t.shape[axis] for t in inputs]
         if any(isinstance(n, Sym) for n in sizes):
             raise RuleError(f"concat along axis {p.along} needs fixed sizes there, got {sizes}", field="from")
