@@ -27,6 +27,13 @@ LARGER_SIBLINGS = {"swin_s": "swin_t", "swin_b": "swin_t", "vit_s16": "vit_ti16"
                    "beit_b16": "beit_ti16", "t5_small": "t5_tiny",
                    "sam_vit_b": "sam_vit_ti"}
 
+# Specs whose every op another spec takes through the `pipeline` tests in every run (or, for the
+# newer tensor ops, tests/test_arith_ops.py's EVERY_OP and tests/test_pad.py, which export them,
+# run them in ONNX Runtime and check TensorRT's coverage): their pipeline tests run in the slow
+# tier only, their parity tests in every run (tests/test_parity.py's
+# test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere checks the claim).
+PIPELINE_ELSEWHERE = {"convit_tiny", "davit_tiny", "xcit_nano_12_p16"}
+
 # Prepended to a script run in a fresh interpreter: a loader that refuses archspec's packages, to
 # prove an artifact (model.pt2, model.py, a TensorRT program) does not need them.
 NO_ARCHSPEC = textwrap.dedent("""
@@ -108,11 +115,12 @@ def slow_selected(config) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked slow, and `pipeline` tests of a larger sibling, are skipped unless the slow
-    tier is selected."""
+    """Tests marked slow, and `pipeline` tests of a larger sibling or of a spec whose ops run
+    elsewhere, are skipped unless the slow tier is selected."""
     skip = pytest.mark.skip(reason="slow tier: run with -m slow or ARCHSPEC_SLOW=1")
     for item in items:
-        if item.get_closest_marker("pipeline") and sibling_spec(item) in LARGER_SIBLINGS:
+        if item.get_closest_marker("pipeline") and (sibling_spec(item) in LARGER_SIBLINGS
+                                                    or sibling_spec(item) in PIPELINE_ELSEWHERE):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") and not slow_selected(config):
             item.add_marker(skip)

@@ -35,7 +35,8 @@ import archspec
 from archspec.compiler.backends.export import example_inputs
 from archspec.compiler.weights.load import load_weights
 
-from .conftest import EXAMPLES, LARGER_SIBLINGS, ROOT, perturb_constants, run_capturing, spec_id
+from .conftest import (ALL_SPECS, EXAMPLES, LARGER_SIBLINGS, PIPELINE_ELSEWHERE, ROOT, perturb_constants,
+                       run_capturing, spec_id)
 
 ATOL = 1e-5
 FLOPS_REL = 0.01
@@ -319,6 +320,24 @@ def test_transformer_outputs_depend_on_every_mapped_weight():
     (inner["decoder.norm"] * weights).sum().backward()
     blind = [k for k in mapped if params[k].grad is None or float(params[k].grad.abs().max()) == 0.0]
     assert not blind
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINE_ELSEWHERE))
+def test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere(name):
+    """What lets a spec's pipeline tests run in the slow tier only (conftest.PIPELINE_ELSEWHERE):
+    every op and kind it has is one that a spec whose pipeline tests run in every run has, or
+    one of the tensor ops that tests/test_arith_ops.py's EVERY_OP and tests/test_pad.py export,
+    run in ONNX Runtime and check TensorRT's coverage of."""
+    from .test_arith_ops import EVERY_OP
+    from .test_pad import EVERYTHING
+
+    def labels(graph):
+        return {n.op.label for n in graph.nodes() if not n.is_input}
+
+    every_run = [p for p in ALL_SPECS if spec_id(p) not in LARGER_SIBLINGS and spec_id(p) not in PIPELINE_ELSEWHERE]
+    elsewhere = set().union(*(labels(archspec.check(str(p)).graph) for p in every_run),
+                            labels(archspec.check_text(EVERY_OP).graph), labels(archspec.check_text(EVERYTHING).graph))
+    assert labels(archspec.check(str(ROOT / "specs" / f"{name}.yaml")).graph) <= elsewhere
 
 
 @pytest.mark.parametrize("larger, smaller", LARGER_SIBLINGS.items(), ids=list(LARGER_SIBLINGS))
