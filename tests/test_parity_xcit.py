@@ -10,8 +10,8 @@ at 1e-12 or more, a learned temperature per head, attention between channels), a
 attention block whose patches take the normed input times gamma1 too (`kind: class` without its
 norm and residual, and the rest as nodes).
 
-At a reduced size (a 160x160 image: a 10x10 grid, two XCA blocks; timm generates its positions
-for any size) and at full size for the parameter count and FLOPs: the reference built with
+At a reduced size (a 160x160 image: a 10x10 grid, and 225: 15x15, two XCA blocks; timm
+generates its positions for any size) and at full size for the parameter count and FLOPs: the reference built with
 pretrained=False, seeded noise on every parameter and BatchNorm statistic, its state dict saved
 and loaded with `archspec.build(spec, overrides, weights=FILE)` alone. The checks can fail:
 variants that build from the same weights (sin and cos swapped, the rows' and columns' features
@@ -56,10 +56,13 @@ def test_parameter_count(pair):
     assert param_count(pair.ours) == pair.report.params == param_count(pair.ref)
 
 
-def test_outputs_match(pair):
-    image = images(2, SIZE)
+@pytest.mark.parametrize("size", [SIZE, 225])
+def test_outputs_match(pair, size):
+    """At 225 the four stride-2 convs round the grid up to 15x15, and the positions follow it."""
+    ours = pair.ours if size == SIZE else pair.edited(img=size)
+    image = images(2, size)
     with torch.no_grad():
-        theirs, ours = pair.ref(image), pair.ours(image)
+        theirs, ours = pair.ref(image), ours(image)
     assert ours.shape == theirs.shape == (2, 1000)
     diff = close(theirs, ours)
     assert diff < TOL, diff
