@@ -110,6 +110,22 @@ class TimmPair:
         self.report = archspec.check(spec, overrides)
         self.ours = archspec.build(spec, overrides, weights=self.weights).eval()
 
+    def outputs(self, size: int, batch: int = 2) -> tuple:
+        """(reference's, ours) on `batch` images of `size`; ours built at that size where it is
+        not the pair's own (the same weights)."""
+        ours = self.ours if size == (self.overrides or {}).get("img") else self.edited(img=size)
+        image = images(batch, size)
+        with torch.no_grad():
+            return self.ref(image), ours(image)
+
+    def wrong_gaps(self, edits: tuple, size: int) -> tuple[float, float]:
+        """(close(reference, ours), close(reference, the spec with `edits` made)) on one image of
+        `size`: what a check that can fail compares."""
+        model = self.edited(*edits)
+        image = images(1, size)
+        with torch.no_grad():
+            return close(self.ref(image), self.ours(image)), close(self.ref(image), model(image))
+
     def edited(self, *edits: tuple, **overrides) -> nn.Module:
         """The spec with each (right, wrong) edit made, `right` found once (or (right, wrong,
         count): found count times), from these weights."""
