@@ -123,6 +123,12 @@ class RuleError(Exception):
         return self.suggestion.field
 
 
+def require_float(x, what: str, field: str | None = "from") -> None:
+    """RuleError unless `x` holds floating-point values: '`what` reads floating-point values'."""
+    if x.dtype != "float32":
+        raise RuleError(f"{what} reads floating-point values, got {x.layout_name()}", field=field)
+
+
 @dataclass(frozen=True)
 class Cost:
     """Per-node cost. FLOPs per sample (batch 1), multiply-add = 2 FLOPs, counting what

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from ...core.types import TensorType
 from ..activations import Function, described
-from ..base import Cost, Op, Params, RuleError
+from ..base import Cost, Op, Params, require_float
 from ..registry import register
 
 class ActivationParams(Params):
@@ -21,8 +21,7 @@ class Activation(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        if x.dtype != "float32":
-            raise RuleError(f"an activation reads floating-point values, got {x.layout_name()}")
+        require_float(x, "an activation", field=None)
         return x
 
     def cost(self, p, inputs, out, ctx) -> Cost:

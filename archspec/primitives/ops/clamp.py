@@ -12,7 +12,7 @@ from typing import Optional
 from pydantic import Field
 
 from ...core.types import TensorType
-from ..base import Cost, Op, Params, RuleError
+from ..base import Cost, Op, Params, RuleError, require_float
 from ..registry import register
 
 
@@ -33,8 +33,7 @@ class ClampOp(Op):
             raise RuleError("clamp needs `min`, `max` or both", field="min", hint="e.g. clamp: {min: 1.0e-12}")
         if p.min is not None and p.max is not None and p.min > p.max:
             raise RuleError(f"clamp's min {p.min} is above its max {p.max}", field="min")
-        if x.dtype != "float32":
-            raise RuleError(f"clamp reads floating-point values, got {x.layout_name()}", field="from")
+        require_float(x, "clamp")
         return x
 
     def cost(self, p, inputs, out, ctx) -> Cost:

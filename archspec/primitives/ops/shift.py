@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ...core.types import TensorType
-from ..base import Cost, Op, Params, RuleError
+from ..base import Cost, Op, Params, require_float
 from ..registry import register
 
 
@@ -21,8 +21,7 @@ class ShiftOp(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        if x.dtype != "float32":
-            raise RuleError(f"shift reads floating-point values, got {x.layout_name()}", field="from")
+        require_float(x, "shift")
         return x
 
     def cost(self, p, inputs, out, ctx) -> Cost:

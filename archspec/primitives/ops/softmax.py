@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ...core.types import TensorType
-from ..base import Cost, Op, Params, RuleError
+from ..base import Cost, Op, Params, require_float
 from ..registry import register
 from .reduce import sample_axis
 
@@ -23,8 +23,7 @@ class SoftmaxOp(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        if x.dtype != "float32":
-            raise RuleError(f"softmax reads floating-point values, got {x.layout_name()}", field="from")
+        require_float(x, "softmax")
         sample_axis(p.axis, x, "softmax", "axis")
         return x
 
