@@ -182,6 +182,11 @@ class Op:
     default: ClassVar[bool] = False  # the kind a node gets when it gives no `kind`
     objective: ClassVar[bool] = False  # a loss: lives under `objectives:`, not part of forward
 
+    def one_grid(self, p) -> str | None:
+        """What a node of this op keeps that is made for the grid it was built for (a table, a
+        mask, an index), in words, or None: why an export with a dynamic image size fails."""
+        return None
+
     @property
     def label(self) -> str:
         """`attention/window`; `norm` for a primitive without kinds or for its default kind."""

@@ -189,20 +189,11 @@ def _runs_at_another_size(program, graph: Graph, size_range: SizeRange, traced: 
                          "size instead") from exc
 
 
-# What a node keeps that is made for the grid it was built for (a buffer or table of that size).
-ONE_GRID = {"attention/window": "window attention's token order", "attention/shifted": "shifted windows' masks",
-            "relative_lookup": "a relative position index", "constant": "a constant"}
-
-
 def one_grid_parts(graph: Graph) -> str:
-    """What in `graph` is made for one grid, each kind with the first node that has it."""
+    """What in `graph` is made for one grid (each op's `one_grid`), each with the first node that has it."""
     found: dict[str, str] = {}
     for node in graph.nodes():
-        if node.is_input:
-            continue
-        what = ONE_GRID.get(node.op.label)
-        if node.op.label == "patchify" and getattr(node.params, "pos", "none") != "none":
-            what = "a position table"
+        what = None if node.is_input else node.op.one_grid(node.params)
         if what is not None:
             found.setdefault(what, node.name)
     if not found:

@@ -52,6 +52,9 @@ class ConstantOp(Op):
     """A fixed tensor of the given shape (batch dimension 1, so it broadcasts), layout `tensor`."""
 
     primitive = "constant"
+
+    def one_grid(self, p) -> str | None:
+        return "a constant"
     Params = ConstantParams
 
     def reads(self, p) -> tuple[str, ...]:

@@ -66,6 +66,9 @@ class Patchify(Op):
     """Image (or token grid) -> tokens: conv patches, optional norm, class token, positions."""
 
     primitive = "patchify"
+
+    def one_grid(self, p) -> str | None:
+        return None if p.pos == "none" else "a position table"
     Params = PatchifyParams
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:

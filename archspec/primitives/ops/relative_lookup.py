@@ -52,6 +52,9 @@ class RelativeLookupOp(Op):
     """table [1, ..., R] -> [1, ..., Nq, Nk], R the offsets of the grid."""
 
     primitive = "relative_lookup"
+
+    def one_grid(self, p) -> str | None:
+        return "a relative position index"
     Params = RelativeLookupParams
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:

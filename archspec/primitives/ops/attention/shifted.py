@@ -26,6 +26,9 @@ class ShiftedWindowAttentionOp(WindowAttentionOp):
     kind = "shifted"
     Params = ShiftedParams
 
+    def one_grid(self, p) -> str | None:
+        return "shifted windows' masks"
+
     def shift(self, p) -> int:
         return p.shift if p.shift is not None else p.window // 2
 

@@ -71,6 +71,9 @@ class WindowAttentionOp(AttentionOp):
     kind = "window"
     Params = WindowParams
 
+    def one_grid(self, p) -> str | None:
+        return "window attention's token order"
+
     def shift(self, p) -> int:
         """The cyclic shift before partitioning (none for plain windows)."""
         return 0
