@@ -17,7 +17,7 @@ and hint); arguments of the wrong Python type raise `TypeError` with a plain mes
 argument of the right type with a value no build can take (a seed out of range, a mapping
 without weights) raises `UsageError`.
 
-This package's floors (each imports only from those below it; tests/test_layers.py):
+This package's floors (each imports only from those below it; tests/primitives/test_layers.py):
   core/ -> primitives/ -> language/ -> compiler/ (torch: modules, lowering, weights)
   -> compiler/backends/ -> this face (this file, pipeline.py, report.py, cli/).
 """

@@ -13,7 +13,7 @@ ONNX_FUSION  which fused ONNX Runtime op the node becomes (onnx.expected_fusions
 HEAD_ROLE    the head's role in the timm-style model interface (interface.py, model.py): a
              `Classifier`, or None.
 
-Every op registers all three (tests/test_facts.py checks it); a lookup of a fact nobody
+Every op registers all three (tests/core/test_facts.py checks it); a lookup of a fact nobody
 registered fails naming the op (archspec/primitives/facts.py).
 """
 

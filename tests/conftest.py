@@ -18,7 +18,7 @@ EXAMPLES = sorted((ROOT / "specs" / "examples").glob("*.yaml"))
 ALL_SPECS = SPECS + EXAMPLES
 
 # Wider or deeper copies of a smaller shipped spec, made of the same primitives and kinds
-# (tests/test_parity.py checks every one against its reference at full size, and
+# (tests/parity/test_shipped.py checks every one against its reference at full size, and
 # test_larger_siblings_use_only_what_their_sibling_uses that they add nothing): the tests marked
 # `pipeline` (export, ONNX, TensorRT coverage, compile, standalone source of every spec) run
 # them only in the slow tier, their smaller sibling in every run.
@@ -28,9 +28,9 @@ LARGER_SIBLINGS = {"swin_s": "swin_t", "swin_b": "swin_t", "vit_s16": "vit_ti16"
                    "sam_vit_b": "sam_vit_ti"}
 
 # Specs whose every op another spec takes through the `pipeline` tests in every run (or, for the
-# newer tensor ops, tests/test_arith_ops.py's EVERY_OP and tests/test_pad.py, which export them,
+# newer tensor ops, tests/primitives/test_every_op.py's EVERY_OP and tests/primitives/test_pad.py, which export them,
 # run them in ONNX Runtime and check TensorRT's coverage): their pipeline tests run in the slow
-# tier only, their parity tests in every run (tests/test_parity.py's
+# tier only, their parity tests in every run (tests/parity/test_shipped.py's
 # test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere checks the claim).
 PIPELINE_ELSEWHERE = {"convit_tiny", "davit_tiny", "xcit_nano_12_p16"}
 

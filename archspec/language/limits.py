@@ -3,7 +3,7 @@
 A spec is untrusted text: these bounds keep `archspec check` fast (about a second at worst
 on one core) and its memory small whatever the text says, and each is reported as such when a spec reaches it (a located
 error that names the limit), never as a crash. README.md's Security section lists them;
-tests/test_hostile.py shows each one reached. They sit far beyond what a real architecture
+tests/hostile/test_hostile.py shows each one reached. They sit far beyond what a real architecture
 needs: the largest shipped spec uses a few hundred nodes, nesting of 4 and params chains of 3.
 """
 

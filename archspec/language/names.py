@@ -11,7 +11,7 @@ starting with a digit), checked where the name is written:
   future), or is a dunder; `objectives` is not a top-level node id, input or target (the
   losses live there).
 
-This floor imports no torch, so the attribute names are listed here; tests/test_names.py
+This floor imports no torch, so the attribute names are listed here; tests/core/test_names.py
 checks the list against the modules a build really makes (the root model, groups, repeats)
 and builds every name `check` accepts.
 

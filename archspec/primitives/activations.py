@@ -2,7 +2,7 @@
 parameter model that takes an activation (the activation op's `fn`, the mlp's `act`).
 
 The torch floor keeps the matching table of functions (archspec/compiler/modules/activations.py);
-tests/test_activations.py checks that the two hold the same names, so a name added on one floor
+tests/primitives/test_activations.py checks that the two hold the same names, so a name added on one floor
 only fails a test instead of building a model that runs something else."""
 
 from __future__ import annotations

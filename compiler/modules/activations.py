@@ -1,7 +1,7 @@
 """Element-wise activations by name (the mlp's `act`, the activation op's `fn`, poolers, the
 activation fused into a Linear or a Conv2d): one table, TORCH_ACTIVATIONS, read for the module,
 the functional form and oneDNN's fused post-op. Its names are the rule floor's
-(archspec/primitives/activations.py, tests/test_activations.py); a name it lacks raises.
+(archspec/primitives/activations.py, tests/primitives/test_activations.py); a name it lacks raises.
 
 Like every module here, it uses only torch, nn and F: model.py copies it (the table included)."""
 

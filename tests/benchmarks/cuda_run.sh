@@ -9,7 +9,7 @@
 #     typing-extensions google-re2 timm
 #   (and pytest, pluggy, iniconfig, packaging, pygments for CUDA_TESTS below)
 # Run on the lent H200 as: bash tests/benchmarks/cuda_run.sh --precisions bf16 fp16 --rounds 5 --deadline 400
-# CUDA_TESTS=SECONDS also runs the tests marked gpu in tests/test_aoti.py beside the benchmark, at
+# CUDA_TESTS=SECONDS also runs the tests marked gpu in tests/backends/test_aoti.py beside the benchmark, at
 # the lowest CPU priority, stopped after SECONDS (their output: pytest.txt; their start and end
 # are in log.txt's clock, so a reader sees which timings they overlapped). -P and
 # --import-mode=append make the tests import the installed archspec wheel, not the checkout's
@@ -28,7 +28,7 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 pin() { local cores=$1; shift; if [ -n "$cores" ]; then taskset -c "$cores" "$@"; else "$@"; fi; }
 if [ -n "${CUDA_TESTS:-}" ]; then
   ( echo "gpu tests start $(date +%T)"; pin "${TEST_CORES:-}" timeout "$CUDA_TESTS" nice -n 19 python3 -P -m pytest -q \
-      -p no:cacheprovider --import-mode=append -m gpu tests/test_aoti.py 2>&1; rc=$?
+      -p no:cacheprovider --import-mode=append -m gpu tests/backends/test_aoti.py 2>&1; rc=$?
     echo "gpu tests end $(date +%T) rc $rc" ) > "$out/pytest.txt" 2>&1 &
 fi
 # CPU_BENCH="ARGS" also times the host's CPU (an AMX Xeon on the lent H200) with

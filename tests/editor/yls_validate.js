@@ -5,7 +5,7 @@
 //   npm install yaml-language-server vscode-languageserver-textdocument   (anywhere; then NODE_PATH=...)
 //   NODE_PATH=.../node_modules node tests/editor/yls_validate.js /tmp/archspec.schema.json specs/*.yaml
 //
-// Prints each file's problems (line:column message); tests/test_schema.py runs it when
+// Prints each file's problems (line:column message); tests/language/test_schema.py runs it when
 // yaml-language-server can be found.
 const fs = require("fs");
 const path = require("path");

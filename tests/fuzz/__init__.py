@@ -7,7 +7,7 @@
 Each case runs in a worker process that a watchdog restarts when a case hangs; the job counts
 crashes (a traceback, exit code 3, an exception other than SpecError, UsageError and, for
 wrong argument types, TypeError), hangs (a case over 2 s, confirmed by running it again
-alone) and memory blow-ups (a case whose process peaks over 1 GB). tests/test_fuzz.py runs a
+alone) and memory blow-ups (a case whose process peaks over 1 GB). tests/hostile/test_fuzz.py runs a
 short sample of the same cases in the normal test run.
 
     seeds.py     the specs mutations start from (shipped, examples, bad specs, tiny ones)

@@ -21,7 +21,7 @@ size and kept (it depends only on parameters; see common.eager_inference).
 
 Converter note (TensorRT, dynamic batch): the per-window mask is broadcast to the batch with
 `expand`, never `repeat` (a repeat by a symbolic batch does not convert); see
-tests/test_tensorrt.py::test_window_mask_uses_expand. The gathers export as
+tests/backends/test_tensorrt.py::test_window_mask_uses_expand. The gathers export as
 aten.index_select, which TensorRT converts (no aten.roll is left).
 """
 

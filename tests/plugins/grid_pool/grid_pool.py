@@ -1,4 +1,4 @@
-"""A toy op that changes the token grid, for tests/test_facts.py: `grid_pool`, a 2x2 average
+"""A toy op that changes the token grid, for tests/core/test_facts.py: `grid_pool`, a 2x2 average
 pool over the grid. Like a plugin, one file registers its rules, its lowering and its facts
 (the TOKEN_GRID that `archspec build --size` follows)."""
 

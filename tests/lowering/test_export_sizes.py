@@ -1,0 +1,190 @@
+"""Export with a dynamic image height and width (compiler/backends/export.py, SizeRange): the
+program is exported at one size and run at others, against eager models built at those sizes.
+PVT v2 has no position embedding and takes any size its sr-ratios divide; Swin's windows and
+ViT's learned positions fix the grid, and export says so plainly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import archspec
+from archspec.compiler.backends.export import (SizeRange, dynamic_shapes, example_inputs, export_program,
+                                               grids_for, max_abs_difference)
+from archspec.core.errors import UsageError
+from archspec.language.compose import compose
+from archspec.language.loader import load_file
+from archspec.sizes import SizeSolver, find_knob
+
+ROOT = Path(__file__).resolve().parents[2]
+PVT = str(ROOT / "specs" / "pvt_v2_b0.yaml")
+
+
+def solver(path: str) -> SizeSolver:
+    doc = compose(load_file(path))
+    return SizeSolver(doc, find_knob(doc))
+
+
+def test_the_solver_gives_the_range_an_export_may_take():
+    assert solver(PVT).export_range(112, 448) == (125, 448, 32)  # 125-128, 157-160, ...: every 32 passes
+    assert solver(str(ROOT / "specs" / "pvt_v2_b2_li.yaml")).export_range(112, 448) == (193, 448, 1)
+    assert solver(str(ROOT / "specs" / "swin_t.yaml")).export_range(224, 672) == (224, 672, 224)
+    assert solver(str(ROOT / "specs" / "vit_b16.yaml")).export_range(64, 512) == (64, 512, 16)
+    assert solver(str(ROOT / "specs" / "swin_t.yaml")).export_range(230, 440) is None
+
+
+def test_size_range():
+    r = SizeRange(64, 320, 32)
+    assert r.steps == (2, 10) and r.example(224) == 224 and r.example(1000) == 320 and r.example(10) == 64
+    for lo, hi, step in ((65, 90, 32), (112, 448, 224), (1, 40, 32)):
+        with pytest.raises(UsageError, match="two multiples"):
+            SizeRange(lo, hi, step)
+
+
+def test_dynamic_shapes_name_height_and_width():
+    graph = archspec.check(PVT).graph
+    shapes = dynamic_shapes(graph, (1, 64), SizeRange(64, 320, 32))
+    assert set(shapes["image"]) == {0, 2, 3}
+    assert "height_steps" in str(shapes["image"][2]) and "width_steps" in str(shapes["image"][3])
+
+
+def test_grids_follow_the_input_size():
+    graph = archspec.check(PVT).graph
+    grids = grids_for(graph, (160, 288))
+    assert grids["patch_embed"] == (40, 72) and grids["stages.3.downsample"] == (5, 9)
+    assert grids["stages.3.blocks.1.mlp"] == (5, 9) and grids["head"] is None
+
+
+@pytest.mark.parametrize("name,sizes", [("pvt_v2_b0", (160, 288)), ("examples/detector_backbone", (448, 640))])
+def test_exported_at_one_size_runs_at_others(name, sizes):
+    path = str(ROOT / "specs" / f"{name}.yaml")
+    gm = archspec.build(path, seed=0).eval()
+    graph = archspec.check(path).graph
+    lo, hi, step = solver(path).export_range(sizes[0] - 32, sizes[1] + 32)
+    program = export_program(gm, graph, batch_range=(1, 64), size_range=SizeRange(lo, hi, step))
+    assert gm.get_submodule("stages.0.blocks.0.attn").grid == graph.type_of("stages.0.blocks.0.attn").grid
+    for size in sizes:
+        eager = archspec.build(path, overrides={"img": size}, seed=0).eval()
+        eager.load_state_dict(gm.state_dict())
+        (x,) = example_inputs(graph, batch=3, size=size)
+        with torch.no_grad():
+            assert max_abs_difference(program.module()(x), eager(x)) < 1e-4
+    (x,) = example_inputs(graph, batch=2, size=(sizes[0], sizes[1]))  # each side on its own
+    with torch.no_grad():
+        program.module()(x)
+
+
+@pytest.mark.parametrize("name,size_range,what", [
+    ("swin_t", SizeRange(224, 672, 224), r"shifted windows' masks \(stages\.0\.blocks\.1\.attn\)"),
+    ("vit_ti16", SizeRange(64, 320, 16), r"a position table \(patch_embed\)"),
+    ("twins_svt_s", SizeRange(224, 672, 224), r"window attention's token order \(stages\.0\.blocks\.0\.attn\)")])
+def test_a_model_that_fixes_its_grid_says_so_and_names_what(name, size_range, what):
+    """The error names what in this model is made for one grid (a user trial's plain window
+    attention was told of position embeddings and masks it did not have)."""
+    path = str(ROOT / "specs" / f"{name}.yaml")
+    gm = archspec.build(path, seed=0).eval()
+    with pytest.raises(UsageError, match=f"cannot take a dynamic image size.*made for one grid here: .*{what}.*"
+                                         "export it at one size"):
+        export_program(gm, archspec.check(path).graph, size_range=size_range)
+
+
+# Image ops that change the height and width before a token-grid op: export follows the image's
+# (H, W) as its grid (grids_for), so patchify, the depthwise-conv MLP and the head see the grid the
+# input's symbolic size gives.
+CONV_THEN_PATCHIFY = """
+name: conv_then_patchify
+params:
+  img: 64
+inputs:
+  image: [B, 3, img, img]
+graph:
+  - {id: stem, conv: {out: 16, kernel: 3, stride: 2, padding: 1}}
+  - {id: patch_embed, patchify: {patch: 4, dim: 32, pos: none}}
+  - {id: mlp, mlp: {ratio: 2, dwconv: true}}
+  - {id: head, head: {kind: classify, classes: 3}}
+"""
+
+UPSCALED_IMAGE = """
+name: upscaled_image
+params:
+  img: 32
+inputs:
+  image: [B, 3, img, img]
+graph:
+  - {id: up, upsample: {factor: 2, mode: bilinear}}
+  - {id: widen, conv: {out: 16, kernel: 3, padding: 1}}
+  - {id: shuffle, pixel_shuffle: {factor: 2}}
+  - {id: patch_embed, patchify: {patch: 8, dim: 16, pos: none}}
+  - {id: mlp, mlp: {ratio: 2, dwconv: true}}
+  - {id: head, head: {kind: classify, classes: 3}}
+"""
+
+
+def test_grids_follow_image_ops_that_change_the_size():
+    graph = archspec.check_text(CONV_THEN_PATCHIFY).graph
+    grids = grids_for(graph, (96, 160))
+    assert grids["stem"] == (48, 80) and grids["patch_embed"] == (12, 20) and grids["mlp"] == (12, 20)
+    graph = archspec.check_text(UPSCALED_IMAGE).graph
+    grids = grids_for(graph, (48, 64))
+    assert grids["up"] == (96, 128) and grids["widen"] == (96, 128) and grids["shuffle"] == (192, 256)
+    assert grids["patch_embed"] == (24, 32) and grids["head"] is None
+
+
+@pytest.mark.parametrize("text,size_range,traced,others", [
+    (CONV_THEN_PATCHIFY, SizeRange(32, 128, 8), 64, (40, 120)),  # conv stride 2, then patch 4: every 8
+    (UPSCALED_IMAGE, SizeRange(16, 64, 4), 32, (20, 56)),  # x2 x2, then patch 8: every 2 (4 here)
+])
+def test_an_image_op_that_changes_the_size_then_a_token_grid_op_exports(text, size_range, traced, others):
+    graph = archspec.check_text(text).graph
+    gm = archspec.build_text(text, seed=0).eval()
+    program = export_program(gm, graph, batch_range=(1, 64), size_range=size_range)
+    for size in others:  # neither the traced size nor each other: eager models built at those sizes
+        assert size != traced
+        eager = archspec.build_text(text, overrides={"img": size}, seed=0).eval()
+        eager.load_state_dict(gm.state_dict())
+        (x,) = example_inputs(graph, batch=3, size=size)
+        with torch.no_grad():
+            assert max_abs_difference(program.module()(x), eager(x)) < 1e-4
+    (x,) = example_inputs(graph, batch=2, size=(others[0], others[1]))  # each side on its own
+    with torch.no_grad():
+        assert program.module()(x).shape == (2, 3)
+
+
+def test_build_with_a_size_range_follows_an_image_conv_into_patchify(tmp_path):
+    """The failing case as reported: `archspec build --target export --size` on an image conv
+    (stride 2) then patchify ("cannot take a dynamic image size ('NoneType' object is not
+    iterable)" before the image's size was followed)."""
+    spec = tmp_path / "conv_then_patchify.yaml"
+    spec.write_text(CONV_THEN_PATCHIFY)
+    done = subprocess.run([sys.executable, "-m", "archspec", "build", str(spec), "--target", "export", "--size",
+                           "48:96", "-o", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    program = torch.export.load(tmp_path / "out" / "model.pt2").module()
+    for size in (56, 88):
+        eager = archspec.build(str(spec), overrides={"img": size}, seed=0).eval()
+        x = torch.randn(2, 3, size, size)
+        with torch.no_grad():
+            assert max_abs_difference(program(x), eager(x)) < 1e-4
+
+
+def test_an_image_size_export_does_not_follow_fails_only_where_a_grid_reads_it():
+    """A keepdim reduce makes a 1x1 image whatever the input: its size is None (not followed),
+    which is fine until a token-grid op needs it, and then the error names the reduce."""
+    pooled = """
+name: pooled_image
+inputs:
+  image: [B, 3, 64, 64]
+graph:
+  - {id: gate, reduce: {fn: mean, axes: [2, 3], keepdim: true}}
+  - {id: scaled, from: [image, gate], multiply: {}}
+  - {id: patch_embed, patchify: {patch: 8, dim: 16, pos: none}}
+"""
+    grids = grids_for(archspec.check_text(pooled).graph, (96, 128))
+    assert grids["gate"] is None and grids["scaled"] == (96, 128) and grids["patch_embed"] == (12, 16)
+    reading = pooled.replace("from: [image, gate], multiply", "from: [gate, image], multiply")
+    with pytest.raises(UsageError, match="cannot take a dynamic image size: patch_embed .* gate \\(reduce\\)"):
+        grids_for(archspec.check_text(reading).graph, (96, 128))  # multiply keeps its first input's size
