@@ -2,7 +2,10 @@
 
 Allowed: numbers, strings, booleans, lists; + - * / // % ** and unary minus; comparisons,
 `and`/`or`/`not`, `a if c else b`; indexing and slicing; names (params, loop indices, block
-parameters); and the functions min, max, len, sum, abs, round, int, float, range, linspace.
+parameters); the functions min, max, len, sum, abs, round, int, float, range, linspace; the math
+functions log, exp, sqrt, ceil, floor, sign; and where(cond, a, b), which evaluates only the branch
+it picks (so `where(x > 0, log(x), 0)` is fine at x = 0). A domain error (log of 0, sqrt of -1) or a
+result too large is a located error, never a traceback, NaN or infinity.
 Everything is bounded: no list longer than MAX_LIST, no integer beyond 2**63, no expression
 nested deeper than MAX_EXPRESSION_DEPTH, and no more than MAX_WORK list items and characters
 computed by all the expressions of one spec together (limits.py).
@@ -128,6 +131,57 @@ def _numbers(args, name):
     return items
 
 
+def _real(value, name: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}() takes a number, got {_type_name(value)} {value!r}")
+    return value
+
+
+def _log(value, base=None):
+    value = _real(value, "log")
+    if value <= 0:
+        raise ValueError(f"log of {value!r} is undefined (it needs a number above 0)")
+    if base is None:
+        return math.log(value)
+    base = _real(base, "log")
+    if base <= 0 or base == 1:
+        raise ValueError(f"log to base {base!r} is undefined (the base must be above 0 and not 1)")
+    return math.log(value) / math.log(base)
+
+
+def _exp(value):
+    value = _real(value, "exp")
+    try:
+        return math.exp(value)
+    except OverflowError:
+        raise OverflowError(f"exp({value!r}) is too large") from None
+
+
+def _sqrt(value):
+    value = _real(value, "sqrt")
+    if value < 0:
+        raise ValueError(f"sqrt of {value!r} is undefined (it needs a number 0 or above)")
+    return math.sqrt(value)
+
+
+def _ceil(value):
+    return math.ceil(_real(value, "ceil"))
+
+
+def _floor(value):
+    return math.floor(_real(value, "floor"))
+
+
+def _sign(value):
+    value = _real(value, "sign")
+    one = (value > 0) - (value < 0)
+    return float(one) if isinstance(value, float) else one
+
+
+def _where(cond, a, b):  # the evaluator calls it lazily (see _Evaluator._Call); this is its eager form
+    return a if cond else b
+
+
 FUNCTIONS: dict[str, Callable] = {
     "min": lambda *a: min(_numbers(a, "min")),
     "max": lambda *a: max(_numbers(a, "max")),
@@ -139,6 +193,13 @@ FUNCTIONS: dict[str, Callable] = {
     "float": float,
     "range": _range,
     "linspace": _linspace,
+    "log": _log,
+    "exp": _exp,
+    "sqrt": _sqrt,
+    "ceil": _ceil,
+    "floor": _floor,
+    "sign": _sign,
+    "where": _where,
 }
 
 _BINARY = {
@@ -382,12 +443,24 @@ class _Evaluator:
                             did_you_mean(name, FUNCTIONS) or f"functions: {', '.join(FUNCTIONS)}")
         if node.keywords:
             raise ExprError("keyword arguments are not allowed", node.col_offset)
+        if node.func.id == "where":
+            return self._where(node)
         args = [self.eval(a) for a in node.args]
         _spend_on(args, node.col_offset)
         try:
             return FUNCTIONS[node.func.id](*args)
         except (TypeError, ValueError, OverflowError) as exc:
             raise ExprError(f"{node.func.id}(): {exc}", node.col_offset) from None
+
+    def _where(self, node):
+        """where(cond, a, b): `a` if cond holds, else `b`; only the branch picked is evaluated."""
+        if len(node.args) != 3:
+            raise ExprError(f"where() takes 3 arguments (cond, a, b), got {len(node.args)}", node.col_offset,
+                            hint="where(x > 0, log(x), 0)")
+        cond = self.eval(node.args[0])
+        if isinstance(cond, list):
+            raise ExprError("where()'s condition must be one value, got a list", node.args[0].col_offset)
+        return self.eval(node.args[1] if cond else node.args[2])
 
 
 @functools.lru_cache(maxsize=1024)
