@@ -3,6 +3,7 @@ checkpoint, a resume file), so each refuses the same things in the same words.
 
     special_file(mode)          what a file that is not a regular file is ("a named pipe (FIFO)")
     read_regular_file(path, n)  at most n + 1 bytes, a FIFO or device refused without blocking
+    open_regular(path)          a binary file object for reading, a FIFO or device refused without blocking
     file_problem(path)          why a path names no regular file we can read, in words; None if it does
 """
 
@@ -27,19 +28,30 @@ def special_file(mode: int) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
-def read_regular_file(path: str, limit: int) -> bytes:
-    """At most `limit` + 1 bytes of the regular file at `path`. A FIFO, socket or device is refused
-    without reading (opened non-blocking, so a FIFO with no writer cannot hang us); OSError for the
-    rest (missing, unreadable)."""
+def open_regular(path: str):
+    """The regular file at `path`, open for reading in binary (a blocking file object, for
+    torch.load, PIL and the rest). A FIFO, socket or device is refused before anything is read:
+    it is opened non-blocking, so a FIFO with no writer cannot hang us, and fstat'ed, so a path
+    swapped for a FIFO after a stat cannot either. IsADirectoryError for a folder, SpecialFile
+    for the rest, OSError for what cannot be opened (missing, unreadable)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         what = special_file(os.fstat(fd).st_mode)
         if what is not None:
             raise IsADirectoryError(errno.EISDIR, what) if what == "a directory" else SpecialFile(what)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(limit + 1)
-    finally:
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+
+
+def read_regular_file(path: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of the regular file at `path`. A FIFO, socket or device is refused
+    without reading (see open_regular); OSError for the rest (missing, unreadable)."""
+    with open_regular(path) as f:
+        return f.read(limit + 1)
 
 
 def file_problem(path: str) -> tuple[str, str] | None:

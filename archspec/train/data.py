@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from ..compiler.backends.export import value_bound
 from ..core.errors import UsageError, error
+from ..core.files import SpecialFile, file_problem, open_regular
 from .memory import size
 from .options import DATASET, TRAIN_EXTRA, Options, data_kind
 
@@ -154,7 +155,8 @@ def image_folders(options: Options, needs: Needs) -> Data:
         transform = create_transform(input_size=(3, *size_hw), is_training=training)
         folder = os.path.join(options.data, split)
         try:
-            sets[split] = ImageFolder(folder, transform=transform)
+            sets[split] = ImageFolder(folder, transform=transform, loader=load_image,
+                                      is_valid_file=lambda path: is_image_file(options.data, path))
         except OSError as exc:  # FileNotFoundError: a class folder without images
             raise error(f"--data {options.data}: {split}/: {first_line(exc)}",
                         hint="every class folder needs at least one image (.png, .jpg, ...)") from None
@@ -167,6 +169,33 @@ def image_folders(options: Options, needs: Needs) -> Data:
                     hint=f"add --set classes={len(classes)} (or the spec's param for its classes)")
     names = [needs.inputs[0], LABELS]
     return Data("images", Named(sets["train"], names), Named(sets["val"], names), classes)
+
+
+def is_image_file(data: str, path: str) -> bool:
+    """Whether ImageFolder takes `path` as an image: its extension says so (torchvision's list); one
+    with an image's name that is no regular file (a FIFO `x.png`) is refused by name, unopened."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    if not path.lower().endswith(IMG_EXTENSIONS):
+        return False
+    problem = file_problem(path)
+    if problem is not None and problem[0] in ("special", "folder"):
+        raise error(f"--data {data}: {os.path.relpath(path, data)} {problem[1]}, not an image",
+                    hint="an image folder holds image files only; remove it or give it another name")
+    return True
+
+
+def load_image(path: str):
+    """torchvision's pil_loader, with the file opened by open_regular (a FIFO put in place after
+    the folder was listed is refused, never waited on)."""
+    from PIL import Image
+
+    try:
+        f = open_regular(path)
+    except SpecialFile as exc:
+        raise error(f"--data: {path} is not a regular file ({exc}), not an image") from None
+    with f:
+        return Image.open(f).convert("RGB")
 
 
 def token_file(options: Options, needs: Needs) -> Data:

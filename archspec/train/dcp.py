@@ -28,6 +28,7 @@ from contextlib import contextmanager
 import torch
 
 from ..core.errors import error
+from ..core.files import open_regular
 from .options import MAX_STEPS
 from .state import listing, shape_text
 
@@ -59,7 +60,7 @@ class MetadataUnpickler(pickle.Unpickler):
 def read_metadata(folder: str):
     path = os.path.join(folder, METADATA)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             metadata = MetadataUnpickler(io.BytesIO(f.read())).load()
     except Exception as exc:  # noqa: BLE001 - any unreadable index is the user's to fix
         raise fault(folder, f"cannot read its {METADATA} safely: {str(exc).splitlines()[0] if str(exc) else exc}")

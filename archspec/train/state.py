@@ -26,6 +26,7 @@ from typing import Mapping
 import torch
 
 from ..core.errors import UsageError, error
+from ..core.files import SpecialFile, open_regular
 from .options import MAX_STEPS
 
 KEYS = ("model", "optimizer", "step")
@@ -114,7 +115,10 @@ def load(path: str):
     if os.path.getsize(path) == 0:
         raise error(f"--resume {path} is empty (0 bytes), not {SAVED_BY}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with open_regular(path) as f:
+            return torch.load(f, map_location="cpu", weights_only=True)
+    except SpecialFile as exc:
+        raise error(f"--resume {path} is not a regular file ({exc}), not {SAVED_BY}") from None
     except MemoryError:
         raise error(f"--resume {path}: not enough memory to read it") from None
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix

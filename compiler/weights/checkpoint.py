@@ -39,7 +39,7 @@ from typing import Mapping
 import torch
 
 from archspec.core.errors import error
-from archspec.core.files import file_problem
+from archspec.core.files import SpecialFile, file_problem, open_regular
 from archspec.core.memory import MAX_BUILD_BYTES, available_bytes, human
 
 CONTAINERS = ("state_dict", "model", "module", "model_state")
@@ -141,8 +141,10 @@ def _is_zip(path: str) -> bool:
     if path.endswith(".safetensors"):
         return False
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(len(ZIP_MAGIC)) == ZIP_MAGIC
+    except SpecialFile as exc:
+        raise error(f"weights: {path} is not a regular file ({exc})") from None
     except OSError as exc:
         raise error(f"weights: cannot read {path}: {exc.strerror or exc}") from None
 
@@ -186,7 +188,10 @@ def _check_ratio(path: str, entry: zipfile.ZipInfo) -> None:
 
 def _read_torch(path: str):
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with open_regular(path) as f:
+            return torch.load(f, map_location="cpu", weights_only=True)
+    except SpecialFile as exc:
+        raise error(f"weights: {path} is not a regular file ({exc})") from None
     except MemoryError:
         raise error(f"weights: {path}: not enough memory to read it") from None
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix

@@ -1,0 +1,100 @@
+"""Issue 37 (hostile input, round four): generation, the tensor ops, checkpoints, training folders
+and numbers. One test (or a few) per finding, each failing on the code before its fix:
+
+ 1  a FIFO with an image's name in a --data folder (and any user file) is refused, never waited on
+ 4  checkpoint values finite in float64 but not in the model's dtype are an error, not inf
+ 5  spec floats beyond float32 are located errors at check
+ 6  check's own crashes (einsum to a vector then linear; an add that broadcasts batch into height)
+ 9, 10, 15  generate's and model.generate's arguments: usage errors / plain Python errors
+11, 12  checkpoint keys in computed renames: inserted literally; a huge index is a located error
+13  float8 and sparse tensors in a .pt
+16  class attention with grid score parts says why
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from archspec.cli.main import main
+
+from tests.conftest import scratch
+from tests.hostile.test_hostile import within
+
+pytestmark = pytest.mark.usefixtures("outside_torchrun")
+
+IMAGES = """\
+name: tiny_images
+params: {img: 16, dim: 16, classes: 2}
+inputs:
+  image: [B, 3, img, img]
+graph:
+  - {id: patch_embed, patchify: {patch: 4, dim: "${dim}", pos: none}}
+  - {id: mlp, mlp: {ratio: 2}}
+  - {id: head, head: {kind: classify, classes: "${classes}"}}
+"""
+
+
+def run_cli(capsys, *args: str, seconds: float = 120) -> tuple[int, str, str]:
+    capsys.readouterr()
+    with within(seconds):
+        code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_located(code: int, err: str, *words: str, expected: int = 1) -> None:
+    assert code == expected, err
+    assert "Traceback" not in err and "bug in archspec" not in err, err
+    for word in words:
+        assert word in err, (word, err)
+
+
+# -- 1: FIFOs are refused, never opened blocking --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def image_spec(request, tmp_path_factory) -> str:
+    path = scratch(request, tmp_path_factory, "spec") / "tiny_images.yaml"
+    path.write_text(IMAGES)
+    return str(path)
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_a_fifo_named_like_an_image_in_a_data_folder_is_refused(image_spec, tmp_path, capsys, split):
+    from tests.train.train_data_shapes import make_shapes
+
+    make_shapes(str(tmp_path), classes=2, train=2, val=2, size=16, seed=1)
+    folder = tmp_path / split / sorted(os.listdir(tmp_path / split))[0]
+    os.mkfifo(folder / "x.png")
+    code, _, err = run_cli(capsys, "train", image_spec, "--data", str(tmp_path), "--steps", "1", "--batch", "2",
+                           seconds=60)
+    assert_located(code, err, "x.png", "named pipe")
+
+
+def test_open_regular_refuses_a_fifo_without_blocking(tmp_path):
+    from archspec.core.files import SpecialFile, open_regular, read_regular_file
+
+    fifo = tmp_path / "weights.pt"
+    os.mkfifo(fifo)
+    with within(10):
+        with pytest.raises(SpecialFile):
+            open_regular(str(fifo))
+        with pytest.raises(SpecialFile):
+            read_regular_file(str(fifo), 10)
+    plain = tmp_path / "plain.bin"
+    plain.write_bytes(b"abc")
+    with open_regular(str(plain)) as f:
+        assert f.read() == b"abc"
+
+
+def test_an_image_swapped_for_a_fifo_after_listing_is_refused_at_loading(tmp_path):
+    from archspec.core.errors import SpecError
+    from archspec.train.data import load_image
+
+    fifo = tmp_path / "x.png"
+    os.mkfifo(fifo)
+    with within(10), pytest.raises(SpecError, match="not a regular file"):
+        load_image(str(fifo))
