@@ -1,5 +1,7 @@
 """`archspec primitives [NAME]`: every primitive, its kinds and their options (type, default,
-doc), read from the registry the checker uses, so it is never out of date; `--json` too."""
+doc), read from the registry the checker uses, so it is never out of date; `--json` too.
+`--markdown` prints the reference tables of specs/README.md (archspec/render/reference.py);
+`--markdown FILE` rewrites the generated blocks of FILE in place."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ HELP = "list every primitive, kind and option with its default and doc"
 def add_arguments(parser) -> None:
     parser.add_argument("name", nargs="?", metavar="PRIMITIVE", help="only this primitive (e.g. attention)")
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    parser.add_argument("--markdown", nargs="?", const="-", metavar="FILE",
+                        help="print the reference tables as markdown; with FILE (specs/README.md), rewrite "
+                             "its generated blocks in place")
 
 
 def run(args) -> int:
@@ -29,12 +34,43 @@ def run(args) -> int:
             hint = did_you_mean(args.name, names)
             raise UsageError(f"no primitive '{args.name}'" + (f"; {hint}" if hint else f"; primitives: {', '.join(names)}"))
         names = [args.name]
+    if args.markdown is not None:
+        return _markdown(args.markdown, names)
     listing = [describe(name) for name in names]
     if args.json:
         print(json.dumps(listing, indent=2))
     else:
         print("\n\n".join(text(p) for p in listing))
     return 0
+
+
+def _markdown(path: str, names: list[str]) -> int:
+    from pathlib import Path
+
+    from ...render import reference
+
+    if path == "-":
+        print(reference.markdown([describe(name) for name in names]))
+        return 0
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"no file '{path}' to rewrite (--markdown FILE: a file holding generated "
+                         f"blocks; one primitive's tables: archspec primitives NAME --markdown)")
+    text = file.read_text()
+    unknown = sorted(set(reference.covered(text)) - set(registry_names()))
+    if unknown:
+        raise UsageError(f"{path}: the generated blocks name primitives that do not exist: {', '.join(unknown)}")
+    new = reference.splice(text, describe)
+    if new != text:
+        file.write_text(new)
+    print(f"{path}: {len(reference.blocks(text))} generated blocks " + ("rewritten" if new != text else "up to date"))
+    return 0
+
+
+def registry_names() -> list[str]:
+    from ...primitives import registry
+
+    return registry.primitives()
 
 
 def describe(primitive: str) -> dict:
@@ -60,7 +96,8 @@ def _score_parts() -> list[dict]:
 
 
 def _first_line(doc: str) -> str:
-    return doc.strip().split("\n")[0] if doc else ""
+    """The doc's first sentence or paragraph, on one line (a summary may wrap in the source)."""
+    return " ".join(doc.strip().split("\n\n")[0].split()) if doc else ""
 
 
 def _option(name: str, field) -> dict:
