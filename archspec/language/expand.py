@@ -87,6 +87,7 @@ class Expander:
         self.block_uses: list[tuple] = []  # (path, block, input names, input values): GroupInfo once resolved
         self.resolved: dict = {}  # scope.resolve's memo
         self.depth = 0  # blocks and groups being expanded, one inside the other
+        self.scopes: list[Scope] = []  # the scopes with a kept node named by `id` (kept_alternatives reads them)
         self.graph = Graph(spec.name, spec.doc, doc.file)
 
     # -- top level ------------------------------------------------------------------------
@@ -109,8 +110,20 @@ class Expander:
         self.graph.mappings = [source.path for source in sources if source.path is not None]
         self.graph.params = {name: self.params.get(name) for name in self.spec.params}
         self.errors.raise_if_any()
+        for problem in unread_alternatives(self.graph, self.kept_alternatives()):
+            self.errors.add(problem)
+        self.errors.raise_if_any()
         self.graph.warnings = [s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph)
         return self.graph
+
+    def kept_alternatives(self) -> list[tuple]:
+        """(path, location of its `id`) of each kept node that shares its id with a skipped one."""
+        found = {}
+        for scope in self.scopes:
+            for name, (path, loc) in scope.kept.items():
+                if scope.shared.get(name, 0) > 1:
+                    found[path] = loc
+        return list(found.items())
 
     def check_header(self) -> None:
         """What the graph needs before it expands: the plugins it requires, its params, the names
@@ -185,13 +198,20 @@ class Expander:
         except SpecError as exc:
             raise at_node(exc, site.node_path) from None
         scope = site.scope
+        if meta.id is not None:
+            scope.shared[name] = scope.shared.get(name, 0) + 1
         if not active:
             if name not in scope.names:
                 scope.names[name], scope.where[name] = value, self.doc.loc(site.path)
                 scope.skipped.add(name)
-            return value
+                return value
+            # an alternative of a node kept before it: what follows reads the kept one, not this one's input
+            return value if name in scope.skipped else scope.names[name]
         scope.names[name], scope.where[name] = value, self.doc.loc(site.path)
         scope.skipped.discard(name)
+        if meta.id is not None:
+            scope.kept[name] = (site.node_path, self.doc.loc(site.path + ("id",)))
+            self.scopes.append(scope)
         self._try(self.check_node_name, name, meta, site)
         return value
 
@@ -378,6 +398,25 @@ def mapping_files(spec: SpecDoc, doc: Document) -> list[MappingSource]:
     (mapping_sources.py): a mapping matters only when a checkpoint is loaded."""
     locs = [doc.loc(("mappings", i)) for i in range(len(spec.mappings))]
     return mapping_sources(spec.mappings, locs, doc.file)
+
+
+def unread_alternatives(graph: Graph, kept: list[tuple]) -> list:
+    """Errors for the kept alternatives (a node whose `if` held, sharing its id with skipped ones)
+    that no output depends on: the spec chose it and then computes it for nothing, which reads as
+    a model other than the one meant."""
+    if not kept:
+        return []
+    needed = graph.ancestors([out.node for out in graph.outputs + graph.objectives])
+    names = [node.name for node in graph.nodes() if not node.is_input]
+    problems = []
+    for path, loc in kept:
+        inside = [n for n in names if n == path or n.startswith(path + ".")]
+        if inside and not any(n in needed for n in inside):
+            problems.append(error(f"the alternative kept under id '{path.rsplit('.', 1)[-1]}' is computed, but no "
+                                  "output reads it", loc, path,
+                                  hint="a node after the alternatives reads the kept one by its id or through the "
+                                       "chain; check the `from:` of the nodes after it"))
+    return problems
 
 
 def unused_nodes(graph: Graph) -> list:

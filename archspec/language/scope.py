@@ -49,6 +49,8 @@ class Scope:
         self.names: dict[str, Any] = {}
         self.where: dict[str, Loc | None] = {}
         self.skipped: set[str] = set()  # ids of nodes whose `if` is false: an active node may take them
+        self.shared: dict[str, int] = {}  # id -> how many nodes of this graph give it (alternatives: 2 or more)
+        self.kept: dict[str, tuple] = {}  # id -> (path, location) of the node kept under it
 
     def visible(self) -> list[str]:
         scope, names = self, []

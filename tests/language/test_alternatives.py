@@ -1,0 +1,118 @@
+"""Alternatives: nodes sharing an id, of which `if` keeps one. Whatever reads the id, or the chain
+after the alternatives, or a block's output when they are its last nodes, reads the kept node,
+whichever place it has among them and whether or not the alternatives say `from:` (two user
+trials built a model that dropped every local attention this way, silently)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+from archspec.core.errors import SpecError
+
+FIRST_OF_TWO = """
+archspec: 1
+name: alternative_with_from
+params: {first: true}
+inputs:
+  x: {shape: [B, 16, 32], grid: [4, 4]}
+graph:
+  - {id: attn, if: "${first}", FROM attention: {kind: global, heads: 2}}
+  - {id: attn, if: "${not first}", FROM attention: {kind: window, heads: 2, window: 2}}
+  - {id: mlp, mlp: {ratio: 2}}
+"""
+
+BLOCK_LAST_NODES = """
+archspec: 1
+name: block_alternatives_last_node
+inputs:
+  x: [B, 8, 32]
+blocks:
+  layer:
+    params: {use_mlp: ~}
+    graph:
+      - {id: attn, attention: {kind: global, heads: 2}}
+      - {id: mlp, if: "${use_mlp}", FROM mlp: {ratio: 2}}
+      - {id: mlp, if: "${not use_mlp}", FROM mlp: {ratio: 4}}
+graph:
+  - {id: layers, repeat: 1, layer: {use_mlp: USE}}
+"""
+
+
+def spec(text: str, with_from: bool, source: str, **swap) -> str:
+    text = text.replace("FROM ", f"from: {source}, " if with_from else "")
+    for key, value in swap.items():
+        text = text.replace(key, value)
+    return text
+
+
+def modules_called(model, x) -> list[str]:
+    """The paths of the modules the forward calls, in order (hooks on every named submodule)."""
+    called, hooks = [], []
+    for path, module in model.named_modules():
+        if path and "." not in path.replace("layers.0.", ""):
+            hooks.append(module.register_forward_hook(lambda m, i, o, path=path: called.append(path)))
+    try:
+        model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return called
+
+
+@pytest.mark.parametrize("with_from", [True, False], ids=["from", "chain"])
+@pytest.mark.parametrize("first", [True, False], ids=["kept-first", "kept-last"])
+def test_a_node_after_alternatives_reads_the_kept_one(first, with_from):
+    report = archspec.check_text(spec(FIRST_OF_TWO, with_from, "x"), {"first": first})
+    graph = report.graph
+    kind = "global" if first else "window"
+    assert graph.record("attn").op.label == f"attention/{kind}"
+    assert graph.inputs_of("mlp") == ("attn",)
+    assert not report.warnings
+    model = archspec.build_text(spec(FIRST_OF_TWO, with_from, "x"), {"first": first})
+    x = torch.randn(2, 16, 32)
+    assert modules_called(model, x) == ["attn", "mlp"]
+    expected = model.mlp(model.attn(x))
+    assert torch.equal(model(x), expected)
+
+
+@pytest.mark.parametrize("with_from", [True, False], ids=["from", "chain"])
+@pytest.mark.parametrize("use_mlp", [True, False], ids=["kept-first", "kept-last"])
+def test_a_block_whose_last_nodes_are_alternatives_returns_the_kept_one(use_mlp, with_from):
+    text = spec(BLOCK_LAST_NODES, with_from, "attn", USE=str(use_mlp).lower())
+    report = archspec.check_text(text)
+    graph = report.graph
+    assert [o.node for o in graph.outputs] == ["layers.0.mlp"]
+    ratio = 2 if use_mlp else 4
+    assert graph.record("layers.0.mlp").params.ratio == ratio
+    assert not report.warnings
+    model = archspec.build_text(text)
+    x = torch.randn(2, 8, 32)
+    block = model.layers[0]
+    assert torch.equal(model(x), block.mlp(block.attn(x)))
+
+
+def test_a_kept_alternative_that_nothing_reads_is_an_error():
+    text = spec(FIRST_OF_TWO, True, "x").replace("{id: mlp, mlp", "{id: mlp, from: x, mlp")
+    with pytest.raises(SpecError) as caught:
+        archspec.check_text(text)
+    problem = caught.value.diagnostics[0]
+    assert "alternative kept under id 'attn'" in problem.message and "no output reads it" in problem.message
+    assert problem.loc.line == 8 and problem.path == "attn"
+
+
+def test_an_ordinary_skipped_node_still_passes_its_input_on():
+    """`if: false` on a node with no alternative: it stands for what it reads (the documented rule)."""
+    text = """
+archspec: 1
+name: skipped
+inputs:
+  x: [B, 8, 32]
+graph:
+  - {id: a, mlp: {ratio: 2}}
+  - {id: b, if: false, from: x, mlp: {ratio: 4}}
+  - {id: c, mlp: {ratio: 3}}
+"""
+    graph = archspec.check_text(text).graph
+    assert graph.inputs_of("c") == ("x",)
