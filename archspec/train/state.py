@@ -177,6 +177,8 @@ def check_tensor(value, what: str, shape: tuple | None, dtype: torch.dtype, path
     """A tensor of `shape` (None: any shape), floating where `dtype` is (else exactly `dtype`), finite."""
     if not isinstance(value, torch.Tensor):
         raise fault(path, f"{what} is a {type(value).__name__}, not a tensor")
+    if value.layout != torch.strided:
+        raise fault(path, f"{what} is stored as a {str(value.layout).replace('torch.', '')} tensor, not a dense one")
     if shape is not None and tuple(value.shape) != tuple(shape):
         raise fault(path, f"{what} is {shape_text(value.shape)} in the file and {shape_text(shape)} in this model",
                     hint="was it saved with other --set sizes? Resume with the sizes it was saved with")
@@ -185,7 +187,7 @@ def check_tensor(value, what: str, shape: tuple | None, dtype: torch.dtype, path
         kind = "floating-point" if floating else str(dtype).replace("torch.", "")
         raise fault(path, f"{what} holds {str(value.dtype).replace('torch.', '')} values where this model has "
                           f"{kind} ones; it is not cast")
-    if floating and not bool(torch.isfinite(value).all()):
+    if floating and not bool(torch.isfinite(value.to(dtype)).all()):  # in the model's dtype: 1e300 is inf
         raise fault(path, f"{what} holds NaN or infinite values",
                     hint="a run that diverged saved it; resume from an earlier file or start afresh")
 

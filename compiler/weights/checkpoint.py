@@ -87,6 +87,11 @@ def _check_tensors(state: dict, name: str) -> None:
     if not_tensors:
         raise error(f"weights: {name}: not a state dict of tensors ({listing(not_tensors)} "
                     f"{'is not a tensor' if len(not_tensors) == 1 else 'are not tensors'})", hint=SAFE_LOAD_HINT)
+    not_dense = [f"{k} ({'quantized' if v.is_quantized else str(v.layout).replace('torch.', '')})"
+                 for k, v in state.items() if v.layout != torch.strided or v.is_quantized]
+    if not_dense:
+        raise error(f"weights: {name}: {listing(not_dense)} {'is' if len(not_dense) == 1 else 'are'} not stored "
+                    f"as dense tensors", hint="save the weights dense: {k: v.to_dense() for k, v in state.items()}")
 
 
 def listing(items: list[str]) -> str:

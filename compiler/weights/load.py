@@ -15,7 +15,8 @@ checkpoint's other tensors may be anything its mapping drops):
   float64 are converted to the model's dtype; an integer, boolean or complex tensor is an
   error (it would be cast silently, and never was a trained weight);
 - where the model has an integer buffer, the checkpoint must have integers;
-- floating tensors must be finite: NaN or infinity is an error, unless ARCHSPEC_ALLOW_NAN=1
+- floating tensors must be finite once converted to the model's dtype (a float64 beyond float32's
+  range would load as infinity): NaN or infinity is an error, unless ARCHSPEC_ALLOW_NAN=1
   (or allow_nan=True) asks to load them anyway, for debugging a diverged run.
 """
 
@@ -59,12 +60,13 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     namings = namings_to_try(model, graph, list(mappings), spec_params(model, graph, params))
     fit = namings.best_fit(state, ours, guarded(resamplers(model)), classifier_tensors(model, ours))
     check_dtypes(fit, ours, source_name(source))
+    values = converted(fit, ours)
     if not (allow_nan if allow_nan is not None else os.environ.get(ALLOW_NAN, "") not in ("", "0")):
-        check_finite(fit, ours, source_name(source))
+        check_finite(values, source_name(source))
     with torch.no_grad():
         for key, value in model.state_dict().items():
-            if key in fit.state:
-                value.copy_(fit.state[key])
+            if key in values:
+                value.copy_(values[key])
     return fit
 
 
@@ -110,10 +112,18 @@ def check_dtypes(fit: Fit, ours: dict, name: str) -> None:
                          "model's); an integer or boolean tensor where the model has floats is no trained weight")
 
 
-def check_finite(fit: Fit, ours: dict, name: str) -> None:
-    """No NaN or infinity in what is loaded."""
-    bad = [key for key, theirs, _ in landing(fit, ours)
-           if theirs.is_floating_point() and not bool(torch.isfinite(theirs).all())]
+def converted(fit: Fit, ours: dict) -> dict[str, torch.Tensor]:
+    """What lands in the model, each tensor in the model's dtype: the values the model will hold,
+    so that a float64 beyond float32's range is seen as the infinity it becomes, and a float8
+    tensor (which torch.isfinite does not take) is checked as the float32 it becomes."""
+    return {key: theirs.to(mine.dtype) if theirs.dtype != mine.dtype else theirs
+            for key, theirs, mine in landing(fit, ours)}
+
+
+def check_finite(values: dict[str, torch.Tensor], name: str) -> None:
+    """No NaN or infinity in what is loaded (in the model's dtype)."""
+    bad = [key for key, value in values.items()
+           if value.is_floating_point() and not bool(torch.isfinite(value).all())]
     if bad:
         raise error(f"weights: {name}: {len(bad)} tensor(s) hold NaN or infinite values: {listing(bad)}",
                     hint=f"the checkpoint may come from a diverged run; set {ALLOW_NAN}=1 to load it anyway "

@@ -98,3 +98,76 @@ def test_an_image_swapped_for_a_fifo_after_listing_is_refused_at_loading(tmp_pat
     os.mkfifo(fifo)
     with within(10), pytest.raises(SpecError, match="not a regular file"):
         load_image(str(fifo))
+
+
+# -- 4, 13: checkpoint values as the model will hold them -----------------------------------------------------
+
+LINEAR = """\
+name: tiny_linear
+inputs:
+  x: [B, 8]
+graph:
+  - {id: fc, linear: {dim: 4}}
+"""
+
+
+@pytest.fixture(scope="module")
+def linear_spec(request, tmp_path_factory) -> str:
+    path = scratch(request, tmp_path_factory, "linear") / "tiny_linear.yaml"
+    path.write_text(LINEAR)
+    return str(path)
+
+
+def linear_state(dtype=torch.float32) -> dict:
+    return {"fc.weight": torch.randn(4, 8).to(dtype), "fc.bias": torch.zeros(4).to(dtype)}
+
+
+def save(state: dict, path) -> str:
+    path = str(path)
+    if path.endswith(".safetensors"):
+        from safetensors.torch import save_file
+
+        save_file(state, path)
+    else:
+        torch.save(state, path)
+    return path
+
+
+def build_with(capsys, spec: str, checkpoint: str, tmp_path) -> tuple[int, str]:
+    code, _, err = run_cli(capsys, "build", spec, "--weights", checkpoint, "-o", str(tmp_path / "out"))
+    return code, err
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_float64_values_beyond_float32_are_not_finite_weights(linear_spec, tmp_path, capsys, suffix):
+    state = linear_state(torch.float64)
+    state["fc.weight"][0, 0] = 1e300
+    code, err = build_with(capsys, linear_spec, save(state, tmp_path / f"big{suffix}"), tmp_path)
+    assert_located(code, err, "fc.weight", "NaN or infinite")
+
+
+def test_a_float64_checkpoint_within_float32_still_loads(linear_spec, tmp_path, capsys):
+    code, err = build_with(capsys, linear_spec, save(linear_state(torch.float64), tmp_path / "ok.pt"), tmp_path)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_a_float8_checkpoint_loads_as_it_does_from_safetensors(linear_spec, tmp_path, capsys, suffix):
+    code, err = build_with(capsys, linear_spec, save(linear_state(torch.float8_e4m3fn), tmp_path / f"f8{suffix}"),
+                           tmp_path)
+    assert code == 0, err
+
+
+def test_a_float8_checkpoint_with_nan_is_refused(linear_spec, tmp_path, capsys):
+    state = linear_state(torch.float32)
+    state["fc.weight"][1, 1] = float("nan")
+    state = {k: v.to(torch.float8_e4m3fn) for k, v in state.items()}
+    code, err = build_with(capsys, linear_spec, save(state, tmp_path / "f8nan.pt"), tmp_path)
+    assert_located(code, err, "fc.weight", "NaN or infinite")
+
+
+def test_a_sparse_tensor_in_a_pt_is_a_located_error(linear_spec, tmp_path, capsys):
+    state = linear_state()
+    state["fc.weight"] = state["fc.weight"].to_sparse()
+    code, err = build_with(capsys, linear_spec, save(state, tmp_path / "sparse.pt"), tmp_path)
+    assert_located(code, err, "fc.weight", "sparse", "dense")
