@@ -36,6 +36,7 @@ from archspec.core.errors import SpecError, error
 
 from .checkpoint import listing, read_state_dict, source_name
 from .fit import Fit, best_fit, fit_under
+from .rules import KeyProblem
 from .mapping_file import read_mapping_file
 from .naming import ARCHSPEC, Naming
 from .resample import resamplers
@@ -58,7 +59,10 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     state = read_state_dict(source)
     ours = model.state_dict()
     namings = namings_to_try(model, graph, list(mappings), spec_params(model, graph, params))
-    fit = namings.best_fit(state, ours, guarded(resamplers(model)), classifier_tensors(model, ours))
+    try:
+        fit = namings.best_fit(state, ours, guarded(resamplers(model)), classifier_tensors(model, ours))
+    except KeyProblem as exc:
+        raise key_problem(exc, source_name(source)) from None
     check_dtypes(fit, ours, source_name(source))
     values = converted(fit, ours)
     if not (allow_nan if allow_nan is not None else os.environ.get(ALLOW_NAN, "") not in ("", "0")):
@@ -68,6 +72,15 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
             if key in values:
                 value.copy_(values[key])
     return fit
+
+
+def key_problem(exc: KeyProblem, name: str) -> SpecError:
+    """A checkpoint key a computed rename cannot be evaluated for: the error names the checkpoint
+    and the key first, then (if the evaluation failed) where in the mapping file it did."""
+    key = exc.key if len(exc.key) <= 120 else exc.key[:100] + f"... ({len(exc.key):,} characters)"
+    first = error(f"weights: {name}: checkpoint key {key!r}: {exc.why}",
+                  hint="the checkpoint's keys are not those of a model this mapping was written for")
+    return SpecError(first.diagnostics + (exc.cause.diagnostics[:1] if exc.cause is not None else []))
 
 
 def classifier_tensors(model: torch.nn.Module, ours: dict) -> frozenset[str]:
@@ -168,6 +181,8 @@ class Namings:
         the spec's led nowhere, the error names that entry first (the load needed it)."""
         try:
             fit = best_fit(state, ours, self.namings, resample, classifier)
+        except KeyProblem:
+            raise  # the checkpoint's, whatever the spec's entries are
         except SpecError as exc:
             if not self.unavailable:
                 raise

@@ -418,9 +418,24 @@ def _group_readers(doc: Document, base: tuple, raw: dict, params: ParamSource | 
         return {}
 
     def evaluator(text: str, path: tuple):
-        def evaluate(groups: dict) -> str:
-            return str(evaluate_value(text, path, _WithGroups(groups, params), doc))
+        def evaluate(groups: dict, expand: Callable[[str], str]) -> str:
+            """The file's text between the ${...} expanded as a template (its \\1s); each ${...}'s
+            value, which holds text from the checkpoint's key, inserted literally."""
+            env, pieces, last = _WithGroups(groups, params), [], 0
+            for match in EXPRESSION.finditer(text):
+                pieces.append(expand(text[last:match.start()]))
+                pieces.append(str(_piece(match.group(0), match.start(), path, env)))
+                last = match.end()
+            pieces.append(expand(text[last:]))
+            return "".join(pieces)
         return evaluate
+
+    def _piece(expression: str, offset: int, path: tuple, env):
+        try:
+            return evaluate_value(expression, path, env, doc)
+        except SpecError as exc:  # located within the piece: shift to where it is in the value
+            raise SpecError([dataclasses.replace(d, loc=Loc(d.loc.file, d.loc.line, d.loc.col + offset))
+                             if d.loc is not None else d for d in exc.diagnostics]) from None
 
     return {pattern: evaluator(text, base + ("rename", pattern)) for pattern, text in renames.items()
             if isinstance(text, str) and READS_GROUPS.search(text)}

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Union
 
+from archspec.core.errors import SpecError, error
+
 from .patterns import KeyPattern
 
 Pairs = Iterator[tuple[str, object]]  # (key, tensor)
@@ -35,19 +37,37 @@ BUFFER_NAMES = frozenset({"inv_freq", "original_inv_freq", "position_ids", "toke
 class Computed:
     """A rename's replacement whose `${...}` read the pattern's groups (g1, g2, ...: an int where
     the group is digits) besides the spec's params, so it is evaluated for each key it matches:
-    `evaluate(groups)` gives the text, whose `\\1`s are then expanded."""
+    `evaluate(groups, expand)` gives the text. The mapping file's own text between the `${...}`
+    is a template (`expand` turns its `\\1`s into groups); what a `${...}` gives, which comes
+    from the checkpoint's key, is inserted as it is, never read as a template."""
 
     template: str
-    evaluate: Callable[[dict], str]
+    evaluate: Callable[[dict, Callable[[str], str]], str]
 
 
-def group_values(found, count: int) -> dict:
+MAX_INDEX_DIGITS = 18  # a group of more digits is no index of any model (and beyond int64 math)
+
+
+class KeyProblem(SpecError):
+    """A checkpoint key that a computed rename cannot be evaluated for; load.py names the
+    checkpoint. `cause`: the evaluation's SpecError (pointing into the mapping file), if any;
+    its diagnostics are this error's, else one that names the key."""
+
+    def __init__(self, key: str, why: str, cause: SpecError | None = None):
+        super().__init__(cause.diagnostics if cause is not None else error(f"checkpoint key {key!r}: {why}").diagnostics)
+        self.key, self.why, self.cause = key, why, cause
+
+
+def group_values(found, count: int, key: str = "") -> dict:
     """g1, g2, ... of a match: an int where the group's text is digits, else the text ('' when
-    the group took no part)."""
+    the group took no part). A run of more than MAX_INDEX_DIGITS digits is a KeyProblem."""
     values = {}
     for index in range(1, count + 1):
         text = found.group(index) or ""
-        values[f"g{index}"] = int(text) if text.isdigit() else text
+        if text.isdigit() and len(text) > MAX_INDEX_DIGITS:
+            raise KeyProblem(key, f"its part g{index} is a number of {len(text):,} digits, beyond any index a "
+                                  f"model has ({text[:12]}...)")
+        values[f"g{index}"] = int(text) if text.isdigit() and text.isascii() else text
     return values
 
 
@@ -67,8 +87,13 @@ class Rename:
             if isinstance(replacement, Computed):
                 found = pattern.search(key)
                 if found is not None:
-                    text = replacement.evaluate(group_values(found, pattern.groups))
-                    return key[:found.start()] + found.expand(text) + key[found.end():]
+                    groups = group_values(found, pattern.groups, key)
+                    try:
+                        text = replacement.evaluate(groups, found.expand)
+                    except SpecError as exc:
+                        raise KeyProblem(key, f"the rename of {pattern.pattern!r} cannot be computed for it: "
+                                              f"{exc.diagnostics[0].message}", exc) from None
+                    return key[:found.start()] + text + key[found.end():]
                 continue
             new, count = pattern.subn(replacement, key, count=1)
             if count:

@@ -171,3 +171,44 @@ def test_a_sparse_tensor_in_a_pt_is_a_located_error(linear_spec, tmp_path, capsy
     state["fc.weight"] = state["fc.weight"].to_sparse()
     code, err = build_with(capsys, linear_spec, save(state, tmp_path / "sparse.pt"), tmp_path)
     assert_located(code, err, "fc.weight", "sparse", "dense")
+
+
+# -- 11, 12: checkpoint keys in computed renames ------------------------------------------------------------
+
+RENAMES = r"""archspec: 1
+name: test
+rules:
+  - rename:
+      '^layer_([^.]+)\.': 'f${g1}.'
+"""
+
+
+def computed_rename(tmp_path, text: str = RENAMES):
+    from archspec.compiler.weights.mapping_file import read_mapping_file
+    from archspec.compiler.weights.load import SpecParams
+
+    path = tmp_path / "map.yaml"
+    path.write_text(text)
+    return read_mapping_file(str(path), params=SpecParams({})).rules[0]
+
+
+@pytest.mark.parametrize("part", ["\\9", "\\g<", "\\g<zz>", "\\g<0>", "\\1", "\\n", "a\\"])
+def test_checkpoint_text_is_inserted_literally_in_a_computed_rename(tmp_path, part):
+    rule = computed_rename(tmp_path)
+    assert rule.rename(f"layer_{part}.weight") == f"f{part}.weight"
+
+
+def test_the_mapping_files_own_backreferences_still_expand(tmp_path):
+    rule = computed_rename(tmp_path, RENAMES.replace("'f${g1}.'", r"'f${g1}.\1.'"))
+    assert rule.rename("layer_3.weight") == "f3.3.weight"
+
+
+@pytest.mark.parametrize("digits", [25, 5000])
+def test_a_huge_block_index_is_an_error_naming_the_checkpoint_and_its_key(tmp_path, capsys, digits):
+    spec = os.path.join(os.path.dirname(__file__), "..", "..", "specs", "efficientformer_l1.yaml")
+    timm = {"stem.conv1.weight": torch.zeros(1), "head_dist.weight": torch.zeros(1),  # what identifies timm's
+            "stages.0.blocks.0.token_mixer.attention_biases": torch.zeros(1),
+            f"stages.3.blocks.{'9' * digits}.mlp.fc1.weight": torch.zeros(1)}
+    code, err = build_with(capsys, spec, save(timm, tmp_path / "odd.pt"), tmp_path)
+    assert_located(code, err, "odd.pt", "checkpoint key 'stages.3.blocks.999", "digits")
+    assert len(err) < 5000, err
