@@ -48,6 +48,34 @@ def shipped_spec(name: str) -> str | None:
     return os.path.join(shipped_folder(), name + SUFFIX)
 
 
+def shipped_spec_named(text: str) -> str | None:
+    """The path of the shipped spec that a spec's `extends:` or `mappings:` entry names by its
+    name alone: `llama`, or its file name `llama.yaml` / `llama.yml` with no folder; None when
+    `text` is neither. (A file of that name beside the spec is looked for first, by the caller.)"""
+    if not isinstance(text, str) or not text:
+        return None
+    if looks_like_a_name(text):
+        return shipped_spec(text)
+    stem, suffix = os.path.splitext(text)
+    if suffix in (".yaml", ".yml") and looks_like_a_name(stem):
+        return shipped_spec(stem)
+    return None
+
+
+def shipped_mapping_named(text: str) -> str | None:
+    """The path of the shipped mapping file (specs/mappings/) that `text` names by its name alone:
+    `hf_llama`, or `hf_llama.yaml` with no folder; None when there is none."""
+    if not isinstance(text, str) or not text:
+        return None
+    stem, suffix = os.path.splitext(text)
+    if suffix not in (".yaml", ".yml"):
+        stem, suffix = text, SUFFIX
+    if not looks_like_a_name(stem) or stem.startswith(".") or stem == "README":
+        return None
+    path = os.path.join(shipped_folder(), "mappings", stem + suffix)
+    return path if os.path.isfile(path) else None
+
+
 def looks_like_a_name(text: str) -> bool:
     """Whether `text` could be a shipped spec's name rather than a path: no folder separator and
     no YAML suffix (`swin_t`, not `swin_t.yaml` or `specs/swin_t`)."""

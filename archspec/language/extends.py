@@ -4,7 +4,9 @@ A spec that extends another starts from that spec's document: `params`, `dims`, 
 `targets` and `blocks` are overridden key by key; `name`, `doc`, `graph`, `outputs` and the
 rest are replaced whole. Instead of a whole `graph`, the spec may edit its base's graph
 (edits.py). Every value keeps the position of the file it came from. Which files `extends`
-may name: paths.py (YAML files in the spec's folder tree or archspec's specs folder).
+may name: paths.py (YAML files in the spec's folder tree or archspec's specs folder). A shipped
+spec may be named from any folder by its name (`extends: llama`) or its file name
+(`extends: llama.yaml`); a file of that name beside the spec wins over the shipped one.
 
 A chain is bounded as a whole, not only file by file: at most MAX_EXTENDS levels, and at most
 MAX_VALUES values in all its files together (limits.py), so that checking a spec that extends
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 import os
 
-from ..core.errors import error
+from ..core.errors import Loc, error
+from ..core.shipped import closest_names, looks_like_a_name, shipped_spec_named
 from ..core.words import did_you_mean
 from .edits import edit_graph, refuse_edits_without_base, write_graph
 from .limits import MAX_EXTENDS, MAX_VALUES
@@ -51,7 +54,7 @@ def _laid(doc: Document, chain: tuple[str, ...], held: int) -> tuple[Document, l
     if not isinstance(target, str):
         raise error("`extends` must be a path to another spec", loc)
     root = chain[0] if chain else doc.file
-    path = named_file(target, doc.file, root, loc, "extends")  # refused before it is looked for
+    path = extended_file(target, doc.file, root, loc)
     here = os.path.abspath(doc.file)
     if os.path.abspath(path) in chain + (here,):
         names = " -> ".join(os.path.basename(p) for p in chain + (here, path))
@@ -77,6 +80,30 @@ def _laid(doc: Document, chain: tuple[str, ...], held: int) -> tuple[Document, l
     if not isinstance(base.data, dict):
         raise error("the extended spec is not a mapping", loc)
     return merge(base, doc, edited)
+
+
+def extended_file(target: str, named_by: str, root: str, loc: Loc | None) -> str:
+    """The file `extends: target` leads to, for the file `named_by` of the spec at `root`: a file
+    relative to `named_by`'s folder (the rule of paths.py, applied before it is looked for), else
+    the shipped spec that `target` names (`llama` or `llama.yaml`). A name with no folder and no
+    suffix is a shipped spec's name only, as on the command line."""
+    shipped = shipped_spec_named(target)
+    if looks_like_a_name(target):
+        if shipped is not None:
+            return shipped
+        raise error(f"extends: no such shipped spec {target}", loc,
+                    hint=_shipped_hint(target) or "a file is named with its suffix (`extends: base.yaml`); "
+                                                  "`archspec models` lists the shipped specs")
+    path = named_file(target, named_by, root, loc, "extends")  # refused before it is looked for
+    if shipped is not None and not os.path.isfile(path):
+        return shipped
+    return path
+
+
+def _shipped_hint(target: str) -> str | None:
+    stem = os.path.splitext(os.path.basename(target))[0]
+    close = closest_names(stem)
+    return f"did you mean the shipped spec {' or '.join(close)}?" if close else None
 
 
 def value_count(doc: Document) -> int:

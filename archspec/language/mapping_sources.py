@@ -3,7 +3,10 @@
 A spec names its weight mapping files relative to the file that names them (the rule of
 paths.py says which files it may name). A name with no file there that names one of archspec's
 shipped mapping files (`mappings/timm_swin.yaml`, as the shipped specs write it) leads to the
-shipped file: a shipped spec copied into another folder keeps its mappings.
+shipped file: a shipped spec copied into another folder keeps its mappings. From any folder, an
+entry may also name a shipped mapping file by its name alone (`hf_llama` or `hf_llama.yaml`), or a
+shipped spec by its name (`llama` or `llama.yaml`), which stands for that spec's own mapping files.
+A file of that name beside the spec always wins over the shipped one.
 
 A mapping file matters only when a checkpoint is loaded (`--weights`). So an entry that leads
 nowhere (no such file, one that cannot be read, or one the rule refuses) is a warning at check,
@@ -19,6 +22,7 @@ import os
 from dataclasses import dataclass
 
 from ..core.errors import Diagnostic, Loc, SpecError, warning
+from ..core.shipped import looks_like_a_name, shipped_mapping_named, shipped_spec_named
 from .paths import SHIPPED_SPECS, named_file
 
 # Where archspec's shipped specs (and their mappings/ folder) are. When the shipped specs become
@@ -45,7 +49,48 @@ class MappingSource:
 def mapping_sources(names: list, locs: list[Loc | None], root_file: str) -> list[MappingSource]:
     """The entries `names` of a spec's `mappings:` (each at its `locs` entry), for the spec at
     `root_file`: each resolved, or with the warning that says why it leads nowhere."""
-    return [mapping_source(str(name), loc, root_file) for name, loc in zip(names, locs)]
+    return [source for name, loc in zip(names, locs) for source in entry_sources(str(name), loc, root_file)]
+
+
+def entry_sources(name: str, loc: Loc | None, root_file: str) -> list[MappingSource]:
+    """What one entry leads to: one mapping file, or a shipped spec's mapping files (`llama`)."""
+    if looks_like_a_name(name):  # a name, never a file: a shipped mapping file, else a shipped spec
+        shipped = shipped_mapping_named(name)
+        if shipped is not None:
+            return [MappingSource(name, loc, shipped, shipped=True)]
+        spec = shipped_spec_named(name)
+        if spec is not None:
+            return shipped_spec_sources(name, loc, spec)
+        return [MappingSource(name, loc, problem=missing(name, loc))]
+    source = mapping_source(name, loc, root_file)
+    if source.problem is not None and source.problem.message.startswith("no such mapping file"):
+        spec = shipped_spec_named(name)  # `llama.yaml`, with no file of that name beside the spec
+        if spec is not None:
+            return shipped_spec_sources(name, loc, spec)
+    return [source]
+
+
+def shipped_spec_sources(name: str, loc: Loc | None, spec: str) -> list[MappingSource]:
+    """The mapping files of the shipped spec at `spec` (and of the specs it extends), for the
+    entry `name` that named it: each shipped, named `name: entry` (`llama: mappings/hf_llama.yaml`)."""
+    from .extends import with_bases  # only for an entry that names a shipped spec
+    from .loader import load_file
+
+    doc = with_bases(load_file(spec))
+    entries = doc.data.get("mappings") if isinstance(doc.data, dict) else None
+    if isinstance(entries, str):
+        entries = [entries]
+    if not isinstance(entries, list) or not entries:
+        return [MappingSource(name, loc, problem=warning(
+            f"mappings: the shipped spec {name} has no mapping files", loc, hint=NEEDED_ONLY))]
+    out = []
+    for i, entry in enumerate(entries):
+        entry_loc = doc.loc(("mappings", i))
+        for source in entry_sources(str(entry), entry_loc, entry_loc.file if entry_loc else spec):
+            if source.path is not None:
+                source = dataclasses.replace(source, name=f"{name}: {entry}", loc=loc, shipped=True)
+            out.append(source)
+    return out
 
 
 def mapping_source(name: str, loc: Loc | None, root_file: str) -> MappingSource:
@@ -55,7 +100,7 @@ def mapping_source(name: str, loc: Loc | None, root_file: str) -> MappingSource:
     except SpecError as exc:
         return MappingSource(name, loc, problem=as_warning(exc.diagnostics[0]))
     if not os.path.isfile(path):
-        shipped = shipped_file(name)
+        shipped = shipped_file(name) or shipped_mapping_named(name)
         if shipped is not None:
             return MappingSource(name, loc, shipped, shipped=True)
         return MappingSource(name, loc, problem=missing(name, loc))
@@ -83,7 +128,8 @@ def shipped_file(name: str) -> str | None:
 def missing(name: str, loc: Loc | None) -> Diagnostic:
     where = f"the folder of {loc.file}" if loc else "the current folder"
     return warning(f"no such mapping file: {name}", loc,
-                   hint=f"mapping files are found relative to {where}, or among archspec's shipped mappings; "
+                   hint=f"mapping files are found relative to {where}, or among archspec's shipped mappings "
+                        "(by name: `hf_llama`), or a shipped spec's name stands for its mappings (`llama`); "
                         + NEEDED_ONLY)
 
 
