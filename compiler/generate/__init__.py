@@ -1,7 +1,12 @@
 """Generating tokens with a built decoder-only spec: `generate(model, input_ids, ...)`
 (driver.py), Hugging Face's arguments and return value, with a key/value cache (cache.py) and
-Hugging Face's sampling (sampling.py)."""
+Hugging Face's sampling (sampling.py); every argument and the memory the call holds checked
+before anything is allocated (arguments.py)."""
 
-from .driver import CAN_GENERATE, Decoder, decoder_of, generate
+from .arguments import guarded
+from .driver import CAN_GENERATE, Decoder, decoder_of
+from .driver import generate as _unchecked
+
+generate = guarded(_unchecked)  # its arguments and memory checked first (arguments.py)
 
 __all__ = ["CAN_GENERATE", "Decoder", "decoder_of", "generate"]

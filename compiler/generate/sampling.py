@@ -19,8 +19,8 @@ class Sampling:
     top_p: float | None = None
 
     def check(self) -> None:
-        if self.temperature is not None and not self.temperature > 0:
-            raise ValueError(f"temperature must be a positive number, got {self.temperature}")
+        if self.temperature is not None and not 0 < self.temperature < float("inf"):
+            raise ValueError(f"temperature must be a positive finite number, got {self.temperature}")
         if self.top_k is not None and self.top_k < 0:
             raise ValueError(f"top_k must be 0 or more, got {self.top_k}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
@@ -30,12 +30,15 @@ class Sampling:
         """The next token of each sequence [B] from float32 logits [B, vocab]."""
         if not self.do_sample:
             return logits.argmax(dim=-1)
-        scores = self.warp(logits)
+        # shifted so the best is 0 first: the same probabilities, and a tiny temperature makes the
+        # others -inf (the greedy choice) instead of overflowing the best to inf (NaN probabilities)
+        scores = self.warp(logits - logits.amax(dim=-1, keepdim=True))
         return torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=generator).squeeze(1)
 
     def warp(self, scores: torch.Tensor) -> torch.Tensor:
         if self.temperature is not None and self.temperature != 1.0:
-            scores = scores / self.temperature
+            # a 0 stays 0 where a temperature below float32's least (1e-45) is 0 there (not 0 / 0)
+            scores = torch.where(scores == 0, scores, scores / self.temperature)
         if self.top_k:
             scores = keep_top_k(scores, self.top_k)
         if self.top_p is not None and self.top_p < 1.0:

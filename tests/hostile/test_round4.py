@@ -212,3 +212,107 @@ def test_a_huge_block_index_is_an_error_naming_the_checkpoint_and_its_key(tmp_pa
     code, err = build_with(capsys, spec, save(timm, tmp_path / "odd.pt"), tmp_path)
     assert_located(code, err, "odd.pt", "checkpoint key 'stages.3.blocks.999", "digits")
     assert len(err) < 5000, err
+
+
+# -- 3, 9, 10, 15: generate's arguments and memory -----------------------------------------------------------
+
+LLAMA_SMALL = {"dim": 32, "hidden": 48, "layers": 1, "heads": 2, "kv_heads": 1, "vocab": 50, "context": 200_000}
+LLAMA_SETS = [a for k, v in LLAMA_SMALL.items() for a in ("--set", f"{k}={v}")]
+SPECS = os.path.join(os.path.dirname(__file__), "..", "..", "specs")
+
+
+@pytest.fixture(scope="module")
+def llama():
+    import archspec
+
+    return archspec.build(os.path.join(SPECS, "llama.yaml"), LLAMA_SMALL, seed=0).eval()
+
+
+def test_a_tiny_temperature_samples_the_greedy_choice(llama):
+    ids = torch.tensor([[1, 2, 3]])
+    greedy = llama.generate(ids, max_new_tokens=5)
+    for temperature in (1e-40, 1e-45, 5e-324):
+        sampled = llama.generate(ids, max_new_tokens=5, do_sample=True, temperature=temperature,
+                                 generator=torch.Generator().manual_seed(0))
+        assert torch.equal(sampled, greedy)
+
+
+@pytest.mark.parametrize("kwargs, kind, words", [
+    ({"eos_token_id": 2**70}, ValueError, "eos_token_id must be from 0 to 49"),
+    ({"eos_token_id": [1, -1]}, ValueError, "eos_token_id must be from 0 to 49"),
+    ({"eos_token_id": 1.5}, TypeError, "eos_token_id must be an integer"),
+    ({"pad_token_id": 50, "eos_token_id": 1}, ValueError, "pad_token_id must be from 0 to 49"),
+    ({"attention_mask": torch.tensor([[1, -1, 1]])}, ValueError, "attention_mask must hold 1"),
+    ({"attention_mask": torch.tensor([[1.0, float("nan"), 1.0]])}, ValueError, "attention_mask must hold 1"),
+    ({"attention_mask": torch.tensor([[0, 0, 0]])}, ValueError, "every token of a sequence as padding"),
+    ({"attention_mask": [[1, 1, 1]]}, TypeError, "attention_mask must be a tensor"),
+    ({"max_new_tokens": 2**70}, ValueError, "new tokens"),
+    ({"max_new_tokens": "5"}, TypeError, "max_new_tokens must be an integer"),
+    ({"do_sample": True, "temperature": float("inf")}, ValueError, "temperature must be a positive finite"),
+    ({"do_sample": True, "temperature": float("nan")}, ValueError, "temperature must be a positive finite"),
+    ({"do_sample": True, "top_k": 2**80}, None, None),  # as many as the vocabulary: fine
+    ({"do_sample": True, "top_p": 2.0}, ValueError, "top_p must be in (0, 1]"),
+    ({"generator": 5}, TypeError, "generator must be a torch.Generator"),
+])
+def test_model_generate_refuses_bad_arguments_in_words(llama, kwargs, kind, words):
+    ids, kwargs = torch.tensor([[1, 2, 3]]), {"max_new_tokens": 2, **kwargs}
+    if kind is None:
+        assert llama.generate(ids, **kwargs).shape == (1, 5)
+        return
+    with pytest.raises(kind) as info:
+        llama.generate(ids, **kwargs)
+    assert words in str(info.value)
+
+
+def test_model_generate_refuses_a_batch_of_none(llama):
+    with pytest.raises(ValueError, match="batch of 0"):
+        llama.generate(torch.zeros(0, 3, dtype=torch.long), max_new_tokens=2)
+
+
+def test_a_finished_sequence_pads_with_a_valid_pad_token(llama):
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    first = int(llama.generate(ids[:1], max_new_tokens=1)[0, -1])
+    out = llama.generate(ids, max_new_tokens=4, eos_token_id=first, pad_token_id=49)
+    assert out.shape[0] == 2
+
+
+def test_generate_refuses_a_cache_beyond_memory_before_allocating(llama, monkeypatch):
+    from archspec.core.errors import SpecError
+
+    monkeypatch.setenv("ARCHSPEC_MAX_BUILD_BYTES", str(4 << 20))
+    with within(20), pytest.raises(SpecError, match="run out of memory") as info:
+        llama.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=150_000)
+    assert "key/value cache" in str(info.value)
+
+
+def generate_cli(capsys, *args: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "generate", "llama", *LLAMA_SETS, "--ids", "1,2,3", *args)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--eos", "99999999999999999999999"], "--eos must be from 0 to 49"),
+    (["--eos", "50"], "--eos must be from 0 to 49"),
+    (["--eos", "-1"], "--eos must be from 0 to 49"),
+    (["--do-sample", "--temperature", "inf"], "--temperature must be a positive finite number"),
+])
+def test_cli_generate_options_out_of_range_are_usage_errors(capsys, args, words):
+    code, _, err = generate_cli(capsys, "--max-new-tokens", "2", *args)
+    assert_located(code, err, words, expected=2)
+
+
+def test_cli_generate_with_a_tiny_temperature_is_greedy(capsys):
+    code, greedy, err = generate_cli(capsys, "--max-new-tokens", "4")
+    assert code == 0, err
+    code, sampled, err = generate_cli(capsys, "--max-new-tokens", "4", "--do-sample", "--temperature", "1e-45")
+    assert code == 0, err
+    assert sampled == greedy
+
+
+def test_cli_generate_refuses_a_cache_beyond_memory(capsys, monkeypatch):
+    import archspec.core.memory as memory
+    import archspec.compiler.generate.arguments as arguments
+
+    monkeypatch.setattr(arguments, "available_bytes", lambda: 4 << 20)
+    code, _, err = generate_cli(capsys, "--max-new-tokens", "150000")
+    assert_located(code, err, "run out of memory", "key/value cache")
+    del memory

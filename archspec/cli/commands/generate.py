@@ -78,6 +78,14 @@ def check_decoder_start(decoder, start) -> None:
                          "themselves")
 
 
+def cli_words(message: str) -> str:
+    """generate()'s argument names as the command's options say them."""
+    for name, option in (("eos_token_id", "--eos"), ("decoder_start_token_id", "--decoder-start"),
+                         ("max_new_tokens", "--max-new-tokens")):
+        message = message.replace(name, option)
+    return message
+
+
 class PrintTokens:
     """A streamer (put, end) that prints each step's new id, skipping the prompt."""
 
@@ -116,12 +124,16 @@ def run(args) -> int:
     decoder = decoder_of(model)  # a spec that cannot generate: its error, exit 1
     check_decoder_start(decoder, args.decoder_start)
     input_ids = torch.tensor([ids], dtype=torch.long)
+    from ...compiler.generate.arguments import check_arguments
+
     try:
+        check_arguments(decoder, input_ids, max_new_tokens=args.max_new_tokens, eos_token_id=args.eos,
+                        decoder_start_token_id=args.decoder_start)
         check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start)
         if args.compile:
             check_compilable(decoder, "--compile")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(cli_words(str(exc))) from None
     generator = torch.Generator().manual_seed(args.seed) if args.do_sample else None
     if args.compile:
         print("... --compile: the decode step is compiled after the first token (seconds, once per length "

@@ -1,0 +1,167 @@
+"""generate()'s arguments, checked before anything is allocated: each wrong one is a plain Python
+error in words (TypeError for a wrong kind, ValueError for a value out of range), never an
+IndexError or RuntimeError from deep inside a decode step; and the memory the call will hold
+(the KV cache for prompt + new tokens, the output, the sampling buffers) is compared with the
+memory available first (archspec/core/memory.py; ARCHSPEC_MAX_BUILD_BYTES), a located
+"ran out of memory" SpecError when it does not fit, as is an allocation that fails meanwhile.
+
+    check_arguments(decoder, input_ids, **arguments)   types and ranges (Hugging Face's names)
+    check_memory(decoder, input_ids, max_new_tokens)    the bytes the call holds, against what is free
+    guarded(generate)                                   generate with both checks first (the public one)
+
+The CLI (`archspec generate`) turns the ValueErrors and TypeErrors into usage errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import numbers
+import operator
+
+import torch
+
+from archspec.core.errors import error
+from archspec.core.memory import MAX_BUILD_BYTES, available_bytes, human
+
+SAMPLING_COPIES = 6  # float32 [B, vocab] buffers a sampled step holds at once (scores, warped, sorted, probs...)
+
+
+def integer(name: str, value, low: int, high: int | None = None) -> int:
+    """`value` as an int within [low, high]; TypeError for a non-integer (a bool too), ValueError
+    outside the range."""
+    if isinstance(value, bool) or isinstance(value, torch.Tensor) and value.dim() != 0:
+        raise TypeError(f"{name} must be an integer, got {describe(value)}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {describe(value)}") from None
+    if number < low or high is not None and number > high:
+        shown = number if abs(number) < 10**18 else f"a number of {len(str(abs(number)))} digits"
+        within = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise ValueError(f"{name} must be {within}, got {shown}")
+    return number
+
+
+def real(name: str, value, positive: bool = True, at_most: float | None = None) -> float:
+    """`value` as a finite float (> 0 with `positive`, <= at_most); TypeError/ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {describe(value)}")
+    number = float(value) if abs(value) < 1e308 or not isinstance(value, int) else math.inf
+    if not math.isfinite(number) or positive and not number > 0 or at_most is not None and number > at_most:
+        bound = f"in (0, {at_most:g}]" if at_most is not None else "a positive finite number"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return number
+
+
+def describe(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def token_ids(name: str, value, vocab: int) -> list[int]:
+    """An id or a list of ids, each within the vocabulary."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise ValueError(f"{name} is an empty list: give a token id or leave it out")
+    return [integer(name, v, 0, vocab - 1) for v in values]
+
+
+def check_mask(attention_mask, input_ids) -> None:
+    """A tensor of input_ids' shape holding 0 (padding) and 1 only, each sequence with a token."""
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a tensor like input_ids, got {describe(attention_mask)}")
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"attention_mask is {list(attention_mask.shape)}, input_ids {list(input_ids.shape)}: "
+                         "they must have the same shape")
+    if attention_mask.is_complex() or not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        raise ValueError("attention_mask must hold 1 for each token and 0 for padding, nothing else")
+    if not bool((attention_mask != 0).any(dim=1).all()):
+        raise ValueError("attention_mask marks every token of a sequence as padding: each needs one token at least")
+
+
+def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temperature=None, top_k=None,
+                    top_p=None, eos_token_id=None, pad_token_id=None, attention_mask=None,
+                    decoder_start_token_id=None, streamer=None, generator=None, compile=False) -> None:
+    """TypeError or ValueError, in words, for an argument generate() cannot take (module docstring)."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
+        raise ValueError("input_ids must be a LongTensor [batch, length]")
+    if input_ids.shape[0] == 0:
+        raise ValueError("input_ids holds no sequences (a batch of 0): give at least one")
+    integer("max_new_tokens", max_new_tokens, 0)
+    if temperature is not None:
+        real("temperature", temperature)
+    if top_k is not None:
+        integer("top_k", top_k, 0)
+    if top_p is not None:
+        real("top_p", top_p, at_most=1.0)
+    if eos_token_id is not None:
+        token_ids("eos_token_id", eos_token_id, decoder.vocab)
+    if pad_token_id is not None:
+        integer("pad_token_id", pad_token_id, 0, decoder.vocab - 1)
+    if decoder_start_token_id is not None:
+        integer("decoder_start_token_id", decoder_start_token_id, 0, decoder.vocab - 1)
+    if attention_mask is not None:
+        check_mask(attention_mask, input_ids)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {describe(generator)}")
+    if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
+        raise TypeError(f"streamer must have put(tokens) and end(), as Hugging Face's streamers; got "
+                        f"{describe(streamer)}")
+
+
+def needed_bytes(decoder, batch: int, prompt: int, max_new_tokens: int) -> int:
+    """What a call holds at its longest: each cached attention layer's keys and values for every
+    token (a sliding window's ring only its window), the output ids, and the sampling buffers."""
+    parameter = next(decoder.model.parameters(), None)
+    size = parameter.element_size() if parameter is not None else 4
+    length = (1 if decoder.encoder_decoder else prompt) + max_new_tokens
+    cache = 0
+    for m in decoder.attention:
+        window = getattr(m, "window", None)
+        slots = min(length, window) if window else length
+        cache += 2 * batch * m.kv_heads * slots * m.head_dim * size
+    return cache + batch * length * 8 + SAMPLING_COPIES * batch * decoder.vocab * 4
+
+
+def check_memory(decoder, input_ids, max_new_tokens: int) -> None:
+    """A SpecError, before anything is allocated, when the call would hold more than is free."""
+    batch, prompt = input_ids.shape
+    need = needed_bytes(decoder, batch, prompt, max_new_tokens)
+    have = available_bytes()
+    if have is not None and need > have:
+        raise error(f"generate: {decoder.name}'s key/value cache for {batch} x {prompt} prompt + {max_new_tokens:,} "
+                    f"new tokens needs {human(need)}, more than the {human(have)} of memory free: it would run "
+                    "out of memory", hint=f"ask for fewer new tokens or a smaller batch (or set {MAX_BUILD_BYTES})")
+
+
+def guarded(generate):
+    """`generate` (driver.py's) with its arguments and memory checked first, and an allocation
+    that fails while generating a located "ran out of memory" error."""
+    signature = inspect.signature(generate)
+
+    @functools.wraps(generate)
+    def checked(model, input_ids, *args, **kwargs):
+        from .driver import check_request, decoder_of
+
+        bound = signature.bind(model, input_ids, *args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        decoder = decoder_of(arguments.pop("model"))
+        check_arguments(decoder, **arguments)
+        check_request(decoder, input_ids, arguments["attention_mask"], arguments["max_new_tokens"],
+                      arguments["decoder_start_token_id"])
+        check_memory(decoder, input_ids, arguments["max_new_tokens"])
+        try:
+            return generate(*bound.args, **bound.kwargs)
+        except (MemoryError, RuntimeError) as exc:
+            from ..backends.memory import ran_out_of_memory
+
+            if not ran_out_of_memory(exc):
+                raise
+            raise error(f"generate: {decoder.name} ran out of memory while generating "
+                        f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})",
+                        hint="ask for fewer new tokens or a smaller batch") from None
+
+    return checked
