@@ -1,7 +1,8 @@
 """norm kind=batch: a BatchNorm over the channels of an image, tokens or a feature vector,
 statistics over every other axis (timm's conv stems and XCiT's local patch interaction on
 images; LeViT's Linear + BatchNorm on tokens). Its running mean and variance are buffers the
-state dict keeps (and a checkpoint loads); training updates them, eval uses them."""
+state dict keeps (and a checkpoint loads); training updates them, eval uses them. `bias: false`
+leaves the learned bias out (the weight stays)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ....core.types import TensorType
 from ...base import Cost, Eps, Op, Params, RuleError
 from ...counting import norm_params
 from ...registry import register
+from .common import Bias
 
 
 class BatchNormParams(Params):
@@ -20,6 +22,7 @@ class BatchNormParams(Params):
     eps: Eps = 1e-5
     momentum: float = Field(0.1, gt=0, le=1, allow_inf_nan=False,
                             description="the running statistics' update rate in training (torch's momentum)")
+    bias: Bias = True
 
 
 class BatchNorm(Op):
@@ -36,7 +39,7 @@ class BatchNorm(Op):
         return x  # same shape
 
     def cost(self, p, inputs, out: TensorType, ctx) -> Cost:
-        return Cost(params=norm_params(out.channels), flops=0)
+        return Cost(params=norm_params(out.channels) if p.bias else out.channels, flops=0)
 
 
 BATCH = register(BatchNorm())

@@ -1,12 +1,23 @@
-"""What the norm kinds share: the layouts they read."""
+"""What the norm kinds share: the layouts they read, and the `bias` option of those with a bias."""
 
 from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
 
 from ....core.types import TensorType
 from ...base import RuleError
 
+Bias = Annotated[bool, Field(description="a learned bias (false: none, as torch's LayerNorm(bias=False); the "
+                                         "parameters are the weight only)")]
 
-def check_normalisable(x: TensorType) -> TensorType:
+
+def check_normalisable(x: TensorType, image: bool = False) -> TensorType:
+    """`x` when the norm reads it: tokens or a feature vector, or with `image`, an image too
+    (normalised over its channels at every pixel, as timm's LayerNorm2d)."""
+    if image and x.layout == "image":
+        return x  # same shape
     if x.layout not in ("tokens", "vector"):
         raise RuleError(f"norm needs tokens or a feature vector, got {x.layout_name()}",
                         hint="a norm normalises the channels of tokens; patchify an image first")
