@@ -28,8 +28,7 @@ import os
 from typing import Any, Mapping
 
 from .core.errors import Diagnostic, InternalError, Loc, SpecError, UsageError
-
-__version__ = "0.1.0"
+from .core.version import __version__
 __all__ = ["check", "check_text", "build", "build_text", "create_model", "list_models", "SpecError", "InternalError",
            "UsageError", "Diagnostic", "Loc", "__version__"]
 

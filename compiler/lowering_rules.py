@@ -13,7 +13,7 @@ and residual around it. Rules are keyed by the op object (JAX's `register_loweri
 never by a string; registering an op twice is an error.
 
 The rule files are found by discovery: every module under archspec.compiler.modules is
-imported once (`load_lowerings`).
+imported once (`load_lowerings`), by the package's name, since they import this module.
 """
 
 from __future__ import annotations
@@ -52,9 +52,7 @@ def load_lowerings() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import modules
-
-    import_modules(modules)
+    import_modules("archspec.compiler.modules")  # by name: the rule files import this module
 
 
 def load_torch_side_of(op: Op) -> None:

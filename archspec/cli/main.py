@@ -20,24 +20,24 @@ import pkgutil
 import sys
 import traceback
 
-from .. import __version__
 from ..core.errors import InternalError, SpecError, UsageError
-from .output import print_errors, visible_streams
+from ..core.output import print_errors, visible_streams
+from ..core.version import __version__
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as if killed by SIGPIPE, like other command-line tools
 BUG_NOTICE = "This is a bug in archspec, not a problem with your spec. Please report it."
+COMMANDS = "archspec.cli.commands"  # found by name, as the ops are: the command modules import cli's helpers
 
 
 def commands() -> dict:
     """The command modules (archspec/cli/commands/), in their listed order."""
-    from . import commands as package
-
+    package = importlib.import_module(COMMANDS)
     names = [info.name for info in pkgutil.iter_modules(package.__path__) if info.name != "common"]
     order = {name: i for i, name in enumerate(package.ORDER)}
     found = {}
     for name in sorted(names, key=lambda n: (order.get(n, len(order)), n)):
-        module = importlib.import_module(f"{package.__name__}.{name}")
+        module = importlib.import_module(f"{COMMANDS}.{name}")
         found[module.NAME] = module
     return found
 

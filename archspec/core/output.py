@@ -1,6 +1,7 @@
 """Printing diagnostics: errors and warnings as text (with the source line and a caret) on
 stderr, or as JSON records; and the streams every command prints through, which show control
-characters as visible escapes."""
+characters as visible escapes. Here, below the face, so that the `archspec` command (cli/) and
+`python -m archspec.train` print the same way without importing each other."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import contextlib
 import json
 import sys
 
-from ..core.errors import Diagnostic, LocatedError
-from ..core.render import render
-from ..core.visible import visible
+from .errors import Diagnostic, LocatedError
+from .render import render
+from .visible import visible
 
 
 class VisibleStream:

@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_of(args) -> Options:
     """The options the command line gives; SPEC a path or a shipped spec's name (rank 0 of
     torchrun's processes says which shipped spec it took)."""
-    from ..cli.commands.common import overrides_of, spec_path
+    from ..arguments import overrides_of, spec_path
 
     spec = spec_path(args, announce=os.environ.get("RANK", "0") in ("", "0"))
     return Options(spec, overrides_of(args), args.steps, args.batch, args.lr, args.weight_decay, args.optimizer,

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"archspec train: error: {exc}", file=sys.stderr)
         return 2
     except LocatedError as exc:
-        from ..cli.output import print_errors
+        from ..core.output import print_errors
 
         print_errors(exc, False)
         return 1

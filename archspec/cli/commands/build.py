@@ -48,7 +48,7 @@ from ...language.limits import MAX_TEXT_BYTES
 from ...pipeline import check_file
 from ...report import human
 from ..artifacts import OutputDir
-from ..output import print_warnings
+from ...core.output import print_warnings
 from ..progress import Progress
 from .common import (add_spec_arguments, batch_sizes, checked_seed, overrides_of, require_cuda, size_range,
                      spec_path)

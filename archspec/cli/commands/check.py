@@ -10,7 +10,7 @@ from ...compiler.backends import targets
 from ...core.errors import SpecError, UsageError
 from ...core.types import BATCH
 from ...pipeline import check_file
-from ..output import print_warnings
+from ...core.output import print_warnings
 from .common import add_spec_arguments, batch_fits_memory, batch_sizes, overrides_of, size_range, spec_path
 
 NAME = "check"

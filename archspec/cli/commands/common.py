@@ -3,12 +3,9 @@ batch sizes (a batch the machine's memory cannot hold is a usage error, not a cr
 
 from __future__ import annotations
 
-import os
-import sys
-
 from ... import SEED_MAX
+from ...arguments import overrides_of, spec_path  # noqa: F401 - the commands' too (train's options read them)
 from ...core.errors import UsageError
-from ...language.compose import parse_override
 
 
 def add_spec_arguments(parser) -> None:
@@ -16,34 +13,6 @@ def add_spec_arguments(parser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override params, e.g. --set img=256 depths=[2,2,18,2] (or one --set each; "
                              "main.one_value_per_set splits them)")
-
-
-def overrides_of(args) -> dict[str, str] | None:
-    result = {}
-    for text in args.overrides:
-        try:
-            key, value = parse_override(text)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        result[key] = value
-    return result or None
-
-
-def spec_path(args, announce: bool = True) -> str:
-    """The spec file SPEC names: a path, or else a shipped spec's name (archspec/models.py),
-    which the command says on stderr (with `announce`); a usage error naming the closest
-    shipped names when it is neither."""
-    from ...models import not_found, resolve_spec, shipped_line
-
-    found = resolve_spec(args.spec)
-    if found is None:
-        raise UsageError(not_found(args.spec, "`archspec models`"))
-    path, shipped = found
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a directory; give a spec file")
-    if shipped and announce:
-        print(shipped_line(args.spec, path), file=sys.stderr)
-    return path
 
 
 def size_range(text: str, option: str) -> tuple[int, int]:

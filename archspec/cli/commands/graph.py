@@ -30,7 +30,7 @@ def run(args) -> int:
     from ...pipeline import attempt_file
     from ...render.files import format_of, render
     from ...render.picture import picture
-    from ..output import print_errors
+    from ...core.output import print_errors
 
     path = spec_path(args)
     out = args.output or os.path.splitext(os.path.basename(path))[0] + ".svg"

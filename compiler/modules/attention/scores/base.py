@@ -21,9 +21,11 @@ from typing import Callable
 
 import torch.nn as nn
 
+from archspec.core.discovery import import_modules
 from archspec.primitives.ops.attention.scores.base import ScorePart, ScoreSite, parse_scores
 
 _MAKERS: dict[str, Callable] = {}
+_FOUND = False  # the part files of this folder imported
 
 
 def score_module(part: ScorePart):
@@ -47,11 +49,18 @@ def score_part_names(p) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _load_makers() -> None:
+    """Import the part files of this folder (each registers its maker here), not the whole
+    lowering discovery: this module is one that discovery imports."""
+    global _FOUND
+    if not _FOUND:
+        _FOUND = True
+        import_modules(__package__)
+
+
 def install_score_parts(module: nn.Module, p, site: ScoreSite) -> nn.Module:
     """Make each part's module and place it in `module` under its name."""
-    from archspec.compiler.lowering_rules import load_lowerings  # the part files register with the modules
-
-    load_lowerings()
+    _load_makers()
     for name, use in zip(score_part_names(p), parse_scores(p.scores)):
         module.add_module(name, _MAKERS[use.part.name](use.params, site))
     return module
