@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
-from archspec.primitives.kv_cache import logits_output
+from archspec.primitives.kv_cache import cached_layers, logits_output, refusal
 
 from .facts import HEAD_ROLE, Classifier
 from .model_interface import InterfaceFacts
@@ -67,6 +67,9 @@ class ModelFacts:
     layers: dict[str, tuple]  # module path -> layer ordinal, per block
     coarse_layers: dict[str, tuple]  # the same, per stage
     logits: tuple[int, str] | None = None  # (output index, lm head node) of the logits generate() reads
+    # why generate() cannot decode the spec, (node or None, why), or None (kv_cache.refusal)
+    decode_refusal: tuple[str | None, str] | None = None
+    cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
 
 
 def model_facts(graph: Graph) -> ModelFacts:
@@ -78,7 +81,8 @@ def model_facts(graph: Graph) -> ModelFacts:
                       objectives=tuple(o.name for o in graph.objectives), head=head(graph, found_stages),
                       blocks=tuple(found_blocks), stages=tuple(found_stages),
                       layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]),
-                      logits=logits_output(graph))
+                      logits=logits_output(graph), decode_refusal=refusal(graph),
+                      cached=tuple((layer.path, layer.window) for layer in cached_layers(graph)))
 
 
 def parent(path: str) -> str:

@@ -1,5 +1,6 @@
-"""What generate()'s key/value cache costs, from the checked graph (no torch): per attention
-layer that decodes with a cache (kinds causal, sliding and alibi that the target tokens reach), keys
+"""Whether generate() can decode a checked graph, and what its key/value cache costs (no torch),
+from each op's DECODE and ROLE facts (decoding.py): per layer that decodes with a cache of its
+own keys and values (DECODE `SelfCache`) that the target tokens reach, keys
 and values of its key/value heads, 2 x kv_heads x head_dim numbers per token, in fp32 (4 bytes)
 and bf16 (2 bytes), and at the layer's longest sequence (its length dim at its largest). An
 encoder-decoder's cross attention keeps the keys and values of the source (its memory) for the
@@ -12,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.ir import Graph
+from .decoding import LOGITS, CrossCache, Mixes, Positional, SelfCache, Tokenwise, decode_of, role_of
 
-CACHED_KINDS = ("causal", "sliding", "alibi")
 PRECISIONS = {"fp32": 4, "bf16": 2}
 
 
@@ -43,51 +44,97 @@ class CachedLayer:
 
 
 def generates(graph: Graph) -> bool:
-    """Whether generate() can decode with the spec (compiler/generate/driver.py says why not):
-    an lm head's logits among its outputs (logits_output), and token ids alone (every attention cached) or
-    source ids (with T5's padding mask between, optionally) and target ids (attention the
-    target reaches cached, or cross attention); every input int64 ids (not an audio source)."""
+    """Whether generate() can decode with the spec (`refusal` says why not)."""
+    return refusal(graph) is None
+
+
+def refusal(graph: Graph) -> tuple[str | None, str] | None:
+    """None when generate() can decode the spec, else (the node in the way or None, why): it needs
+    an lm head's logits among its outputs (ROLE LOGITS), token ids alone (decoder-only) or source
+    ids (with T5's padding mask between, optionally) and target ids; every node the target ids
+    reach decodes one token at a time (DECODE: tokenwise, positional, a self cache, or, with a
+    source, a cross cache), at least one with a self cache; what a tokenwise node reads besides
+    the target side holds no run of tokens (a fixed table of positions would not line up)."""
     inputs = graph.inputs()
-    if len(inputs) not in (1, 2, 3) or logits_output(graph) is None:
-        return False
-    if any(node.type.layout != "ids" for node in inputs):  # an audio or image source: generate feeds ids
-        return False
-    reached = target_side(graph, inputs[-1].name)
-    allowed = CACHED_KINDS + (("cross",) if len(inputs) > 1 else ())
-    attention = [n for n in graph.nodes() if not n.is_input and n.op.primitive == "attention" and n.name in reached]
-    return (any(n.op.kind in CACHED_KINDS for n in attention) and all(n.op.kind in allowed for n in attention)
-            and (len(inputs) > 1 or len(attention) == len(attention_nodes(graph))))
+    if len(inputs) not in (1, 2, 3):
+        return None, (f"it takes {len(inputs)} inputs; generate feeds token ids (decoder-only), or source ids, "
+                      "optionally the source's padding mask, and target ids (encoder-decoder)")
+    logits = logits_output(graph)
+    if logits is None:
+        return None, ("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
+                      "through tokenwise ops with a bias or a scale)")
+    not_ids = [node for node in inputs if node.type.layout != "ids"]
+    if not_ids:
+        return not_ids[0].name, ("it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
+                                 "an image is not supported yet)")
+    reached, cached = decoded(graph), 0
+    for node in graph.nodes():
+        if node.is_input or node.name not in reached:
+            continue
+        decode = decode_of(node)
+        if isinstance(decode, Mixes):
+            return node.name, decode.why
+        if isinstance(decode, CrossCache) and len(inputs) == 1:
+            return node.name, "cross attention reads a memory, and a decoder-only spec has none"
+        if isinstance(decode, SelfCache):
+            if node.params.scores:
+                return node.name, "its attention has score parts, which generate does not cache yet"
+            cached += 1
+        fixed = [n for n in graph.inputs_of(node.name) if n not in reached and spans_tokens(graph.type_of(n))]
+        if fixed and isinstance(decode, Tokenwise | Positional):
+            return node.name, (f"it reads '{fixed[0]}', {graph.type_of(fixed[0]).length} tokens made apart from the "
+                               "target, which do not line up with the tokens generate brings one at a time")
+    if not cached:
+        return None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding or alibi attention)"
+    return None
+
+
+def spans_tokens(t) -> bool:
+    """A tensor of several tokens (a fixed table over the sequence, not one broadcast row)."""
+    return t.layout == "tokens" and t.length != 1
 
 
 def logits_output(graph: Graph) -> tuple[int, str] | None:
     """(index among the outputs, lm head node) of the first output that is an lm head's logits:
-    the head itself, or an `add` of it and params (BART's `final_logits_bias`, a buffer)."""
+    the head itself, or what tokenwise ops make of them with tensors of one row (BART's
+    `final_logits_bias`, Gemma 2's final soft-cap)."""
+    heads = lm_heads(graph)
     for index, output in enumerate(graph.outputs):
-        head = lm_head_of(graph, output.node)
-        if head is not None:
-            return index, head
+        if heads.get(output.node):
+            return index, heads[output.node]
     return None
 
 
-def lm_head_of(graph: Graph, name: str) -> str | None:
-    node = graph.record(name)
-    if is_lm_head(node):
-        return node.name
-    if node.is_input or node.op.primitive != "add":
-        return None
-    heads = [n for n in graph.inputs_of(name) if is_lm_head(graph.record(n))]
-    others = [graph.record(n) for n in graph.inputs_of(name) if n not in heads]
-    if len(heads) == 1 and all(not n.is_input and n.op.primitive == "param" for n in others):
-        return heads[0]
-    return None
+def lm_heads(graph: Graph) -> dict[str, str]:
+    """For each node, the lm head whose logits it is (None: not an lm head's logits), in one pass
+    in node order: an lm head is its own; a tokenwise node (DECODE) gives its one input's head
+    when what else it reads holds one row (a bias, a scale)."""
+    found: dict[str, str | None] = {}
+    for node in graph.nodes():
+        if node.is_input:
+            found[node.name] = None
+        elif is_lm_head(node):
+            found[node.name] = node.name
+        elif isinstance(decode_of(node), Tokenwise):
+            heads = {found.get(n) for n in graph.inputs_of(node.name)} - {None}
+            others = [graph.type_of(n) for n in graph.inputs_of(node.name) if found.get(n) is None]
+            one_row = all(t.shape[0] == 1 and not spans_tokens(t) for t in others)
+            found[node.name] = heads.pop() if len(heads) == 1 and one_row else None
+        else:
+            found[node.name] = None
+    return found
 
 
 def is_lm_head(node) -> bool:
-    return not node.is_input and node.op.primitive == "head" and node.op.kind == "lm"
+    return role_of(node) == LOGITS
 
 
-def attention_nodes(graph: Graph) -> list:
-    return [n for n in graph.nodes() if not n.is_input and n.op.primitive == "attention"]
+def decoded(graph: Graph) -> set[str]:
+    """The nodes generate() runs one token at a time: those the target ids reach that the logits
+    depend on (a loss, or another output, is not decoded)."""
+    logits = logits_output(graph)
+    needed = graph.ancestors([graph.outputs[logits[0]].node]) if logits is not None else set()
+    return target_side(graph, graph.inputs()[-1].name) & set(needed)
 
 
 def target_side(graph: Graph, target: str) -> set[str]:
@@ -99,27 +146,30 @@ def target_side(graph: Graph, target: str) -> set[str]:
     return reached
 
 
-def cached_layers(graph: Graph, kinds=CACHED_KINDS) -> list[CachedLayer]:
-    """The attention layers of `kinds` generate() caches, in node order (none for a spec it
-    cannot decode): by default the self-attention ones; cross_layers for the cross ones."""
+def cached_layers(graph: Graph, cache: type = SelfCache) -> list[CachedLayer]:
+    """The layers whose DECODE is `cache` (SelfCache: their own keys and values; CrossCache: a
+    memory's) that generate() keeps while decoding, in node order (none for a spec it cannot
+    decode)."""
     if not generates(graph):
         return []
-    layers, reached = [], target_side(graph, graph.inputs()[-1].name)
-    for node in attention_nodes(graph):
-        if node.op.kind not in kinds or node.name not in reached:
+    layers, reached = [], decoded(graph)
+    for node in graph.nodes():
+        decode = None if node.is_input or node.name not in reached else decode_of(node)
+        if not isinstance(decode, cache):
             continue
         p, x = node.params, graph.type_of(node.inputs[0])
-        keys = graph.type_of(node.inputs[1]) if node.op.kind == "cross" else x  # cross: the memory's length
+        keys = graph.type_of(node.inputs[1]) if cache is CrossCache else x  # cross: the memory's length
         length = keys.length if isinstance(keys.length, int) else keys.length.hi
+        window = decode.window_of(p) if isinstance(decode, SelfCache) else None
         layers.append(CachedLayer(node.name, node.op.kind, p.kv_heads or p.heads, node.op.head_dim(p, x.channels),
-                                  length, getattr(p, "window", None) if node.op.kind == "sliding" else None))
+                                  length, window))
     return layers
 
 
 def cross_layers(graph: Graph) -> list[CachedLayer]:
     """An encoder-decoder's cross attention layers: each keeps the source's keys and values
     (per source token, up to the longest source) while generate() decodes."""
-    return cached_layers(graph, ("cross",))
+    return cached_layers(graph, CrossCache)
 
 
 def summary(layers: list[CachedLayer], cross: list[CachedLayer] = ()) -> dict | None:

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from .. import build, check
 from ..compiler.backends.export import value_bound
 from ..core.errors import UsageError, error
+from ..primitives.decoding import LOGITS, role_of
 from . import data as datasets, dcp
 from .memory import check_batch_memory, size
 from .options import DATASET, Options
@@ -94,7 +95,7 @@ class Objective:
         elif facts.head is not None:
             self.kind = "classify"
             self.classes = graph.type_of(graph.outputs[0].node).channels
-        elif len(graph.outputs) == 1 and graph.record(graph.outputs[0].node).op.label == "head/lm":
+        elif len(graph.outputs) == 1 and role_of(graph.record(graph.outputs[0].node)) == LOGITS:
             self.kind = "lm"
         else:
             raise UsageError("nothing to train on: the spec has no objectives (`objectives:`), classify head or "

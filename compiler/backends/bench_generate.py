@@ -161,8 +161,8 @@ def kv_cache_bytes(model: nn.Module, batch: int, length: int, dtype: torch.dtype
 
     size = torch.empty((), dtype=dtype).element_size()
     total = 0
-    for m in decoder_of(model).attention:
-        window = getattr(m, "window", None)
+    decoder = decoder_of(model)
+    for m, window in zip(decoder.attention, decoder.windows):
         slots = min(length, window) if window else length
         total += 2 * batch * m.kv_heads * slots * m.head_dim * size
     return total

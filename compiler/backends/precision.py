@@ -34,6 +34,7 @@ import torch
 
 from archspec.core.errors import error
 from archspec.core.ir import Graph
+from archspec.primitives.decoding import CLASSES, LOGITS, role_of
 
 from ..hierarchy import copy_model
 from ..quiet import quiet_logger
@@ -104,8 +105,7 @@ def _has_class_axis(graph: Graph) -> list[bool]:
     output), where top-1 agreement means something?"""
     flags = []
     for out in graph.outputs:
-        node = graph.node(out.node)
-        flags.append(getattr(node.op, "label", "") in ("head/classify", "head/lm", "head/distilled"))
+        flags.append(role_of(graph.node(out.node)) in (CLASSES, LOGITS))
     return flags
 
 

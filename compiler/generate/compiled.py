@@ -109,14 +109,14 @@ class StaticStep(nn.Module):
         super().__init__()
         self.model = decoder.model
         self.layers, self.embeds, self.output = decoder.attention, decoder.embeds, decoder.output
+        self.windows = decoder.windows  # each layer's sliding window (its DECODE fact), or None
 
     def forward(self, ids, slot, seen, *caches):
         state = SlotState(seen, slot)
         positions = state.positions()  # [B, 1]
         try:
-            for i, module in enumerate(self.layers):
+            for i, (module, window) in enumerate(zip(self.layers, self.windows)):
                 keys, values = caches[2 * i], caches[2 * i + 1]
-                window = getattr(module, "window", None)
                 ring = window is not None and keys.shape[2] == window < seen.shape[1]
                 module.kv_cache = SlotCache(state, keys, values, window, ring)
             for embed in self.embeds:

@@ -26,7 +26,6 @@ from archspec.core.errors import error
 
 from ..modules.attention.common import CachedAttention
 from ..modules.attention.cross import CrossAttention
-from ..modules.attention.sequence import SequenceAttention
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
@@ -59,8 +58,12 @@ class Decoder:
         if not_ids:
             raise refusal(f"its input '{not_ids[0].name}' is [{not_ids[0].declared}], not token ids [B, L] "
                           "(generate feeds token ids; a source of audio features or an image is not supported yet)")
+        if facts.decode_refusal is not None:
+            node, why = facts.decode_refusal
+            raise refusal(f"'{node}': {why}" if node else why)
         self.source_only, self.target_side = split_by_target(model, facts.inputs[-1])
-        self.attention = self.find_attention(model, self.target_side, self.encoder_decoder)
+        self.attention = [cache_holder(model, path) for path, _ in facts.cached]
+        self.windows = [window for _, window in facts.cached]  # each layer's sliding window (DECODE), or None
         self.biases = [m for top in self.target_side for m in top.modules() if isinstance(m, RelativeBias)]
         if any(m.score_bias for m in self.attention) and not self.biases:
             raise refusal("its causal attention reads a score bias that no relative_bias node on the target side "
@@ -82,27 +85,6 @@ class Decoder:
             raise refusal("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, "
                           "alone or plus a `param`)")
         return found[0], module
-
-    @staticmethod
-    def find_attention(model, target_side, encoder_decoder: bool) -> list:
-        """The cached attention layers of the modules the target tokens pass through; a refusal
-        for attention there that would let a token see later ones."""
-        cached, paths = [], {id(m): path for path, m in model.named_modules()}
-        for top in target_side:
-            for module in top.modules():
-                where = paths.get(id(module), "?")
-                if isinstance(module, CachedAttention):
-                    if module.score_parts:
-                        raise refusal(f"its attention '{where}' has score parts, which generate does not cache yet")
-                    cached.append(module)
-                elif isinstance(module, CrossAttention) and encoder_decoder:
-                    continue  # queries from the target, keys from the source: kept in `cross`
-                elif isinstance(module, SequenceAttention):
-                    raise refusal(f"its attention '{where}' ({type(module).__name__}) lets a token see later "
-                                  "tokens, so each new token would change the earlier ones")
-        if not cached:
-            raise refusal("it has no causal, sliding or alibi attention to cache")
-        return cached
 
     def logits(self, ids: torch.Tensor, state: DecodeState, source=None) -> torch.Tensor:
         """The last position's logits [B, vocab] in float32, for ids [B, count] in the state's
@@ -132,7 +114,7 @@ class Decoder:
         on each cross attention; the positions logits() sets on the embeddings are taken off after."""
         with contextlib.ExitStack() as stack:
             for modules, name, values in (
-                    (self.attention, "kv_cache", [KVCache(state, getattr(m, "window", None)) for m in self.attention]),
+                    (self.attention, "kv_cache", [KVCache(state, w) for w in self.windows]),
                     (self.cross, "memory_cache", [{} for _ in self.cross]),
                     (self.biases, "decode_state", [state] * len(self.biases)),
                     (self.source_only, "forward", [computed_once(m.forward) for m in self.source_only]),
@@ -151,6 +133,15 @@ def set_on(modules, name: str, values):
     finally:
         for module in modules:
             module.__dict__.pop(name, None)
+
+
+def cache_holder(model, path: str) -> CachedAttention:
+    """The module under node `path` that takes a KVCache (the attention body inside its sub-layer)."""
+    found = [m for m in model.get_submodule(path).modules() if isinstance(m, CachedAttention)]
+    if len(found) != 1:
+        raise refusal(f"'{path}' decodes with a cache of its keys and values (its op's DECODE fact), but its module "
+                      f"holds {len(found)} attention bodies that take one (a CachedAttention)")
+    return found[0]
 
 
 def refusal(why: str):

@@ -95,8 +95,8 @@ class Seq2SeqStep(Seq2SeqProgram):
         own, _ = self.layers()
         past, encoder = rest[: 2 * own], rest[2 * own:]
         state = TargetState(past[0].shape[2], input_ids.shape[1], input_ids.shape[0], input_ids.device)
-        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], getattr(m, "window", None))
-                  for i, m in enumerate(self.decoder.attention)]
+        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], window)
+                  for i, window in enumerate(self.decoder.windows)]
         kept = [{"keys": encoder[2 * i], "values": encoder[2 * i + 1]} for i in range(len(self.decoder.cross))]
         source = encoder[0][:, 0, :, 0].long()  # [B, S]: stands for the source ids, which nothing reads
         nothing = encoder[0].new_zeros(input_ids.shape[0], source.shape[1], 1)  # [B, S, 1]

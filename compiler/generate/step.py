@@ -89,8 +89,8 @@ class DecodeStep(nn.Module):
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         state = StepState(attention_mask, position_ids, input_ids.shape[1])
-        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], getattr(m, "window", None))
-                  for i, m in enumerate(self.decoder.attention)]
+        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], window)
+                  for i, window in enumerate(self.decoder.windows)]
         with set_on(self.decoder.attention, "kv_cache", caches), \
                 set_on(self.decoder.embeds, "positions", [position_ids] * len(self.decoder.embeds)):
             out = self.model(input_ids)

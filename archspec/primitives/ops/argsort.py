@@ -8,6 +8,7 @@ from pydantic import Field
 from ...core.types import TensorType, ids
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
+from ..decoding import Mixes, register_decoding
 
 
 class ArgsortParams(Params):
@@ -34,3 +35,4 @@ class ArgsortOp(Op):
 
 
 ARGSORT = register(ArgsortOp())
+register_decoding(ARGSORT, Mixes("argsort orders values across an axis"))

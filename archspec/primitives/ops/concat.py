@@ -18,6 +18,7 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
+from ..decoding import channels_only, register_decoding
 
 
 class ConcatParams(Params):
@@ -127,3 +128,4 @@ class ConcatOp(Op):
 
 
 CONCAT = register(ConcatOp())
+register_decoding(CONCAT, channels_only("a concat along the tokens"))

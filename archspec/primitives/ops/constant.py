@@ -24,6 +24,7 @@ from pydantic import Field
 from ...core.types import DTYPE_BYTES, TensorType, tensor
 from ..base import Cost, MAX_SIZE, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..decoding import NO_TOKENS, register_decoding
 
 
 class ConstantParams(Params):
@@ -84,3 +85,4 @@ class ConstantOp(Op):
 
 
 CONSTANT = register(ConstantOp())
+register_decoding(CONSTANT, NO_TOKENS)

@@ -13,6 +13,7 @@ from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, Rate, RuleError
 from ..counting import FLOAT_BYTES
 from ..registry import register
+from ..decoding import POSITIONAL, register_decoding
 
 
 class EmbedParams(Params):
@@ -105,3 +106,4 @@ class Embed(Op):
 
 
 EMBED = register(Embed())
+register_decoding(EMBED, POSITIONAL)

@@ -13,6 +13,7 @@ from pydantic import Field
 from ...core.types import BATCH, Sym, TensorType, tokens
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..decoding import Mixes, register_decoding
 
 
 class GatherParams(Params):
@@ -85,3 +86,4 @@ class GatherOp(Op):
 
 
 GATHER = register(GatherOp())
+register_decoding(GATHER, Mixes("gather reads values at other tokens"))

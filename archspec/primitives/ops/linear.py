@@ -12,6 +12,7 @@ from ...core.types import TensorType
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..counting import linear_flops, linear_params
 from ..registry import register
+from ..decoding import TOKENWISE, register_decoding
 
 
 class LinearParams(Params):
@@ -39,3 +40,4 @@ class LinearOp(Op):
 
 
 LINEAR = register(LinearOp())
+register_decoding(LINEAR, TOKENWISE)

@@ -8,6 +8,7 @@ from ...core.types import TensorType
 from ..base import Cost, Op, Params, RuleError
 from ..grids import grid_origin
 from ..registry import register
+from ..decoding import TOKENWISE, register_decoding
 
 
 class MaskTokenParams(Params):
@@ -50,3 +51,4 @@ class MaskTokenOp(Op):
 
 
 MASK_TOKEN = register(MaskTokenOp())
+register_decoding(MASK_TOKEN, TOKENWISE)

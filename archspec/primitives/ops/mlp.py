@@ -18,6 +18,7 @@ from ..activations import MlpActivation
 from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
 from ..counting import hidden_width, linear_flops, linear_params
 from ..registry import register
+from ..decoding import TOKENWISE, Mixes, register_decoding
 
 class MlpParams(SublayerParams):
     hidden: PositiveInt | None = Field(None, description="hidden width (or give `ratio`)")
@@ -102,4 +103,10 @@ class MlpOp(Op):
         return Cost(params + sublayer_params(p, width), flops)
 
 
+def mlp_decoding(p: MlpParams):
+    """Each token through its MLP (and its experts) alone; the depthwise conv reads its neighbours."""
+    return Mixes("its depthwise conv reads the tokens around each one") if p.dwconv else TOKENWISE
+
+
 MLP = register(MlpOp())
+register_decoding(MLP, mlp_decoding)

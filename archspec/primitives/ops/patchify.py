@@ -4,6 +4,11 @@ A convolution with kernel = stride = patch (ViT, Swin, PVT v1), or an overlappin
 kernel/stride/padding (PVT v2's 7/4/3), then an optional LayerNorm, optional class token and
 a position embedding (learned, 2-D sin-cos, or none). It also reads a token grid without
 class tokens, which it treats as an image (PVT v1's per-stage patch embeddings).
+
+The 2-D sin-cos table is fixed: by default a buffer made at build time (not in the state dict,
+not a parameter); with `pos_frozen: true`, a parameter `pos_embed` that never trains
+(requires_grad False), as MAE keeps it (HF's ViTMAE, the MAE reference): counted in the
+parameters (not in the trainable ones), saved in the state dict and loaded from a checkpoint.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from ..base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, Rate, RuleErro
 from ..counting import FLOAT_BYTES, norm_params
 from ..grids import as_image, conv_grid, divisors
 from ..registry import register
+from ..decoding import Mixes, register_decoding
 
 
 class PatchifyParams(Params):
@@ -33,6 +39,9 @@ class PatchifyParams(Params):
         False, description="prepend learned prefix tokens: true (one class token) or a count (2: class and "
                            "distillation tokens, as DeiT)")
     pos: Literal["learned", "sincos", "none"] = "none"
+    pos_frozen: bool = Field(False, description="with pos: sincos, the fixed table is a parameter that never "
+                                                "trains (requires_grad False; in the state dict, as MAE's), "
+                                                "not a buffer")
     dropout: Rate = 0.0
 
 
@@ -88,6 +97,9 @@ class Patchify(Op):
                             grid=origin)
         if p.pos == "sincos" and p.dim % 4:
             raise RuleError(f"2-D sin-cos positions need a width divisible by 4, got {p.dim}", field="pos")
+        if p.pos_frozen and p.pos != "sincos":
+            raise RuleError(f"`pos_frozen` freezes the fixed sin-cos table, but pos is {p.pos}", field="pos_frozen",
+                            hint=Remedy("use pos: sincos with it, or leave pos_frozen out (a learned table trains)"))
         step = origin.then("patch", p.patch) if p.patch else origin.then("conv", kernel, stride)
         return grid_tokens(grid, p.dim, prefix=int(p.cls_token), origin=step)  # [B, prefix + H*W, dim]
 
@@ -98,10 +110,11 @@ class Patchify(Op):
         params = channels * kernel * kernel * p.dim + (p.dim if p.bias else 0)
         params += norm_params(p.dim) if p.norm else 0
         params += int(p.cls_token) * p.dim
-        params += out.length * p.dim if p.pos == "learned" else 0
+        params += out.length * p.dim if p.pos == "learned" or p.pos_frozen else 0  # a frozen table is a parameter
         flops = 2 * channels * kernel * kernel * p.dim * positions
-        table = out.length * p.dim * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sin-cos positions
+        table = out.length * p.dim * FLOAT_BYTES if p.pos == "sincos" and not p.pos_frozen else 0  # the fixed buffer
         return Cost(params, flops, table)
 
 
 PATCHIFY = register(Patchify())
+register_decoding(PATCHIFY, Mixes("patchify reads an image"))

@@ -8,6 +8,7 @@ from pydantic import Field
 from ...core.types import TensorType, image
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..decoding import Mixes, register_decoding
 
 
 class PixelShuffleParams(Params):
@@ -35,3 +36,4 @@ class PixelShuffle(Op):
 
 
 PIXEL_SHUFFLE = register(PixelShuffle())
+register_decoding(PIXEL_SHUFFLE, Mixes("pixel_shuffle moves values between positions of a grid"))

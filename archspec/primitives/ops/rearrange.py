@@ -31,6 +31,7 @@ from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..grids import divisors, grid_origin, image_origin, nearest_input
 from ..registry import register
+from ..decoding import Mixes, register_decoding
 
 AxisName = Annotated[str, Field(pattern=f"^{AXIS_NAME.pattern}$")]
 
@@ -236,3 +237,4 @@ def rearranged_grid(p: RearrangeParams, grid):
 
 
 REARRANGE = register(RearrangeOp())
+register_decoding(REARRANGE, Mixes("a rearrange may move values between tokens"))

@@ -25,6 +25,7 @@ from pydantic import Field
 from ...core.types import TensorType, tensor, vector
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
+from ..decoding import TOKENWISE, Mixes, register_decoding
 
 KEPT_LAYOUTS = ("tokens", "image", "vector")  # layouts whose axes stay meaningful at size 1
 CHANNEL_AXIS = {"tokens": 2, "image": 1}  # what is left of them after a pool is a feature vector
@@ -99,4 +100,10 @@ def kept(x: TensorType, axes: tuple[int, ...]) -> TensorType:
     return replace(x, shape=shape)
 
 
+def reduce_decoding(p: ReduceParams):
+    """Tokenwise over the channels (the last axis) alone; over any other axis it mixes the tokens."""
+    return TOKENWISE if list(p.axes) == [-1] else Mixes("a reduce over an axis other than the last mixes the tokens")
+
+
 REDUCE = register(ReduceOp())
+register_decoding(REDUCE, reduce_decoding)

@@ -22,6 +22,7 @@ from ...core.suggestions import Remedy
 from ...core.types import DTYPE_BYTES, TensorType, dim_value, tensor
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..decoding import POSITIONAL, register_decoding
 
 
 class RelativeBiasParams(Params):
@@ -97,3 +98,4 @@ class RelativeBiasOp(Op):
 
 
 RELATIVE_BIAS = register(RelativeBiasOp())
+register_decoding(RELATIVE_BIAS, POSITIONAL)

@@ -13,6 +13,7 @@ from ...core.types import BATCH, TensorType
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
 from .gather import check_index, check_sequence, shortest
+from ..decoding import Mixes, register_decoding
 
 
 class ScatterParams(Params):
@@ -66,3 +67,4 @@ class ScatterOp(Op):
 
 
 SCATTER = register(ScatterOp())
+register_decoding(SCATTER, Mixes("scatter writes values at other tokens"))

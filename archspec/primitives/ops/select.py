@@ -7,6 +7,7 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, vector
 from ..base import Cost, MAX_SIZE, Op, Params, RuleError
 from ..registry import register
+from ..decoding import Mixes, register_decoding
 
 
 class SelectParams(Params):
@@ -33,3 +34,4 @@ class SelectOp(Op):
 
 
 SELECT = register(SelectOp())
+register_decoding(SELECT, Mixes("it takes one token for the sequence"))

@@ -13,6 +13,7 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..decoding import channels_only, register_decoding
 
 
 class SliceParams(Params):
@@ -103,3 +104,4 @@ class SliceOp(Op):
 
 
 SLICE = register(SliceOp())
+register_decoding(SLICE, channels_only("a slice along the tokens"))

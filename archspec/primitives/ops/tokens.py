@@ -8,6 +8,7 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..decoding import Mixes, register_decoding
 
 
 class TokensParams(Params):
@@ -38,3 +39,4 @@ class Tokens(Op):
 
 
 TOKENS = register(Tokens())
+register_decoding(TOKENS, Mixes("it puts tokens before the sequence"))

@@ -13,6 +13,7 @@ from ....core.types import TensorType
 from ...base import RuleError
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
+from ...decoding import SelfCache, register_decoding
 
 
 class AlibiParams(SequenceParams):
@@ -34,3 +35,4 @@ class AlibiAttentionOp(SequenceAttentionOp):
 
 
 ALIBI = register(AlibiAttentionOp())
+register_decoding(ALIBI, SelfCache())

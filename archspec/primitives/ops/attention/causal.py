@@ -10,6 +10,7 @@ from pydantic import Field
 from ....core.types import TensorType
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
+from ...decoding import SelfCache, register_decoding
 
 
 class CausalParams(SequenceParams):
@@ -29,3 +30,4 @@ class CausalAttentionOp(SequenceAttentionOp):
 
 
 CAUSAL = register(CausalAttentionOp())
+register_decoding(CAUSAL, SelfCache())

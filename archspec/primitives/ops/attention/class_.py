@@ -17,6 +17,7 @@ from ...registry import register
 from .common import at_shortest, projection_params
 from .scores.base import ScoreSite
 from .sequence import SequenceAttentionOp, SequenceParams, check_score_bias
+from ...decoding import Mixes, register_decoding
 
 
 class ClassParams(SequenceParams):
@@ -78,3 +79,4 @@ class ClassAttentionOp(SequenceAttentionOp):
 
 
 CLASS = register(ClassAttentionOp())
+register_decoding(CLASS, Mixes("class attention reads every token"))

@@ -10,6 +10,7 @@ from ....core.types import TensorType, dim_value
 from ...base import RuleError
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams
+from ...decoding import CrossCache, register_decoding
 
 
 class CrossParams(SequenceParams):
@@ -50,3 +51,4 @@ class CrossAttentionOp(SequenceAttentionOp):
 
 
 CROSS = register(CrossAttentionOp())
+register_decoding(CROSS, CrossCache())

@@ -6,6 +6,7 @@ from typing import Literal
 
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams
+from ...decoding import Mixes, register_decoding
 
 
 class GlobalParams(SequenceParams):
@@ -20,3 +21,4 @@ class GlobalAttentionOp(SequenceAttentionOp):
 
 
 GLOBAL = register(GlobalAttentionOp())
+register_decoding(GLOBAL, Mixes("it lets a token see later tokens (only causal, sliding and alibi attention are cached)"))

@@ -14,6 +14,7 @@ from ...counting import attention_flops, linear_flops, linear_params, norm_param
 from ...grids import grid_origin
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
+from ...decoding import Mixes, register_decoding
 
 
 class LinearSraParams(AttentionParams):
@@ -48,3 +49,4 @@ class LinearSpatialReductionAttentionOp(AttentionOp):
 
 
 LINEAR_SRA = register(LinearSpatialReductionAttentionOp())
+register_decoding(LINEAR_SRA, Mixes("it lets a token see later tokens (only causal, sliding and alibi attention are cached)"))

@@ -13,6 +13,7 @@ from ....core.types import TensorType
 from ...base import PositiveInt, RuleError
 from ...registry import register
 from .window import WindowAttentionOp, WindowParams
+from ...decoding import Mixes, register_decoding
 
 
 class ShiftedParams(WindowParams):
@@ -42,3 +43,4 @@ class ShiftedWindowAttentionOp(WindowAttentionOp):
 
 
 SHIFTED = register(ShiftedWindowAttentionOp())
+register_decoding(SHIFTED, Mixes("it lets a token see later tokens (only causal, sliding and alibi attention are cached)"))

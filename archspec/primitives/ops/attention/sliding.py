@@ -11,6 +11,7 @@ from ....core.types import TensorType
 from ...base import PositiveInt
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
+from ...decoding import SelfCache, register_decoding
 
 
 class SlidingParams(SequenceParams):
@@ -30,4 +31,10 @@ class SlidingWindowAttentionOp(SequenceAttentionOp):
         super().check(p, inputs)
 
 
+def sliding_window(p) -> int:
+    """The tokens a sliding layer keeps in its cache: its window."""
+    return p.window
+
+
 SLIDING = register(SlidingWindowAttentionOp())
+register_decoding(SLIDING, SelfCache(window=sliding_window))

@@ -14,6 +14,7 @@ from ...counting import attention_flops, norm_params
 from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
+from ...decoding import Mixes, register_decoding
 
 
 class SraParams(AttentionParams):
@@ -56,3 +57,4 @@ class SpatialReductionAttentionOp(AttentionOp):
 
 
 SRA = register(SpatialReductionAttentionOp())
+register_decoding(SRA, Mixes("it lets a token see later tokens (only causal, sliding and alibi attention are cached)"))

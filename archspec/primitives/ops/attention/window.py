@@ -25,6 +25,7 @@ from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, need_grid
 from .scores.base import ScoreSite, parse_scores
+from ...decoding import Mixes, register_decoding
 
 
 class WindowParams(AttentionParams):
@@ -189,3 +190,4 @@ class WindowAttentionOp(AttentionOp):
 
 
 WINDOW = register(WindowAttentionOp())
+register_decoding(WINDOW, Mixes("it lets a token see later tokens (only causal, sliding and alibi attention are cached)"))

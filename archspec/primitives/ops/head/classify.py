@@ -12,6 +12,7 @@ from ...base import Cost, Eps, Op, Params, PositiveInt
 from ...counting import linear_flops, linear_params, norm_params
 from ...registry import register
 from .pooling import check_pool
+from ...decoding import CLASSES, Mixes, register_decoding
 
 
 class ClassifyParams(Params):
@@ -41,3 +42,4 @@ class ClassifyHead(Op):
 
 
 CLASSIFY = register(ClassifyHead())
+register_decoding(CLASSIFY, Mixes("a classifier pools the tokens"), CLASSES)

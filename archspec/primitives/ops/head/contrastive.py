@@ -12,6 +12,7 @@ from ....core.types import TensorType, matrix
 from ...base import Cost, Op, Params, RuleError
 from ...counting import linear_flops
 from ...registry import register
+from ...decoding import Mixes, register_decoding
 
 
 class ContrastiveParams(Params):
@@ -45,3 +46,4 @@ class ContrastiveHead(Op):
 
 
 CONTRASTIVE = register(ContrastiveHead())
+register_decoding(CONTRASTIVE, Mixes("a contrastive head pools each tower"))

@@ -9,6 +9,7 @@ from ....core.types import TensorType, vector
 from ...base import Cost, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
+from ...decoding import CLASSES, Mixes, register_decoding
 
 
 class DistilledParams(Params):
@@ -40,3 +41,4 @@ class DistilledHeadOp(Op):
 
 
 DISTILLED = register(DistilledHeadOp())
+register_decoding(DISTILLED, Mixes("a classifier pools the tokens"), CLASSES)

@@ -13,6 +13,8 @@ from ...base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params, norm_params
 from ...registry import register
 from .pooling import Pool, check_pool
+from ...decoding import Mixes, register_decoding
+from ...decoding import FEATURES as FEATURES_ROLE
 
 
 class FeaturesParams(Params):
@@ -64,3 +66,4 @@ class FeaturesHeadOp(Op):
 
 
 FEATURES = register(FeaturesHeadOp())
+register_decoding(FEATURES, Mixes("a features head pools the tokens"), FEATURES_ROLE)

@@ -11,6 +11,7 @@ from ...base import Cost, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
 from ..embed import tied_table
+from ...decoding import LOGITS, TOKENWISE, register_decoding
 
 
 class LmParams(Params):
@@ -56,3 +57,4 @@ class LmHead(Op):
 
 
 LM = register(LmHead())
+register_decoding(LM, TOKENWISE, LOGITS)

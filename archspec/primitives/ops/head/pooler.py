@@ -10,6 +10,7 @@ from ....core.types import Sym, TensorType, vector
 from ...base import Cost, NonNegInt, Op, Params, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
+from ...decoding import FEATURES, Mixes, register_decoding
 
 
 class PoolerParams(Params):
@@ -40,3 +41,4 @@ class PoolerHead(Op):
 
 
 POOLER = register(PoolerHead())
+register_decoding(POOLER, Mixes("a pooler reads one token for the sequence"), FEATURES)

@@ -11,6 +11,7 @@ from ....core.types import TensorType, image
 from ...base import Cost, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
+from ...decoding import Mixes, register_decoding
 
 
 class ReconstructParams(Params):
@@ -45,3 +46,4 @@ class ReconstructHead(Op):
 
 
 RECONSTRUCT = register(ReconstructHead())
+register_decoding(RECONSTRUCT, Mixes("a reconstruction head reads the masked tokens"))

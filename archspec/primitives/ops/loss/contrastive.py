@@ -9,6 +9,7 @@ from ....core.types import TensorType
 from ...base import RuleError
 from ...registry import register
 from .common import LossOp, LossParams
+from ...decoding import Mixes, register_decoding
 
 
 class ContrastiveLossParams(LossParams):
@@ -31,3 +32,4 @@ class ContrastiveLossOp(LossOp):
 
 
 CONTRASTIVE_LOSS = register(ContrastiveLossOp())
+register_decoding(CONTRASTIVE_LOSS, Mixes("a loss sums over the tokens"))

@@ -13,6 +13,7 @@ from ...base import RuleError
 from ...grids import grid_origin
 from ...registry import register
 from .common import LossOp, LossParams
+from ...decoding import Mixes, register_decoding
 
 
 class CrossEntropyParams(LossParams):
@@ -54,3 +55,4 @@ class CrossEntropy(LossOp):
 
 
 CROSS_ENTROPY = register(CrossEntropy())
+register_decoding(CROSS_ENTROPY, Mixes("a loss sums over the tokens"))

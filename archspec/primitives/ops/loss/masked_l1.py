@@ -11,6 +11,7 @@ from ...base import RuleError
 from ...grids import image_origin
 from ...registry import register
 from .common import LossOp, LossParams
+from ...decoding import Mixes, register_decoding
 
 
 class MaskedL1Params(LossParams):
@@ -47,3 +48,4 @@ class MaskedL1(LossOp):
 
 
 MASKED_L1 = register(MaskedL1())
+register_decoding(MASKED_L1, Mixes("a loss sums over the tokens"))

@@ -13,6 +13,7 @@ from ...base import Cost, Eps, Op, Params, PositiveInt, RuleError
 from ...counting import linear_params, norm_params
 from ...grids import as_image, origin_text
 from ...registry import register
+from ...decoding import Mixes, register_decoding
 
 
 class ConcatParams(Params):
@@ -53,3 +54,4 @@ class ConcatMerge(Op):
 
 
 CONCAT = register(ConcatMerge())
+register_decoding(CONCAT, Mixes("merge joins neighbouring tokens"))

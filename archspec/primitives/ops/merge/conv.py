@@ -12,6 +12,7 @@ from ...counting import norm_params
 from ...grids import as_image, conv_grid
 from ...registry import register
 from ..patchify import check_conv_geometry
+from ...decoding import Mixes, register_decoding
 
 
 class ConvParams(Params):
@@ -48,3 +49,4 @@ class ConvMerge(Op):
 
 
 CONV = register(ConvMerge())
+register_decoding(CONV, Mixes("merge joins neighbouring tokens"))

@@ -15,6 +15,7 @@ from ...base import Cost, Eps, Op, Params, RuleError
 from ...counting import norm_params
 from ...registry import register
 from .common import Bias
+from ...decoding import TOKENWISE, register_decoding
 
 
 class BatchNormParams(Params):
@@ -43,3 +44,4 @@ class BatchNorm(Op):
 
 
 BATCH = register(BatchNorm())
+register_decoding(BATCH, TOKENWISE)

@@ -11,6 +11,7 @@ from ...base import Cost, Eps, Op, Params
 from ...counting import norm_params
 from ...registry import register
 from .common import Bias, check_normalisable
+from ...decoding import TOKENWISE, register_decoding
 
 
 class LayerNormParams(Params):
@@ -36,3 +37,4 @@ class LayerNorm(Op):
 
 
 LAYER = register(LayerNorm())
+register_decoding(LAYER, TOKENWISE)

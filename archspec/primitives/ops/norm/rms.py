@@ -11,6 +11,7 @@ from ....core.types import TensorType
 from ...base import Cost, Eps, Op, Params
 from ...registry import register
 from .common import check_normalisable
+from ...decoding import TOKENWISE, register_decoding
 
 
 class RmsNormParams(Params):
@@ -35,3 +36,4 @@ class RmsNorm(Op):
 
 
 RMS = register(RmsNorm())
+register_decoding(RMS, TOKENWISE)

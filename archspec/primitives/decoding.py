@@ -1,0 +1,117 @@
+"""What generate() and the model interface ask of every op, as facts registered from the op's
+own rule file beside its shape rule (facts.py):
+
+    DECODE.register(CAUSAL, SelfCache())                       # attention/causal.py
+    DECODE.register(SLIDING, SelfCache(window=lambda p: p.window))
+    DECODE.register(CONV, Mixes("a conv reads the tokens around each one"))
+    ROLE.register(LM_HEAD, LOGITS)                              # head/lm.py
+
+DECODE  how the op behaves when generate() brings the tokens one at a time after the prompt:
+        `Tokenwise` (each output token reads only the same token of its inputs: linear, norms,
+        the mlp), `Positional` (tokenwise, and reads each token's position, which generate
+        gives: embed, relative_bias), `SelfCache` (reads earlier tokens through a cache of their
+        keys and values, all or the last `window`: causal attention), `CrossCache` (reads a
+        memory whose keys and values are made once: cross attention), `NoTokens` (reads no
+        tokens: param, constant), or `Mixes(why)` (an output token reads other tokens and keeps
+        no cache: a spec whose target side holds one cannot generate, and the refusal names the
+        node and says why). A function of the node's params may stand for any of these.
+ROLE    what the op's output is to a user of the model: LOGITS (an lm head's logits over the
+        vocabulary: generate and training's loss read them), CLASSES (a classifier's logits),
+        FEATURES (pooled or projected features), or None.
+
+Every op registers both (tests/core/test_facts.py walks the registry); a lookup nobody
+registered fails naming the op, never a silent default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .base import Op
+from .facts import Fact
+
+WHERE = "the op's rule file (archspec/primitives/ops/<op>.py, or a plugin's), beside its shape rule"
+
+
+class Decode:
+    """One answer of DECODE."""
+
+
+@dataclass(frozen=True)
+class Tokenwise(Decode):
+    """Each output token reads only the same token of its inputs."""
+
+
+@dataclass(frozen=True)
+class Positional(Decode):
+    """Tokenwise, and reads each token's position (generate gives the positions)."""
+
+
+@dataclass(frozen=True)
+class SelfCache(Decode):
+    """Reads the earlier tokens through a cache of their keys and values; `window(params)`, when
+    given, is how many tokens a layer keeps (a sliding window), else all."""
+
+    window: Callable | None = None
+
+    def window_of(self, params) -> int | None:
+        return None if self.window is None else self.window(params)
+
+
+@dataclass(frozen=True)
+class CrossCache(Decode):
+    """Reads a memory (an encoder's output) whose keys and values are made once per source."""
+
+
+@dataclass(frozen=True)
+class NoTokens(Decode):
+    """Reads no tokens (a parameter or a constant)."""
+
+
+@dataclass(frozen=True)
+class Mixes(Decode):
+    """An output token reads other tokens and the op keeps no cache; `why` says so in words."""
+
+    why: str
+
+
+TOKENWISE, POSITIONAL, NO_TOKENS = Tokenwise(), Positional(), NoTokens()
+LOGITS, CLASSES, FEATURES = "logits", "classes", "features"
+ROLES = (LOGITS, CLASSES, FEATURES, None)
+
+DECODE = Fact("DECODE", "how the op behaves when generate() feeds the tokens one at a time (Tokenwise, "
+              "Positional, SelfCache, CrossCache, NoTokens, Mixes(why), or a function of the params giving one)",
+              WHERE)
+ROLE = Fact("ROLE", "what the op's output is to a user of the model: LOGITS, CLASSES, FEATURES or None", WHERE)
+
+
+def register_decoding(op: Op, decode, role=None) -> Op:
+    """Register both facts of `op` (`role` None: its output is no head's)."""
+    if not isinstance(decode, Decode) and not callable(decode):
+        raise ValueError(f"{op.label}: DECODE is a Decode or a function of the params, got {decode!r}")
+    if role not in ROLES:
+        raise ValueError(f"{op.label}: ROLE is one of {ROLES}, got {role!r}")
+    DECODE.register(op, decode)
+    ROLE.register(op, role)
+    return op
+
+
+def decode_of(node) -> Decode:
+    """DECODE's answer for an IR node (a function of the params applied to the node's)."""
+    answer = DECODE.of(node.op, node)
+    return answer if isinstance(answer, Decode) else answer(node.params)
+
+
+def role_of(node) -> str | None:
+    return None if node.is_input else ROLE.of(node.op, node)
+
+
+def channels_only(what: str) -> Callable:
+    """DECODE of an op that works along one axis: tokenwise along the channels (the last axis),
+    otherwise `what` mixes the tokens."""
+
+    def decode(params) -> Decode:
+        return TOKENWISE if params.along in ("channels", -1) else Mixes(f"{what} joins or splits the tokens")
+
+    return decode
