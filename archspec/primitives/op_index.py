@@ -1,5 +1,5 @@
 """Which module under archspec/primitives/ops/ registers each built-in primitive and kind,
-generated from discovery by `python -m archspec.primitives.op_index` (do not edit; registry.py
+generated from discovery by `python -m archspec.primitives.registry` (do not edit; registry.py
 reads it, tests/primitives/test_op_index.py checks it)."""
 
 MODULES = (  # the files it was made from: where they differ, registry.py imports them all
@@ -123,10 +123,3 @@ OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
 DEFAULTS = {  # primitive -> the kind a node gets when it names none
     'norm': 'layer',
 }
-
-
-if __name__ == "__main__":
-    from archspec.primitives.registry import index_source
-
-    with open(__file__, "w", encoding="utf-8") as out:
-        out.write(index_source())

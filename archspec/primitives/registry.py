@@ -3,7 +3,7 @@
 Built-in primitives are found by discovery: the modules under archspec/primitives/ops/ each
 register their `Op` objects with `register` when imported. Which module registers which
 primitive and kind is kept in op_index.py, generated from that discovery (`python -m
-archspec.primitives.op_index` rewrites it; tests/primitives/test_op_index.py checks it), so that
+archspec.primitives.registry` rewrites it; tests/primitives/test_op_index.py checks it), so that
 a question about one op imports that op's module alone: `archspec check` imports the rules of
 the ops its spec uses, and the names of all of them cost nothing. Where the files under ops/
 are not the ones the index was made from, every module is imported, as without an index.
@@ -176,7 +176,7 @@ def index_source() -> str:
         if o.default and o.kind is not None:
             defaults[o.primitive] = o.kind
     lines = ['"""Which module under archspec/primitives/ops/ registers each built-in primitive and kind,',
-             "generated from discovery by `python -m archspec.primitives.op_index` (do not edit; registry.py",
+             "generated from discovery by `python -m archspec.primitives.registry` (do not edit; registry.py",
              'reads it, tests/primitives/test_op_index.py checks it)."""', "",
              "MODULES = (  # the files it was made from: where they differ, registry.py imports them all"]
     lines += [f"    {m!r}," for m in modules]
@@ -184,7 +184,14 @@ def index_source() -> str:
     lines += [f"    {p!r}: {{{', '.join(f'{k!r}: {m!r}' for k, m in kinds.items())}}}," for p, kinds in found.items()]
     lines += ["}", "", "DEFAULTS = {  # primitive -> the kind a node gets when it names none"]
     lines += [f"    {p!r}: {k!r}," for p, k in defaults.items()]
-    lines += ["}", "", "", 'if __name__ == "__main__":',
-              "    from archspec.primitives.registry import index_source", "",
-              '    with open(__file__, "w", encoding="utf-8") as out:', "        out.write(index_source())", ""]
+    lines += ["}", ""]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # rewrite op_index.py (the ops register with the imported registry, not this copy)
+    import os
+
+    from archspec.primitives.registry import index_source as _source
+
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_index.py"), "w", encoding="utf-8") as out:
+        out.write(_source())

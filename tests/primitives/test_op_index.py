@@ -1,6 +1,6 @@
 """archspec/primitives/op_index.py (which module registers each built-in primitive and kind, so
 that checking a spec imports the rules of its own ops alone) is what discovery finds: a new,
-renamed or moved op file fails here until `python -m archspec.primitives.op_index` rewrites it."""
+renamed or moved op file fails here until `python -m archspec.primitives.registry` rewrites it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_the_op_index_is_what_discovery_finds():
     expected = _fresh("import sys; from archspec.primitives.registry import index_source; "
                       "sys.stdout.write(index_source())")
     assert INDEX.read_text(encoding="utf-8") == expected, (
-        "archspec/primitives/op_index.py is out of date: run `python -m archspec.primitives.op_index`")
+        "archspec/primitives/op_index.py is out of date: run `python -m archspec.primitives.registry`")
 
 
 def test_a_question_about_one_op_imports_that_op_alone():
