@@ -5,6 +5,7 @@ twice. Results: meta["type"]."""
 
 from __future__ import annotations
 
+import struct
 from dataclasses import replace
 
 from ..core.errors import Diagnostic, warning
@@ -49,7 +50,43 @@ class ShapeInference(Interpreter):
             out = node.op.shape(node.params, inputs, GraphContext(self.graph, node))
         except RuleError as exc:
             raise rule_failure(node, exc) from None
+        problem = beyond_float32(node.params)
+        if problem is not None:  # after the op's own rules, whose words are more precise (an mlp's ratio)
+            field, path, value, words = problem
+            raise NodeFailed(Diagnostic(f"{path}: {value:g} is {words}", node.param_loc(field), node.name,
+                                        hint="the model computes in float32: give a value within +-3.4e38, and "
+                                             "0 or one of magnitude 1.4e-45 or more"))
         return batch_of_one(out, inputs)
+
+
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def beyond_float32(params) -> tuple[str, str, float, str] | None:
+    """The first float of a node's params that float32, in which the model computes, cannot hold:
+    (top-level field, dotted path, value, why); None when all fit. A scale of 1e300 would be
+    infinite there, a theta of 1e-300 zero: both make NaN outputs with no word."""
+    if params is None or not hasattr(params, "model_dump"):
+        return None
+    for field, value in params.model_dump().items():
+        for path, number in floats(value, field):
+            if abs(number) > FLOAT32_MAX:
+                return field, path, number, "beyond float32's range (about +-3.4e38): it would be infinite"
+            if number != 0 and struct.unpack("f", struct.pack("f", number))[0] == 0:
+                return field, path, number, "too small for float32: it would be 0"
+    return None
+
+
+def floats(value, path: str):
+    """(dotted path, float) of every float inside a dumped value."""
+    if isinstance(value, float):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from floats(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from floats(item, f"{path}.{index}")
 
 
 def batch_of_one(out, inputs: list[TensorType]):

@@ -316,3 +316,29 @@ def test_cli_generate_refuses_a_cache_beyond_memory(capsys, monkeypatch):
     code, _, err = generate_cli(capsys, "--max-new-tokens", "150000")
     assert_located(code, err, "run out of memory", "key/value cache")
     del memory
+
+
+# -- 5: spec floats beyond float32 ---------------------------------------------------------------------------
+
+FLOAT_SPECS = {
+    "scale": ("x: [B, 16, 32]", "- {id: attn, attention: {kind: global, heads: 2, scale: 1.0e300}}"),
+    "softcap": ("x: [B, 16, 32]", "- {id: attn, attention: {kind: global, heads: 2, scores: [{softcap: {cap: 1.0e300}}]}}"),
+    "theta": ("x: [B, 3, 16, 16]", "- {id: p, patchify: {patch: 4, dim: 32, pos: none}}\n  "
+                                   "- {id: attn, attention: {kind: global, heads: 2, scores: [{rotary_grid: {theta: 1.0e-300}}]}}"),
+    "constant": ("x: [B, 4]", "- {id: c, constant: {shape: [1, 4], value: 1.0e300}}"),
+    "clamp": ("x: [B, 4]", "- {id: c, clamp: {min: -1.0e308, max: 1.0e308}}"),
+    "expression": ("x: [B, 16, 32]", "- {id: attn, attention: {kind: global, heads: 2, scale: '${10.0 ** 39}'}}"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLOAT_SPECS))
+def test_spec_floats_beyond_float32_are_located_errors_at_check(case):
+    import archspec
+    from archspec.core.errors import SpecError
+
+    inputs, graph = FLOAT_SPECS[case]
+    text = f"name: floats\ninputs:\n  {inputs}\ngraph:\n  {graph}\n"
+    with pytest.raises(SpecError) as info:
+        archspec.check_text(text, name="floats.yaml")
+    first = info.value.diagnostics[0]
+    assert "float32" in first.message and first.loc is not None and first.loc.line >= 5, info.value
