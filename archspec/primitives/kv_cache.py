@@ -59,14 +59,13 @@ def refusal(graph: Graph) -> tuple[str | None, str] | None:
     if len(inputs) not in (1, 2, 3):
         return None, (f"it takes {len(inputs)} inputs; generate feeds token ids (decoder-only), or source ids, "
                       "optionally the source's padding mask, and target ids (encoder-decoder)")
-    logits = logits_output(graph)
-    if logits is None:
-        return None, ("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
-                      "through tokenwise ops with a bias or a scale)")
     not_ids = [node for node in inputs if node.type.layout != "ids"]
     if not_ids:
         return not_ids[0].name, ("it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
                                  "an image is not supported yet)")
+    if logits_output(graph) is None:
+        return None, ("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
+                      "through tokenwise ops with a bias or a scale)")
     reached, cached = decoded(graph), 0
     for node in graph.nodes():
         if node.is_input or node.name not in reached:
@@ -97,7 +96,10 @@ def spans_tokens(t) -> bool:
 def logits_output(graph: Graph) -> tuple[int, str] | None:
     """(index among the outputs, lm head node) of the first output that is an lm head's logits:
     the head itself, or what tokenwise ops make of them with tensors of one row (BART's
-    `final_logits_bias`, Gemma 2's final soft-cap)."""
+    `final_logits_bias`, Gemma 2's final soft-cap). None for a spec that takes anything but token
+    ids (generate feeds ids; its ops are not asked)."""
+    if any(node.type.layout != "ids" for node in graph.inputs()):
+        return None
     heads = lm_heads(graph)
     for index, output in enumerate(graph.outputs):
         if heads.get(output.node):

@@ -10,6 +10,7 @@ from archspec.core.types import TensorType, vector
 from archspec.primitives.base import Cost, Op, Params, PositiveInt, RuleError
 from archspec.primitives.counting import linear_flops, linear_params
 from archspec.primitives.registry import register
+from archspec.primitives.decoding import CLASSES, TOKENWISE, Mixes, register_decoding
 
 
 class ScaleParams(Params):
@@ -54,3 +55,5 @@ class MeanMaxHead(Op):
 
 SCALE = register(Scale())
 MEAN_MAX = register(MeanMaxHead())
+register_decoding(SCALE, TOKENWISE)  # what generate and training ask of each op (archspec.primitives.decoding)
+register_decoding(MEAN_MAX, Mixes("a classifier pools the tokens"), CLASSES)

@@ -75,10 +75,17 @@ def register_score(part: ScorePart) -> ScorePart:
     return part
 
 
-def known_parts() -> dict[str, ScorePart]:
-    from ....registry import load_builtins  # discovery imports this package with the ops
+_PARTS_LOADED: list[bool] = []
 
-    load_builtins()
+
+def known_parts() -> dict[str, ScorePart]:
+    """Every score part: this folder's files imported once (not every op: check stays quick), and
+    those plugins registered."""
+    if not _PARTS_LOADED:
+        from .....core.discovery import import_modules
+
+        _PARTS_LOADED.append(True)
+        import_modules(__package__)
     return SCORE_PARTS
 
 
