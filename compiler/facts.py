@@ -1,7 +1,9 @@
 """What the backends and the model interface must know about each op, declared here (the torch
-floor) so that every op's torch file in compiler/modules/ fills them beside its lowering:
+floor) so that every op's torch file in compiler/modules/ fills them beside its lowering, but for
+ONNX_FUSION, which the ONNX backend registers for every built-in op from its own file:
 
-    register_facts(MERGE_CONV, grid=conv_grid_of, fusion=None, head=None)   # compiler/modules/merge/conv.py
+    register_facts(MERGE_CONV, grid=conv_grid_of, head=None)   # compiler/modules/merge/conv.py
+    ONNX_FUSION.register(MLP, gelu_fusion)                      # compiler/backends/onnx_fusions.py
 
 TOKEN_GRID   how the op maps the token grid of its first input (or an image's height and width,
              which count as its grid here), (H, W) as ints or as torch SymInts while exporting
@@ -9,11 +11,12 @@ TOKEN_GRID   how the op maps the token grid of its first input (or an image's he
              (its output, when it has a grid, has its input's grid, or the height and width of
              the image it reads), or a function (params, grid) -> grid.
 ONNX_FUSION  which fused ONNX Runtime op the node becomes (onnx.expected_fusions): "attention",
-             "gelu", None, or a function (params) -> one of them.
+             "gelu", None, or a function (params) -> one of them. A plugin, which has no line
+             in the ONNX backend's table, gives it as register_facts(..., fusion=...).
 HEAD_ROLE    the head's role in the timm-style model interface (interface.py, model.py): a
              `Classifier`, or None.
 
-Every op registers all three (tests/core/test_facts.py checks it); a lookup of a fact nobody
+Every op has all three (tests/core/test_facts.py checks it); a lookup of a fact nobody
 registered fails naming the op (archspec/primitives/facts.py).
 """
 
@@ -46,24 +49,25 @@ class Classifier:
 TOKEN_GRID = Fact("TOKEN_GRID", "how the op maps its input's token grid (KEEPS or a function (params, grid) -> grid)",
                   WHERE, load=load_torch_side_of)
 ONNX_FUSION = Fact("ONNX_FUSION", "the fused ONNX Runtime op the node becomes (\"attention\", \"gelu\", None, or a "
-                   "function of the params)", WHERE, load=load_torch_side_of)
+                   "function of the params)", "the ONNX backend's table (compiler/backends/onnx_fusions.py); a "
+                   "plugin's torch side: register_facts(..., fusion=...)", load=load_torch_side_of)
 HEAD_ROLE = Fact("HEAD_ROLE", "the head's role in the model interface (a Classifier, or None)", WHERE,
                  load=load_torch_side_of)
 BACKEND_FACTS = (TOKEN_GRID, ONNX_FUSION, HEAD_ROLE)
 
 
-def register_facts(op: Op, *, grid, fusion, head: Classifier | None) -> None:
-    """Register the three facts of `op` (each must be given: none has a default)."""
-    if fusion not in ONNX_FUSIONS + (None,) and not callable(fusion):
+BY_THE_BACKEND = "by the backend"  # register_facts: ONNX_FUSION is the ONNX backend's (a built-in op)
+
+
+def register_facts(op: Op, *, grid, head: Classifier | None, fusion=BY_THE_BACKEND) -> None:
+    """Register the facts of `op` (grid and head must be given: neither has a default). A built-in
+    op's ONNX_FUSION is registered by compiler/backends/onnx_fusions.py; a plugin's op gives it
+    here as `fusion` (unless it registers ONNX_FUSION itself): where nobody does, it is missing."""
+    if fusion is not BY_THE_BACKEND and fusion not in ONNX_FUSIONS + (None,) and not callable(fusion):
         raise ValueError(f"{op.label}: ONNX_FUSION is one of {ONNX_FUSIONS}, None or a function, got {fusion!r}")
     if grid != KEEPS and not callable(grid):
         raise ValueError(f"{op.label}: TOKEN_GRID is KEEPS or a function, got {grid!r}")
     TOKEN_GRID.register(op, grid)
-    ONNX_FUSION.register(op, fusion)
+    if fusion is not BY_THE_BACKEND:
+        ONNX_FUSION.register(op, fusion)
     HEAD_ROLE.register(op, head)
-
-
-def fusion_of(node) -> str | None:
-    """The fused ONNX Runtime op an IR node becomes ("attention", "gelu" or None)."""
-    fusion = ONNX_FUSION.of(node.op, node)
-    return fusion(node.params) if callable(fusion) else fusion

@@ -36,6 +36,10 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
+class NoParams(Params):  # an op that takes no parameters (add, to_image, ...): any key is unknown
+    pass
+
+
 MAX_SIZE = 1 << 24  # no width, length or count in a sane spec is larger
 PositiveInt = Annotated[int, Field(gt=0, le=MAX_SIZE)]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE)]
@@ -145,6 +149,13 @@ class Cost:
     flops: int
     buffer_bytes: int = 0
     score_bytes: int = 0
+
+
+def no_cost(op, p, inputs, out, ctx) -> Cost:
+    """The cost trait of an op with no parameters and no counted FLOPs (element-wise ops, layout
+    changes, pads, pools, interpolations: FlopCounterMode counts none), said by the op itself as
+    `cost = no_cost` (or by its family), never assumed: an op that says nothing has no cost rule."""
+    return Cost(0, 0)
 
 
 class RuleContext(Protocol):

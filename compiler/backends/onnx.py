@@ -52,9 +52,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from archspec.core.errors import bug, error
 from archspec.core.ir import Graph
 
-from ..facts import ONNX_FUSIONS, fusion_of
+from ..facts import ONNX_FUSIONS
 from .export import dynamic_shapes, example_inputs, max_abs_difference, other_lengths
 from .memory import out_of_memory_error, ran_out_of_memory
+from .onnx_fusions import fusion_of
 
 OPSET = 18
 OPSET_FUSED = 23  # the first opset with an Attention op
@@ -413,7 +414,7 @@ def ort_optimized_ops(path: str, level: str = "extended") -> Counter:
 
 def expected_fusions(graph: Graph) -> dict[str, int]:
     """What the spec implies: as many of each fused op as nodes whose ONNX_FUSION fact names it
-    (compiler/facts.py: one attention op per attention node; one fused GELU per GELU MLP whose
+    (onnx_fusions.py: one attention op per attention node; one fused GELU per GELU MLP whose
     GELU follows its first linear)."""
     found = Counter(fusion_of(node) for node in graph.nodes() if not node.is_input)
     return {fusion: found[fusion] for fusion in ONNX_FUSIONS}

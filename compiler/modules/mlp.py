@@ -138,4 +138,4 @@ def onnx_fusion(p):
     return "gelu" if p.act in ("gelu", "gelu_tanh") and not p.gated and not p.dwconv and p.experts is None else None
 
 
-register_facts(MLP, grid=KEEPS, fusion=onnx_fusion, head=None)
+register_facts(MLP, grid=KEEPS, head=None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch.nn as nn
 import torch.nn.functional as F
 
 from archspec.primitives.base import size_pair
@@ -10,30 +9,26 @@ from archspec.primitives.ops.pad import PAD, padded
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
-from .common import grid_as_image, image_as_tokens, make
+from .common import make
+from .layout import OnImage, grid_of
 
 
-class Pad(nn.Module):
+class Pad(OnImage):
     """`to_multiple` ((mh, mw), the amounts made from each input's size) or `sides` (top, bottom,
     left, right); `grid`: None for an image [B, C, H, W], the (H, W) of a token grid [B, H*W, C]."""
 
     def __init__(self, value, to_multiple=None, sides=None, grid=None):
-        super().__init__()
-        self.value, self.grid = value, tuple(grid) if grid is not None else None
+        super().__init__(grid)
+        self.value = value
         self.to_multiple = tuple(to_multiple) if to_multiple is not None else None
         self.sides = tuple(sides) if sides is not None else None
 
-    def forward(self, x):
-        if self.grid is not None:
-            x = grid_as_image(x, self.grid)  # [B, HW, C] -> [B, C, H, W]
+    def image(self, x):
         if self.sides is not None:
             top, bottom, left, right = self.sides
         else:  # the bottom and the right up to the multiples (mh, mw)
             top, bottom, left, right = 0, -x.shape[2] % self.to_multiple[0], 0, -x.shape[3] % self.to_multiple[1]
-        x = F.pad(x, (left, right, top, bottom), value=self.value)  # [B, C, H, W] -> [B, C, H', W']
-        if self.grid is not None:
-            x = image_as_tokens(x)  # [B, C, H', W'] -> [B, H'W', C]
-        return x
+        return F.pad(x, (left, right, top, bottom), value=self.value)  # [B, C, H, W] -> [B, C, H', W']
 
 
 @lowering(PAD)
@@ -41,7 +36,7 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     multiple = None if p.to_multiple is None else list(size_pair(p.to_multiple))
     return make(Pad, value=p.value, to_multiple=multiple, sides=None if p.sides is None else list(p.sides),
-                grid=x.grid if x.layout == "tokens" else None)
+                grid=grid_of(x))
 
 
-register_facts(PAD, grid=padded, fusion=None, head=None)
+register_facts(PAD, grid=padded, head=None)

@@ -89,4 +89,4 @@ def patch_grid(p, grid):
     return conv_grid(grid, *geometry(p))  # (H, W) -> (H', W')
 
 
-register_facts(PATCHIFY, grid=patch_grid, fusion=None, head=None)
+register_facts(PATCHIFY, grid=patch_grid, head=None)

@@ -29,8 +29,29 @@ TOY = ROOT / "tests" / "plugins" / "grid_pool"
 @pytest.mark.parametrize("fact", BACKEND_FACTS, ids=lambda f: f.name)
 def test_every_op_and_kind_has_every_backend_fact(fact):
     load_lowerings()
+    import archspec.compiler.backends.onnx_fusions  # noqa: F401  (the ONNX backend registers ONNX_FUSION)
+
     missing = [op.label for op in registry.ops() if op not in fact.registered()]
     assert registry.ops() and not missing, f"{fact.name} missing for {missing}"
+
+
+def test_onnx_fusion_is_the_onnx_backends_word_not_the_op_files():
+    """ONNX_FUSION of a built-in op is registered from compiler/backends/onnx_fusions.py; no op's
+    torch file gives `fusion=` (a plugin, with no line there, may)."""
+    from archspec.compiler.backends import onnx_fusions
+    from archspec.compiler.facts import ONNX_FUSION
+
+    givers = [str(path.relative_to(ROOT)) for path in (ROOT / "compiler" / "modules").rglob("*.py")
+              if "fusion=" in path.read_text()]
+    assert not givers, givers
+    builtins = [op for op in registry.ops() if op.plugin is None]
+    table = set(onnx_fusions.FUSES) | set(onnx_fusions.NO_FUSION)
+    assert len(onnx_fusions.NO_FUSION) == len(set(onnx_fusions.NO_FUSION)) and not set(onnx_fusions.FUSES) & set(
+        onnx_fusions.NO_FUSION)
+    assert set(builtins) == table, sorted(op.label for op in set(builtins) ^ table)
+    fused = {op.label for op, fusion in ONNX_FUSION.registered().items() if fusion is not None}
+    assert fused == {"attention/" + k for k in ("alibi", "causal", "class", "cross", "global", "linear_sra",
+                                                "shifted", "sliding", "sra", "window")} | {"mlp"}
 
 
 def test_a_fact_is_registered_once():

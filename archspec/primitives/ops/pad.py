@@ -13,10 +13,12 @@ from typing import Optional
 
 from pydantic import Field
 
-from ...core.types import TensorType, grid_tokens, image
-from ..base import Cost, NonNegInt, Op, Params, PositiveSize, RuleError, size_pair
+from ...core.types import TensorType
+from ..base import NonNegInt, Op, Params, PositiveSize, RuleError, no_cost, size_pair
+from ..decoding import Mixes, register_decoding
 from ..grids import as_image
 from ..registry import register
+from .layout import on_grid
 
 
 class PadParams(Params):
@@ -41,6 +43,7 @@ class PadOp(Op):
 
     primitive = "pad"
     Params = PadParams
+    cost = no_cost  # FlopCounterMode counts no FLOPs for a pad
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
@@ -51,12 +54,8 @@ class PadOp(Op):
         channels, size, origin = as_image(x, "pad")
         grid = padded(p, size)  # (H, W) -> (H', W')
         step = origin if grid == size else origin.then("pad", grid[0] - size[0])
-        if x.layout == "image":
-            return image(channels, grid[0], grid[1], origin=step)  # [B, C, H', W']
-        return grid_tokens(grid, channels, origin=step)  # [B, H'W', C]
-
-    def cost(self, p, inputs, out, ctx) -> Cost:
-        return Cost(0, 0)  # FlopCounterMode counts no FLOPs for a pad
+        return on_grid(x, channels, grid, step)  # [B, C, H', W'] or [B, H'W', C]
 
 
 PAD = register(PadOp())
+register_decoding(PAD, Mixes("a pad adds positions to a grid"))

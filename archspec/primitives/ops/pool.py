@@ -12,10 +12,12 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from ...core.suggestions import Remedy
-from ...core.types import TensorType, grid_tokens, image
-from ..base import Cost, NonNegSize, Op, Params, PositiveSize, RuleError, size_pair
+from ...core.types import TensorType
+from ..base import NonNegSize, Op, Params, PositiveSize, RuleError, no_cost, size_pair
+from ..decoding import Mixes, register_decoding
 from ..grids import as_image
 from ..registry import register
+from .layout import on_grid
 
 
 class PoolParams(Params):
@@ -49,6 +51,7 @@ class PoolOp(Op):
 
     primitive = "pool"
     Params = PoolParams
+    cost = no_cost  # FlopCounterMode counts no FLOPs for pooling
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
@@ -62,12 +65,8 @@ class PoolOp(Op):
                                 field="kernel", grid=origin, hint=Remedy(f"use a kernel of at most {n + 2 * pad}"))
         grid = pooled(p, size)  # (H, W) -> (H', W')
         step = origin if grid == size else origin.then("pool", kernel[0], window(p)[1][0])
-        if x.layout == "image":
-            return image(channels, grid[0], grid[1], origin=step)  # [B, C, H', W']
-        return grid_tokens(grid, channels, origin=step)  # [B, H'W', C]
-
-    def cost(self, p, inputs, out, ctx) -> Cost:
-        return Cost(0, 0)  # FlopCounterMode counts no FLOPs for pooling
+        return on_grid(x, channels, grid, step)  # [B, C, H', W'] or [B, H'W', C]
 
 
 POOL = register(PoolOp())
+register_decoding(POOL, Mixes("a pool reads the positions of a window of a grid"))

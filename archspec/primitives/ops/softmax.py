@@ -6,7 +6,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from ...core.types import TensorType
-from ..base import Cost, Op, Params, require_float
+from ..base import Op, Params, no_cost, require_float
+from ..decoding import TOKENWISE, Mixes, register_decoding
 from ..registry import register
 from .reduce import sample_axis
 
@@ -20,6 +21,7 @@ class SoftmaxOp(Op):
 
     primitive = "softmax"
     Params = SoftmaxParams
+    cost = no_cost  # FlopCounterMode counts no FLOPs for a softmax
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
@@ -27,8 +29,11 @@ class SoftmaxOp(Op):
         sample_axis(p.axis, x, "softmax", "axis")
         return x
 
-    def cost(self, p, inputs, out, ctx) -> Cost:
-        return Cost(0, 0)
+
+def softmax_decoding(p: SoftmaxParams):
+    """Tokenwise along the channels (the last axis) alone; along any other axis it mixes the tokens."""
+    return TOKENWISE if p.axis == -1 else Mixes("a softmax along an axis other than the last mixes the tokens")
 
 
 SOFTMAX = register(SoftmaxOp())
+register_decoding(SOFTMAX, softmax_decoding)

@@ -11,7 +11,7 @@ from archspec.primitives.ops.attention.alibi import ALIBI
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from .common import CachedAttention
-from .sequence import SelfAttention, attention_fusion, make_sequence_attention
+from .sequence import SelfAttention, make_sequence_attention
 
 
 def alibi_slopes(heads: int) -> list[float]:
@@ -56,4 +56,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(AlibiAttention, ALIBI, p, inputs)
 
 
-register_facts(ALIBI, grid=KEEPS, fusion=attention_fusion, head=None)
+register_facts(ALIBI, grid=KEEPS, head=None)

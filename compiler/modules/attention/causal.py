@@ -9,7 +9,7 @@ from archspec.primitives.ops.attention.causal import CAUSAL
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from .common import CachedAttention
-from .sequence import SelfAttention, attention_fusion, later_or_outside, make_sequence_attention
+from .sequence import SelfAttention, later_or_outside, make_sequence_attention
 
 
 class CausalSelfAttention(CachedAttention, SelfAttention):
@@ -28,4 +28,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(CausalSelfAttention, CAUSAL, p, inputs)
 
 
-register_facts(CAUSAL, grid=KEEPS, fusion=attention_fusion, head=None)
+register_facts(CAUSAL, grid=KEEPS, head=None)

@@ -9,7 +9,7 @@ from archspec.primitives.ops.attention.class_ import CLASS
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from .sequence import SequenceAttention, attention_fusion, make_sequence_attention
+from .sequence import SequenceAttention, make_sequence_attention
 
 
 class ClassAttention(SequenceAttention):
@@ -37,4 +37,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(ClassAttention, CLASS, p, inputs, prefix=inputs[0].prefix)
 
 
-register_facts(CLASS, grid=KEEPS, fusion=attention_fusion, head=None)
+register_facts(CLASS, grid=KEEPS, head=None)

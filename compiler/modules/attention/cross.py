@@ -6,7 +6,7 @@ from archspec.primitives.ops.attention.cross import CROSS
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from .sequence import SequenceAttention, attention_fusion, make_sequence_attention
+from .sequence import SequenceAttention, make_sequence_attention
 
 
 class CrossAttention(SequenceAttention):
@@ -43,4 +43,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(CrossAttention, CROSS, p, inputs, learned_query=inputs[0].shape[0] == 1)
 
 
-register_facts(CROSS, grid=KEEPS, fusion=attention_fusion, head=None)
+register_facts(CROSS, grid=KEEPS, head=None)

@@ -6,7 +6,7 @@ from archspec.primitives.ops.attention.global_ import GLOBAL
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from .sequence import SelfAttention, attention_fusion, make_sequence_attention
+from .sequence import SelfAttention, make_sequence_attention
 
 
 @lowering(GLOBAL)
@@ -14,4 +14,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(SelfAttention, GLOBAL, p, inputs)
 
 
-register_facts(GLOBAL, grid=KEEPS, fusion=attention_fusion, head=None)
+register_facts(GLOBAL, grid=KEEPS, head=None)

@@ -15,4 +15,4 @@ def lower(p, inputs, ctx):
     return window_module(SHIFTED, p, inputs[0])
 
 
-register_facts(SHIFTED, grid=KEEPS, fusion="attention", head=None)
+register_facts(SHIFTED, grid=KEEPS, head=None)

@@ -9,7 +9,7 @@ from archspec.primitives.ops.attention.sliding import SLIDING
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from .common import CachedAttention
-from .sequence import SelfAttention, attention_fusion, later_or_outside, make_sequence_attention
+from .sequence import SelfAttention, later_or_outside, make_sequence_attention
 
 
 class SlidingWindowAttention(CachedAttention, SelfAttention):
@@ -30,4 +30,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(SlidingWindowAttention, SLIDING, p, inputs, window=p.window)
 
 
-register_facts(SLIDING, grid=KEEPS, fusion=attention_fusion, head=None)
+register_facts(SLIDING, grid=KEEPS, head=None)

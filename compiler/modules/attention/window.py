@@ -266,4 +266,4 @@ def lower(p, inputs, ctx):
     return window_module(WINDOW, p, inputs[0], inputs)
 
 
-register_facts(WINDOW, grid=KEEPS, fusion="attention", head=None)
+register_facts(WINDOW, grid=KEEPS, head=None)

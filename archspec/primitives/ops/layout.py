@@ -1,0 +1,132 @@
+"""The layout family: ops that move values between an image [B, C, H, W] and tokens on a grid
+[B, H*W, C], or change an image's height and width, computing nothing (none has parameters
+or counted FLOPs: each says `cost = no_cost`).
+
+    to_image   tokens on a grid -> an image [B, C, H, W] (e.g. SegFormer's stage outputs)
+    to_tokens  an image [B, C, H, W] -> tokens [B, H*W, C] on the HxW grid
+    resize     an image brought to a given height and width by interpolation (nearest, bilinear
+               or bicubic), as torch's F.interpolate(x, size=...): CrossViT's second branch sees
+               its 240x240 image at 224x224, bicubic
+    upsample   an image scaled up by an integer factor (nearest or bilinear), e.g. the feature
+               maps of a segmentation decoder brought to one size
+
+`on_grid` gives pad's and pool's output (ops/pad.py, ops/pool.py): the layout they read, on
+the new grid.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from ...core.suggestions import GridOrigin
+from ...core.types import TensorType, grid_tokens, image
+from ..base import NoParams, Op, Params, PositiveInt, PositiveSize, RuleError, no_cost, size_pair
+from ..decoding import Mixes, register_decoding
+from ..grids import image_origin
+from ..registry import register
+
+
+def on_grid(x: TensorType, channels: int, grid: tuple, origin: GridOrigin) -> TensorType:
+    """An op's output in the layout of its input `x` (an image, or a token grid read as one) on
+    the new (H', W') `grid`."""
+    if x.layout == "image":
+        return image(channels, grid[0], grid[1], origin=origin)  # [B, C, H', W']
+    return grid_tokens(grid, channels, origin=origin)  # [B, H'W', C]
+
+
+class ToImageOp(Op):
+    """[B, H*W, C] on an HxW grid -> [B, C, H, W]."""
+
+    primitive = "to_image"
+    Params = NoParams
+    cost = no_cost
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        if x.layout != "tokens" or not x.grid:
+            raise RuleError(f"to_image reads tokens on a grid, got {x.layout_name()}")
+        if x.prefix:
+            raise RuleError(f"to_image needs the grid tokens alone; these have {x.prefix} prefix token(s)",
+                            hint=f"slice them off first: `slice: {{start: {x.prefix}}}`")
+        return image(x.channels, x.grid[0], x.grid[1], origin=x.origin)  # [B, N, C] -> [B, C, H, W]
+
+
+class ToTokensOp(Op):
+    """[B, C, H, W] -> [B, H*W, C] on an HxW grid."""
+
+    primitive = "to_tokens"
+    Params = NoParams
+    cost = no_cost
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        if x.layout != "image":
+            raise RuleError(f"to_tokens reads an image, got {x.layout_name()}")
+        h, w = x.shape[2], x.shape[3]
+        return grid_tokens((h, w), x.channels, origin=image_origin(x))
+
+
+# -- interpolation: an image to a new height and width ------------------------------------------------
+
+
+class ResizeParams(Params):
+    size: PositiveSize = Field(description="the new height and width: an int (square), or [h, w]")
+    mode: Literal["nearest", "bilinear", "bicubic"] = "bilinear"
+    align_corners: bool = Field(False, description="bilinear, bicubic: align the corner pixels (torch's align_corners)")
+
+
+class UpsampleParams(Params):
+    factor: PositiveInt = Field(description="the height and width are multiplied by this")
+    mode: Literal["nearest", "bilinear"] = "nearest"
+    align_corners: bool = Field(False, description="bilinear: align the corner pixels (torch's align_corners)")
+
+
+class Interpolation(Op):
+    """An image interpolated to a new height and width (`size`), in a `mode` that takes
+    `align_corners` unless it is nearest."""
+
+    smooth_modes: ClassVar[str]  # the modes that take align_corners, in words
+    cost = no_cost  # FlopCounterMode counts no FLOPs for an interpolation
+
+    def size(self, p, height, width) -> tuple:
+        raise NotImplementedError
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        (x,) = inputs
+        if x.layout != "image":
+            raise RuleError(f"{self.primitive} reads an image, got {x.layout_name()}",
+                            hint="to_image turns tokens on a grid into an image")
+        if p.align_corners and p.mode == "nearest":
+            raise RuleError(f"align_corners goes with mode: {self.smooth_modes}", field="align_corners")
+        height, width = self.size(p, x.shape[2], x.shape[3])
+        return image(x.channels, height, width)  # [B, C, H, W] -> [B, C, h, w]
+
+
+class ResizeOp(Interpolation):
+    """[B, C, H, W] -> [B, C, h, w]."""
+
+    primitive = "resize"
+    Params = ResizeParams
+    smooth_modes = "bilinear or bicubic"
+
+    def size(self, p, height, width) -> tuple:
+        return size_pair(p.size)
+
+
+class UpsampleOp(Interpolation):
+    """[B, C, H, W] -> [B, C, H*f, W*f]."""
+
+    primitive = "upsample"
+    Params = UpsampleParams
+    smooth_modes = "bilinear"
+
+    def size(self, p, height, width) -> tuple:
+        return height * p.factor, width * p.factor  # [B, C, H*f, W*f]
+
+
+TO_IMAGE = register_decoding(register(ToImageOp()), Mixes("to_image reads the tokens as an image"))
+TO_TOKENS = register_decoding(register(ToTokensOp()), Mixes("to_tokens makes tokens of an image's cells"))
+RESIZE = register_decoding(register(ResizeOp()), Mixes("resize interpolates between positions of an image"))
+UPSAMPLE = register_decoding(register(UpsampleOp()), Mixes("upsample interpolates between positions of an image"))

@@ -1,0 +1,84 @@
+"""The element-wise family (torch): one table, name -> what the op computes from its inputs and its
+parameters, and one module that computes a row (inductor's `register_pointwise` is the model).
+Its rows are the rule floor's (archspec/primitives/ops/elementwise.py); a row the rule floor has
+and this floor lacks fails here, naming it. Every member keeps the token grid of its input.
+
+    Elementwise(name="scale", factor=0.125)      x * 0.125; model.<node>.factor == 0.125
+
+activation and dropout are the modules of their own kind (nn.GELU, nn.Dropout, ...: MODULES).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from archspec.primitives.ops.elementwise import ELEMENTWISE_OPS
+
+from ..facts import KEEPS, register_facts
+from ..lowering_rules import lowering
+from .activations import activation_class
+from .common import make
+
+COMPARISONS = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
+DTYPES = {"float32": torch.float32, "int64": torch.int64}
+
+
+def add_all(x, *others):
+    """x + y (+ more), left to right."""
+    for y in others:
+        x = x + y  # broadcast
+    return x
+
+
+ELEMENTWISE_FUNCTIONS = {  # op -> fn(inputs..., **params), the params as keywords
+    "add": add_all,
+    "subtract": lambda x, y: x - y,  # broadcast
+    "multiply": lambda x, y: x * y,  # broadcast
+    "divide": lambda x, y: x / y,  # broadcast
+    "power": lambda x, exponent: x ** exponent,
+    "scale": lambda x, factor: x * factor,
+    "shift": lambda x, value: x + value,
+    "clamp": lambda x, min, max: torch.clamp(x, min, max),
+    "compare": lambda x, op, value, dtype: COMPARISONS[op](x, value).to(DTYPES[dtype]),  # same shape, 0/1
+}
+
+MODULES = {  # op -> (params -> (module class, its keyword arguments)): the rows that are a module of their own
+    "activation": lambda p: activation_class(p.fn),
+    "dropout": lambda p: (nn.Dropout, {"p": p.rate}),
+}
+
+
+class Elementwise(nn.Module):
+    """One row of ELEMENTWISE_FUNCTIONS, `name`, with its parameters as constants (attributes)."""
+
+    def __init__(self, name, **constants):
+        super().__init__()
+        self.name, self.constants = name, constants
+        for key, value in constants.items():
+            setattr(self, key, value)  # e.g. .factor of a scale
+
+    def forward(self, x, *others):
+        return ELEMENTWISE_FUNCTIONS[self.name](x, *others, **self.constants)
+
+    def extra_repr(self) -> str:
+        return ", ".join([self.name] + [f"{key}={value!r}" for key, value in self.constants.items()])
+
+
+def _lowering(name: str):
+    """The lowering rule of the row `name`: its own module (MODULES), or an Elementwise."""
+    if name in MODULES:
+        def lower(p, inputs, ctx):
+            cls, kwargs = MODULES[name](p)
+            return make(cls, **kwargs)
+    elif name in ELEMENTWISE_FUNCTIONS:
+        def lower(p, inputs, ctx):
+            return make(Elementwise, name=name, **p.model_dump())
+    else:
+        raise KeyError(f"the element-wise op {name!r} has no torch function in compiler/modules/elementwise.py")
+    return lower
+
+
+for _name, _op in ELEMENTWISE_OPS.items():  # each keeps its input's token grid, and is no head
+    lowering(_op)(_lowering(_name))
+    register_facts(_op, grid=KEEPS, head=None)
