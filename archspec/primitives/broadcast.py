@@ -1,5 +1,6 @@
 """Element-wise ops on two tensors: their shapes must broadcast (numpy's rules: aligned on the
-right, each pair of sizes equal or one of them 1). A symbolic size broadcasts with itself and
+right, each pair of sizes equal or one of them 1); an operand of fewer axes that holds the batch
+would have its batch meet another axis, and is refused. A symbolic size broadcasts with itself and
 with 1 only. The result keeps the layout (grid, prefix tokens) of the operand that has the
 result's shape."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.types import Sym, TensorType
+from ..core.types import BATCH, Sym, TensorType
 from .base import RuleError
 
 
@@ -38,6 +39,13 @@ def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
                         hint="both sides must lie on the same grid (check the patch, stride or pool sizes that make "
                              "them); a vector meant for every token has no grid: a param, or the tokens reduced")
     rank = max(len(x.shape), len(y.shape))
+    for t in (x, y):
+        if len(t.shape) < rank and t.shape and t.shape[0] is BATCH:
+            raise RuleError(f"{what}: a {_text(t.shape)} tensor and a {_text((x if t is y else y).shape)} one: "
+                            f"aligned on the right, its batch axis B would meet axis {rank - len(t.shape)} of "
+                            f"the other, not its batch", field="from",
+                            hint="give both the same number of axes (rearrange the smaller one, e.g. 'b c -> b c 1 "
+                                 "1' for an image), so that batch meets batch")
     xs = (1,) * (rank - len(x.shape)) + tuple(x.shape)
     ys = (1,) * (rank - len(y.shape)) + tuple(y.shape)
     shape = []

@@ -342,3 +342,25 @@ def test_spec_floats_beyond_float32_are_located_errors_at_check(case):
         archspec.check_text(text, name="floats.yaml")
     first = info.value.diagnostics[0]
     assert "float32" in first.message and first.loc is not None and first.loc.line >= 5, info.value
+
+
+# -- 6: check's own crashes ------------------------------------------------------------------------------------
+
+CHECK_CRASHES = {
+    "einsum_to_the_batch_then_linear": (
+        "inputs:\n  x: [B, 4]\ngraph:\n  - {id: e, einsum: {eq: 'b k -> b'}}\n  - {id: fc, linear: {dim: 4}}\n",
+        "has only its batch axis"),
+    "an_image_plus_a_vector_then_to_tokens": (
+        "inputs:\n  image: [B, 3, 16, 16]\n  v: [B, 8]\ngraph:\n  - {id: r, from: image, resize: {size: [1, 1]}}\n"
+        "  - {id: a, from: [r, v], add: {}}\n  - {id: t, to_tokens: {}}\n",
+        "its batch axis B would meet axis 2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHECK_CRASHES))
+def test_check_gives_a_located_error_not_a_crash(case, tmp_path, capsys):
+    text, words = CHECK_CRASHES[case]
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(f"name: crash\n{text}")
+    code, _, err = run_cli(capsys, "check", str(path), seconds=30)
+    assert_located(code, err, words)

@@ -31,6 +31,9 @@ class LinearOp(Op):
         if x.layout not in ("tokens", "vector", "tensor") or not x.dtype.startswith("float"):
             raise RuleError(f"linear reads tokens, a feature vector or a float tensor, got {x.layout_name()}",
                             hint="to_tokens turns an image into tokens" if x.layout == "image" else None)
+        if len(x.shape) < 2:  # [B]: the last axis is the batch, which a linear map must not mix
+            raise RuleError(f"linear maps the last axis, and {x.layout_name()} has only its batch axis",
+                            hint="keep a feature axis (an einsum's output 'b c', a rearrange 'b -> b 1')")
         return replace(x, shape=tuple(x.shape[:-1]) + (p.dim,))  # [..., C] -> [..., dim]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
