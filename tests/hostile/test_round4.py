@@ -364,3 +364,20 @@ def test_check_gives_a_located_error_not_a_crash(case, tmp_path, capsys):
     path.write_text(f"name: crash\n{text}")
     code, _, err = run_cli(capsys, "check", str(path), seconds=30)
     assert_located(code, err, words)
+
+
+# -- 16: class attention with grid score parts says why --------------------------------------------------------
+
+
+@pytest.mark.parametrize("part", ["decomposed", "relative_table"])
+def test_class_attention_with_a_grid_part_says_its_queries_are_the_class_tokens(part):
+    import archspec
+    from archspec.core.errors import SpecError
+
+    text = ("name: cls\ninputs:\n  image: [B, 3, 32, 32]\ngraph:\n"
+            "  - {id: p, patchify: {patch: 4, dim: 32, cls_token: true}}\n"
+            f"  - {{id: attn, attention: {{kind: class, heads: 2, scores: [{part}]}}}}\n")
+    with pytest.raises(SpecError) as info:
+        archspec.check_text(text, name="cls.yaml")
+    message = info.value.diagnostics[0].message
+    assert "class tokens" in message and "got a 8x8 token grid" not in message, message

@@ -24,6 +24,8 @@ from pydantic import TypeAdapter, ValidationError
 from .....core.suggestions import Remedy
 from .....core.types import TensorType
 from ....base import Cost, RuleError
+from ....decoding import Mixes
+from ....facts import Fact
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,18 @@ class ScoreSite:
     x: TensorType
     rotates: bool = False
     rope_theta: float | None = None
+
+    def check_queries_on_the_grid(self, needs: str) -> None:
+        """For a part that `needs` (e.g. "a relative position table needs") queries on a grid, at a
+        site without one whose input has a grid: this kind's queries are not its tokens (class
+        attention's are the class tokens), which is what the error says."""
+        if self.grid is None and self.x.grid is not None:
+            h, w = self.x.grid
+            raise RuleError(f"{needs} queries on a grid, and this attention's queries ({self.queries}) are not "
+                            f"the tokens of the {h}x{w} grid: class attention's queries are its class tokens",
+                            field="scores",
+                            hint=Remedy("use the part on attention whose queries are the grid's tokens (global, "
+                                        "window)"))
 
 
 class ScorePart:
@@ -60,6 +74,10 @@ class ScorePart:
     @property
     def doc(self) -> str:
         return (type(self).__doc__ or "").strip()
+
+    @property
+    def label(self) -> str:
+        return f"score part {self.name!r}"
 
     def __repr__(self) -> str:
         return f"<score part {self.name}>"
@@ -126,3 +144,40 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
                             field="scores") from None
         uses.append(ScoreUse(part, params))
     return uses
+
+
+# -- how a part decodes: a fact registered from the part's own file ------------------------------
+
+@dataclass(frozen=True)
+class Decodes:
+    """The part works unchanged when generate() brings the queries one at a time over cached
+    keys: its module's steps read the scores [B, h, N, M] of the current queries over the keys
+    so far (and, where it asks, their positions), never a key the mask hides."""
+
+
+DECODES = Decodes()
+
+SCORE_DECODE = Fact(
+    "SCORE_DECODE", "how the score part behaves when generate() decodes over a key/value cache: DECODES, "
+    "Mixes(why) (it cannot yet, and why), or a function of the part's params giving one",
+    "the part's rule file (archspec/primitives/ops/attention/scores/<part>.py), beside its checks")
+
+
+def register_score_decoding(part: ScorePart, decode) -> ScorePart:
+    """Register how `part` decodes (DECODES, Mixes(why), or a function of its params)."""
+    if not isinstance(decode, Decodes | Mixes) and not callable(decode):
+        raise ValueError(f"{part.label}: SCORE_DECODE is DECODES, Mixes(why) or a function, got {decode!r}")
+    SCORE_DECODE.register(part, decode)
+    return part
+
+
+def decode_refusal(entries: list[Any]) -> str | None:
+    """Why an attention with these `scores:` cannot decode over a cache (its first part whose
+    SCORE_DECODE is Mixes), or None. A part that registered no answer fails naming itself."""
+    for use in parse_scores(entries):
+        answer = SCORE_DECODE.of(use.part)
+        if not isinstance(answer, Decodes | Mixes):
+            answer = answer(use.params)
+        if isinstance(answer, Mixes):
+            return f"its score part {use.part.name}: {answer.why}"
+    return None

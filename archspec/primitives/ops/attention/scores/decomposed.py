@@ -32,6 +32,7 @@ class DecomposedPart(ScorePart):
     explicit = False
 
     def check(self, p, site: ScoreSite) -> None:
+        site.check_queries_on_the_grid("decomposed relative positions need")
         if site.grid is None:
             raise RuleError(f"decomposed relative positions need tokens on a grid, got "
                             f"{site.x.layout_name()}", field="scores",
@@ -56,3 +57,9 @@ class DecomposedPart(ScorePart):
 
 
 DECOMPOSED = register_score(DecomposedPart())
+
+from ....decoding import Mixes  # noqa: E402  (beside the registration it serves)
+from .base import register_score_decoding  # noqa: E402
+
+register_score_decoding(DECOMPOSED, Mixes("its tables are over the rows and columns of a fixed grid"
+                                        ", not positions of a sequence that grows a token at a time"))

@@ -42,6 +42,7 @@ class RelativeTablePart(ScorePart):
     explicit = False
 
     def check(self, p, site: ScoreSite) -> None:
+        site.check_queries_on_the_grid("a relative position table needs")
         if site.grid is None:
             raise RuleError(f"a relative position table needs tokens on a grid, got {site.x.layout_name()} "
                             "without one", field="scores",
@@ -78,3 +79,9 @@ class RelativeTablePart(ScorePart):
 
 
 RELATIVE_TABLE = register_score(RelativeTablePart())
+
+from ....decoding import Mixes  # noqa: E402  (beside the registration it serves)
+from .base import register_score_decoding  # noqa: E402
+
+register_score_decoding(RELATIVE_TABLE, Mixes("its table is over the offsets of a fixed grid"
+                                        ", not positions of a sequence that grows a token at a time"))

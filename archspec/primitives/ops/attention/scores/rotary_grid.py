@@ -64,6 +64,7 @@ class RotaryGridPart(ScorePart):
         self._check_dims(p, site)
 
     def _check_grid(self, site: ScoreSite) -> None:
+        site.check_queries_on_the_grid("2-D rotary positions need")
         if site.grid is None:
             raise RuleError(f"2-D rotary positions need tokens on a grid, got {site.x.layout_name()} without one",
                             field="scores", hint=Remedy("patchify an image first, or declare the input's "
@@ -90,3 +91,9 @@ class RotaryGridPart(ScorePart):
 
 
 ROTARY_GRID = register_score(RotaryGridPart())
+
+from ....decoding import Mixes  # noqa: E402  (beside the registration it serves)
+from .base import register_score_decoding  # noqa: E402
+
+register_score_decoding(ROTARY_GRID, Mixes("it turns queries and keys by their cell on a fixed grid"
+                                        ", not by positions of a sequence that grows a token at a time"))
