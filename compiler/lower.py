@@ -20,7 +20,8 @@ import torch
 import torch.fx
 import torch.nn as nn
 
-from archspec.core.errors import InternalError, Loc, bug
+from archspec.core.errors import InternalError, Loc, bug, error
+from archspec.core.memory import MAX_BUILD_BYTES, ran_out_of_memory
 from archspec.core.interpreter import Interpreter
 from archspec.core.ir import Graph, NodeView
 
@@ -68,6 +69,14 @@ class Lowering(Interpreter):
             module = rule(node.params, inputs, LoweringContext(self.graph, node, self.ties))
         except InternalError:
             raise
+        except (MemoryError, RuntimeError) as exc:
+            if not ran_out_of_memory(exc):
+                raise bug(f"lowering failed: {type(exc).__name__}: {exc}", node.loc, node.name,
+                          hint="the spec passed the checker, so this is a bug in archspec") from exc
+            raise error(f"making {node.name}'s module ran out of memory ({first_line(exc)}): its tensors need "
+                        "more than this machine has free", node.loc, node.name,
+                        hint=f"use a smaller input size, or free memory (the estimate is capped by "
+                             f"{MAX_BUILD_BYTES})") from None
         except Exception as exc:  # a failure inside lowering is a bug, reported at the node
             raise bug(f"lowering failed: {type(exc).__name__}: {exc}", node.loc, node.name,
                       hint="the spec passed the checker, so this is a bug in archspec") from exc
@@ -145,6 +154,11 @@ def features_graph(gm: ArchspecModel) -> torch.fx.Graph | None:
     graph.owning_module = gm  # for eliminate_dead_code's purity check of module calls
     graph.eliminate_dead_code()
     return graph
+
+
+def first_line(exc: BaseException) -> str:
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return (text or type(exc).__name__)[:200]
 
 
 def lower(graph: Graph, seed: int = 0) -> torch.fx.GraphModule:

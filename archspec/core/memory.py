@@ -2,7 +2,8 @@
 
 One budget for every floor: `build`'s estimate (archspec/budget.py) and the checkpoint reader
 (compiler/weights/checkpoint.py) both refuse work that needs more than `available_bytes()`:
-ARCHSPEC_MAX_BUILD_BYTES when set, else the memory the system has available.
+ARCHSPEC_MAX_BUILD_BYTES when set, else the memory the system has available. What fails to
+allocate anyway is told apart by `ran_out_of_memory(exc)`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,17 @@ from __future__ import annotations
 import os
 
 MAX_BUILD_BYTES = "ARCHSPEC_MAX_BUILD_BYTES"  # env: the most memory a build may plan to use, in bytes
+ALLOCATION_FAILURES = ("failed to allocate memory", "can't allocate memory", "cannot allocate memory",
+                       "out of memory", "bad_alloc", "not enough memory")
+
+
+def ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is an allocation failure (of Python, torch, CUDA or ONNX Runtime): every floor
+    that makes tensors turns one into the located "ran out of memory" error, never a traceback."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return any(words in text for words in ALLOCATION_FAILURES)
 
 
 def available_bytes() -> int | None:

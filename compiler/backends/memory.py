@@ -14,19 +14,9 @@ from __future__ import annotations
 import re
 
 from archspec.core.errors import error
-from archspec.core.memory import human
+from archspec.core.memory import ALLOCATION_FAILURES, human, ran_out_of_memory  # noqa: F401 (re-exported)
 
-ALLOCATION_FAILURES = ("failed to allocate memory", "can't allocate memory", "cannot allocate memory",
-                       "out of memory", "bad_alloc", "not enough memory")
 REQUESTED = re.compile(r"(?:buffer of size|allocate) (\d+)(?: bytes)?", re.IGNORECASE)
-
-
-def ran_out_of_memory(exc: BaseException) -> bool:
-    """Whether `exc` is an allocation failure (of ONNX Runtime, torch, CUDA or Python)."""
-    if isinstance(exc, MemoryError):
-        return True
-    text = str(exc).lower()
-    return any(words in text for words in ALLOCATION_FAILURES)
 
 
 def out_of_memory_error(what: str, graph, exc: BaseException, *, scores: bool, hint: str | None = None):

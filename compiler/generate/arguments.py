@@ -23,7 +23,7 @@ import operator
 import torch
 
 from archspec.core.errors import error
-from archspec.core.memory import MAX_BUILD_BYTES, available_bytes, human
+from archspec.core.memory import MAX_BUILD_BYTES, available_bytes, human, ran_out_of_memory
 
 SAMPLING_COPIES = 6  # float32 [B, vocab] buffers a sampled step holds at once (scores, warped, sorted, probs...)
 
@@ -156,8 +156,6 @@ def guarded(generate):
         try:
             return generate(*bound.args, **bound.kwargs)
         except (MemoryError, RuntimeError) as exc:
-            from ..backends.memory import ran_out_of_memory
-
             if not ran_out_of_memory(exc):
                 raise
             raise error(f"generate: {decoder.name} ran out of memory while generating "

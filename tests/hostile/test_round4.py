@@ -381,3 +381,25 @@ def test_class_attention_with_a_grid_part_says_its_queries_are_the_class_tokens(
         archspec.check_text(text, name="cls.yaml")
     message = info.value.diagnostics[0].message
     assert "class tokens" in message and "got a 8x8 token grid" not in message, message
+
+
+# -- 14: out of memory while making the module ---------------------------------------------------------------
+
+
+def test_running_out_of_memory_while_making_the_module_is_a_located_error(tmp_path):
+    """A 4 GiB constant under a 6 GiB address-space limit (the estimate let through by a large
+    ARCHSPEC_MAX_BUILD_BYTES, as when another process takes the memory meanwhile): exit 1, located."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "big.yaml"
+    spec.write_text("name: big\ninputs:\n  x: [B, 4]\ngraph:\n"
+                    "  - {id: c, constant: {shape: [1, 1024, 1024, 1024], value: 1.0}}\n")
+    code = ("import resource, sys\nimport torch\nfrom archspec.cli.main import main\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))\n"
+            f"sys.exit(main(['build', {str(spec)!r}, '-o', {str(tmp_path / 'out')!r}]))\n")
+    env = {**os.environ, "ARCHSPEC_MAX_BUILD_BYTES": str(1 << 40)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "big.yaml:5:" in done.stderr and "ran out of memory" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "bug in archspec" not in done.stderr, done.stderr
