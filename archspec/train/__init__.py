@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import fields
 
 from .options import DATASET, Options, check_options  # noqa: F401  (the package's API)
 
@@ -96,10 +97,8 @@ def options_of(args) -> Options:
     from ..arguments import overrides_of, spec_path
 
     spec = spec_path(args, announce=os.environ.get("RANK", "0") in ("", "0"))
-    return Options(spec, overrides_of(args), args.steps, args.batch, args.lr, args.weight_decay, args.optimizer,
-                   args.seed, args.fsdp, args.ddp, args.bf16, args.checkpointing, args.save, args.resume, args.json,
-                   args.dump, args.data, args.val_fraction, args.epochs, args.warmup, args.schedule, args.clip_grad,
-                   args.workers, args.eval_every)
+    given = {f.name: getattr(args, f.name) for f in fields(Options) if f.name not in ("spec", "overrides", "as_json")}
+    return Options(spec, overrides=overrides_of(args), as_json=args.json, **given)  # each option by its name
 
 
 def train(options: Options) -> dict:

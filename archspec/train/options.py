@@ -22,7 +22,7 @@ import importlib.util
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from ..core.errors import UsageError
 from ..core.files import file_problem
@@ -45,6 +45,7 @@ TRAIN_EXTRA = "pip install 'archspec[train]'"
 @dataclass
 class Options:
     spec: str
+    _: KW_ONLY  # every option but the spec by its name
     overrides: dict | None = None
     steps: int | None = None  # None: DEFAULT_STEPS, unless --epochs sets the length
     batch: int = 8

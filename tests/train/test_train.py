@@ -237,5 +237,5 @@ def test_training_resumes_where_it_stopped(tmp_path):
 def test_the_loss_goes_down():
     from archspec.train import Options, train as run
 
-    summary = run(Options(VIT, VIT_SMALL, steps=30, batch=8, lr=3e-3))
+    summary = run(Options(VIT, overrides=VIT_SMALL, steps=30, batch=8, lr=3e-3))
     assert summary["last_loss"] < summary["first_loss"] - 0.5
