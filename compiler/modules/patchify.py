@@ -28,7 +28,7 @@ def sincos_2d(grid, dim: int, temperature: float = 10000.0):
 
 class PatchEmbed(nn.Module):
     def __init__(self, in_channels, dim, kernel, stride, padding, bias, grid, norm_eps=None, cls_token=False,
-                 pos="none", tokens_in=False, in_grid=None, dropout=0.0):
+                 pos="none", tokens_in=False, in_grid=None, dropout=0.0, pos_frozen=False):
         super().__init__()
         self.grid, self.in_grid, self.tokens_in = tuple(grid), tuple(in_grid or ()), tokens_in
         self.proj = Conv2d(in_channels, dim, kernel, stride, padding, bias=bias)
@@ -39,15 +39,18 @@ class PatchEmbed(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, positions, dim)) if pos == "learned" else None
         if pos == "sincos":
             table = sincos_2d(self.grid, dim)
-            if prefix:
+            if prefix:  # the prefix tokens' rows are zeros (MAE's add_cls_token)
                 table = torch.cat([torch.zeros(prefix, dim), table])
+            if pos_frozen:  # MAE: a parameter that never trains, in the state dict
+                self.pos_embed = nn.Parameter(table[None], requires_grad=False)  # [1, positions, dim]
+        if pos == "sincos" and not pos_frozen:
             self.register_buffer("pos_table", table[None], persistent=False)  # [1, positions, dim]
         else:
             self.pos_table = None
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
-        if self.pos_embed is not None:
+        if self.pos_embed is not None and pos == "learned":
             nn.init.trunc_normal_(self.pos_embed, std=0.02)
 
     def forward(self, x):
@@ -81,7 +84,7 @@ def lower(p, inputs, ctx):
     kernel, stride, padding = geometry(p)
     return make(PatchEmbed, **patch_embed_args(inputs[0], kernel, stride, padding, p.dim, ctx.node.type.grid),
                 bias=p.bias, norm_eps=p.norm_eps if p.norm else None, cls_token=p.cls_token, pos=p.pos,
-                dropout=p.dropout)
+                dropout=p.dropout, **({"pos_frozen": True} if p.pos_frozen else {}))
 
 
 def patch_grid(p, grid):
