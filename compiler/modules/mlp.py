@@ -1,5 +1,7 @@
 """mlp (torch): fc1, activation (after a depthwise conv on the grid for PVT v2), fc2; gated:
-fc2(act(a) * b) with [a, b] = fc1(x); with experts, a mixture of such MLPs routed per token (Mixtral).
+fc2(act(a) * b) with [a, b] = fc1(x) (halves, or interleaved as GPT-OSS; optionally clamped and
+the value offset, GPT-OSS's clamped SwiGLU); with experts, a mixture of such MLPs routed per token
+(the router in router.py: Mixtral, DeepSeek-V3, GPT-OSS), plus shared experts (DeepSeek-V3).
 
 The depthwise conv reads the tokens [B, N, hidden] as a channels-last image (a view, no copy)
 and its channels-last output is the tokens again (a view): no transposing copies. In eager CPU
@@ -10,23 +12,42 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from archspec.primitives.ops.mlp import MLP, hidden_of
+from archspec.primitives.ops.mlp import GATE_OPTIONS, MLP, ROUTER_OPTIONS, hidden_of
 
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .activations import activation, fusable
 from .common import Conv2d, Linear, grid_as_image, image_as_tokens, make, trunc_normal_linears
+from .router import Router
 from .sublayer import Sublayer, sublayer_args
+
+
+def glu(h, act, layout="halves", limit=None, offset=0.0):
+    """act(gate) * value from a gated fc1's output [..., 2 hidden] -> [..., hidden]: the gate the
+    first half (halves) or the even positions (interleaved, GPT-OSS's gate_up_proj[..., ::2]);
+    with `limit`, the gate clamped to at most limit and the value to [-limit, limit]; `offset`
+    added to the value (GPT-OSS: (up + 1) * glu, its swiglu_limit the limit)."""
+    if layout == "interleaved":
+        gate, value = h[..., ::2], h[..., 1::2]
+    else:
+        gate, value = h.chunk(2, dim=-1)
+    if limit is not None:
+        gate = gate.clamp(max=limit)
+        value = value.clamp(min=-limit, max=limit)
+    if offset:
+        value = value + offset
+    return act(gate) * value
 
 
 class Mlp(Sublayer):
     """The feed-forward sub-layer's body: fc1, (a depthwise conv,) the activation (gated or not), fc2."""
 
     def __init__(self, dim, hidden, act, bias=True, grid=None, dwconv=False, extra_relu=False, dropout=0.0,
-                 gated=False, **sublayer):
+                 gated=False, gate_layout="halves", gate_limit=None, value_offset=0.0, **sublayer):
         super().__init__(dim, **sublayer)
         self.grid = tuple(grid) if grid else None
         self.gated = gated
+        self.gate_layout, self.gate_limit, self.value_offset = gate_layout, gate_limit, value_offset
         self.fc1 = Linear(dim, 2 * hidden if gated else hidden, bias=bias)
         self.relu = nn.ReLU() if extra_relu else None
         self.dwconv = Conv2d(hidden, hidden, 3, 1, 1, groups=hidden) if dwconv else None
@@ -49,9 +70,11 @@ class Mlp(Sublayer):
             x = grid_as_image(x, self.grid)  # -> [B, hidden, H, W], channels-last
             x = self.dwconv.activate(x, self.fused) if self.fused is not None else self.dwconv(x)
             x = image_as_tokens(x)  # -> [B, N, hidden]
-        if self.gated:
+        if self.gated and self.gate_layout == "halves" and self.gate_limit is None and not self.value_offset:
             gate, value = x.chunk(2, dim=-1)  # [B, N, 2 hidden] -> 2 x [B, N, hidden]
             x = self.act(gate) * value
+        elif self.gated:
+            x = glu(x, self.act, self.gate_layout, self.gate_limit, self.value_offset)  # -> [B, N, hidden]
         elif self.fused is None:
             x = self.act(x)
         if self.drop is not None:
@@ -63,15 +86,23 @@ class Mlp(Sublayer):
 
 
 class Experts(nn.Module):
-    """`count` MLPs as stacked weights, each run over every token; Hugging Face's MixtralExperts
-    layout: fc1 [E, first, C] (its gate_up_proj, the gate half first), fc2 [E, C, hidden] (down_proj)."""
+    """`count` MLPs as stacked weights, each run over every token. Layout out_in, Hugging Face's
+    MixtralExperts / DeepseekV3Experts: fc1 [E, first, C] (its gate_up_proj), fc2 [E, C, hidden]
+    (down_proj); in_out, GptOssExperts: fc1 [E, C, first], fc2 [E, hidden, C]. Biases fc1_bias
+    [E, first], fc2_bias [E, C]."""
 
-    def __init__(self, count, dim, hidden, act, gated=False, bias=True, dropout=0.0):
+    def __init__(self, count, dim, hidden, act, gated=False, bias=True, dropout=0.0, layout="out_in",
+                 gate_layout="halves", gate_limit=None, value_offset=0.0):
         super().__init__()
-        self.gated = gated
+        self.gated, self.layout = gated, layout
+        self.gate_layout, self.gate_limit, self.value_offset = gate_layout, gate_limit, value_offset
         first = 2 * hidden if gated else hidden
-        self.fc1 = nn.Parameter(torch.empty(count, first, dim))
-        self.fc2 = nn.Parameter(torch.empty(count, dim, hidden))
+        if layout == "in_out":
+            self.fc1 = nn.Parameter(torch.empty(count, dim, first))
+            self.fc2 = nn.Parameter(torch.empty(count, hidden, dim))
+        else:
+            self.fc1 = nn.Parameter(torch.empty(count, first, dim))
+            self.fc2 = nn.Parameter(torch.empty(count, dim, hidden))
         self.fc1_bias = nn.Parameter(torch.zeros(count, first)) if bias else None
         self.fc2_bias = nn.Parameter(torch.zeros(count, dim)) if bias else None
         self.act = activation(act)
@@ -80,44 +111,71 @@ class Experts(nn.Module):
         nn.init.trunc_normal_(self.fc2, std=0.02)
 
     def forward(self, x):
-        h = torch.einsum("tc,efc->tef", x, self.fc1)  # [T, C] -> [T, E, first]
+        in_out = self.layout == "in_out"
+        h = torch.einsum("tc,ecf->tef" if in_out else "tc,efc->tef", x, self.fc1)  # [T, C] -> [T, E, first]
         if self.fc1_bias is not None:
             h = h + self.fc1_bias
         if self.gated:
-            gate, value = h.chunk(2, dim=-1)  # [T, E, 2 hidden] -> 2 x [T, E, hidden]
-            h = self.act(gate) * value
+            h = glu(h, self.act, self.gate_layout, self.gate_limit, self.value_offset)  # -> [T, E, hidden]
         else:
             h = self.act(h)
         if self.drop is not None:
             h = self.drop(h)
-        out = torch.einsum("teh,ech->tec", h, self.fc2)  # -> [T, E, C]
+        out = torch.einsum("teh,ehc->tec" if in_out else "teh,ech->tec", h, self.fc2)  # -> [T, E, C]
         return out + self.fc2_bias if self.fc2_bias is not None else out
 
 
-class MixtureOfExperts(Sublayer):
-    """The feed-forward sub-layer's body as a mixture of experts (Hugging Face's MixtralSparseMoeBlock):
-    a router scores the experts per token, softmax in float32, the top_k kept and renormalised,
-    and the experts' outputs are summed with those weights. Dense: every expert runs on every
-    token (weight 0 where not chosen), so that shapes do not depend on the routing."""
+class SharedExperts(nn.Module):
+    """The experts every token goes through, unweighted (DeepSeek-V3's shared_experts): one MLP,
+    fc1 [first, C] and fc2 [C, hidden] as Linears, gated as the routed experts are."""
 
-    def __init__(self, dim, hidden, act, experts, top_k, bias=True, dropout=0.0, gated=False, **sublayer):
-        super().__init__(dim, **sublayer)
-        self.top_k = top_k
-        self.router = Linear(dim, experts, bias=False)
-        self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout)
-        self.drop = nn.Dropout(dropout) if dropout > 0 else None
+    def __init__(self, dim, hidden, act, gated=False, bias=True, gate_layout="halves", gate_limit=None,
+                 value_offset=0.0):
+        super().__init__()
+        self.gated = gated
+        self.gate_layout, self.gate_limit, self.value_offset = gate_layout, gate_limit, value_offset
+        self.fc1 = Linear(dim, 2 * hidden if gated else hidden, bias=bias)
+        self.act = activation(act)
+        self.fc2 = Linear(hidden, dim, bias=bias)
         trunc_normal_linears(self)
 
+    def forward(self, x):
+        h = self.fc1(x)  # [B, N, C] -> [B, N, first]
+        if self.gated:
+            h = glu(h, self.act, self.gate_layout, self.gate_limit, self.value_offset)  # -> [B, N, hidden]
+        else:
+            h = self.act(h)
+        return self.fc2(h)  # -> [B, N, C]
+
+
+class MixtureOfExperts(Sublayer):
+    """The feed-forward sub-layer's body as a mixture of experts (Hugging Face's MixtralSparseMoeBlock,
+    DeepseekV3MoE, GptOssMLP): the router (router.py) gives each token's weight for each expert,
+    the experts' outputs are summed with those weights, and the shared experts' output (if any)
+    added. Dense: every expert runs on every token (weight 0 where not chosen), so that shapes do
+    not depend on the routing. `router` returns the logits: a forward hook on it sees them."""
+
+    def __init__(self, dim, hidden, act, experts, top_k, bias=True, dropout=0.0, gated=False, router=None,
+                 shared=None, layout="out_in", gate=None, **sublayer):
+        super().__init__(dim, **sublayer)
+        gate = gate or {}
+        self.top_k = top_k
+        self.router = Router(dim, experts, top_k, **(router or {}))
+        self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout, layout, **gate)
+        self.shared = SharedExperts(dim, shared * hidden, act, gated, bias, **gate) if shared else None
+        self.drop = nn.Dropout(dropout) if dropout > 0 else None
+        trunc_normal_linears(self)  # the router (an nn.Linear), after the experts: the same seed, the same weights
+
     def route(self, x):
-        """Each token's weight for each expert, in float32: the top_k probabilities renormalised, 0 elsewhere."""
-        probs = self.router(x).float().softmax(-1)  # [T, C] -> [T, E]
-        top, chosen = probs.topk(self.top_k, dim=-1)  # -> 2 x [T, k]
-        return torch.zeros_like(probs).scatter(-1, chosen, top / top.sum(-1, keepdim=True))  # -> [T, E]
+        """Each token's weight for each expert, in float32: [T, C] -> [T, E], 0 where not chosen."""
+        return self.router.weights(self.router(x))
 
     def body(self, x):
         tokens = x.reshape(-1, x.shape[-1])  # [B, N, C] -> [T, C]
         mixed = (self.experts(tokens) * self.route(tokens)[..., None]).sum(1)  # [T, E, C] -> [T, C]
         out = mixed.to(x.dtype).reshape(x.shape)  # -> [B, N, C]
+        if self.shared is not None:
+            out = out + self.shared(x)
         return self.drop(out) if self.drop is not None else out
 
 
@@ -127,9 +185,27 @@ def lower(p, inputs, ctx):
     if p.experts is not None:
         return make(MixtureOfExperts, dim=x.channels, hidden=hidden_of(p, x.channels), act=p.act,
                     experts=p.experts, top_k=p.top_k, bias=p.bias, dropout=p.dropout, gated=p.gated,
-                    **sublayer_args(p))
+                    **moe_args(p), **sublayer_args(p))
     return make(Mlp, dim=x.channels, hidden=hidden_of(p, x.channels), act=p.act, bias=p.bias, grid=x.grid,
-                dwconv=p.dwconv, extra_relu=p.extra_relu, dropout=p.dropout, gated=p.gated, **sublayer_args(p))
+                dwconv=p.dwconv, extra_relu=p.extra_relu, dropout=p.dropout, gated=p.gated, **gate_args(p),
+                **sublayer_args(p))
+
+
+def gate_args(p) -> dict:
+    """The gate's options that differ from their defaults (so a plain SwiGLU's module is made as before)."""
+    given = {"gate_layout": p.gate_layout, "gate_limit": p.gate_limit, "value_offset": p.value_offset}
+    return {k: v for k, v in given.items() if v != GATE_OPTIONS[k]}
+
+
+def moe_args(p) -> dict:
+    """The router's, shared experts', layout's and gate's arguments of MixtureOfExperts, those
+    that differ from their defaults."""
+    router = {"score": p.router_score, "bias": p.router_bias, "correction": p.router_correction,
+              "groups": p.router_groups, "top_groups": p.router_top_groups, "normalize": p.router_normalize,
+              "scale": p.router_scale}
+    router = {k: v for k, v in router.items() if v != ROUTER_OPTIONS["router_" + k]}
+    args = {"router": router, "shared": p.shared_experts, "layout": p.experts_layout, "gate": gate_args(p)}
+    return {k: v for k, v in args.items() if v not in ({}, None, "out_in")}
 
 
 def onnx_fusion(p):
@@ -138,4 +214,4 @@ def onnx_fusion(p):
     return "gelu" if p.act in ("gelu", "gelu_tanh") and not p.gated and not p.dwconv and p.experts is None else None
 
 
-register_facts(MLP, grid=KEEPS, head=None)
+register_facts(MLP, grid=KEEPS, classifier=None, resample=None)

@@ -4,12 +4,20 @@ by a ReLU (PVT v2 linear). With `gated`, fc1 gives twice the hidden width and th
 activated, gates the second: fc2(act(a) * b) (SwiGLU with act: silu, GeGLU with act: gelu).
 With `experts` and `top_k`, a mixture of experts (Mixtral): a router (a linear without bias)
 scores the experts per token, softmax in float32, the top_k kept and renormalised; the output
-is the experts' outputs weighted by those probabilities. It is computed densely (every expert
-on every token, zero weight where not chosen), so it exports with a dynamic batch: its FLOPs are
-the dense ones, experts / top_k times what a sparse kernel does."""
+is the experts' outputs weighted by those probabilities. The router's options cover the other
+routers: sigmoid scores (DeepSeek-V3) or a softmax over the chosen logits only (GPT-OSS), a
+router bias (GPT-OSS), a correction bias used for choosing only (DeepSeek-V3's
+e_score_correction_bias, a buffer), group-limited top-k (DeepSeek-V3's n_group / topk_group),
+normalising and scaling the chosen weights, and shared experts (an ordinary MLP added to the
+routed output). A gated MLP's gate and value may be interleaved in fc1's rows (GPT-OSS), the
+gate and value clamped and an offset added to the value (GPT-OSS's clamped SwiGLU). It is
+computed densely (every expert on every token, zero weight where not chosen), so it exports with
+a dynamic batch: its FLOPs are the dense ones, experts / top_k times what a sparse kernel does."""
 
 from __future__ import annotations
 
+
+from typing import Literal
 
 from pydantic import Field
 
@@ -32,6 +40,47 @@ class MlpParams(SublayerParams):
     experts: PositiveInt | None = Field(None, description="mixture of experts: this many MLPs, each token through "
                                                           "top_k of them (Mixtral); none: one MLP")
     top_k: PositiveInt | None = Field(None, description="with `experts`: the experts each token goes through")
+    router_score: Literal["softmax", "sigmoid", "softmax_chosen"] = Field(
+        "softmax", description="with `experts`: how the router's logits become weights. softmax: over every expert, "
+                               "in float32, then the top_k chosen (Mixtral); sigmoid: each logit alone, the logits "
+                               "in float32 (DeepSeek-V3); softmax_chosen: the top_k logits chosen, then a softmax "
+                               "over those k (GPT-OSS)")
+    router_bias: bool = Field(False, description="with `experts`: the router's linear has a bias (GPT-OSS)")
+    router_correction: bool = Field(False, description="with `experts`: a per-expert bias added to the scores for "
+                                                       "choosing the experts only, not to their weights "
+                                                       "(DeepSeek-V3's e_score_correction_bias); a buffer, not "
+                                                       "trained, loaded from checkpoints (zeros when built)")
+    router_groups: PositiveInt | None = Field(None, description="with `experts`: group-limited top-k (DeepSeek-V3's "
+                                                                "n_group): the experts in this many equal groups, "
+                                                                "each scored by the sum of its top 2 scores")
+    router_top_groups: PositiveInt | None = Field(None, description="with `router_groups`: the groups kept per token "
+                                                                    "(DeepSeek-V3's topk_group); top_k is chosen "
+                                                                    "among their experts")
+    router_normalize: bool = Field(True, description="with `experts`: the chosen weights divided by their sum "
+                                                     "(Mixtral; DeepSeek-V3's norm_topk_prob); nothing to do with "
+                                                     "softmax_chosen, whose weights sum to 1")
+    router_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                description="with `experts`: the chosen weights multiplied by this, after "
+                                            "normalising (DeepSeek-V3's routed_scaling_factor)")
+    shared_experts: PositiveInt | None = Field(None, description="with `experts`: this many experts every token goes "
+                                                                 "through, unweighted, as one MLP of this many "
+                                                                 "times the hidden width added to the routed output "
+                                                                 "(DeepSeek-V3's n_shared_experts)")
+    experts_layout: Literal["out_in", "in_out"] = Field(
+        "out_in", description="with `experts`: how the stacked expert weights are stored. out_in: fc1 [E, first, C], "
+                              "fc2 [E, C, hidden] (Mixtral, DeepSeek-V3); in_out: fc1 [E, C, first], fc2 "
+                              "[E, hidden, C] (GPT-OSS)")
+    gate_layout: Literal["halves", "interleaved"] = Field(
+        "halves", description="with `gated`: where the gate and the value lie in fc1's output. halves: the gate "
+                              "first, then the value (SwiGLU as Llama, Mixtral); interleaved: the gate at even "
+                              "positions, the value at odd ones (GPT-OSS)")
+    gate_limit: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                     description="with `gated`: the gate clamped to at most this and the value to "
+                                                 "[-limit, limit] before the product (GPT-OSS's swiglu_limit); "
+                                                 "none: no clamp")
+    value_offset: float = Field(0.0, allow_inf_nan=False,
+                                description="with `gated`: added to the value before the product, "
+                                            "act(gate) * (value + offset) (GPT-OSS: 1)")
 
 
 def hidden_of(p: MlpParams, width: int) -> int:
@@ -57,6 +106,57 @@ def check_experts(p: MlpParams) -> None:
                         hint=f"top_k is at most experts ({p.experts})")
     if p.dwconv:
         raise RuleError("a mixture of experts has no depthwise conv", field="dwconv")
+    check_groups(p)
+
+
+ROUTER_OPTIONS = {"router_score": "softmax", "router_bias": False, "router_correction": False,
+                  "router_groups": None, "router_top_groups": None, "router_normalize": True, "router_scale": 1.0,
+                  "shared_experts": None, "experts_layout": "out_in"}
+GATE_OPTIONS = {"gate_layout": "halves", "gate_limit": None, "value_offset": 0.0}
+
+
+def check_groups(p: MlpParams) -> None:
+    """Group-limited top-k: equal groups of at least 2 experts (a group's score is the sum of its
+    top 2), the kept groups holding at least top_k experts."""
+    if p.router_groups is None:
+        if p.router_top_groups is not None:
+            raise RuleError("router_top_groups goes with router_groups", field="router_top_groups",
+                            hint="add router_groups: N (the experts in N groups), or drop router_top_groups")
+        return
+    if p.router_top_groups is None:
+        raise RuleError(f"group-limited routing over {p.router_groups} groups needs router_top_groups, the groups "
+                        "kept per token", field="router_groups", hint="add router_top_groups (DeepSeek-V3's "
+                                                                      "topk_group)")
+    size, rest = divmod(p.experts, p.router_groups)
+    if rest:
+        raise RuleError(f"{p.experts} experts do not split into {p.router_groups} equal groups", field="router_groups",
+                        hint=f"router_groups divides experts ({p.experts})")
+    if size < 2:
+        raise RuleError(f"groups of {size} expert: a group's score is the sum of its top 2 scores, so each group "
+                        "needs at least 2 experts", field="router_groups",
+                        hint=f"at most {p.experts // 2} groups for {p.experts} experts")
+    if p.router_top_groups > p.router_groups:
+        raise RuleError(f"router_top_groups {p.router_top_groups} is more than the {p.router_groups} groups",
+                        field="router_top_groups", hint=f"at most router_groups ({p.router_groups})")
+    if p.top_k > p.router_top_groups * size:
+        raise RuleError(f"top_k {p.top_k} is more than the {p.router_top_groups * size} experts of the "
+                        f"{p.router_top_groups} groups kept", field="top_k",
+                        hint=f"keep more groups (router_top_groups), or top_k at most {p.router_top_groups * size}")
+
+
+def check_options_belong(p: MlpParams) -> None:
+    """The router's options need experts, the gate's need gated: a given option that would do nothing
+    is an error, never ignored."""
+    if p.experts is None:
+        for name, default in ROUTER_OPTIONS.items():
+            if getattr(p, name) != default:
+                raise RuleError(f"{name} goes with experts (a mixture of experts)", field=name,
+                                hint=f"add experts: N and top_k: K, or drop {name}")
+    if not p.gated:
+        for name, default in GATE_OPTIONS.items():
+            if getattr(p, name) != default:
+                raise RuleError(f"{name} goes with gated: true (a gated MLP)", field=name,
+                                hint=f"add gated: true, or drop {name}")
 
 
 class MlpOp(Op):
@@ -85,6 +185,7 @@ class MlpOp(Op):
             raise RuleError("extra_relu goes with dwconv", field="extra_relu")
         if p.gated and p.dwconv:
             raise RuleError("a gated MLP has no depthwise conv", field="gated")
+        check_options_belong(p)
         check_experts(p)
         return x  # same shape
 
@@ -94,9 +195,12 @@ class MlpOp(Op):
         first = 2 * hidden if p.gated else hidden  # fc1's width
         params = linear_params(width, first, p.bias) + linear_params(hidden, width, p.bias)
         flops = linear_flops(n, width, first) + linear_flops(n, hidden, width)
-        if p.experts is not None:  # each expert over every token, and the router
-            params = p.experts * params + linear_params(width, p.experts, bias=False)
-            flops = p.experts * flops + linear_flops(n, width, p.experts)
+        if p.experts is not None:  # each expert over every token, the router, and the shared experts
+            shared = p.shared_experts or 0
+            shared_params = (linear_params(width, shared * first, p.bias) + linear_params(shared * hidden, width, p.bias))
+            shared_flops = linear_flops(n, width, shared * first) + linear_flops(n, shared * hidden, width)
+            params = p.experts * params + linear_params(width, p.experts, bias=p.router_bias) + shared_params
+            flops = p.experts * flops + linear_flops(n, width, p.experts) + shared_flops
         if p.dwconv:
             params += hidden * 9 + hidden
             flops += 2 * 9 * hidden * n
