@@ -36,36 +36,47 @@ def on_grid(x: TensorType, channels: int, grid: tuple, origin: GridOrigin) -> Te
     return grid_tokens(grid, channels, origin=origin)  # [B, H'W', C]
 
 
-class ToImageOp(Op):
-    """[B, H*W, C] on an HxW grid -> [B, C, H, W]."""
+class Relayout(Op):
+    """to_image and to_tokens: the same values in another layout (no parameters, no cost)."""
 
-    primitive = "to_image"
     Params = NoParams
     cost = no_cost
+    reads_layout: ClassVar[str]  # the layout it reads, in words
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        if x.layout != "tokens" or not x.grid:
-            raise RuleError(f"to_image reads tokens on a grid, got {x.layout_name()}")
+        if not self.fits(x):
+            raise RuleError(f"{self.primitive} reads {self.reads_layout}, got {x.layout_name()}")
+        return self.relaid(x)
+
+
+class ToImageOp(Relayout):
+    """[B, H*W, C] on an HxW grid -> [B, C, H, W]."""
+
+    primitive = "to_image"
+    reads_layout = "tokens on a grid"
+
+    def fits(self, x: TensorType) -> bool:
+        return x.layout == "tokens" and bool(x.grid)
+
+    def relaid(self, x: TensorType) -> TensorType:
         if x.prefix:
             raise RuleError(f"to_image needs the grid tokens alone; these have {x.prefix} prefix token(s)",
                             hint=f"slice them off first: `slice: {{start: {x.prefix}}}`")
         return image(x.channels, x.grid[0], x.grid[1], origin=x.origin)  # [B, N, C] -> [B, C, H, W]
 
 
-class ToTokensOp(Op):
+class ToTokensOp(Relayout):
     """[B, C, H, W] -> [B, H*W, C] on an HxW grid."""
 
     primitive = "to_tokens"
-    Params = NoParams
-    cost = no_cost
+    reads_layout = "an image"
 
-    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
-        (x,) = inputs
-        if x.layout != "image":
-            raise RuleError(f"to_tokens reads an image, got {x.layout_name()}")
-        h, w = x.shape[2], x.shape[3]
-        return grid_tokens((h, w), x.channels, origin=image_origin(x))
+    def fits(self, x: TensorType) -> bool:
+        return x.layout == "image"
+
+    def relaid(self, x: TensorType) -> TensorType:
+        return grid_tokens((x.shape[2], x.shape[3]), x.channels, origin=image_origin(x))  # [B, HW, C]
 
 
 # -- interpolation: an image to a new height and width ------------------------------------------------
