@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..modules.attention.scores.base import ScoreIndex
 from ..modules.attention.sequence import additive, later_or_outside
 
 
@@ -67,14 +68,19 @@ class DecodeState:
             self._masks[key] = additive(padded | hidden, dtype)  # [B, 1, count, end]
         return self._masks[key]
 
+    def ring_slots(self, window: int) -> torch.Tensor:
+        """The sequence slot each slot of a ring of `window` holds at this step [window]: ring slot s
+        holds start - ((start - s) mod window) (negative: none yet)."""
+        ring = torch.arange(window, device=self.seen.device)
+        return self.start - (self.start - ring) % window
+
     def ring_mask(self, window: int, dtype) -> torch.Tensor:
         """The additive mask [B, 1, 1, window] of one query (slot start) over a ring buffer of
         `window` slots: ring slot s holds sequence slot start - ((start - s) mod window), hidden
         when that is before slot 0 or padded (all held slots are inside the window)."""
         key = ("ring", window, dtype)
         if key not in self._masks:
-            ring = torch.arange(window, device=self.seen.device)
-            held = self.start - (self.start - ring) % window  # [window]
+            held = self.ring_slots(window)  # [window]
             padded = (self.seen[:, held.clamp(min=0)] == 0) | (held < 0)[None, :]  # [B, window]
             self._masks[key] = additive(padded[:, None, None, :], dtype)
         return self._masks[key]
@@ -127,14 +133,29 @@ class KVCache:
             q, k = module.q_norm(q), module.k_norm(k)
         if module.rotary is not None:
             q, k = rotate_at(module.rotary, q, k, self.state.positions())
+        q, k = module.rotate_parts(q, k)  # parts that turn q and k (none that decodes yet)
         k, v, mask = self.store(k, v)
-        if bias is not None:
-            mask = mask + bias.to(q.dtype)  # [B, h, count, end]
         if hasattr(module, "cached_bias"):  # ALiBi: distances between the positions (no window, so no ring)
             mask = mask + module.cached_bias(self.state.positions(), self.state.key_positions(), q.dtype)
-        out = self.attention(module, q, k, v, mask)  # [B, h, N, d]
+        if module.mixes_scores():  # score parts (their SCORE_DECODE said they decode): the forward's steps
+            k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
+            bias = module.position_bias(q, k, bias)
+            index = ScoreIndex.of_positions(q, self.state.positions(), self.key_positions(k.shape[2]))
+            out = module.scored(q, k, v, bias, mask, index)  # [B, h, N, d]
+        else:
+            bias = module.position_bias(q, k, bias)
+            if bias is not None:
+                mask = mask + bias.to(q.dtype)  # [B, h, count, end]
+            out = self.attention(module, q, k, v, mask)  # [B, h, N, d]
         out = module.proj(out.transpose(1, 2).reshape(B, N, -1))  # -> [B, N, h*d]
         return module.proj_drop(out) if module.proj_drop is not None else out
+
+    def key_positions(self, slots: int) -> torch.Tensor:
+        """The positions [B, slots] of the keys `store` gave: every slot so far, or a ring's."""
+        positions = self.state.key_positions()  # [B, every slot so far]
+        if not self.ring or positions.shape[1] == slots:
+            return positions
+        return positions.index_select(1, self.state.ring_slots(self.window).clamp(min=0))  # [B, window]
 
     @staticmethod
     def attention(module, q, k, v, mask) -> torch.Tensor:

@@ -52,10 +52,14 @@ class SlotState:
         hidden = later_or_outside(self.slot, self.slots, window)[None, :] | (self.seen == 0)  # [B, capacity]
         return additive(hidden[:, None, None, :], dtype)
 
+    def ring_slots(self, window: int) -> torch.Tensor:
+        """The sequence slot each slot of a ring of `window` holds [window] (cache.py's DecodeState.ring_slots)."""
+        ring = torch.arange(window, device=self.seen.device)
+        return self.slot - (self.slot - ring) % window
+
     def ring_mask(self, window: int, dtype) -> torch.Tensor:
         """[B, 1, 1, window] over a ring of `window` slots (cache.py's DecodeState.ring_mask)."""
-        ring = torch.arange(window, device=self.seen.device)
-        held = self.slot - (self.slot - ring) % window  # [window]: the sequence slot each ring slot holds
+        held = self.ring_slots(window)  # [window]
         padded = (self.seen.index_select(1, held.clamp(min=0)) == 0) | (held < 0)[None, :]  # [B, window]
         return additive(padded[:, None, None, :], dtype)
 

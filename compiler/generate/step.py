@@ -56,6 +56,8 @@ class StepState:
 class ExplicitCache(KVCache):
     """One layer's cache as tensors in and out: the past keys and values, then with this step's."""
 
+    ring = False  # every token is kept (a sliding window is the mask's)
+
     def __init__(self, state: StepState, key: torch.Tensor, value: torch.Tensor, window: int | None = None):
         self.state, self.window = state, window
         self.keys, self.values = key, value  # [B, h_kv, P, d]

@@ -21,7 +21,7 @@ from ..sublayer import Sublayer, sublayer_args
 from .common import attention_dropout, common_args
 from .form import AttentionForm, softmax_written
 from .scores.rotary_grid import turn_halves, turn_pairs
-from .scores.base import install_score_parts, score_part_names
+from .scores.base import ScoreIndex, install_score_parts, score_part_names
 
 
 class Rotary(nn.Module):
@@ -194,25 +194,50 @@ class SequenceAttention(AttentionForm, Sublayer):
                 bias = b if bias is None else bias + b
         return bias
 
+    def score_steps(self) -> list:
+        """The parts that change the scores themselves (`before_softmax` / `after_softmax`, or a
+        `sink_logit` column in the softmax), in order: the attention is then written out."""
+        parts = [getattr(self, name) for name in self.score_parts]
+        return [part for part in parts if hasattr(part, "before_softmax") or hasattr(part, "sink_logit")]
+
     def mixes_scores(self) -> bool:
-        return any(hasattr(getattr(self, name), "before_softmax") for name in self.score_parts)
+        return bool(self.score_steps())
 
     def written_out(self, q, k, v, bias, padding):
-        """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax (their
-        order) and the mask added after those before it (timm TalkingHeadAttn's order)."""
+        """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax (see `scored`),
+        the kind's mask and the padded keys hidden, the indices those of the slots."""
+        mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, q.dtype, q.device)
+        return self.scored(q, k, v, bias, mask, ScoreIndex.of_slots(q, k))
+
+    def scored(self, q, k, v, bias, mask, index):
+        """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax, in their
+        order, and the mask added after those before it (timm TalkingHeadAttn's, Gemma 2's soft-cap
+        order); a part's `sink_logit` [h] joins the softmax as one more column, dropped after it
+        (GPT-OSS's sinks). q [B, h, N, d], k and v [B, h, M, d] (shared already), mask [B or 1,
+        1 or h, N, M] or None, index: the ScoreIndex of the scores (slots, or positions while
+        generate decodes). Shared by the forward and generate's cache (compiler/generate/cache.py)."""
         scale = self.head_dim ** -0.5 if self.scale is None else self.scale
         scores = (q * scale) @ k.transpose(-2, -1)  # [B, h, N, M]
         if bias is not None:
             scores = scores + bias
-        parts = [getattr(self, name) for name in self.score_parts if hasattr(getattr(self, name), "before_softmax")]
+        parts = self.score_steps()
         for part in parts:
-            scores = part.before_softmax(scores)
-        mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, scores.dtype, q.device)
+            if hasattr(part, "before_softmax"):
+                scores = part.before_softmax(scores, index) if getattr(part, "reads_index", False) \
+                    else part.before_softmax(scores)
         if mask is not None:
             scores = scores + mask
+        sinks = [part.sink_logit() for part in parts if hasattr(part, "sink_logit")]  # each [h]
+        if sinks:
+            B, h, N, _ = scores.shape
+            columns = [s.to(scores.dtype).view(1, h, 1, 1).expand(B, h, N, 1) for s in sinks]
+            scores = torch.cat([scores, *columns], dim=-1)  # [B, h, N, M + sinks]
         weights = softmax_written(scores) if self.written else scores.softmax(dim=-1)  # form.py: why
+        if sinks:
+            weights = weights[..., : weights.shape[-1] - len(sinks)]  # [B, h, N, M]: the sinks' columns dropped
         for part in parts:
-            weights = part.after_softmax(weights)
+            if hasattr(part, "after_softmax"):
+                weights = part.after_softmax(weights)
         weights = F.dropout(weights, attention_dropout(self))
         return weights @ v  # [B, h, N, d]
 

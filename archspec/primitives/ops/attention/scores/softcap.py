@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ....base import Params
-from .base import ScorePart, register_score
+from .base import DECODES, ScorePart, register_score, register_score_decoding
 
 
 class SoftcapParams(Params):
@@ -22,3 +22,4 @@ class SoftcapPart(ScorePart):
 
 
 SOFTCAP = register_score(SoftcapPart())
+register_score_decoding(SOFTCAP, DECODES)  # elementwise on each score: the cached scores are the same

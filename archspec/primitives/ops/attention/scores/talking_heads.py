@@ -4,7 +4,8 @@ the weights with another after it (Shazeer et al. 2020; CaiT, timm TalkingHeadAt
 from __future__ import annotations
 
 from ....base import Cost, Params
-from .base import ScorePart, ScoreSite, register_score
+from ....decoding import Mixes
+from .base import ScorePart, ScoreSite, register_score, register_score_decoding
 
 
 class TalkingHeadsParams(Params):
@@ -26,3 +27,6 @@ class TalkingHeadsPart(ScorePart):
 
 
 TALKING_HEADS = register_score(TalkingHeadsPart())
+register_score_decoding(TALKING_HEADS, Mixes(
+    "talking heads mix the weights across heads after the softmax, with a bias, so a key the mask hides (a "
+    "later token) gets that bias as its weight: the forward reads later tokens, which a cache never holds"))
