@@ -7,8 +7,9 @@ As in tests/parity/test_mae.py: the reference is built with pretrained=False, se
 on *every* parameter (SAM's rel_pos tables and absolute positions start at zero, which would hide
 a wrong mapping of them), its state dict is saved to a file and loaded with
 `archspec.build(spec, weights=FILE)` alone (the spec names specs/mappings/timm_sam.yaml).
-Parameter counts agree (reference = module = checker), the output [B, 256] and the neck's feature
-map agree within 1e-5 (relative to outputs larger than 1). 256 runs in every tier, 1024 (4096
+Parameter counts agree (reference = module = checker), the outputs `pooled` [B, 256] (timm's
+forward) and `image_embeddings` [B, 256, H, W] (timm's forward_features: the neck's map) agree
+within 1e-5 (relative to outputs larger than 1). 256 runs in every tier, 1024 (4096
 tokens, ~1 TFLOP per image) in the slow tier; the small sibling sam_vit_ti against the same
 timm class at its size.
 """
@@ -47,18 +48,20 @@ class Pair:
         self.ours = archspec.build(spec, overrides, weights=str(path)).eval()
 
     def compare(self, batch: int = 2) -> None:
-        """The output and the neck's map, within TOL."""
+        """Both outputs, the pooled vector and the neck's map, within TOL; the map is the neck's last node's."""
         image = images(batch, self.size)
         with torch.no_grad():
             features = self.ref.forward_features(image)  # [B, 256, H, W]
             want = self.ref.forward_head(features)  # [B, 256]
-        got, seen = run_capturing(self.ours, (image,), ["neck.norm2"])
+        (got, embeddings), seen = run_capturing(self.ours, (image,), ["neck.norm2"])
         assert want.shape == got.shape == (batch, features.shape[1])
         diff = close(want, got)
         assert diff < TOL, diff
-        neck = seen["neck.norm2"]  # [B, H*W, 256], the grid row-major
-        diff = close(features.flatten(2).transpose(1, 2), neck)
+        assert embeddings.shape == features.shape  # the output image_embeddings [B, 256, H, W]
+        diff = close(features, embeddings)
         assert diff < TOL, diff
+        neck = seen["neck.norm2"]  # [B, H*W, 256], the grid row-major
+        assert torch.equal(neck, embeddings.flatten(2).transpose(1, 2))
 
 
 def sam_pair(size: int, folder) -> Pair:
@@ -82,7 +85,7 @@ def test_outputs_match_at_256(pair_256):
 
 def test_flops_match_flop_counter_at_256(pair_256):
     """The padding tokens' projections and attention are counted, as FlopCounterMode counts them."""
-    measured = count_flops(lambda: pair_256.ref(images(1, 256)))
+    measured = count_flops(lambda: pair_256.ref(images(1, 256)))  # to_image is a view: no FLOPs
     assert pair_256.report.flops == pytest.approx(measured, rel=FLOPS_REL), (pair_256.report.flops, measured)
 
 
@@ -96,7 +99,7 @@ def test_a_mapping_that_loses_the_relative_positions_is_seen(pair_256, tmp_path)
     ours = archspec.build(SPEC, {"img": 256}, weights=str(tmp_path / "swapped.pt")).eval()
     image = images(1, 256)
     with torch.no_grad():
-        assert close(pair_256.ref(image), ours(image)) > 100 * TOL
+        assert close(pair_256.ref(image), ours(image)[0]) > 100 * TOL
 
 
 @pytest.mark.slow
