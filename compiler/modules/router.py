@@ -62,21 +62,27 @@ class Router(Linear):
             scores = logits.sigmoid()
         else:  # softmax_chosen: chosen on the logits
             scores = logits
-        if self.correction is None and self.groups is None:
+        if self.correction is None and self.groups is None:  # chosen by the scores themselves
             top, chosen = scores.topk(self.top_k, dim=-1)  # -> 2 x [T, k]
-        else:
+            if self.score == "softmax_chosen":
+                top = top.softmax(-1)
+            elif self.normalize:
+                top = top / (top.sum(-1, keepdim=True) + 1e-20)
+            weights = torch.zeros_like(scores).scatter(-1, chosen, top)  # -> [T, E]
+        else:  # chosen by other values: the chosen scores are kept by a mask (a gather has no
+            # TensorRT converter at a dynamic batch), summed over all experts, 0 where not chosen
             choice = scores + self.correction if self.correction is not None else scores
             if self.groups is not None:
                 choice = self.in_kept_groups(choice)
             chosen = choice.topk(self.top_k, dim=-1)[1]  # -> [T, k]
-            top = scores.gather(-1, chosen)  # the scores, without the correction
-        if self.score == "softmax_chosen":
-            top = top.softmax(-1)
-        elif self.normalize:
-            top = top / (top.sum(-1, keepdim=True) + 1e-20)
-        if self.scale != 1.0:
-            top = top * self.scale
-        return torch.zeros_like(scores).scatter(-1, chosen, top)  # -> [T, E]
+            mask = torch.zeros_like(scores).scatter(-1, chosen, 1.0)  # -> [T, E], 1 where chosen
+            if self.score == "softmax_chosen":
+                weights = scores.masked_fill(mask == 0, float("-inf")).softmax(-1)
+            else:
+                weights = scores * mask
+                if self.normalize:
+                    weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+        return weights * self.scale if self.scale != 1.0 else weights
 
     def in_kept_groups(self, choice):
         """The scores for choosing, -inf outside the top_groups groups of each token (a group's

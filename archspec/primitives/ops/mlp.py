@@ -196,9 +196,11 @@ class MlpOp(Op):
         params = linear_params(width, first, p.bias) + linear_params(hidden, width, p.bias)
         flops = linear_flops(n, width, first) + linear_flops(n, hidden, width)
         if p.experts is not None:  # each expert over every token, the router, and the shared experts
-            shared = p.shared_experts or 0
-            shared_params = (linear_params(width, shared * first, p.bias) + linear_params(shared * hidden, width, p.bias))
-            shared_flops = linear_flops(n, width, shared * first) + linear_flops(n, shared * hidden, width)
+            shared_params = shared_flops = 0
+            if p.shared_experts is not None:  # one MLP of shared_experts times the hidden width
+                wide = p.shared_experts * hidden
+                shared_params = linear_params(width, wide * first // hidden, p.bias) + linear_params(wide, width, p.bias)
+                shared_flops = linear_flops(n, width, wide * first // hidden) + linear_flops(n, wide, width)
             params = p.experts * params + linear_params(width, p.experts, bias=p.router_bias) + shared_params
             flops = p.experts * flops + linear_flops(n, width, p.experts) + shared_flops
         if p.dwconv:
