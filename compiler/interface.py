@@ -1,7 +1,7 @@
 """What the built model (model.py) and training code need to know about the spec, read off the
 IR at lowering into a `ModelFacts` kept in `model.meta["archspec"]` (`model.facts`): its
 inputs, targets, outputs and objectives, and for the timm-style interface the classifier head
-(the top-level head whose HEAD_ROLE is a Classifier, compiler/facts.py), the blocks (the
+(the top-level head whose CLASSIFIER is a Classifier, compiler/facts.py), the blocks (the
 innermost repetitions), the stages (the repetitions of the first repeat) and the layer of
 every module for layer-wise learning-rate decay. `interface_facts` gives the plain values the
 timm-style methods (model_interface.py) read."""
@@ -14,7 +14,7 @@ from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
 from archspec.primitives.kv_cache import cached_layers, logits_output, refusal
 
-from .facts import HEAD_ROLE, Classifier
+from .facts import CLASSIFIER, Classifier
 from .model_interface import InterfaceFacts
 
 MERGE_WITH_PREVIOUS = 99999  # timm's ordinal suffix for "the same layer as the one before"
@@ -22,14 +22,14 @@ MERGE_WITH_PREVIOUS = 99999  # timm's ordinal suffix for "the same layer as the 
 
 @dataclass(frozen=True)
 class Head:
-    """The model's classifier: the head node at `path`, its role, the width of what it reads and
-    the node it reads (`reads`: what forward_features returns), that node's token grid (None:
-    not on one) and prefix tokens, and forward_features' default format (`features_fmt`):
+    """The model's classifier: the head node at `path`, its Classifier (CLASSIFIER fact), the
+    width of what it reads and the node it reads (`reads`: what forward_features returns), that
+    node's token grid (None: not on one) and prefix tokens, and forward_features' default format (`features_fmt`):
     "NHWC" for a hierarchical grid model (its stages shrink the grid, as Swin's and PVT's),
     "NLC" (tokens) for every other."""
 
     path: str
-    role: Classifier
+    classifier: Classifier
     width: int
     reads: str
     grid: tuple[int, int] | None = None
@@ -70,6 +70,7 @@ class ModelFacts:
     # why generate() cannot decode the spec, (node or None, why), or None (kv_cache.refusal)
     decode_refusal: tuple[str | None, str] | None = None
     cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
+    ops: tuple[tuple[str, str, str | None], ...] = ()  # (node, primitive, kind) of every network node: its op's facts
 
 
 def model_facts(graph: Graph) -> ModelFacts:
@@ -82,7 +83,9 @@ def model_facts(graph: Graph) -> ModelFacts:
                       blocks=tuple(found_blocks), stages=tuple(found_stages),
                       layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]),
                       logits=logits_output(graph), decode_refusal=refusal(graph),
-                      cached=tuple((layer.path, layer.window) for layer in cached_layers(graph)))
+                      cached=tuple((layer.path, layer.window) for layer in cached_layers(graph)),
+                      ops=tuple((name, graph.record(name).op.primitive, graph.record(name).op.kind)
+                                for name in network_nodes(graph)))
 
 
 def parent(path: str) -> str:
@@ -142,19 +145,19 @@ def stages(graph: Graph) -> list[Stage]:
 
 
 def head(graph: Graph, found_stages: list[Stage] | None = None) -> Head | None:
-    """The classifier: a top-level node the model returns whose op's HEAD_ROLE is a Classifier
+    """The classifier: a top-level node the model returns whose op's CLASSIFIER is a Classifier
     (compiler/facts.py: head kinds classify and distilled)."""
     returned = {o.node for o in graph.outputs}
     for name in network_nodes(graph):
         if "." in name or name not in returned:
             continue
-        role = HEAD_ROLE.of(graph.record(name).op, graph.node(name))
-        if role is not None:
+        classifier = CLASSIFIER.of(graph.record(name).op, graph.node(name))
+        if classifier is not None:
             (source,) = graph.inputs_of(name)
             t = graph.type_of(source)
             grid = int_grid(t.grid)
             fmt = "NHWC" if grid and not t.prefix and hierarchical(found_stages or []) else "NLC"
-            return Head(path=name, role=role, width=t.channels, reads=source, grid=grid, prefix=t.prefix,
+            return Head(path=name, classifier=classifier, width=t.channels, reads=source, grid=grid, prefix=t.prefix,
                         features_fmt=fmt)
     return None
 
@@ -174,8 +177,8 @@ def hierarchical(found_stages: list[Stage]) -> bool:
 def interface_facts(facts: ModelFacts) -> InterfaceFacts:
     """The plain values the timm-style methods read (model_interface.py), from `facts`."""
     h = facts.head
-    classifier = {} if h is None else dict(head=h.path, head_layers=h.role.layers, head_width=h.width,
-                                           pre_logits=h.role.pre_logits, grid=h.grid, prefix=h.prefix,
+    classifier = {} if h is None else dict(head=h.path, head_layers=h.classifier.layers, head_width=h.width,
+                                           pre_logits=h.classifier.pre_logits, grid=h.grid, prefix=h.prefix,
                                            features_fmt=h.features_fmt)
     return InterfaceFacts(**classifier, stages=tuple((s.path, int_grid(s.grid), s.prefix) for s in facts.stages),
                           blocks=facts.blocks, layers=facts.layers, coarse_layers=facts.coarse_layers)

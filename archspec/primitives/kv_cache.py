@@ -60,13 +60,13 @@ def refusal(graph: Graph) -> tuple[str | None, str] | None:
     if len(inputs) not in (1, 2, 3):
         return None, (f"it takes {len(inputs)} inputs; generate feeds token ids (decoder-only), or source ids, "
                       "optionally the source's padding mask, and target ids (encoder-decoder)")
-    not_ids = [node for node in inputs if node.type.layout != "ids"]
-    if not_ids:
-        return not_ids[0].name, ("it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
-                                 "an image is not supported yet)")
     if logits_output(graph) is None:
         return None, ("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
                       "through tokenwise ops with a bias or a scale)")
+    not_ids = [node for node in inputs if node.type.layout != "ids"]
+    if not_ids:  # before any op is asked how it decodes
+        return not_ids[0].name, ("it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
+                                 "an image is not supported yet)")
     reached, cached = decoded(graph), 0
     for node in graph.nodes():
         if node.is_input or node.name not in reached:
@@ -98,10 +98,7 @@ def spans_tokens(t) -> bool:
 def logits_output(graph: Graph) -> tuple[int, str] | None:
     """(index among the outputs, lm head node) of the first output that is an lm head's logits:
     the head itself, or what tokenwise ops make of them with tensors of one row (BART's
-    `final_logits_bias`, Gemma 2's final soft-cap). None for a spec that takes anything but token
-    ids (generate feeds ids; its ops are not asked)."""
-    if any(node.type.layout != "ids" for node in graph.inputs()):
-        return None
+    `final_logits_bias`, Gemma 2's final soft-cap)."""
     heads = lm_heads(graph)
     for index, output in enumerate(graph.outputs):
         if heads.get(output.node):
@@ -119,13 +116,12 @@ def lm_heads(graph: Graph) -> dict[str, str]:
             found[node.name] = None
         elif is_lm_head(node):
             found[node.name] = node.name
-        elif isinstance(decode_of(node), Tokenwise):
+        else:  # DECODE asked only of what reads an lm head's logits
             heads = {found.get(n) for n in graph.inputs_of(node.name)} - {None}
             others = [graph.type_of(n) for n in graph.inputs_of(node.name) if found.get(n) is None]
             one_row = all(t.shape[0] == 1 and not spans_tokens(t) for t in others)
-            found[node.name] = heads.pop() if len(heads) == 1 and one_row else None
-        else:
-            found[node.name] = None
+            keeps = len(heads) == 1 and one_row and isinstance(decode_of(node), Tokenwise)
+            found[node.name] = heads.pop() if keeps else None
     return found
 
 

@@ -53,6 +53,7 @@ class Decoder:
                           "ids (encoder-decoder)")
         self.encoder_decoder = len(facts.inputs) > 1
         self.source_mask = len(facts.inputs) == 3  # (source ids, source padding mask, target ids): T5's order
+        self.output, head = self.find_logits(model)
         not_ids = [s for s in model.meta.get("archspec_inputs", ()) if not s.ids]
         if not_ids:
             raise refusal(f"its input '{not_ids[0].name}' is [{not_ids[0].declared}], not token ids [B, L] "
@@ -60,7 +61,6 @@ class Decoder:
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
             raise refusal(f"'{node}': {why}" if node else why)
-        self.output, head = self.find_logits(model)
         self.source_only, self.target_side = split_by_target(model, facts.inputs[-1])
         self.attention = [cache_holder(model, path) for path, _ in facts.cached]
         self.windows = [window for _, window in facts.cached]  # each layer's sliding window (DECODE), or None

@@ -26,4 +26,4 @@ def lower(p, inputs, ctx):
     return make(Argsort, descending=p.descending)
 
 
-register_facts(ARGSORT, grid=KEEPS, head=None)
+register_facts(ARGSORT, grid=KEEPS, classifier=None, resample=None)

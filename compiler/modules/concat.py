@@ -30,4 +30,4 @@ def lower(p, inputs, ctx):
     return make(Concat, dim=1 if inputs[0].layout == "image" else -1)  # [B, C, H, W] or [..., C]
 
 
-register_facts(CONCAT, grid=KEEPS, head=None)
+register_facts(CONCAT, grid=KEEPS, classifier=None, resample=None)

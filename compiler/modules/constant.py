@@ -43,4 +43,4 @@ def lower(p, inputs, ctx):
     return make(Constant, shape=tuple(p.shape), fill=p.fill, value=p.value, axis=axis)
 
 
-register_facts(CONSTANT, grid=KEEPS, head=None)
+register_facts(CONSTANT, grid=KEEPS, classifier=None, resample=None)

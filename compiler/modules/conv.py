@@ -59,4 +59,4 @@ def conv_grid(p, grid):
     return geometry(p).out_sizes(grid) if p.dim == 2 else grid  # (H, W) -> (H', W')
 
 
-register_facts(CONV, grid=conv_grid, head=None)
+register_facts(CONV, grid=conv_grid, classifier=None, resample=None)

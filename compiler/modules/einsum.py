@@ -32,4 +32,4 @@ def lower(p, inputs, ctx):
     return make(Einsum, equations=tuple(step.letters() for step in pairwise(equation_of(p))))
 
 
-register_facts(EINSUM, grid=KEEPS, head=None)
+register_facts(EINSUM, grid=KEEPS, classifier=None, resample=None)

@@ -81,4 +81,4 @@ def _lowering(name: str):
 
 for _name, _op in ELEMENTWISE_OPS.items():  # each keeps its input's token grid, and is no head
     lowering(_op)(_lowering(_name))
-    register_facts(_op, grid=KEEPS, head=None)
+    register_facts(_op, grid=KEEPS, classifier=None, resample=None)

@@ -79,4 +79,4 @@ def lower(p, inputs, ctx):
                 tied=p.tie is not None, dropout=p.dropout, types=p.types, pos_offset=p.pos_offset)
 
 
-register_facts(EMBED, grid=KEEPS, head=None)
+register_facts(EMBED, grid=KEEPS, classifier=None, resample=None)

@@ -39,4 +39,4 @@ def lower(p, inputs, ctx):
     return make(Gather, count=p.count, prefix=inputs[0].prefix)
 
 
-register_facts(GATHER, grid=KEEPS, head=None)  # the output has no grid
+register_facts(GATHER, grid=KEEPS, classifier=None, resample=None)  # the output has no grid

@@ -97,7 +97,7 @@ def interpolated_size(op):
     return lambda p, size: tuple(op.size(p, size[0], size[1]))  # (H, W) -> (h, w)
 
 
-register_facts(TO_IMAGE, grid=KEEPS, head=None)
-register_facts(TO_TOKENS, grid=KEEPS, head=None)
-register_facts(RESIZE, grid=interpolated_size(RESIZE), head=None)
-register_facts(UPSAMPLE, grid=interpolated_size(UPSAMPLE), head=None)
+register_facts(TO_IMAGE, grid=KEEPS, classifier=None, resample=None)
+register_facts(TO_TOKENS, grid=KEEPS, classifier=None, resample=None)
+register_facts(RESIZE, grid=interpolated_size(RESIZE), classifier=None, resample=None)
+register_facts(UPSAMPLE, grid=interpolated_size(UPSAMPLE), classifier=None, resample=None)

@@ -18,4 +18,4 @@ def lower(p, inputs, ctx):
     return module
 
 
-register_facts(LINEAR, grid=KEEPS, head=None)
+register_facts(LINEAR, grid=KEEPS, classifier=None, resample=None)

@@ -30,4 +30,4 @@ def lower(p, inputs, ctx):
     return make(MaskToken, dim=inputs[0].channels)
 
 
-register_facts(MASK_TOKEN, grid=KEEPS, head=None)
+register_facts(MASK_TOKEN, grid=KEEPS, classifier=None, resample=None)

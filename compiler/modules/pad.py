@@ -39,4 +39,4 @@ def lower(p, inputs, ctx):
                 grid=grid_of(x))
 
 
-register_facts(PAD, grid=padded, head=None)
+register_facts(PAD, grid=padded, classifier=None, resample=None)

@@ -35,4 +35,4 @@ def lower(p, inputs, ctx):
     return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std, learned=p.learned)
 
 
-register_facts(PARAM, grid=KEEPS, head=None)
+register_facts(PARAM, grid=KEEPS, classifier=None, resample=None)

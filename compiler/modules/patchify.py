@@ -11,6 +11,7 @@ from archspec.primitives.ops.patchify import PATCHIFY, geometry
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
+from ..weights.resample import positions_of
 from .common import Conv2d, eager_inference, grid_as_image, image_as_tokens, make
 
 
@@ -92,4 +93,13 @@ def patch_grid(p, grid):
     return conv_grid(grid, *geometry(p))  # (H, W) -> (H', W')
 
 
-register_facts(PATCHIFY, grid=patch_grid, head=None)
+def patch_positions(module) -> dict:
+    """RESAMPLE: a position table (learned, or MAE's frozen one) made for another grid is
+    resampled to this one's, the prefix tokens' rows kept."""
+    if not isinstance(module.pos_embed, nn.Parameter):
+        return {}
+    prefix = module.cls_token.shape[1] if module.cls_token is not None else 0
+    return {"pos_embed": positions_of(module.grid, prefix)}
+
+
+register_facts(PATCHIFY, grid=patch_grid, classifier=None, resample=patch_positions)

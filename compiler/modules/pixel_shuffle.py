@@ -22,4 +22,4 @@ def shuffled_size(p, size):
     return (size[0] * p.factor, size[1] * p.factor)  # (H, W) -> (H*f, W*f)
 
 
-register_facts(PIXEL_SHUFFLE, grid=shuffled_size, head=None)
+register_facts(PIXEL_SHUFFLE, grid=shuffled_size, classifier=None, resample=None)

@@ -36,4 +36,4 @@ def lower(p, inputs, ctx):
                 count_include_pad=p.count_include_pad, grid=grid_of(x))
 
 
-register_facts(POOL, grid=pooled, head=None)
+register_facts(POOL, grid=pooled, classifier=None, resample=None)

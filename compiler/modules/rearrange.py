@@ -58,4 +58,4 @@ def lower(p, inputs, ctx):
                 grid_dim=plan.grid_dim, grid=inputs[0].grid if plan.grid_dim is not None else None)
 
 
-register_facts(REARRANGE, grid=rearranged_grid, head=None)
+register_facts(REARRANGE, grid=rearranged_grid, classifier=None, resample=None)

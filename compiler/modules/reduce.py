@@ -32,4 +32,4 @@ def lower(p, inputs, ctx):
     return make(Reduce, fn=p.fn, axes=tuple(axis % rank for axis in p.axes), keepdim=p.keepdim)
 
 
-register_facts(REDUCE, grid=KEEPS, head=None)
+register_facts(REDUCE, grid=KEEPS, classifier=None, resample=None)

@@ -75,4 +75,4 @@ def lower(p, inputs, ctx):
                 bidirectional=p.bidirectional, reach=reach(p, longest))
 
 
-register_facts(RELATIVE_BIAS, grid=KEEPS, head=None)  # the output is a tensor, no grid
+register_facts(RELATIVE_BIAS, grid=KEEPS, classifier=None, resample=None)  # the output is a tensor, no grid

@@ -40,4 +40,4 @@ def lower(p, inputs, ctx):
     return make(RelativeLookup, grid=size_pair(p.grid), offsets=p.offsets, stride=p.stride)
 
 
-register_facts(RELATIVE_LOOKUP, grid=KEEPS, head=None)
+register_facts(RELATIVE_LOOKUP, grid=KEEPS, classifier=None, resample=None)

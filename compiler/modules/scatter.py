@@ -38,4 +38,4 @@ def lower(p, inputs, ctx):
     return make(Scatter, count=p.count, prefix=inputs[0].prefix)
 
 
-register_facts(SCATTER, grid=KEEPS, head=None)  # the output has the grid of `into`
+register_facts(SCATTER, grid=KEEPS, classifier=None, resample=None)  # the output has the grid of `into`

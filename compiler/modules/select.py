@@ -25,4 +25,4 @@ def lower(p, inputs, ctx):
     return make(Select, index=p.index)
 
 
-register_facts(SELECT, grid=KEEPS, head=None)
+register_facts(SELECT, grid=KEEPS, classifier=None, resample=None)

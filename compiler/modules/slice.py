@@ -26,4 +26,4 @@ def lower(p, inputs, ctx):
     return make(Slice, dim=slice_axis(p, inputs[0]), start=p.start, stop=p.stop)
 
 
-register_facts(SLICE, grid=KEEPS, head=None)
+register_facts(SLICE, grid=KEEPS, classifier=None, resample=None)

@@ -16,4 +16,4 @@ def lower(p, inputs, ctx):
     return make(nn.Softmax, dim=p.axis % len(inputs[0].shape))
 
 
-register_facts(SOFTMAX, grid=KEEPS, head=None)
+register_facts(SOFTMAX, grid=KEEPS, classifier=None, resample=None)

@@ -33,4 +33,4 @@ def lower(p, inputs, ctx):
     return make(LearnedTokens, dim=inputs[0].channels, count=p.count, at=p.at)
 
 
-register_facts(TOKENS, grid=KEEPS, head=None)
+register_facts(TOKENS, grid=KEEPS, classifier=None, resample=None)

@@ -11,7 +11,7 @@ One mismatch is forgiven, as timm forgives it: the classifier's. Built for anoth
 classes than the checkpoint's (`--set classes=10`, create_model(num_classes=10)), the model
 keeps its freshly initialised classifier and loads every other tensor; the Fit lists what was
 left (`new_classifier`) and says so. Which tensors are the classifier comes from the head op's
-HEAD_ROLE (compiler/facts.py, read by load.py), never from a name; any other mismatch, and a
+CLASSIFIER (compiler/facts.py, read by load.py), never from a name; any other mismatch, and a
 classifier missing from the checkpoint, stay errors.
 """
 

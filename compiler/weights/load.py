@@ -84,14 +84,14 @@ def key_problem(exc: KeyProblem, name: str) -> SpecError:
 
 
 def classifier_tensors(model: torch.nn.Module, ours: dict) -> frozenset[str]:
-    """The state-dict names of the model's classifier: the layers its head's HEAD_ROLE names
+    """The state-dict names of the model's classifier: the layers its head's CLASSIFIER names
     (compiler/facts.py; reset_classifier replaces the same), under the head's path. Empty for
     a model without a classifier head at its top level (or one archspec did not build)."""
     facts = getattr(model, "meta", {}).get("archspec")  # a ModelFacts (compiler/interface.py)
     head = getattr(facts, "head", None)
     if head is None:
         return frozenset()
-    prefixes = tuple(f"{head.path}.{layer}." for layer in head.role.layers)
+    prefixes = tuple(f"{head.path}.{layer}." for layer in head.classifier.layers)
     return frozenset(key for key in ours if key.startswith(prefixes))
 
 

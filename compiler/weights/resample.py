@@ -12,7 +12,9 @@ checkpoint filters do when pretrained weights meet a model of another size:
 
 `resamplers(model)` gives, per state-dict key of the model that can be resampled, the function
 that brings a tensor of another size to the model's; loading uses it for tensors whose shape
-differs from the model's, and says which it resampled.
+differs from the model's, and says which it resampled. Which weights of a node resample, and how,
+is its op's RESAMPLE fact (compiler/facts.py), registered from the op's torch file
+(`positions_of` for patchify, `bias_table_of` for window attention): no attribute is sniffed.
 """
 
 from __future__ import annotations
@@ -29,23 +31,28 @@ Resampler = Callable[[torch.Tensor], torch.Tensor]
 
 
 def resamplers(model: nn.Module) -> dict[str, Resampler]:
+    """Per state-dict key, its resampler: each node's op's RESAMPLE fact asked of the node's module
+    (none for a model archspec did not build)."""
+    from archspec.primitives import registry
+
+    from ..facts import RESAMPLE
+
+    facts = getattr(model, "meta", {}).get("archspec")  # a ModelFacts (compiler/interface.py)
     found: dict[str, Resampler] = {}
-    for path, module in model.named_modules():
-        prefix = f"{path}." if path else ""
-        if isinstance(getattr(module, "pos_embed", None), nn.Parameter) and hasattr(module, "grid"):
-            tokens = module.cls_token.shape[1] if getattr(module, "cls_token", None) is not None else 0
-            found[prefix + "pos_embed"] = _positions(tuple(module.grid), tokens)
-        bias = getattr(module, "position_bias", None)
-        if bias is not None and isinstance(getattr(bias, "table", None), nn.Parameter) and hasattr(module, "window"):
-            found[prefix + "position_bias.table"] = _table(tuple(module.window))
+    for path, primitive, kind in getattr(facts, "ops", ()):
+        rule = RESAMPLE.of(registry.op(primitive, kind))
+        if rule is not None:
+            found.update({f"{path}.{key}": resampler for key, resampler in rule(model.get_submodule(path)).items()})
     return found
 
 
-def _positions(grid: tuple[int, int], prefix: int) -> Resampler:
+def positions_of(grid: tuple[int, int], prefix: int) -> Resampler:
+    """The resampler of a learned position table [1, prefix + h*w, C] for the model's grid."""
     return lambda table: resample_positions(table, grid, prefix)
 
 
-def _table(window: tuple[int, int]) -> Resampler:
+def bias_table_of(window: tuple[int, int]) -> Resampler:
+    """The resampler of a relative-position bias table [(2w-1)^2, heads] for the model's window."""
     return lambda table: resample_bias_table(table, window)
 
 

@@ -4,7 +4,7 @@ The shipped specs go by name wherever a spec's path goes (archspec.check/build/c
 every command's SPEC), a file of that name winning; an unknown name names the closest ones;
 `archspec models` lists them; a wheel carries them (archspec/specs/). A model built for another
 number of classes than its checkpoint's loads every tensor but the classifier (which the head's
-HEAD_ROLE names, not a name pattern), says so, and any other mismatch stays an error; against
+CLASSIFIER names, not a name pattern), says so, and any other mismatch stays an error; against
 timm, create_model("vit_ti16", num_classes=10, weights=...) is timm's model but for the head.
 """
 

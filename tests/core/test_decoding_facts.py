@@ -1,7 +1,7 @@
 """What generate() and training ask of every op are facts (archspec/primitives/decoding.py):
 DECODE (how the op behaves when the tokens come one at a time) and ROLE (what its output is to
 a user). Every op answers both; a toy attention kind that registers its DECODE fact from its own
-file (tests/plugins/toy_attention/) caches and exports (torch.export, a dynamic batch) with no edit elsewhere, and one that does
+file (tests/plugins/toy_attention/) caches, loads a checkpoint and exports (torch.export, a dynamic batch) with no edit elsewhere, and one that does
 not fails naming the op and the fact. A spec whose target side holds a node that mixes the tokens
 is refused naming that node; ops after the lm head (a final soft-cap) decode."""
 
@@ -122,11 +122,20 @@ program = torch.export.export(model, (ids,), dynamic_shapes=({0: batch},))
 wider = torch.randint(0, 50, (3, 5))
 with torch.no_grad():
     exported = torch.equal(program.module()(wider), model(wider))
-found = {"same": torch.equal(out, plain), "layers": layers, "exported": exported}
+reloaded = archspec.build_text(text.replace("KIND", "toy_causal"), seed=2, weights=model.state_dict()).eval()
+with torch.no_grad():
+    loaded = torch.equal(reloaded(wider), model(wider))
+found = {"same": torch.equal(out, plain), "layers": layers, "exported": exported, "loaded": loaded}
+forgetful = text.replace("KIND", "toy_forgetful")
 try:
-    archspec.build_text(text.replace("KIND", "toy_forgetful")).generate(ids, max_new_tokens=2)
+    archspec.build_text(forgetful).generate(ids, max_new_tokens=2)
 except Exception as exc:
     found["forgetful"] = f"{type(exc).__name__}: {exc}"
+features = "archspec: 1\\nname: f\\ninputs:\\n  x: [B, 8, 32]\\ngraph:\\n  - attention: {kind: toy_forgetful, heads: 2}\\n"
+try:  # token features in, not ids: generate's DECODE is not asked, loading asks RESAMPLE
+    archspec.build_text(features, weights=archspec.build_text(features).state_dict())
+except Exception as exc:
+    found["forgetful_weights"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(found))
 """
 
@@ -137,5 +146,6 @@ def test_a_toy_attention_kind_caches_with_its_own_fact_or_fails_naming_it():
                             cwd=ROOT, timeout=300, env=dict(os.environ))
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert found["same"] and len(found["layers"]) == 2 and found["exported"]
+    assert found["same"] and len(found["layers"]) == 2 and found["exported"] and found["loaded"]
     assert "attention/toy_forgetful has no DECODE registered" in found["forgetful"]
+    assert "attention/toy_forgetful has no RESAMPLE registered" in found["forgetful_weights"]

@@ -56,4 +56,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(AlibiAttention, ALIBI, p, inputs)
 
 
-register_facts(ALIBI, grid=KEEPS, head=None)
+register_facts(ALIBI, grid=KEEPS, classifier=None, resample=None)

@@ -28,4 +28,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(CausalSelfAttention, CAUSAL, p, inputs)
 
 
-register_facts(CAUSAL, grid=KEEPS, head=None)
+register_facts(CAUSAL, grid=KEEPS, classifier=None, resample=None)

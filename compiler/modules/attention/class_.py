@@ -37,4 +37,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(ClassAttention, CLASS, p, inputs, prefix=inputs[0].prefix)
 
 
-register_facts(CLASS, grid=KEEPS, head=None)
+register_facts(CLASS, grid=KEEPS, classifier=None, resample=None)

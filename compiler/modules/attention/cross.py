@@ -43,4 +43,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(CrossAttention, CROSS, p, inputs, learned_query=inputs[0].shape[0] == 1)
 
 
-register_facts(CROSS, grid=KEEPS, head=None)
+register_facts(CROSS, grid=KEEPS, classifier=None, resample=None)

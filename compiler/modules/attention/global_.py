@@ -14,4 +14,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(SelfAttention, GLOBAL, p, inputs)
 
 
-register_facts(GLOBAL, grid=KEEPS, head=None)
+register_facts(GLOBAL, grid=KEEPS, classifier=None, resample=None)

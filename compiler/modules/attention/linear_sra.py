@@ -40,4 +40,4 @@ def lower(p, inputs, ctx):
                 **common_args(p, x.channels), **sublayer_args(p))
 
 
-register_facts(LINEAR_SRA, grid=KEEPS, head=None)
+register_facts(LINEAR_SRA, grid=KEEPS, classifier=None, resample=None)

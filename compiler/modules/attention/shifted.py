@@ -7,7 +7,7 @@ from archspec.primitives.ops.attention.shifted import SHIFTED
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from .window import window_module
+from .window import bias_table, window_module
 
 
 @lowering(SHIFTED)
@@ -15,4 +15,4 @@ def lower(p, inputs, ctx):
     return window_module(SHIFTED, p, inputs[0])
 
 
-register_facts(SHIFTED, grid=KEEPS, head=None)
+register_facts(SHIFTED, grid=KEEPS, classifier=None, resample=bias_table)

@@ -30,4 +30,4 @@ def lower(p, inputs, ctx):
     return make_sequence_attention(SlidingWindowAttention, SLIDING, p, inputs, window=p.window)
 
 
-register_facts(SLIDING, grid=KEEPS, head=None)
+register_facts(SLIDING, grid=KEEPS, classifier=None, resample=None)

@@ -67,4 +67,4 @@ def lower(p, inputs, ctx):
                 **common_args(p, x.channels), **sublayer_args(p))
 
 
-register_facts(SRA, grid=KEEPS, head=None)
+register_facts(SRA, grid=KEEPS, classifier=None, resample=None)

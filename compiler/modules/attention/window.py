@@ -37,6 +37,7 @@ from archspec.primitives.ops.attention.window import WINDOW, padded_grid
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
+from ...weights.resample import bias_table_of
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
 from ..relative_lookup import pair_offset_index
 from ..sublayer import Sublayer, sublayer_args
@@ -266,4 +267,12 @@ def lower(p, inputs, ctx):
     return window_module(WINDOW, p, inputs[0], inputs)
 
 
-register_facts(WINDOW, grid=KEEPS, head=None)
+def bias_table(module) -> dict:
+    """RESAMPLE: a relative-position bias table (v1) made for another window is resampled to this
+    one's; the continuous position bias (v2) has none."""
+    if not isinstance(module.position_bias, TablePositionBias):
+        return {}
+    return {"position_bias.table": bias_table_of(module.window)}
+
+
+register_facts(WINDOW, grid=KEEPS, classifier=None, resample=bias_table)

@@ -40,4 +40,4 @@ def pooled(head: ClassifierHead, x):
     return head.norm(x) if head.norm is not None else x
 
 
-register_facts(CLASSIFY, grid=KEEPS, head=Classifier(layers=("fc",), pre_logits=pooled))
+register_facts(CLASSIFY, grid=KEEPS, classifier=Classifier(layers=("fc",), pre_logits=pooled), resample=None)

@@ -31,4 +31,4 @@ def lower(p, inputs, ctx):
     return make(ContrastiveLogits, logit_scale=p.logit_scale)
 
 
-register_facts(CONTRASTIVE, grid=KEEPS, head=None)
+register_facts(CONTRASTIVE, grid=KEEPS, classifier=None, resample=None)

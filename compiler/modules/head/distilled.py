@@ -38,5 +38,5 @@ def average_of_the_two_tokens(head: DistilledHead, x):
     return (x[:, 0] + x[:, 1]) / 2  # [B, N, C] -> [B, C]
 
 
-register_facts(DISTILLED, grid=KEEPS, head=Classifier(layers=("fc", "fc_dist"),
-                                                                    pre_logits=average_of_the_two_tokens))
+register_facts(DISTILLED, grid=KEEPS, classifier=Classifier(layers=("fc", "fc_dist"),
+                                                                    pre_logits=average_of_the_two_tokens), resample=None)

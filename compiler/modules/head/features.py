@@ -47,4 +47,4 @@ def lower(p, inputs, ctx):
                 norm_eps=p.norm_eps if p.norm else None, project=p.project)
 
 
-register_facts(FEATURES, grid=KEEPS, head=None)
+register_facts(FEATURES, grid=KEEPS, classifier=None, resample=None)

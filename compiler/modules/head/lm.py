@@ -38,4 +38,4 @@ def lower(p, inputs, ctx):
     return make(LanguageModelHead, dim=width, vocab=lm_vocab(p, width, ctx), tied=p.tie is not None, bias=p.bias)
 
 
-register_facts(LM, grid=KEEPS, head=None)
+register_facts(LM, grid=KEEPS, classifier=None, resample=None)

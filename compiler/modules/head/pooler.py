@@ -29,4 +29,4 @@ def lower(p, inputs, ctx):
     return make(Pooler, dim=inputs[0].channels, index=p.index, act=p.act)
 
 
-register_facts(POOLER, grid=KEEPS, head=None)
+register_facts(POOLER, grid=KEEPS, classifier=None, resample=None)

@@ -31,4 +31,4 @@ def lower(p, inputs, ctx):
                 grid=x.grid if x.layout == "tokens" else None)
 
 
-register_facts(RECONSTRUCT, grid=KEEPS, head=None)
+register_facts(RECONSTRUCT, grid=KEEPS, classifier=None, resample=None)

@@ -24,4 +24,4 @@ def lower(p, inputs, ctx):
     return make(ContrastiveLoss)
 
 
-register_facts(CONTRASTIVE_LOSS, grid=KEEPS, head=None)
+register_facts(CONTRASTIVE_LOSS, grid=KEEPS, classifier=None, resample=None)

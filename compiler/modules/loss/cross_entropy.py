@@ -29,4 +29,4 @@ def lower(p, inputs, ctx):
     return make(CrossEntropyLoss, ignore_index=p.ignore_index, shift=p.shift, label_smoothing=p.label_smoothing)
 
 
-register_facts(CROSS_ENTROPY, grid=KEEPS, head=None)
+register_facts(CROSS_ENTROPY, grid=KEEPS, classifier=None, resample=None)

@@ -33,4 +33,4 @@ def lower(p, inputs, ctx):
     return make(MaskedL1Loss, cell=cell)
 
 
-register_facts(MASKED_L1, grid=KEEPS, head=None)
+register_facts(MASKED_L1, grid=KEEPS, classifier=None, resample=None)

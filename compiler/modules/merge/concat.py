@@ -43,4 +43,4 @@ def merged_grid(p, grid):
     return grid[0] // 2, grid[1] // 2  # (H, W) -> (H/2, W/2)
 
 
-register_facts(CONCAT, grid=merged_grid, head=None)
+register_facts(CONCAT, grid=merged_grid, classifier=None, resample=None)

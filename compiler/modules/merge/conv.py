@@ -23,4 +23,4 @@ def merged_grid(p, grid):
     return conv_grid(grid, p.kernel, p.stride, p.padding)  # (H, W) -> (H', W')
 
 
-register_facts(CONV, grid=merged_grid, head=None)
+register_facts(CONV, grid=merged_grid, classifier=None, resample=None)

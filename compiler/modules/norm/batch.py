@@ -56,4 +56,4 @@ def lower(p, inputs, ctx):
     return make(kind, num_features=x.channels, eps=p.eps, momentum=p.momentum)
 
 
-register_facts(BATCH, grid=KEEPS, head=None)
+register_facts(BATCH, grid=KEEPS, classifier=None, resample=None)

@@ -31,4 +31,4 @@ def lower(p, inputs, ctx):
     return make(kind, normalized_shape=inputs[0].channels, eps=p.eps, bias=False)
 
 
-register_facts(LAYER, grid=KEEPS, head=None)
+register_facts(LAYER, grid=KEEPS, classifier=None, resample=None)

@@ -18,4 +18,4 @@ def lower(p, inputs, ctx):
     return make(RMSNorm, dim=inputs[0].channels, eps=p.eps)
 
 
-register_facts(RMS, grid=KEEPS, head=None)
+register_facts(RMS, grid=KEEPS, classifier=None, resample=None)

@@ -12,6 +12,7 @@ from archspec.compiler.lowering_rules import lowering
 from archspec.compiler.modules.common import make
 from archspec.core.types import TensorType, grid_tokens
 from archspec.primitives.base import Cost, Op, Params, RuleError
+from archspec.primitives.decoding import Mixes, register_decoding
 from archspec.primitives.registry import register
 
 
@@ -52,6 +53,7 @@ def pooled_grid(p, grid):
 
 
 GRID_POOL = register(GridPool())
+register_decoding(GRID_POOL, Mixes("grid_pool joins neighbouring tokens"))
 
 
 @lowering(GRID_POOL)
@@ -59,4 +61,4 @@ def lower(p, inputs, ctx):
     return make(GridPoolModule, grid=inputs[0].grid)
 
 
-register_facts(GRID_POOL, grid=pooled_grid, fusion=None, head=None)
+register_facts(GRID_POOL, grid=pooled_grid, fusion=None, classifier=None, resample=None)

@@ -3,9 +3,10 @@ forgets its TOKEN_GRID: export with a dynamic size must fail naming it."""
 
 from __future__ import annotations
 
-from archspec.compiler.facts import HEAD_ROLE, ONNX_FUSION
+from archspec.compiler.facts import CLASSIFIER, ONNX_FUSION, RESAMPLE
 from archspec.compiler.lowering_rules import lowering
 from archspec.compiler.modules.common import make
+from archspec.primitives.decoding import Mixes, register_decoding
 from archspec.primitives.registry import register
 
 from grid_pool import GridPool, GridPoolModule
@@ -18,6 +19,7 @@ class GridPoolWithoutGrid(GridPool):
 
 
 GRID_POOL_WITHOUT_GRID = register(GridPoolWithoutGrid())
+register_decoding(GRID_POOL_WITHOUT_GRID, Mixes("grid_pool joins neighbouring tokens"))
 
 
 @lowering(GRID_POOL_WITHOUT_GRID)
@@ -26,4 +28,5 @@ def lower(p, inputs, ctx):
 
 
 ONNX_FUSION.register(GRID_POOL_WITHOUT_GRID, None)
-HEAD_ROLE.register(GRID_POOL_WITHOUT_GRID, None)
+CLASSIFIER.register(GRID_POOL_WITHOUT_GRID, None)
+RESAMPLE.register(GRID_POOL_WITHOUT_GRID, None)

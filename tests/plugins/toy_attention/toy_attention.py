@@ -2,15 +2,17 @@
 registers each kind's rules, its lowering and its facts, and nothing outside it names them:
 
 - `toy_causal`: causal attention under a name of its own, with its DECODE fact (a cache of its
-  keys and values), so generate() caches it and export takes it;
-- `toy_forgetful`: the same without a DECODE fact, so what asks it fails naming the op and the fact.
+  keys and values) and its RESAMPLE fact (no weight depends on the size), so generate() caches
+  it, a checkpoint loads into it and export takes it;
+- `toy_forgetful`: the same without DECODE and RESAMPLE, so what asks them fails naming the op
+  and the fact.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from archspec.compiler.facts import KEEPS, register_facts
+from archspec.compiler.facts import CLASSIFIER, KEEPS, TOKEN_GRID, register_facts
 from archspec.compiler.lowering_rules import lowering
 from archspec.compiler.modules.attention.causal import CausalSelfAttention
 from archspec.compiler.modules.attention.sequence import make_sequence_attention
@@ -48,4 +50,6 @@ ROLE.register(TOY_FORGETFUL, None)
 
 for op in (TOY_CAUSAL, TOY_FORGETFUL):
     lowering(op)(lambda p, inputs, ctx, op=op: make_sequence_attention(CausalSelfAttention, op, p, inputs))
-    register_facts(op, grid=KEEPS, head=None)
+register_facts(TOY_CAUSAL, grid=KEEPS, classifier=None, resample=None)
+TOKEN_GRID.register(TOY_FORGETFUL, KEEPS)
+CLASSIFIER.register(TOY_FORGETFUL, None)

@@ -40,5 +40,5 @@ def lower_mean_max(p, inputs, ctx):
     return make(MeanMaxHead, dim=inputs[0].channels, classes=p.classes)
 
 
-register_facts(SCALE, grid=KEEPS, fusion=None, head=None)
-register_facts(MEAN_MAX, grid=KEEPS, fusion=None, head=None)
+register_facts(SCALE, grid=KEEPS, fusion=None, classifier=None, resample=None)
+register_facts(MEAN_MAX, grid=KEEPS, fusion=None, classifier=None, resample=None)
