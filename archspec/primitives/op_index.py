@@ -71,6 +71,7 @@ MODULES = (  # the files it was made from: where they differ, registry.py import
     'slice',
     'softmax',
     'tokens',
+    'topk',
 )
 
 OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
@@ -117,6 +118,7 @@ OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
     'to_image': {None: 'layout'},
     'to_tokens': {None: 'layout'},
     'tokens': {None: 'tokens'},
+    'topk': {None: 'topk'},
     'upsample': {None: 'layout'},
 }
 

@@ -62,6 +62,7 @@ from archspec.primitives.ops.select import SELECT
 from archspec.primitives.ops.slice import SLICE
 from archspec.primitives.ops.softmax import SOFTMAX
 from archspec.primitives.ops.tokens import TOKENS
+from archspec.primitives.ops.topk import TOPK
 
 from ..facts import ONNX_FUSION
 from ..modules.attention.sequence import attention_fusion
@@ -80,7 +81,7 @@ FUSES = {
 NO_FUSION = (
     *ELEMENTWISE_OPS.values(), SOFTMAX, REDUCE,
     TO_IMAGE, TO_TOKENS, RESIZE, UPSAMPLE, PAD, POOL, PIXEL_SHUFFLE, REARRANGE,
-    CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
+    CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
     LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
