@@ -40,7 +40,7 @@ from ..hierarchy import copy_model
 from ..quiet import quiet_logger
 from .calibration import Calibration
 from .export import example_inputs
-from .targets import get as get_target
+from .registry import get as get_target
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.sequence import additive, later_or_outside
-from ..frozen import compile_frozen
+from ..inductor.frozen import compile_frozen
 from .cache import DecodeState, KVCache
 
 

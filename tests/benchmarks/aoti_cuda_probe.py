@@ -42,7 +42,7 @@ import torch.utils.cpp_extension
 
 import archspec
 from archspec.compiler.backends.targets.aoti import export_for_package, run_in_fresh_process
-from archspec.compiler.frozen import FROZEN
+from archspec.compiler.inductor.frozen import FROZEN
 from archspec.compiler.lower import lower
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

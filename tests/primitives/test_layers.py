@@ -111,18 +111,6 @@ def layer_violations(sources: dict[str, str], packages: set[str] | None = None) 
     return problems
 
 
-# Pairs that still import each other, each waiting on files outside the floors work of issue 34
-# (listed so that the check holds for every other pair now; an entry that is fixed must go).
-WAITING = {
-    ("archspec.compiler", "archspec.compiler.generate"):
-        "compiler/model.py's generate() imports compiler.generate; generate/compiled.py imports compiler/frozen.py",
-    ("archspec.compiler.backends", "archspec.compiler.backends.targets"):
-        "backends/bench.py and backends/precision.py look targets up; the targets use bench and precision",
-    ("archspec.compiler.backends", "archspec.compiler.generate"):
-        "backends/decode_step.py imports generate.step; generate/arguments.py imports backends.memory",
-}
-
-
 def package_of(module: str, packages: set[str]) -> str:
     return module if module in packages else module.rpartition(".")[0]
 
@@ -167,9 +155,7 @@ def test_the_floors_import_only_downward_and_nothing_imports_each_other():
 
 def test_no_two_packages_import_each_other():
     pairs = package_pairs(module_sources())
-    problems = [text for pair, text in sorted(pairs.items()) if pair not in WAITING]
-    problems += [f"{a} and {b} no longer import each other: remove them from WAITING" for a, b in WAITING
-                 if (a, b) not in pairs]
+    problems = [text for _, text in sorted(pairs.items())]
     assert not problems, "\n".join(problems)
 
 

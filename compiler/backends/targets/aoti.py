@@ -143,12 +143,12 @@ def export_for_package(model, graph, precision: str, batch_range: tuple[int, int
 
 def compile_package(program, path: str) -> str:
     """`program` compiled by AOTInductor into the package at `path` (a .pt2 file), frozen
-    (compiler/frozen.py); a failing C++ compiler is an error in its own words."""
+    (compiler/inductor/frozen.py); a failing C++ compiler is an error in its own words."""
     from torch._inductor import exc
 
     from archspec.core.errors import error
 
-    from ...frozen import compile_frozen
+    from ...inductor.frozen import compile_frozen
 
     try:
         return compile_frozen(program, path)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .quiet import quiet_cpp_extension
+from ..quiet import quiet_cpp_extension
 
 FROZEN = {"freezing": True}
 

@@ -1,0 +1,1 @@
+"""Inductor, frozen: the compile that the decode step (generate) and the AOTInductor target share."""
