@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from ..compiler.backends.export import value_bound
 from ..core.errors import UsageError, error
 from ..core.files import SpecialFile, file_problem, open_regular
-from .memory import size
+from .batch_memory import size
 from .options import DATASET, TRAIN_EXTRA, Options, data_kind
 
 LABELS, NEXT = "__labels__", "__next__"

@@ -30,7 +30,7 @@ from ..compiler.backends.export import value_bound
 from ..core.errors import UsageError, error
 from ..primitives.decoding import LOGITS, role_of
 from . import data as datasets, dcp
-from .memory import check_batch_memory, size
+from .batch_memory import check_batch_memory, size
 from .options import DATASET, Options
 from .schedule import lr_factor
 from .state import Expected, read_resume, write_whole

@@ -54,7 +54,7 @@ from archspec.core.ir import Graph
 
 from ..facts import ONNX_FUSIONS
 from .export import dynamic_shapes, example_inputs, max_abs_difference, other_lengths
-from .memory import out_of_memory_error, ran_out_of_memory
+from .out_of_memory import out_of_memory_error, ran_out_of_memory
 from .onnx_fusions import fusion_of
 
 OPSET = 18

@@ -47,7 +47,7 @@ class Export(ModuleTarget):
             try:
                 return export()
             except Exception as exc:  # noqa: BLE001 - only an allocation failure is turned into an error here
-                from ..memory import out_of_memory_error, ran_out_of_memory
+                from ..out_of_memory import out_of_memory_error, ran_out_of_memory
 
                 if ran_out_of_memory(exc):
                     raise out_of_memory_error("torch.export's run of the model", context.graph, exc,
