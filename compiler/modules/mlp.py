@@ -70,10 +70,7 @@ class Mlp(Sublayer):
             x = grid_as_image(x, self.grid)  # -> [B, hidden, H, W], channels-last
             x = self.dwconv.activate(x, self.fused) if self.fused is not None else self.dwconv(x)
             x = image_as_tokens(x)  # -> [B, N, hidden]
-        if self.gated and self.gate_layout == "halves" and self.gate_limit is None and not self.value_offset:
-            gate, value = x.chunk(2, dim=-1)  # [B, N, 2 hidden] -> 2 x [B, N, hidden]
-            x = self.act(gate) * value
-        elif self.gated:
+        if self.gated:
             x = glu(x, self.act, self.gate_layout, self.gate_limit, self.value_offset)  # -> [B, N, hidden]
         elif self.fused is None:
             x = self.act(x)

@@ -198,9 +198,9 @@ class MlpOp(Op):
         if p.experts is not None:  # each expert over every token, the router, and the shared experts
             shared_params = shared_flops = 0
             if p.shared_experts is not None:  # one MLP of shared_experts times the hidden width
-                wide = p.shared_experts * hidden
-                shared_params = linear_params(width, wide * first // hidden, p.bias) + linear_params(wide, width, p.bias)
-                shared_flops = linear_flops(n, width, wide * first // hidden) + linear_flops(n, wide, width)
+                wide, wide_first = p.shared_experts * hidden, p.shared_experts * first
+                shared_params = linear_params(width, wide_first, p.bias) + linear_params(wide, width, p.bias)
+                shared_flops = linear_flops(n, width, wide_first) + linear_flops(n, wide, width)
             params = p.experts * params + linear_params(width, p.experts, bias=p.router_bias) + shared_params
             flops = p.experts * flops + linear_flops(n, width, p.experts) + shared_flops
         if p.dwconv:
