@@ -124,7 +124,7 @@ class KVCache:
             return k, v, state.mask(window, k.dtype)
         return self.keys, self.values, state.ring_mask(window, k.dtype)
 
-    def attend(self, module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def attend(self, module, x: torch.Tensor, bias: torch.Tensor | None = None, tensors=()) -> torch.Tensor:
         """module's attention for the current tokens x [B, count, C] over every token so far;
         `bias`: a score bias input ([1, h, count, end]: T5's relative_bias at the cached slots)."""
         B, N, _ = x.shape
@@ -140,7 +140,7 @@ class KVCache:
         if module.mixes_scores():  # score parts (their SCORE_DECODE said they decode): the forward's steps
             k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
             bias = module.position_bias(q, k, bias)
-            index = ScoreIndex.of_positions(q, self.state.positions(), self.key_positions(k.shape[2]))
+            index = ScoreIndex.of_positions(q, self.state.positions(), self.key_positions(k.shape[2]), tensors)
             out = module.scored(q, k, v, bias, mask, index)  # [B, h, N, d]
         else:
             bias = module.position_bias(q, k, bias)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from archspec.primitives.ops.attention.causal import CAUSAL
 
 from ...facts import KEEPS, register_facts
@@ -17,10 +15,8 @@ class CausalSelfAttention(CachedAttention, SelfAttention):
 
     causal = True
 
-    def hidden(self, q_len, k_len, device):
-        i = torch.arange(q_len, device=device)[:, None]
-        j = torch.arange(k_len, device=device)[None, :]
-        return later_or_outside(i, j)  # [L, L]: later keys are hidden
+    def hidden_at(self, query, key):
+        return later_or_outside(query, key)  # later keys are hidden
 
 
 @lowering(CAUSAL)

@@ -34,7 +34,7 @@ class CachedAttention:
 
     kv_cache = None
 
-    def attend(self, x, memory=None, padding=None, bias=None):
+    def attend(self, x, memory=None, padding=None, bias=None, tensors=()):
         if self.kv_cache is None:
-            return super().attend(x, memory, padding, bias)
-        return self.kv_cache.attend(self, x, bias)
+            return super().attend(x, memory, padding, bias, tensors)
+        return self.kv_cache.attend(self, x, bias, tensors)

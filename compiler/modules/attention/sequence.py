@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from archspec.primitives.ops.attention.sequence import score_tensors
+
 from ..common import Linear, make, trunc_normal_linears
 from ..norms import RMSNorm
 from ..sublayer import Sublayer, sublayer_args
@@ -79,13 +81,14 @@ class SequenceAttention(AttentionForm, Sublayer):
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, kv_heads=None,
                  qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, rope_interleaved=False,
                  fused=True, head_dim=None,
-                 scale=None, score_bias=False, score_parts=(), **sublayer):
+                 scale=None, score_bias=False, score_parts=(), score_tensors=0, **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads, self.attn_drop = heads, kv_heads or heads, attn_drop
         self.head_dim = head_dim or dim // heads
         self.scale = scale  # None: 1/sqrt(head_dim)
         self.score_bias = score_bias  # reads an additive score bias before the padding mask
         self.score_parts = tuple(score_parts)  # children of these names, installed after construction
+        self.score_tensors = score_tensors  # inputs the parts read by name, after the score bias
         inner, kv_width = self.head_dim * heads, self.head_dim * self.kv_heads
         self.widths = (inner, kv_width, kv_width)
         bias = qkv_bias is True
@@ -151,13 +154,34 @@ class SequenceAttention(AttentionForm, Sublayer):
 
     def hidden(self, q_len, k_len, device):
         """True where query i may not see key j ([q_len, k_len]), or None: every key is seen."""
+        i = torch.arange(q_len, device=device)[:, None]
+        j = torch.arange(k_len, device=device)[None, :]
+        return self.hides(i, j)  # [q_len, k_len] or None
+
+    def hides(self, query, key):
+        """The kind's mask (hidden_at) and the parts' (`hides`: local_window), True where the key is
+        hidden from the query, at broadcastable indices; None: every key is seen."""
+        hidden = self.hidden_at(query, key)
+        for part in self.masking_parts():
+            found = part.hides(query, key)
+            hidden = found if hidden is None else hidden | found
+        return hidden
+
+    def masking_parts(self) -> list:
+        return [getattr(self, name) for name in self.score_parts if hasattr(getattr(self, name), "hides")]
+
+    def hidden_at(self, query, key):
+        """The kind's mask as a function of the indices (broadcastable tensors): True where the
+        key is hidden from the query, or None: every key is seen. flex_attention's score_mod asks
+        it at each score (sequence.py: flexed); a kind whose mask is more than this overrides
+        `mask` and `flex_mask` (alibi)."""
         return None
 
     def mask(self, q_len, k_len, padding, dtype, device):
         """(attn_mask, is_causal) for SDPA: the kind's own mask and the padded keys, together."""
         hidden = self.hidden(q_len, k_len, device)
         if padding is None:
-            if hidden is None or self.causal:
+            if hidden is None or (self.causal and not self.masking_parts()):
                 return None, hidden is not None  # SDPA's own causal mask
             return additive(hidden, dtype), False
         padded = hidden_keys(padding)  # [B, 1, 1, M]
@@ -172,10 +196,16 @@ class SequenceAttention(AttentionForm, Sublayer):
         return additive(self.hidden(q_len, k_len, device), dtype) if is_causal else attn_mask
 
     def split_extra(self, extra):
-        """The inputs after the token streams -> (score bias or None, padding mask or None)."""
+        """The inputs after the token streams -> (score bias or None, padding mask or None); the
+        parts' tensors between them are `parts_tensors(extra)`."""
         bias = extra[0] if self.score_bias else None
-        padding = extra[1 if self.score_bias else 0] if len(extra) > self.score_bias else None
+        after = self.score_bias + self.score_tensors
+        padding = extra[after] if len(extra) > after else None
         return bias, padding
+
+    def parts_tensors(self, extra) -> tuple:
+        """The inputs the score parts read by name (`mod`'s tensors), in order."""
+        return tuple(extra[self.score_bias: self.score_bias + self.score_tensors])
 
     def rotate_parts(self, q, k):
         """q and k turned by the score parts that rotate them (2-D rotary positions), in order."""
@@ -203,11 +233,11 @@ class SequenceAttention(AttentionForm, Sublayer):
     def mixes_scores(self) -> bool:
         return bool(self.score_steps())
 
-    def written_out(self, q, k, v, bias, padding):
+    def written_out(self, q, k, v, bias, padding, tensors=()):
         """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax (see `scored`),
         the kind's mask and the padded keys hidden, the indices those of the slots."""
         mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, q.dtype, q.device)
-        return self.scored(q, k, v, bias, mask, ScoreIndex.of_slots(q, k))
+        return self.scored(q, k, v, bias, mask, ScoreIndex.of_slots(q, k, tensors))
 
     def scored(self, q, k, v, bias, mask, index):
         """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax, in their
@@ -241,8 +271,47 @@ class SequenceAttention(AttentionForm, Sublayer):
         weights = F.dropout(weights, attention_dropout(self))
         return weights @ v  # [B, h, N, d]
 
+    def flexes(self, q, k, bias) -> bool:
+        """Whether the parts run fused, as flex_attention's score_mod: under torch.compile (not
+        torch.export, whose ONNX and TensorRT targets have no such kernel), with no score bias and
+        no dropout, and every part an element-wise `modify` of the score (softcap, mod). Inductor's
+        CPU kernel (torch 2.14) takes static sizes and heads of 16 or more: it fails to compile at a
+        dynamic length (a C++ error) or a head of 8 (no kernel), so those stay written out."""
+        if not torch.compiler.is_compiling() or torch.compiler.is_exporting() or self.written:
+            return False
+        if q.device.type == "cpu" and (self.head_dim < 16 or not all(
+                isinstance(size, int) for size in (*q.shape, *k.shape))):
+            return False
+        if type(self).mask is not SequenceAttention.mask:
+            return False  # a mask of its own beyond hidden_at (alibi's biases): written out
+        parts = self.score_steps()
+        return bias is None and attention_dropout(self) == 0 and all(
+            hasattr(part, "modify") and not hasattr(part, "after_softmax") and not hasattr(part, "sink_logit")
+            for part in parts)
+
+    def flexed(self, q, k, v, padding, tensors=()):
+        """The attention as one flex_attention call: the parts' `modify` steps and the kind's mask
+        (with the padded keys) as its score_mod, over the same q [B, h, N, d], k, v [B, h, M, d]."""
+        from torch.nn.attention.flex_attention import flex_attention
+
+        parts = self.score_steps()
+        named = [dict(zip(getattr(part, "tensors", ()), tensors)) for part in parts]
+        lowest = torch.finfo(q.dtype).min
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            for part, found in zip(parts, named):
+                score = part.modify(score, b, h, q_idx, kv_idx, found)
+            hidden = self.hides(q_idx, kv_idx)  # from the indices: a tensor made here would not compile
+            if padding is not None:
+                padded = padding[b, kv_idx] == 0
+                hidden = padded if hidden is None else hidden | padded
+            return score if hidden is None else torch.where(hidden, lowest, score)
+
+        scale = self.head_dim ** -0.5 if self.scale is None else self.scale
+        return flex_attention(q, k, v, score_mod=score_mod, scale=scale)  # [B, h, N, d]
+
     # -- forward ------------------------------------------------------------------------------
-    def attend(self, x, memory=None, padding=None, bias=None):
+    def attend(self, x, memory=None, padding=None, bias=None, tensors=()):
         B, N, C = x.shape
         q, k, v = self.project(x, memory)
         if self.q_norm is not None:
@@ -252,8 +321,10 @@ class SequenceAttention(AttentionForm, Sublayer):
         q, k = self.rotate_parts(q, k)
         k, v = self.share_kv(k), self.share_kv(v)
         bias = self.position_bias(q, k, bias)
-        if self.mixes_scores() or self.writes_out(k.shape[-2], q.dtype):
-            x = self.written_out(q, k, v, bias, padding)
+        if self.mixes_scores() and self.flexes(q, k, bias):
+            x = self.flexed(q, k, v, padding, tensors)
+        elif self.mixes_scores() or self.writes_out(k.shape[-2], q.dtype):
+            x = self.written_out(q, k, v, bias, padding, tensors)
         else:
             attn_mask, is_causal = self.mask(N, k.shape[-2], padding, q.dtype, x.device)
             if bias is not None:
@@ -270,15 +341,14 @@ class SelfAttention(SequenceAttention):
 
     def body(self, x, *extra):
         bias, padding = self.split_extra(extra)
-        return self.attend(x, padding=padding, bias=bias)
+        return self.attend(x, padding=padding, bias=bias, tensors=self.parts_tensors(extra))
 
 
 def sequence_args(p, width: int) -> dict:
     """The constructor arguments the sequence options add."""
     return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, rope_theta=p.rope_theta,
                 rope_dims=p.rope_dims, rope_interleaved=p.rope_interleaved, head_dim=p.head_dim, scale=p.scale,
-                score_bias=p.bias,
-                score_parts=score_part_names(p))
+                score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)))
 
 
 def make_sequence_attention(cls, op, p, inputs, **extra):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from archspec.primitives.ops.attention.sliding import SLIDING
 
 from ...facts import KEEPS, register_facts
@@ -19,10 +17,8 @@ class SlidingWindowAttention(CachedAttention, SelfAttention):
         super().__init__(dim, heads, **kwargs)
         self.window = window
 
-    def hidden(self, q_len, k_len, device):
-        i = torch.arange(q_len, device=device)[:, None]
-        j = torch.arange(k_len, device=device)[None, :]
-        return later_or_outside(i, j, self.window)  # [L, L]: later keys, and keys more than window - 1 back
+    def hidden_at(self, query, key):
+        return later_or_outside(query, key, self.window)  # later keys, and keys more than window - 1 back
 
 
 @lowering(SLIDING)

@@ -50,7 +50,8 @@ class SequenceAttentionOp(AttentionOp):
     Params = SequenceParams
 
     def reads(self, p) -> tuple[str, ...]:
-        return self.streams(p) + (("bias",) if p.bias else ()) + (("mask",) if p.padding_mask else ())
+        return self.streams(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
+            (("mask",) if p.padding_mask else ())
 
     def streams(self, p) -> tuple[str, ...]:
         """The token streams the kind reads (before the padding mask)."""
@@ -68,8 +69,10 @@ class SequenceAttentionOp(AttentionOp):
     def score_site(self, p, inputs: list[TensorType]) -> ScoreSite:
         """Where the score parts work (window kinds give their window as the grid)."""
         x = inputs[0]
+        first = len(self.streams(p)) + p.bias
+        tensors = tuple(inputs[first:first + len(score_tensors(p))])
         return ScoreSite(p.heads, self.head_dim(p, x.channels), dim_value(x.length), self.keys(p, inputs), x.grid,
-                         x, rotates=True, rope_theta=p.rope_theta)
+                         x, rotates=True, rope_theta=p.rope_theta, tensors=tensors, masks=True)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]
@@ -118,6 +121,15 @@ class SequenceAttentionOp(AttentionOp):
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+
+
+def score_tensors(p) -> tuple[str, ...]:
+    """The inputs the score parts read by name (`mod`'s tensors), in order, after the score bias."""
+    try:
+        uses = parse_scores(p.scores)
+    except RuleError:  # the shape rule reports it, located
+        return ()
+    return tuple(name for use in uses for name in getattr(use.params, "tensors", ()))
 
 
 def check_score_bias(bias: TensorType, heads: int, queries, keys) -> None:

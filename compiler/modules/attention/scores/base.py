@@ -17,7 +17,6 @@ them in order, and model.py constructs them the same way. A part module has eith
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -26,31 +25,29 @@ import torch.nn as nn
 from archspec.core.discovery import import_modules
 from archspec.primitives.ops.attention.scores.base import ScorePart, ScoreSite, parse_scores
 
-@dataclass(frozen=True)
 class ScoreIndex:
     """The indices of the scores [B, h, N, M] a part with `reads_index = True` is given with them
     (FlexAttention's b, h, q_idx, kv_idx), each broadcastable to the scores: batch [B, 1, 1, 1],
-    head [1, h, 1, 1], query [1 or B, 1, N, 1], key [1 or B, 1, 1, M]. In the forward the query and
-    key indices are the slots 0..N-1 and 0..M-1; while generate() decodes they are the tokens'
-    positions (0 on the left padding, which the mask hides), so a cached row sees what it would
-    see alone."""
+    head [1, h, 1, 1], query [1 or B, 1, N, 1], key [1 or B, 1, 1, M]; and `tensors`, the inputs the
+    parts read by name (`mod`'s), in order. In the forward the query and key indices are the slots
+    0..N-1 and 0..M-1; while generate() decodes they are the tokens' positions (0 on the left
+    padding, which the mask hides), so a cached row sees what it would see alone."""
 
-    batch: torch.Tensor
-    head: torch.Tensor
-    query: torch.Tensor
-    key: torch.Tensor
+    def __init__(self, batch, head, query, key, tensors=()):
+        self.batch, self.head, self.query, self.key, self.tensors = batch, head, query, key, tuple(tensors)
 
     @staticmethod
-    def of_slots(q, k) -> "ScoreIndex":
+    def of_slots(q, k, tensors=()) -> "ScoreIndex":
         """The indices of the scores of q [B, h, N, d] over k [B, h, M, d]: the slots."""
         return ScoreIndex(*batch_and_head(q), torch.arange(q.shape[-2], device=q.device).view(1, 1, -1, 1),
-                          torch.arange(k.shape[-2], device=q.device).view(1, 1, 1, -1))
+                          torch.arange(k.shape[-2], device=q.device).view(1, 1, 1, -1), tuple(tensors))
 
     @staticmethod
-    def of_positions(q, query_positions, key_positions) -> "ScoreIndex":
+    def of_positions(q, query_positions, key_positions, tensors=()) -> "ScoreIndex":
         """The indices while generate() decodes: the queries' positions [B, N] and the cached keys'
         [B, M] (cache.py's state)."""
-        return ScoreIndex(*batch_and_head(q), query_positions[:, None, :, None], key_positions[:, None, None, :])
+        return ScoreIndex(*batch_and_head(q), query_positions[:, None, :, None], key_positions[:, None, None, :],
+                          tuple(tensors))
 
 
 def batch_and_head(q) -> tuple:

@@ -19,8 +19,9 @@ class Softcap(nn.Module):
     def before_softmax(self, scores):
         return torch.tanh(scores / self.cap) * self.cap
 
-    def after_softmax(self, weights):
-        return weights
+    def modify(self, score, b, h, q, k, tensors):
+        """The same, as flex_attention's score_mod sees it (sequence.py: flexed)."""
+        return self.before_softmax(score)
 
 
 @score_module(SOFTCAP)

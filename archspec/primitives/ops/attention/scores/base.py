@@ -43,6 +43,8 @@ class ScoreSite:
     x: TensorType
     rotates: bool = False
     rope_theta: float | None = None
+    tensors: tuple[TensorType, ...] = ()  # the inputs a part reads by name (`mod`'s tensors), in order
+    masks: bool = False  # the kind's module joins the parts' masks to its own (the sequence kinds)
 
     def check_queries_on_the_grid(self, needs: str) -> None:
         """For a part that `needs` (e.g. "a relative position table needs") queries on a grid, at a

@@ -1,0 +1,183 @@
+"""mod: a score modification written in the spec as a small graph of element-wise steps over the
+score and its indices: FlexAttention's `score_mod(score, b, h, q_idx, kv_idx)` in YAML.
+
+    scores:
+      - mod:
+          tensors: [head_bias]            # read from the node's `from:` after the token stream
+          steps:
+            - {t: {divide: [score, 30.0]}}
+            - {squashed: {tanh: t}}
+            - {capped: {multiply: [squashed, 30.0]}}
+            - {bias: {at: [head_bias, h]}}          # head_bias [heads], at this score's head
+            - {out: {add: [capped, bias]}}
+
+Each step is `{name: {op: [arguments]}}` (a one-argument op may take the argument alone), one
+whitelisted op per step; an argument is a number, `score` (the scaled score q·k^T), `b`, `h`,
+`q`, `k` (the batch, head, query and key indices: integers), a tensor named in `tensors`, or an
+earlier step. The last step is the new score. Never evaluated as code: the steps are parsed
+and checked here (each error names the step), and lowering maps each op to one torch function.
+While generate() decodes, `q` and `k` are the tokens' positions (as in the forward of the row
+alone). The mask of the kind is added after the steps, as after the other parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from ....base import Params, RuleError
+from .....core.suggestions import Remedy
+from .base import DECODES, ScorePart, ScoreSite, register_score, register_score_decoding
+
+INDICES = ("b", "h", "q", "k")  # FlexAttention's b, h, q_idx, kv_idx
+SCORE = "score"
+
+# op -> (number of arguments, the kinds each takes, the kind it gives): "num" is an integer or a
+# float; "same" gives the kind of the first argument (integer if every number argument is one);
+# "at" indexes a tensor by integer indices (one per dim of the tensor).
+OPS: dict[str, tuple[int | None, str, str]] = {
+    "add": (2, "num", "same"), "subtract": (2, "num", "same"), "multiply": (2, "num", "same"),
+    "divide": (2, "num", "float"), "tanh": (1, "num", "float"), "exp": (1, "num", "float"),
+    "log": (1, "num", "float"), "abs": (1, "num", "same"), "clamp": (3, "num", "same"),
+    "less": (2, "num", "bool"), "less_equal": (2, "num", "bool"), "greater": (2, "num", "bool"),
+    "greater_equal": (2, "num", "bool"), "equal": (2, "num", "bool"), "not_equal": (2, "num", "bool"),
+    "and": (2, "bool", "bool"), "or": (2, "bool", "bool"), "not": (1, "bool", "bool"),
+    "where": (3, "where", "same"), "at": (None, "at", "float"),
+}
+
+
+class ModParams(Params):
+    tensors: list[str] = Field(default_factory=list,
+                               description="names of the tensors the steps read, given in the node's `from:` "
+                                           "after the token stream (and the score bias), in this order")
+    steps: list[dict[str, Any]] = Field(min_length=1,
+                                        description="the steps, in order, each {name: {op: [arguments]}}; the "
+                                                    "last is the new score (ops: " + ", ".join(OPS) + ")")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    op: str
+    args: tuple  # names (str) and numbers
+    kind: str  # "int", "float" or "bool"
+
+
+def parse_steps(p, site: ScoreSite | None = None) -> list[Step]:
+    """The steps of a `mod` part, checked: RuleError (field `scores`) naming the step for an
+    unknown op or name, a wrong number or kind of arguments, or a last step that is no score.
+    With the site, a tensor indexed by `at` must have one index per dim."""
+    kinds: dict[str, str] = {SCORE: "float", **{i: "int" for i in INDICES}}
+    ranks: dict[str, tuple | None] = {}
+    for i, name in enumerate(p.tensors):
+        where = f"score part 'mod': tensor {name!r}"
+        if name in kinds or not name.isidentifier():
+            raise RuleError(f"{where}: a tensor's name must be an identifier other than "
+                            f"{', '.join((SCORE,) + INDICES)}", field="scores")
+        kinds[name] = "tensor"
+        ranks[name] = site.tensors[i].shape if site is not None and i < len(site.tensors) else None
+    steps = []
+    for n, entry in enumerate(p.steps, start=1):
+        steps.append(parse_step(n, entry, kinds, ranks))
+        kinds[steps[-1].name] = steps[-1].kind
+    if steps[-1].kind == "bool":
+        raise RuleError(f"score part 'mod': the last step {steps[-1].name!r} is the new score, and "
+                        f"{steps[-1].op} gives true or false", field="scores",
+                        hint=Remedy("end with a number: e.g. {out: {where: [mask, score, -1.0e9]}}"))
+    return steps
+
+
+def parse_step(n: int, entry: dict, kinds: dict[str, str], ranks: dict[str, tuple | None]) -> Step:
+    where = f"score part 'mod': step {n}"
+    if len(entry) != 1:
+        raise RuleError(f"{where} must be one {{name: {{op: [arguments]}}}}, got {entry!r}", field="scores")
+    (name, body), = entry.items()
+    where += f" {name!r}"
+    if not isinstance(name, str) or not name.isidentifier() or name in kinds:
+        taken = "is an index, the score, a tensor or an earlier step" if name in kinds else "is no identifier"
+        raise RuleError(f"{where}: the name {taken}", field="scores",
+                        hint=Remedy("give each step a new name (the last step's is free: e.g. out)"))
+    if not isinstance(body, dict) or len(body) != 1:
+        raise RuleError(f"{where} must be {{op: [arguments]}} with one op, got {body!r}", field="scores",
+                        hint=Remedy(f"the ops are: {', '.join(OPS)}"))
+    (op, args), = body.items()
+    if op not in OPS:
+        raise RuleError(f"{where}: unknown op {op!r}", field="scores", hint=Remedy(f"the ops are: {', '.join(OPS)}"))
+    args = tuple(args) if isinstance(args, list) else (args,)
+    count, takes, gives = OPS[op]
+    if count is not None and len(args) != count:
+        raise RuleError(f"{where}: {op} takes {count} argument(s), got {len(args)}", field="scores")
+    found = [argument_kind(where, a, kinds) for a in args]
+    if takes == "at":
+        return Step(name, op, args, check_at(where, args, found, ranks))
+    wanted = ["bool", "num", "num"] if takes == "where" else [takes] * len(args)
+    for a, got, want in zip(args, found, wanted):
+        if (want == "num") != (got in ("int", "float")) or got == "tensor":
+            raise RuleError(f"{where}: {op} takes {'true/false' if want == 'bool' else 'a number'} for {a!r}, "
+                            f"which is {describe(got)}", field="scores",
+                            hint=Remedy("index a tensor with at: [tensor, h] first") if got == "tensor" else None)
+    numbers = found[1:] if takes == "where" else found
+    if gives == "same":
+        gives = "int" if all(k == "int" for k in numbers) else "float"
+    return Step(name, op, args, gives)
+
+
+def argument_kind(where: str, a, kinds: dict[str, str]) -> str:
+    if isinstance(a, bool):
+        raise RuleError(f"{where}: {a!r} is no number (write a comparison for true/false)", field="scores")
+    if isinstance(a, int):
+        return "int"
+    if isinstance(a, float):
+        return "float"
+    if isinstance(a, str) and a in kinds:
+        return kinds[a]
+    raise RuleError(f"{where}: unknown name {a!r}", field="scores",
+                    hint=Remedy(f"the names are: {', '.join(kinds)}, and numbers"))
+
+
+def check_at(where: str, args: tuple, found: list[str], ranks: dict[str, tuple | None]) -> str:
+    """`at: [tensor, i, ...]` indexes the tensor's dims after its leading 1s, one index each (a
+    param [heads] is [1, heads], indexed by one: h)."""
+    if not args or found[0] != "tensor":
+        raise RuleError(f"{where}: at takes a tensor first, then one integer index per dim", field="scores")
+    shape = ranks.get(args[0])
+    if any(k != "int" for k in found[1:]):
+        raise RuleError(f"{where}: at indexes {args[0]!r} with integers (b, h, q, k or steps of them), got "
+                        + ", ".join(f"{a!r} ({describe(k)})" for a, k in zip(args[1:], found[1:])), field="scores")
+    indexed, lead = len(args) - 1, 0
+    while shape is not None and lead < len(shape) - 1 and shape[lead] == 1:
+        lead += 1  # a param [heads] is [1, heads]: its leading 1s are not indexed
+    if shape is not None and indexed != len(shape) - lead:
+        raise RuleError(f"{where}: {args[0]!r} is [{', '.join(map(str, shape))}], indexed by {indexed}: at takes "
+                        f"one index for each of its dims after the leading 1s ({len(shape) - lead})", field="scores")
+    return "float"
+
+
+def describe(kind: str) -> str:
+    return {"int": "an integer", "float": "a number", "bool": "true/false", "tensor": "a tensor"}[kind]
+
+
+class ModPart(ScorePart):
+    """A small graph of element-wise steps over the score, its indices b, h, q, k and named
+    tensors (FlexAttention's score_mod), before the softmax. Written out; fused by flex_attention
+    under torch.compile."""
+
+    name = "mod"
+    Params = ModParams
+    explicit = True
+
+    def check(self, p, site: ScoreSite) -> None:
+        if len(site.tensors) != len(p.tensors):
+            raise RuleError(f"score part 'mod' reads {len(p.tensors)} tensor(s) ({', '.join(p.tensors) or 'none'}), "
+                            f"and this attention gives it {len(site.tensors)}", field="scores",
+                            hint=Remedy("name them in the node's `from:` after the token stream (and the score bias)"))
+        for name, t in zip(p.tensors, site.tensors):
+            if t.dtype != "float32":
+                raise RuleError(f"score part 'mod': tensor {name!r} must be float, got {t.describe()}", field="scores")
+        parse_steps(p, site)
+
+
+MOD = register_score(ModPart())
+register_score_decoding(MOD, DECODES)  # element-wise; q and k are positions while decoding

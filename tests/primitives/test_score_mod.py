@@ -1,0 +1,216 @@
+"""The score part `mod`: FlexAttention's score_mod written in the spec as steps over the score, its
+indices (b, h, q, k) and named tensors. A soft-cap plus a learned per-head bias written as steps
+matches a hand-written torch reference; ALiBi written as steps (a per-head slope times the
+distance q - k) matches the alibi kind, and decodes with generate()'s cache as the forward; under
+torch.compile the steps run as flex_attention's score_mod and match the written-out attention;
+the steps are checked, with errors that name the step; the written-out form exports with a dynamic
+batch and length, runs in ONNX Runtime and in the standalone model.py."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import archspec
+from archspec.compiler.backends.export import export_program
+from archspec.compiler.generate import generate
+from archspec.core.errors import SpecError
+
+DIM, HEADS = 64, 4
+HEAD = DIM // HEADS
+
+CAPPED_BIAS = f"""
+name: capped_bias
+dims: {{L: [1, 64]}}
+inputs:
+  x: [B, L, {DIM}]
+graph:
+  - {{id: head_bias, param: {{shape: [{HEADS}]}}}}
+  - id: attn
+    from: [x, head_bias]
+    attention:
+      kind: causal
+      heads: {HEADS}
+      norm: none
+      residual: false
+      scores:
+        - mod:
+            tensors: [head_bias]
+            steps:
+              - {{t: {{divide: [score, 2.0]}}}}
+              - {{squashed: {{tanh: t}}}}
+              - {{capped: {{multiply: [squashed, 2.0]}}}}
+              - {{bias: {{at: [head_bias, h]}}}}
+              - {{out: {{add: [capped, bias]}}}}
+outputs: [attn]
+"""
+
+
+def capped_bias_model():
+    torch.manual_seed(0)
+    model = archspec.build_text(CAPPED_BIAS).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    return model
+
+
+def by_hand(model, x):
+    """softmax(2 tanh(q·k^T / sqrt(d) / 2) + bias_h, causal) · v, from the model's weights."""
+    attn, bias = model.attn, model.head_bias.value.reshape(HEADS)
+    B, N, _ = x.shape
+    q, k, v = F.linear(x, attn.qkv.weight, attn.qkv.bias).split(DIM, dim=-1)
+    q, k, v = (t.reshape(B, N, HEADS, HEAD).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / HEAD ** 0.5
+    scores = 2.0 * torch.tanh(scores / 2.0) + bias.view(1, HEADS, 1, 1)
+    scores = scores.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, N, DIM)
+    return F.linear(out, attn.proj.weight, attn.proj.bias)
+
+
+def test_a_softcap_and_a_per_head_bias_as_steps_equal_torch_by_hand():
+    model = capped_bias_model()
+    for shape in ((2, 10), (1, 33)):
+        x = torch.randn(*shape, DIM)
+        with torch.no_grad():
+            assert torch.allclose(model(x), by_hand(model, x), atol=1e-5)
+    report = archspec.check_text(CAPPED_BIAS)
+    assert report.params == sum(p.numel() for p in model.parameters())
+
+
+def test_under_torch_compile_the_steps_run_as_flex_attentions_score_mod(monkeypatch):
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    from archspec.compiler.modules.attention import sequence
+
+    model = capped_bias_model()
+    flexed = []
+    original = sequence.SequenceAttention.flexed
+    monkeypatch.setattr(sequence.SequenceAttention, "flexed",
+                        lambda self, *a, **k: flexed.append(1) or original(self, *a, **k))
+    x = torch.randn(2, 24, DIM)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        written = model(x)
+        fused = torch.compile(model, dynamic=False)(x)
+    assert flexed, "the compiled forward did not take flex_attention"
+    assert torch.allclose(fused, written, atol=1e-5) and torch.allclose(fused, by_hand(model, x), atol=1e-5)
+
+
+def test_the_steps_export_with_a_dynamic_batch_and_length_and_run_in_onnx_runtime(tmp_path):
+    from archspec.compiler.backends.onnx import export_onnx
+
+    report, model = archspec.check_text(CAPPED_BIAS), capped_bias_model()
+    program = export_program(model, report.graph)
+    for shape in ((3, 9), (1, 20)):
+        x = torch.randn(*shape, DIM)
+        with torch.no_grad():
+            assert torch.allclose(program.module()(x), model(x), atol=1e-5)
+    pytest.importorskip("onnxruntime")
+    result = export_onnx(model, report.graph, str(tmp_path / "model.onnx"))
+    assert result.max_difference is not None and result.max_difference < 1e-4
+
+
+def test_the_standalone_model_py_gives_the_same(tmp_path):
+    from archspec.compiler.backends.source import standalone_source
+
+    report, model = archspec.check_text(CAPPED_BIAS), capped_bias_model()
+    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
+    loaded = importlib.util.spec_from_file_location("capped_bias_model", tmp_path / "model.py")
+    source = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(source)
+    again = getattr(source, type(model).__name__)().eval()
+    again.load_state_dict(model.state_dict())
+    x = torch.randn(2, 7, DIM)
+    with torch.no_grad():
+        assert torch.allclose(again(x), model(x), atol=1e-6)
+
+
+# -- ALiBi as steps: the indices q and k, and generation ------------------------------------------------
+
+ALIBI_LM = """
+name: alibi_steps
+params: {kind: causal, scores: []}
+dims: {L: [1, 64]}
+inputs:
+  ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: embed, embed: {vocab: 100, dim: 64, pos: none}}
+  - {id: slopes, param: {shape: [4], learned: false}}
+  - {id: attn, from: [embed, slopes], attention: {kind: "${kind}", heads: 4, scores: "${scores}"}}
+  - {id: mlp, mlp: {ratio: 2}}
+  - {id: head, head: {kind: lm, vocab: 100}}
+outputs: [head]
+"""
+ALIBI_STEPS = ("[{mod: {tensors: [slopes], steps: [{distance: {subtract: [q, k]}}, {slope: {at: [slopes, h]}}, "
+               "{lowered: {multiply: [slope, distance]}}, {out: {subtract: [score, lowered]}}]}}]")
+
+
+def alibi_by_steps():
+    from archspec.compiler.modules.attention.alibi import alibi_slopes
+    from tests.parity.test_vocabulary import perturb_everything
+
+    torch.manual_seed(0)
+    model = perturb_everything(archspec.build_text(ALIBI_LM, {"scores": ALIBI_STEPS})).eval()
+    with torch.no_grad():
+        model.slopes.value.copy_(torch.tensor(alibi_slopes(4)).view_as(model.slopes.value))
+        model.attn.qkv.weight.mul_(4)  # distinct scores: the distances matter
+    return model
+
+
+def test_alibi_written_as_steps_equals_the_alibi_kind():
+    model = alibi_by_steps()
+    kind = archspec.build_text(ALIBI_LM.replace("from: [embed, slopes]", "from: embed"), {"kind": "alibi"}).eval()
+    kind.load_state_dict(model.state_dict())
+    ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.allclose(model(ids), kind(ids), atol=1e-5)
+
+
+def test_steps_over_q_and_k_decode_with_a_cache_as_the_forward():
+    from tests.generate.test_generate import left_padded, uncached_greedy
+
+    model = alibi_by_steps()
+    ids, mask = left_padded()
+    ids = ids % 100
+    out = generate(model, ids, max_new_tokens=10, attention_mask=mask)
+    for row in range(3):  # q and k are positions while decoding: a padded row decodes as it would alone
+        start = int((mask[row] == 0).sum())
+        assert torch.equal(out[row:row + 1, start:], uncached_greedy(model, ids[row:row + 1, start:], 10))
+
+
+# -- checked, never evaluated: errors name the step ---------------------------------------------------
+
+@pytest.mark.parametrize("steps, words", [
+    ("[{out: {sin: score}}]", "step 1 'out': unknown op 'sin'"),
+    ("[{out: {add: [score, nope]}}]", "step 1 'out': unknown name 'nope'"),
+    ("[{out: {add: [score]}}]", "step 1 'out': add takes 2 argument(s), got 1"),
+    ("[{out: {less: [q, k]}}]", "the last step 'out' is the new score"),
+    ("[{out: {at: [head_bias, h, q]}}]", "'head_bias' is [1, 4], indexed by 2"),
+    ("[{out: {at: [head_bias, score]}}]", "at indexes 'head_bias' with integers"),
+    ("[{out: {add: [score, head_bias]}}]", "add takes a number for 'head_bias', which is a tensor"),
+    ("[{score: {add: [score, 1.0]}}]", "step 1 'score': the name is an index, the score"),
+    ("[{out: {where: [score, score, 0.0]}}]", "where takes true/false for 'score'"),
+    ("[{out: \"__import__('os')\"}]", "step 1 'out' must be {op: [arguments]}"),
+])
+def test_bad_steps_are_located_errors_naming_the_step(steps, words):
+    text = CAPPED_BIAS.replace(CAPPED_BIAS[CAPPED_BIAS.index("            steps:"):CAPPED_BIAS.index("outputs:")],
+                               f"            steps: {steps}\n")
+    with pytest.raises(SpecError) as e:
+        archspec.check_text(text)
+    assert words in str(e.value) and "attn" in str(e.value)
+
+
+def test_the_tensors_must_be_given_in_from():
+    text = CAPPED_BIAS.replace("from: [x, head_bias]", "from: x")
+    with pytest.raises(SpecError, match="reads 2 input"):
+        archspec.check_text(text)
+
+
+def test_both_floors_hold_the_same_ops():
+    from archspec.compiler.modules.attention.scores.mod import FUNCTIONS
+    from archspec.primitives.ops.attention.scores.mod import OPS
+
+    assert set(OPS) - {"at"} == set(FUNCTIONS)
