@@ -33,6 +33,8 @@ MODULES = (  # the files it was made from: where they differ, registry.py import
     'gather',
     'head',
     'head.classify',
+    'expand',
+    'fold',
     'head.contrastive',
     'head.distilled',
     'head.features',
@@ -75,6 +77,7 @@ MODULES = (  # the files it was made from: where they differ, registry.py import
 )
 
 OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
+    'unfold',
     'activation': {None: 'elementwise'},
     'add': {None: 'elementwise'},
     'argsort': {None: 'argsort'},
@@ -91,6 +94,8 @@ OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
     'gather': {None: 'gather'},
     'head': {'classify': 'head.classify', 'contrastive': 'head.contrastive', 'distilled': 'head.distilled', 'features': 'head.features', 'lm': 'head.lm', 'pooler': 'head.pooler', 'reconstruct': 'head.reconstruct'},
     'linear': {None: 'linear'},
+    'expand': {None: 'expand'},
+    'fold': {None: 'fold'},
     'loss': {'contrastive': 'loss.contrastive', 'cross_entropy': 'loss.cross_entropy', 'masked_l1': 'loss.masked_l1'},
     'mask_token': {None: 'mask_token'},
     'merge': {'concat': 'merge.concat', 'conv': 'merge.conv'},
@@ -122,6 +127,7 @@ OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
     'upsample': {None: 'layout'},
 }
 
+    'unfold': {None: 'unfold'},
 DEFAULTS = {  # primitive -> the kind a node gets when it names none
     'norm': 'layer',
 }

@@ -28,6 +28,8 @@ from archspec.primitives.ops.conv import CONV
 from archspec.primitives.ops.einsum import EINSUM
 from archspec.primitives.ops.elementwise import ELEMENTWISE_OPS
 from archspec.primitives.ops.embed import EMBED
+from archspec.primitives.ops.expand import EXPAND
+from archspec.primitives.ops.fold import FOLD
 from archspec.primitives.ops.gather import GATHER
 from archspec.primitives.ops.head.classify import CLASSIFY
 from archspec.primitives.ops.head.contrastive import CONTRASTIVE
@@ -63,6 +65,7 @@ from archspec.primitives.ops.slice import SLICE
 from archspec.primitives.ops.softmax import SOFTMAX
 from archspec.primitives.ops.tokens import TOKENS
 from archspec.primitives.ops.topk import TOPK
+from archspec.primitives.ops.unfold import UNFOLD
 
 from ..facts import ONNX_FUSION
 from ..modules.attention.sequence import attention_fusion
@@ -82,6 +85,7 @@ NO_FUSION = (
     *ELEMENTWISE_OPS.values(), SOFTMAX, REDUCE,
     TO_IMAGE, TO_TOKENS, RESIZE, UPSAMPLE, PAD, POOL, PIXEL_SHUFFLE, REARRANGE,
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
+    EXPAND, UNFOLD, FOLD,
     LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
