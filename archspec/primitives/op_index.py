@@ -30,11 +30,11 @@ MODULES = (  # the files it was made from: where they differ, registry.py import
     'einsum',
     'elementwise',
     'embed',
+    'expand',
+    'fold',
     'gather',
     'head',
     'head.classify',
-    'expand',
-    'fold',
     'head.contrastive',
     'head.distilled',
     'head.features',
@@ -74,10 +74,10 @@ MODULES = (  # the files it was made from: where they differ, registry.py import
     'softmax',
     'tokens',
     'topk',
+    'unfold',
 )
 
 OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
-    'unfold',
     'activation': {None: 'elementwise'},
     'add': {None: 'elementwise'},
     'argsort': {None: 'argsort'},
@@ -91,11 +91,11 @@ OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
     'dropout': {None: 'elementwise'},
     'einsum': {None: 'einsum'},
     'embed': {None: 'embed'},
+    'expand': {None: 'expand'},
+    'fold': {None: 'fold'},
     'gather': {None: 'gather'},
     'head': {'classify': 'head.classify', 'contrastive': 'head.contrastive', 'distilled': 'head.distilled', 'features': 'head.features', 'lm': 'head.lm', 'pooler': 'head.pooler', 'reconstruct': 'head.reconstruct'},
     'linear': {None: 'linear'},
-    'expand': {None: 'expand'},
-    'fold': {None: 'fold'},
     'loss': {'contrastive': 'loss.contrastive', 'cross_entropy': 'loss.cross_entropy', 'masked_l1': 'loss.masked_l1'},
     'mask_token': {None: 'mask_token'},
     'merge': {'concat': 'merge.concat', 'conv': 'merge.conv'},
@@ -124,10 +124,10 @@ OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
     'to_tokens': {None: 'layout'},
     'tokens': {None: 'tokens'},
     'topk': {None: 'topk'},
+    'unfold': {None: 'unfold'},
     'upsample': {None: 'layout'},
 }
 
-    'unfold': {None: 'unfold'},
 DEFAULTS = {  # primitive -> the kind a node gets when it names none
     'norm': 'layer',
 }
