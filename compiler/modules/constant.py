@@ -1,31 +1,33 @@
-"""constant (torch): a fixed tensor with a leading dimension of 1, kept as a buffer."""
+"""constant (torch): a fixed tensor with a leading dimension of 1, kept as a buffer; or, where a
+size is a symbolic dim, made at each call at the sizes of the tensor the node reads."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
 
-from archspec.primitives.ops.constant import CONSTANT, index_axis
+from archspec.primitives.ops.constant import CONSTANT, index_axis, sources, symbolic
 
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
 
-def filled(shape, fill=None, value=None, axis=None):
-    """A tensor of `shape`: every value `value`, or zeros, ones, an identity on the last two axes,
-    or each value its index along `axis`."""
+def filled(shape, fill=None, value=None, axis=None, dtype=None, device=None):
+    """A tensor of `shape` (sizes may be SymInts while exporting): every value `value`, or zeros,
+    ones, an identity on the last two axes, or each value its index along `axis`."""
+    like = {"dtype": dtype or torch.float32, "device": device}
     if value is not None:
-        return torch.full(shape, float(value))
+        return torch.full(shape, float(value), **like)
     if fill == "ones":
-        return torch.ones(shape)
+        return torch.ones(shape, **like)
     if fill == "eye":
-        return torch.eye(shape[-2], shape[-1]).expand(shape).clone()  # the identity on every leading index
+        return torch.eye(shape[-2], shape[-1], **like).expand(shape).clone()  # the identity on every leading index
     if fill == "index":
         line = [1] * len(shape)
         line[axis] = shape[axis]
-        return torch.arange(shape[axis], dtype=torch.float32).view(line).expand(shape).clone()  # [1, ...]
-    return torch.zeros(shape)
+        return torch.arange(shape[axis], **like).view(line).expand(shape).clone()  # [1, ...]
+    return torch.zeros(shape, **like)
 
 
 class Constant(nn.Module):
@@ -37,9 +39,32 @@ class Constant(nn.Module):
         return self.value  # [1, ...]
 
 
+class SizedConstant(nn.Module):
+    """A constant whose sizes are numbers or ("like", axis): made at each call at the sizes of
+    `like` (SymInts while exporting), so one build runs at every length. It keeps no values;
+    `anchor`, an empty buffer, follows the module's device and dtype (.to, .half)."""
+
+    def __init__(self, sizes, fill=None, value=None, axis=None):
+        super().__init__()
+        self.sizes = tuple(tuple(s) if isinstance(s, (tuple, list)) else s for s in sizes)
+        self.fill, self.fill_value, self.axis = fill, value, axis
+        self.register_buffer("anchor", torch.zeros(0), persistent=False)
+
+    def forward(self, like):
+        shape = [1] + [like.shape[s[1]] if isinstance(s, tuple) else s for s in self.sizes]  # [1, L, ...]
+        return filled(shape, self.fill, self.fill_value, self.axis, self.anchor.dtype, self.anchor.device)
+
+    def extra_repr(self) -> str:
+        sizes = ", ".join(f"like.shape[{s[1]}]" if isinstance(s, tuple) else str(s) for s in self.sizes)
+        made = f"value={self.fill_value}" if self.fill_value is not None else f"fill={self.fill or 'zeros'}"
+        return f"sizes=[1, {sizes}], {made}" + (f", axis={self.axis}" if self.axis is not None else "")
+
+
 @lowering(CONSTANT)
 def lower(p, inputs, ctx):
     axis = index_axis(p) if p.fill == "index" else None
+    if symbolic(p):
+        return make(SizedConstant, sizes=sources(p, inputs[0], ctx.graph.dims), fill=p.fill, value=p.value, axis=axis)
     return make(Constant, shape=tuple(p.shape), fill=p.fill, value=p.value, axis=axis)
 
 

@@ -13,28 +13,75 @@ parameter (counted in the node's buffer bytes).
 between positions (two of them subtracted: ConViT's relative indices), frequencies (with
 `power`), each made from it with the element-wise ops. Axes count from the batch (0), as
 `slice`'s do, so the first axis of `shape` is 1; negative ones count from the end.
+
+A size may be a dim declared under `dims` (`L`): the constant is then built at run time, at
+the length of the tensor it reads (`from:`, any node or input with an axis of that size), so
+one build runs, and exports, at every length in range. A causal mask (1 where a key comes after
+its query) from two index constants:
+
+    - {id: query_at, from: x, constant: {shape: [L, L], fill: index, along: 1}}   # [1, L, L]: the row
+    - {id: key_at, from: x, constant: {shape: [L, L], fill: index}}               # the column
+    - {id: ahead, from: [key_at, query_at], subtract: {}}
+    - {id: future, compare: {op: gt, value: 0}}                                   # [1, L, L] 0/1
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Union
 
 from pydantic import Field
 
-from ...core.types import DTYPE_BYTES, TensorType, tensor
+from ...core.types import BATCH, DTYPE_BYTES, Sym, TensorType, tensor
 from ..base import Cost, MAX_SIZE, Op, Params, PositiveInt, RuleError
 from ..registry import register
-from ..decoding import NO_TOKENS, register_decoding
+from ..decoding import NO_TOKENS, Mixes, register_decoding
 
 
 class ConstantParams(Params):
-    shape: list[PositiveInt] = Field(min_length=1, max_length=6, description="the tensor's shape without the batch")
+    shape: list[Union[PositiveInt, str]] = Field(
+        min_length=1, max_length=6, description="the tensor's shape without the batch: sizes, or dims declared under "
+                                                "`dims` (taken at run time from the tensor the node reads)")
     fill: Literal["zeros", "ones", "eye", "index"] | None = Field(
         None, description="zeros, ones, eye (an identity on the last two axes), or index (each value its index "
                           "along `along`); default zeros, or `value`")
     value: float | None = Field(None, allow_inf_nan=False, description="every value this number (instead of fill)")
     along: int | None = Field(None, description="fill: index: the axis whose index is the value (1 is the first "
                                                 "axis of shape, -1 the last; the default)")
+
+
+def symbolic(p) -> bool:
+    """Whether a size of the constant is a declared dim (it is built at run time from `like`)."""
+    return any(isinstance(size, str) for size in p.shape)
+
+
+def sizes(p, dims: dict) -> tuple:
+    """The shape without the batch, each dim name as its Sym; RuleError for a name that is no
+    declared dim, or the batch."""
+    out = []
+    for size in p.shape:
+        if isinstance(size, int):
+            out.append(size)
+            continue
+        name = size.strip()
+        if name.startswith("${") and name.endswith("}"):
+            name = name[2:-1].strip()
+        if name == BATCH.name:
+            raise RuleError("a constant's batch is 1 (it broadcasts over the batch); B is not one of its sizes",
+                            field="shape", hint="give the sizes after the batch: numbers or declared dims such as L")
+        if name not in dims:
+            declared = ", ".join(n for n in dims if n != BATCH.name)
+            raise RuleError(f"unknown size '{size}' in the constant's shape", field="shape",
+                            hint="sizes are positive numbers or a dim declared under `dims`"
+                                 + (f" (here: {declared})" if declared else " (this spec declares none)"))
+        out.append(dims[name])
+    return tuple(out)
+
+
+def sources(p, like: TensorType | None, dims: dict) -> tuple:
+    """Per axis after the batch, where its size comes from at run time: a number, or ("like",
+    axis), the axis of `like` that has that dim."""
+    return tuple(("like", tuple(like.shape).index(size)) if isinstance(size, Sym) else size
+                 for size in sizes(p, dims))
 
 
 def index_axis(p) -> int:
@@ -59,14 +106,23 @@ class ConstantOp(Op):
     Params = ConstantParams
 
     def reads(self, p) -> tuple[str, ...]:
-        return ()
+        return ("like",) if symbolic(p) else ()  # a tensor with the dims the shape names
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        shape = sizes(p, ctx.graph.dims)
+        if inputs:
+            like = inputs[0]
+            for size in shape:
+                if isinstance(size, Sym) and size not in tuple(like.shape):
+                    raise RuleError(f"the constant's size {size} is taken at run time from the tensor it reads, and "
+                                    f"{like.layout_name()} {like.describe()} has no axis of size {size}",
+                                    field="from", hint=f"read an input or node that has it: `from: ...` one of "
+                                                       f"size {size}")
         if p.fill is not None and p.value is not None:
             raise RuleError(f"a constant is filled with {p.fill} or with a value, not both", field="value",
                             hint="give `fill: zeros | ones | eye | index` or `value: NUMBER`")
         if p.fill == "eye" and len(p.shape) < 2:
-            raise RuleError(f"an identity needs two axes, got shape {p.shape}", field="shape",
+            raise RuleError(f"an identity needs two axes, got shape [{', '.join(map(str, p.shape))}]", field="shape",
                             hint="give the last two sizes, e.g. shape: [4, 4]")
         if p.along is not None and p.fill != "index":
             raise RuleError("`along` names the axis of `fill: index`", field="along",
@@ -74,15 +130,23 @@ class ConstantOp(Op):
         if p.fill == "index":
             index_axis(p)
         count = 1
-        for size in p.shape:
-            count *= size
+        for size in shape:
+            count *= size.hi if isinstance(size, Sym) else size
         if count > MAX_SIZE * 64:
             raise RuleError(f"a constant of {count:,} values is beyond archspec's limit", field="shape")
-        return tensor((1, *p.shape))  # [1, ...]
+        return tensor((1, *shape))  # [1, ...]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
+        if symbolic(p):
+            return Cost(0, 0)  # made at each call at the length it reads: no buffer kept
         return Cost(0, 0, buffer_bytes=out.max_numel() * DTYPE_BYTES[out.dtype])
 
 
+def constant_decoding(p: ConstantParams):
+    """No tokens read, unless a size is a symbolic length: then it spans the whole sequence."""
+    return Mixes("a constant sized by a symbolic length spans the whole sequence, and generate brings one token "
+                 "at a time") if symbolic(p) else NO_TOKENS
+
+
 CONSTANT = register(ConstantOp())
-register_decoding(CONSTANT, NO_TOKENS)
+register_decoding(CONSTANT, constant_decoding)
