@@ -1,5 +1,6 @@
-"""A score graph (`scores: [mod: ...]`) under torch.compile: flex_attention's score_mod (fused)
-against the written-out attention (two products and a softmax, as inductor fuses them), ms per
+"""A score graph (`scores: [mod: ...]`) under torch.compile: flex_attention's score_mod (fused, the
+causal mask as its block mask; tests/primitives/test_score_mod.py checks that this path is
+taken) against the written-out attention (two products and a softmax, as inductor fuses them), ms per
 forward, one run, the two interleaved, at two sizes. fp32, CPU, batch 1, one causal layer of 8
 heads of 64 with a soft-cap plus a learned per-head bias written as steps.
 
@@ -21,7 +22,7 @@ from archspec.compiler.modules.attention.form import AttentionForm
 SPEC = """
 name: bench_mod
 inputs:
-  x: [1, {n}, 512]
+  x: [B, {n}, 512]
 graph:
   - {{id: head_bias, param: {{shape: [8]}}}}
   - id: attn

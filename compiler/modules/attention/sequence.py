@@ -294,6 +294,8 @@ class SequenceAttention(AttentionForm, Sublayer):
         (with the padded keys) as its score_mod, over the same q [B, h, N, d], k, v [B, h, M, d]."""
         from torch.nn.attention.flex_attention import flex_attention
 
+        from torch.nn.attention.flex_attention import create_block_mask
+
         parts = self.score_steps()
         named = [dict(zip(getattr(part, "tensors", ()), tensors)) for part in parts]
         lowest = torch.finfo(q.dtype).min
@@ -301,14 +303,17 @@ class SequenceAttention(AttentionForm, Sublayer):
         def score_mod(score, b, h, q_idx, kv_idx):
             for part, found in zip(parts, named):
                 score = part.modify(score, b, h, q_idx, kv_idx, found)
-            hidden = self.hides(q_idx, kv_idx)  # from the indices: a tensor made here would not compile
-            if padding is not None:
-                padded = padding[b, kv_idx] == 0
-                hidden = padded if hidden is None else hidden | padded
-            return score if hidden is None else torch.where(hidden, lowest, score)
+            if padding is None:
+                return score
+            return torch.where(padding[b, kv_idx] == 0, lowest, score)  # a padded key
 
+        def mask_mod(b, h, q_idx, kv_idx):  # the kind's and the parts' masks, from the indices
+            return ~self.hides(q_idx, kv_idx)
+
+        masked = type(self).hidden_at is not SequenceAttention.hidden_at or self.masking_parts()
+        blocks = create_block_mask(mask_mod, None, None, q.shape[-2], k.shape[-2], device=q.device) if masked else None
         scale = self.head_dim ** -0.5 if self.scale is None else self.scale
-        return flex_attention(q, k, v, score_mod=score_mod, scale=scale)  # [B, h, N, d]
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # [B, h, N, d]
 
     # -- forward ------------------------------------------------------------------------------
     def attend(self, x, memory=None, padding=None, bias=None, tensors=()):
