@@ -40,7 +40,9 @@ class CrossAttention(SequenceAttention):
 
 @lowering(CROSS)
 def lower(p, inputs, ctx):
-    return make_sequence_attention(CrossAttention, CROSS, p, inputs, learned_query=inputs[0].shape[0] == 1)
+    kv_dim = inputs[1].channels if inputs[1].channels != inputs[0].channels else None  # kdim (Perceiver)
+    return make_sequence_attention(CrossAttention, CROSS, p, inputs, learned_query=inputs[0].shape[0] == 1,
+                                   kv_dim=kv_dim)
 
 
 register_facts(CROSS, grid=KEEPS, classifier=None, resample=None)

@@ -81,7 +81,7 @@ class SequenceAttention(AttentionForm, Sublayer):
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, kv_heads=None,
                  qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, rope_interleaved=False,
                  fused=True, head_dim=None,
-                 scale=None, score_bias=False, score_parts=(), score_tensors=0, **sublayer):
+                 scale=None, score_bias=False, score_parts=(), score_tensors=0, kv_dim=None, **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads, self.attn_drop = heads, kv_heads or heads, attn_drop
         self.head_dim = head_dim or dim // heads
@@ -96,7 +96,7 @@ class SequenceAttention(AttentionForm, Sublayer):
             self.qkv = Linear(dim, inner + 2 * kv_width, bias=bias)
         else:  # queries from one stream, keys and values from another (cross attention)
             self.q = Linear(dim, inner, bias=bias)
-            self.kv = Linear(dim, 2 * kv_width, bias=bias)
+            self.kv = Linear(kv_dim or dim, 2 * kv_width, bias=bias)  # kv_dim: the memory's width (kdim)
         if qkv_bias == "qv":  # biases for queries and values only
             self.q_bias = nn.Parameter(torch.zeros(inner))
             self.register_buffer("k_bias", torch.zeros(kv_width), persistent=False)

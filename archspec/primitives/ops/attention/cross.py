@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
+from pydantic import Field
+
+from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
-from ...base import RuleError
+from ...base import Cost, PositiveInt, RuleError
+from ...counting import linear_flops
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams
 from ...decoding import CrossCache, register_decoding
@@ -15,6 +19,11 @@ from ...decoding import CrossCache, register_decoding
 
 class CrossParams(SequenceParams):
     kind: Literal["cross"]
+    kdim: PositiveInt | None = Field(None, description="width of the memory the keys are projected from, when it "
+                                                       "differs from the queries' (nn.MultiheadAttention's kdim, "
+                                                       "Perceiver's kv_dim); default: the query width")
+    vdim: PositiveInt | None = Field(None, description="width of the memory the values are projected from (one "
+                                                       "memory gives both: equal to kdim); default: kdim")
 
 
 class CrossAttentionOp(SequenceAttentionOp):
@@ -30,9 +39,16 @@ class CrossAttentionOp(SequenceAttentionOp):
         x, memory = inputs[0], inputs[1]
         if memory.layout != "tokens":
             raise RuleError(f"cross attention's memory must be tokens, got {memory.layout_name()}", field="from")
-        if memory.channels != x.channels:
-            raise RuleError(f"memory width {memory.channels} differs from the query width {x.channels}",
-                            hint="project the memory to the same width first", field="from")
+        declared = memory_width(p, x.channels)
+        if p.kdim is not None and p.vdim is not None and p.kdim != p.vdim:
+            raise RuleError(f"kdim {p.kdim} and vdim {p.vdim} differ, and the keys and values come from one memory",
+                            field="vdim", hint=Remedy(f"give the memory's width once: `kdim: {p.kdim}`"))
+        if memory.channels != declared:
+            said = "the query width" if p.kdim is None and p.vdim is None else ("kdim" if p.kdim else "vdim")
+            raise RuleError(f"memory width {memory.channels} differs from {said} {declared}",
+                            hint=f"project the memory to the same width first, or declare its width with `kdim: "
+                                 f"{memory.channels}` (keys and values projected from it, as Perceiver's)",
+                            field="from")
         if p.rope_theta is not None:
             raise RuleError("rotary embeddings apply to self-attention, where queries and keys share positions",
                             field="rope_theta")
@@ -48,6 +64,23 @@ class CrossAttentionOp(SequenceAttentionOp):
 
     def keys(self, p, inputs: list[TensorType]) -> int:
         return dim_value(inputs[1].length)
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        """As every kind's, with the key/value projection from the memory's width."""
+        cost = super().cost(p, inputs, out, ctx)
+        width, memory = inputs[0].channels, inputs[1].channels
+        if memory == width:
+            return cost
+        kv = 2 * self.kv_width(p, width)
+        params = cost.params + kv * (memory - width)
+        keys = self.keys(p, inputs)
+        flops = cost.flops + linear_flops(keys, memory, kv) - linear_flops(keys, width, kv)
+        return replace(cost, params=params, flops=flops)
+
+
+def memory_width(p, width: int) -> int:
+    """The width the keys and values are projected from: kdim (or vdim), else the query width."""
+    return p.kdim or p.vdim or width
 
 
 CROSS = register(CrossAttentionOp())
