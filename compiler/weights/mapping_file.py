@@ -39,7 +39,17 @@ Rules (each list item has exactly one of these keys):
 - `reshape: {match: PATTERN, shape: [1, '*']}`: a matching tensor takes that shape, given as
   sizes, at most one -1 (the size that makes the count right) or one '*' (the tensor's own
   sizes): Hugging Face keeps CLIP's class token as [C] and its positions as [N, C], archspec
-  as [1, 1, C] and [1, N, C]: shapes [1, 1, '*'] and [1, '*'].
+  as [1, 1, C] and [1, N, C]: shapes [1, 1, '*'] and [1, '*']. A size may be a name of the
+  spec's params (`shape: [heads, -1, dim]`), or a `${...}` that reads the pattern's groups
+  (g1, g2, ...), evaluated for each key: `'${heads[g1]}'` for a model whose levels have
+  their own head counts.
+- `permute: {match: PATTERN, dims: [1, 0, 2], view: [3, heads, -1]}`: a matching tensor's axes
+  are put in the order `dims` (N-D, torch's permute: axis i of the result is axis dims[i]).
+  With `view` (sizes as reshape's, no '*'), the tensor is first seen as `view`, permuted, and
+  given its own shape back: its elements reorder, its shape stays. A head reorder written once
+  for any head count: `view: [heads, -1]` with `dims: [1, 0]` turns rows ordered (head,
+  head_dim) into (head_dim, head) in a [C, C] weight and its [C] bias alike. A tensor of
+  another rank, or that cannot take the view, stays as it is and the load says why.
 - `drop: [PATTERN, ...]`: tensors whose key matches are left out (buffers the model rebuilds).
   Dropped tensors that look learned (floating point, not named like a buffer: rules.looks_learned)
   are named in the load's warning (Fit.warnings, printed in the load summary).
@@ -82,12 +92,14 @@ from archspec.language.validation import diagnostics_from
 
 from .naming import Naming
 from .patterns import check_template, compile_pattern, linear
-from .rules import (FILLS, OWN_SIZES, PART_GROUP, Affine, Computed, Copy, Create, Drop, Fuse, Rename, Reshape, Rule,
-                    Split, Transpose)
+from .rules import (FILLS, OWN_SIZES, PART_GROUP, Affine, Computed, Copy, Create, Drop, Fuse, Permute, Rename, Reshape,
+                    Rule, Sizes, Split, Transpose)
 
 FORMAT_VERSION = 1
 EXPRESSION = re.compile(r"\$\{[^}]*\}")  # a ${...} in a value
 READS_GROUPS = re.compile(r"\$\{[^}]*\bg\d+\b")  # a ${...} reading a pattern's group (g1, g2, ...)
+PARAM_NAME = re.compile(r"[A-Za-z_]\w*")  # a size written as a bare name: one of the spec's params
+SIZED = {"reshape": "shape", "permute": "view"}  # the rules whose sizes may name params or read groups
 PART = "{part}"
 At = Callable[..., Loc | None]  # (path within the rule, key=False) -> where it is written
 
@@ -192,7 +204,8 @@ class ReshapeParams(Strict):
 class ReshapeRule(Strict):
     reshape: ReshapeParams
 
-    def build(self, at: At) -> Rule:
+    def build(self, at: At, computed: tuple = ()) -> Rule:
+        """`computed`: (index, evaluate) of the sizes that read the pattern's groups (rules.Sizes)."""
         reshape = self.reshape
         shape, loc = reshape.shape, at(("reshape", "shape"))
         sizes = [size for size in shape if size != OWN_SIZES]
@@ -201,7 +214,61 @@ class ReshapeRule(Strict):
                         hint="-1 is the size that makes the count right; '*' the tensor's own sizes, "
                              "e.g. [1, '*'] turns [N, C] into [1, N, C]")
         pattern = compile_pattern(reshape.match, at(("reshape", "match")))
-        return Reshape(pattern, tuple(shape), at(("reshape",), key=True))
+        _check_groups_read(pattern, computed, "reshape", "shape", at)
+        return Reshape(pattern, tuple(shape), at(("reshape",), key=True), tuple(computed))
+
+
+class PermuteParams(Strict):
+    match: str
+    dims: list[int] = Field(min_length=1, max_length=8, description="the new order of the axes: axis i of the "
+                                                                    "result is axis dims[i]")
+    view: list[int] | None = Field(None, min_length=1, max_length=8,
+                                   description="sizes the tensor is seen as before the permute (its own shape "
+                                               "after); at most one -1")
+
+
+class PermuteRule(Strict):
+    permute: PermuteParams
+
+    def build(self, at: At, computed: tuple = ()) -> Rule:
+        permute = self.permute
+        dims, loc = permute.dims, at(("permute", "dims"))
+        rank = len(dims)
+        order_hint = (f"`dims` is an order of the axes 0 to {rank - 1} (or -{rank} to -1), each once, e.g. "
+                      f"{list(reversed(range(rank)))}")
+        for dim in dims:
+            if not -rank <= dim < rank:
+                raise error(f"permute: dim {dim} is not one of the {rank} axes that `dims` {dims} orders", loc,
+                            hint=order_hint)
+        order = [dim % rank for dim in dims]
+        repeated = sorted({dim for dim in order if order.count(dim) > 1})
+        if repeated:
+            raise error(f"permute: `dims` {dims} names axis {repeated[0]} twice", loc, hint=order_hint)
+        view = None
+        if permute.view is not None:
+            where = at(("permute", "view"))
+            if len(permute.view) != rank:
+                raise error(f"permute: `view` has {plural(len(permute.view), 'size')} and `dims` orders {rank} axes",
+                            where, hint="give one size of the view per axis that `dims` orders")
+            if permute.view.count(-1) > 1 or any(size == 0 or size < -1 for size in permute.view):
+                raise error(f"permute: `view` {permute.view} must hold positive sizes and at most one -1", where,
+                            hint="-1 is the size that makes the count right, e.g. [heads, -1] for [C, C]")
+            view = Sizes(tuple(permute.view))
+        pattern = compile_pattern(permute.match, at(("permute", "match")))
+        _check_groups_read(pattern, computed, "permute", "view", at)
+        if computed:
+            view = Sizes(view.fixed, tuple(computed))
+        return Permute(pattern, tuple(order), view, at(("permute",), key=True))
+
+
+def _check_groups_read(pattern, computed: tuple, rule: str, field: str, at: At) -> None:
+    """A size that reads g<n> of a pattern with fewer groups is an error where it is written."""
+    for index, evaluate in computed:
+        needed = max(int(n) for n in re.findall(r"\bg(\d+)\b", evaluate.text))
+        if needed > pattern.groups:
+            raise error(f"{rule}: size {index + 1} of `{field}` reads g{needed}, and the pattern has "
+                        f"{plural(pattern.groups, 'group')}", at((rule, field, index)),
+                        hint="g1, g2, ... are the texts of the pattern's (...) groups in each key")
 
 
 class DropRule(Strict):
@@ -275,7 +342,8 @@ RULE_FORMS = {  # each rule's form, for hints
     "fuse": "fuse: {match: PATTERN with {part}, parts: [A, B, ...], into: NAME, dim: 0}",
     "split": "split: {match: PATTERN, into: [TEMPLATE, ...], shares: [1, 2] or sizes: [...], dim: 0}",
     "transpose": "transpose: [PATTERN, ...]",
-    "reshape": "reshape: {match: PATTERN, shape: [SIZE, ..., -1 or '*']}",
+    "permute": "permute: {match: PATTERN, dims: [AXIS, ...], view: [SIZE, ..., -1]}",
+    "reshape": "reshape: {match: PATTERN, shape: [SIZE or a param's name, ..., -1 or '*']}",
     "drop": "drop: [PATTERN, ...]",
     "affine": "affine: {match: PATTERN, scale: NUMBER, add: NUMBER} (value * scale + add)",
     "copy": "copy: {match: PATTERN, into: [TEMPLATE, TEMPLATE, ...]}",
@@ -283,7 +351,8 @@ RULE_FORMS = {  # each rule's form, for hints
 }
 
 RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "split": SplitRule,
-                                       "transpose": TransposeRule, "reshape": ReshapeRule, "drop": DropRule,
+                                       "transpose": TransposeRule, "permute": PermuteRule, "reshape": ReshapeRule,
+                                       "drop": DropRule,
                                        "affine": AffineRule, "copy": CopyRule, "create": CreateRule}
 
 
@@ -371,6 +440,9 @@ def _rule(doc: Document, index: int, raw: dict, params: ParamSource | None = Non
     kind = _rule_kind(doc, base, raw)
     model = RULE_KINDS[kind]
     computed = _group_readers(doc, base, raw, params) if kind == "rename" else {}
+    sizes_computed: tuple = ()
+    if kind in SIZED:  # names of params, and sizes read from each key's groups
+        raw, sizes_computed = _sizes(doc, base, kind, raw, params)
     if computed:  # evaluated per key (rules.Computed); the rule's other values now
         kept = {k: v for k, v in raw["rename"].items() if k not in computed}
         raw = {"rename": {**_evaluated(doc, base, {"rename": kept}, params)["rename"],
@@ -388,7 +460,67 @@ def _rule(doc: Document, index: int, raw: dict, params: ParamSource | None = Non
     def at(path: tuple, key: bool = False) -> Loc | None:
         return doc.loc(base + path, key=key)
 
+    if sizes_computed:
+        return rule.build(at, sizes_computed)
     return rule.build(at, computed) if computed else rule.build(at)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SizeOfKey:
+    """A size whose `${...}` reads the pattern's groups: evaluated for each key's groups, errors
+    pointing into the mapping file."""
+
+    text: str
+    path: tuple
+    doc: Document
+    params: Any
+
+    def __call__(self, groups: dict):
+        from archspec.language.values import evaluate_value
+
+        return evaluate_value(self.text, self.path, _WithGroups(groups, self.params), self.doc)
+
+
+def _sizes(doc: Document, base: tuple, kind: str, raw: dict, params: ParamSource | None) -> tuple[dict, tuple]:
+    """The rule with each size of its `shape` (reshape) or `view` (permute) that is a bare name
+    replaced by that param's value, and (index, evaluate) for each size whose `${...}` reads the
+    pattern's groups (a stand-in 1 in its place while the rule is checked)."""
+    field = SIZED[kind]
+    body = raw.get(kind)
+    if not isinstance(body, dict) or not isinstance(body.get(field), list):
+        return raw, ()
+    sizes, computed = [], []
+    for index, size in enumerate(body[field]):
+        path = base + (kind, field, index)
+        if isinstance(size, str) and PARAM_NAME.fullmatch(size.strip()):
+            sizes.append(_param_size(doc, path, size.strip(), kind, field, params))
+        elif isinstance(size, str) and READS_GROUPS.search(size):
+            computed.append((index, _SizeOfKey(size, path, doc, params)))
+            sizes.append(1)
+        else:
+            sizes.append(size)
+    return {kind: {**body, field: sizes}}, tuple(computed)
+
+
+def _param_size(doc: Document, path: tuple, name: str, kind: str, field: str, params: ParamSource | None) -> int:
+    """The value of the spec's param `name`, a size; a located error where there is none."""
+    loc = doc.loc(path)
+    if params is None:
+        raise error(f"{kind}: '{name}' in `{field}` names a param of the spec, but the mapping file was read without "
+                    f"a spec", loc, hint="load it for a spec (archspec build SPEC --weights FILE), whose params it reads")
+    try:
+        value = params.lookup(name)
+    except KeyError:
+        names = params.names()
+        raise error(f"{kind}: unknown name '{name}' in `{field}`: a size is a number, -1"
+                    f"{', ' + repr(OWN_SIZES) if kind == 'reshape' else ''}, a param of the spec or ${{...}}", loc,
+                    hint=did_you_mean(name, names) or (f"the spec's params: {', '.join(names[:12])}"
+                                                       f"{', ...' if len(names) > 12 else ''}" if names else
+                                                       "the spec has no params")) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise error(f"{kind}: param '{name}' is {value!r}, not a size (a whole number)", loc,
+                    hint=f"use ${{...}} for a size made from it, e.g. '${{{name}[0]}}'")
+    return value
 
 
 class _WithGroups:

@@ -1,6 +1,6 @@
 """The rule kinds of a mapping file, each a small object that turns one state dict into the
-next: rename, fuse, split, transpose, reshape, drop, affine, copy and create (the file format:
-mapping_file.py).
+next: rename, fuse, split, transpose, permute, reshape, drop, affine, copy and create (the file
+format: mapping_file.py).
 
 A rule yields (key, tensor) pairs; `convert` runs the rules in order and notes any name that
 two tensors end up sharing. A rule that cannot apply to one tensor (a split whose sizes do not
@@ -208,6 +208,91 @@ class Transpose:
 
 
 @dataclass(frozen=True)
+class Sizes:
+    """The sizes a reshape or a permute's view gives a tensor: numbers, -1, "*" (a reshape: the
+    tensor's own sizes), and, at `computed` (index, evaluate), sizes whose `${...}` read the
+    pattern's groups (g1, g2, ...), evaluated for each key (`evaluate(groups)`): NesT's levels,
+    each with its own head count, `${heads[g1]}`."""
+
+    fixed: tuple
+    computed: tuple[tuple[int, Callable[[dict], object]], ...] = ()
+
+    def __str__(self) -> str:
+        return str(list(self.fixed))
+
+    def of(self, found, pattern: KeyPattern, key: str) -> tuple:
+        """The sizes for `key` (`found`, its match); a KeyProblem where a computed one fails."""
+        if not self.computed:
+            return self.fixed
+        groups = group_values(found, pattern.groups, key)
+        sizes = list(self.fixed)
+        for index, evaluate in self.computed:
+            try:
+                sizes[index] = evaluate(groups)
+            except SpecError as exc:
+                raise KeyProblem(key, f"size {index + 1} of the rule at {pattern.pattern!r} cannot be computed for "
+                                      f"it: {exc.diagnostics[0].message}", exc) from None
+        return tuple(sizes)
+
+
+def sized(value, sizes: tuple):
+    """`value` reshaped to `sizes` ("*": its own sizes, in order), or None where it cannot be
+    (the count differs, a size is no positive integer or -1)."""
+    shape = []
+    for size in sizes:
+        if size == OWN_SIZES:
+            shape.extend(value.shape)
+        elif isinstance(size, bool) or not isinstance(size, int) or size == 0 or size < -1:
+            return None
+        else:
+            shape.append(size)
+    try:
+        return value.reshape(shape)
+    except RuntimeError:
+        return None
+
+
+@dataclass(frozen=True)
+class Permute:
+    """A tensor whose key matches has its axes put in the order `dims` (torch's permute: axis i
+    of the result is axis dims[i] of the tensor). With `view`, the tensor is first seen as
+    `view` (sizes, at most one -1) and after the permute takes its own shape back: its elements
+    reorder, its shape stays (a head reorder: [3C, C] viewed [3, heads, -1], dims [1, 0, 2]
+    puts each head's q, k and v together). A tensor of another rank, or that cannot take the
+    view, stays as it is, and the load says why."""
+
+    pattern: KeyPattern
+    dims: tuple[int, ...]
+    view: Sizes | None = None
+    where: object = None  # where the rule is written (a Loc), for `refused`
+
+    def apply(self, state: dict, refused: list | None = None) -> Pairs:
+        for key, value in state.items():
+            found = self.pattern.search(key)
+            if found is None:
+                yield key, value
+                continue
+            permuted, why = self.permuted(value, found, key)
+            if permuted is None:
+                note(refused, self, key, why)
+            yield key, value if permuted is None else permuted
+
+    def permuted(self, value, found, key: str):
+        """(the tensor permuted, None) or (None, why not)."""
+        seen = value
+        if self.view is not None:
+            sizes = self.view.of(found, self.pattern, key)
+            seen = sized(value, sizes)
+            if seen is None:
+                return None, f"{list(value.shape)} ({value.numel()} values) cannot be viewed as {list(sizes)}"
+        if seen.dim() != len(self.dims):
+            return None, (f"{list(seen.shape)} has rank {seen.dim()}, and dims {list(self.dims)} orders "
+                          f"{len(self.dims)} axes")
+        out = seen.permute(self.dims).contiguous()
+        return (out.reshape(value.shape) if self.view is not None else out), None
+
+
+@dataclass(frozen=True)
 class Reshape:
     """A tensor whose key matches takes `shape`: sizes, at most one -1 (the size that makes the
     count right), or one "*" (the tensor's own sizes, in order). A class token kept as a vector
@@ -217,26 +302,23 @@ class Reshape:
     pattern: KeyPattern
     shape: tuple[int | str, ...]
     where: object = None  # where the rule is written (a Loc), for `refused`
+    computed: tuple[tuple[int, Callable[[dict], object]], ...] = ()  # sizes that read the key's groups (Sizes)
 
     def apply(self, state: dict, refused: list | None = None) -> Pairs:
         for key, value in state.items():
-            if not self.pattern.search(key):
+            found = self.pattern.search(key)
+            if not found:
                 yield key, value
                 continue
-            reshaped = self.reshaped(value)
+            sizes = Sizes(self.shape, self.computed).of(found, self.pattern, key)
+            reshaped = sized(value, sizes)
             if reshaped is None:
                 note(refused, self, key, f"{list(value.shape)} ({value.numel()} values) cannot take "
-                                         f"{list(self.shape)}")
+                                         f"{list(sizes)}")
             yield key, value if reshaped is None else reshaped
 
     def reshaped(self, value):
-        shape = []
-        for size in self.shape:
-            shape.extend(value.shape if size == OWN_SIZES else [size])
-        try:
-            return value.reshape(shape)
-        except RuntimeError:
-            return None
+        return sized(value, self.shape)
 
 
 @dataclass(frozen=True)
@@ -342,7 +424,7 @@ class Create:
         return torch.full(shape, self.fill, dtype=dtype)
 
 
-Rule = Rename | Fuse | Split | Transpose | Reshape | Drop | Affine | Copy | Create
+Rule = Rename | Fuse | Split | Transpose | Permute | Reshape | Drop | Affine | Copy | Create
 
 
 @dataclass
@@ -377,7 +459,7 @@ def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> C
         elif isinstance(rule, Create):
             before = set(result.state)
             pairs = rule.apply(result.state, ours)
-        elif isinstance(rule, (Fuse, Split, Reshape)):
+        elif isinstance(rule, (Fuse, Split, Reshape, Permute)):
             pairs = rule.apply(result.state, result.refused)
         else:
             pairs = rule.apply(result.state)
