@@ -113,3 +113,22 @@ def test_every_score_part_answers_how_it_decodes():
 
     missing = [name for name, part in known_parts().items() if part not in SCORE_DECODE.registered()]
     assert not missing
+
+
+@pytest.mark.slow
+def test_the_onnx_decode_step_decodes_softcapped_attention_as_generate(tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    from archspec.compiler.generate.step import DecodeStep, export_decode_step_onnx
+
+    model = gemma_like()
+    path = str(tmp_path / "decode_step.onnx")
+    inputs, _ = export_decode_step_onnx(model, path)
+    session = onnxruntime.InferenceSession(path)
+
+    def run(*args):
+        logits, *cache = session.run(None, {name: a.numpy() for name, a in zip(inputs, args)})
+        return (torch.as_tensor(logits), *cache)
+
+    ids, mask = left_padded()
+    expected = generate(model, ids, max_new_tokens=8, attention_mask=mask)
+    assert torch.equal(decode_with_step(run, DecodeStep(model), ids, mask, 8), expected)

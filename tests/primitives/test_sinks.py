@@ -17,7 +17,7 @@ DIM, HEADS, KV_HEADS, HEAD_DIM, WINDOW, THETA = 64, 8, 2, 16, 4, 10000.0
 
 def spec(kind: str, length: str = "12") -> str:
     window = f"window: {WINDOW}, " if kind == "sliding" else ""
-    return (f"name: sinks\ndims: {{L: [1, 64]}}\ninputs:\n  x: [B, {length}, {DIM}]\ngraph:\n"
+    return (f"name: sink_attention\ndims: {{L: [1, 64]}}\ninputs:\n  x: [B, {length}, {DIM}]\ngraph:\n"
             f"  - {{id: attn, from: x, attention: {{kind: {kind}, {window}heads: {HEADS}, kv_heads: {KV_HEADS}, "
             f"head_dim: {HEAD_DIM}, rope_theta: {THETA}, norm: none, residual: false, scores: [sinks]}}}}\n"
             "outputs: [attn]\n")
@@ -118,3 +118,22 @@ def test_sinks_generate_as_forward_without_a_cache():
     out = generate(model, ids, max_new_tokens=16)  # past the window: the sliding layer's ring
     assert torch.equal(out, uncached_greedy(model, ids, 16))
     assert torch.equal(generate(model, ids, max_new_tokens=16, compile=True), out)
+
+
+def test_the_standalone_model_py_gives_the_same(tmp_path):
+    import importlib.util
+
+    from archspec.compiler.backends.source import standalone_source
+
+    text = spec("sliding", "L")
+    report, model = archspec.check_text(text), archspec.build_text(text).eval()
+    model.load_state_dict(weights_of(reference("sliding")))
+    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
+    loaded = importlib.util.spec_from_file_location("sink_model", tmp_path / "model.py")
+    source = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(source)
+    again = getattr(source, type(model).__name__)().eval()
+    again.load_state_dict(model.state_dict())
+    x = torch.randn(2, 9, DIM)
+    with torch.no_grad():
+        assert torch.equal(again(x), model(x))
