@@ -89,6 +89,7 @@ class Lowering(Interpreter):
     def output(self) -> torch.fx.GraphModule:
         for path, attribute, owner in self.ties:
             setattr(self.root.get_submodule(path), attribute, self.root.get_submodule(owner))
+        share_weights(self.root, self.graph)
         hierarchy = Hierarchy(self.graph, self.root, self.mark)
         inputs = [n.name for n in self.graph.inputs()]
         forward = hierarchy.build("", force=(inputs, [o.node for o in self.graph.outputs]))
@@ -133,6 +134,36 @@ class Lowering(Interpreter):
             total = term if total is None else fx.call_function(operator.add, (total, term))
         fx.output((total, *values))
         return fx
+
+
+def share_weights(root: nn.Module, graph: Graph) -> None:
+    """`share: true` on a repeat: each copy keeps its own module (the module tree stays the call
+    tree), and its parameters are the very tensors of the node it shares with (meta["shared_with"],
+    copy 0's), as a tied embedding is: model.parameters() holds them once, an optimizer step moves
+    every copy, their gradients add up. Buffers are shared where their values agree (a fixed
+    table); one that differs between copies (a shifted window's mask) stays the copy's own."""
+    for node in graph.nodes():
+        owner = node.meta.get("shared_with")
+        if owner is None or node.name.startswith(OBJECTIVES + "."):
+            continue
+        mine, theirs = root.get_submodule(node.name), root.get_submodule(owner)
+        held = dict(theirs.named_modules(remove_duplicate=False))
+        for name, sub in mine.named_modules(remove_duplicate=False):
+            twin = held.get(name)
+            for key, value in list(sub._parameters.items()):
+                other = twin._parameters.get(key) if twin is not None else None
+                if value is None and other is None:
+                    continue
+                if value is None or other is None or value.shape != other.shape:
+                    raise bug(f"shared weights: {node.name}'s {name + '.' if name else ''}{key} "
+                              f"{tuple(value.shape) if value is not None else None} has no twin of its shape in "
+                              f"{owner}", node.loc, node.name)
+                sub._parameters[key] = other
+            for key, value in list(sub._buffers.items()):
+                other = twin._buffers.get(key) if twin is not None else None
+                if (value is not None and other is not None and value.shape == other.shape
+                        and value.dtype == other.dtype and torch.equal(value, other)):
+                    sub._buffers[key] = other
 
 
 def features_graph(gm: ArchspecModel) -> torch.fx.Graph | None:

@@ -88,6 +88,7 @@ class Expander:
         self.resolved: dict = {}  # scope.resolve's memo
         self.depth = 0  # blocks and groups being expanded, one inside the other
         self.scopes: list[Scope] = []  # the scopes with a kept node named by `id` (kept_alternatives reads them)
+        self.shares: list[tuple[str, str]] = []  # (node, node of copy 0 whose weights it uses): `share: true`
         self.graph = Graph(spec.name, spec.doc, doc.file)
 
     # -- top level ------------------------------------------------------------------------
@@ -104,6 +105,7 @@ class Expander:
         self.errors.raise_if_any()
         self.resolve_all(top, last, objectives)
         self.errors.raise_if_any()
+        record_shares(self.graph, self.shares, {p.name: i for i, p in enumerate(self.pending)})
         self.graph.lint()
         sources = mapping_files(self.spec, self.doc)
         self.graph.mapping_sources = sources  # read by compiler/weights/load.py
@@ -262,12 +264,29 @@ class Expander:
         self.graph.groups[site.node_path] = GroupInfo("repeat")
         copies = Compound(None)
         current = list(inputs)
+        made = []  # with `share`: the primitive nodes of each copy, by their path inside it
         for k in range(times):
+            start = len(self.pending)
             value = self.instantiate(site.copy(meta.as_ or "i", k), current)
             copies.members[str(k)] = value
             current = [value] + current[1:]
+            if meta.share:
+                inside = f"{site.node_path}.{k}."
+                made.append({p.name[len(inside):] if p.name.startswith(inside) else "": p
+                             for p in self.pending[start:]})
+        if meta.share:
+            self.share_copies(site, made)
         copies.out = current[0]
         return copies
+
+    def share_copies(self, site: Site, made: list[dict]) -> None:
+        """`share: true`: each node of copies 1..N-1 uses the weights of the same node of copy 0
+        (recorded in the IR as meta["shared_with"], written once the nodes are in the graph)."""
+        first = {rel: p.op for rel, p in made[0].items()}
+        for k, copy in enumerate(made[1:], 1):
+            checks.check_shared_copy({rel: p.op for rel, p in copy.items()}, first, k, self.doc, site.path)
+            for rel, p in copy.items():
+                self.shares.append((p.name, made[0][rel].name))
 
     def instantiate(self, site: Site, inputs: list):
         checks.check_node_count(len(self.pending), self.doc, site.path)
@@ -398,6 +417,28 @@ def mapping_files(spec: SpecDoc, doc: Document) -> list[MappingSource]:
     (mapping_sources.py): a mapping matters only when a checkpoint is loaded."""
     locs = [doc.loc(("mappings", i)) for i in range(len(spec.mappings))]
     return mapping_sources(spec.mappings, locs, doc.file)
+
+
+def record_shares(graph: Graph, shares: list[tuple[str, str]], rank: dict[str, int]) -> None:
+    """meta["shared_with"] of each node whose weights are another's (`share: true` on a repeat):
+    the first node (in `rank`, the spec's order) of its set, so that a copy of a shared repeat
+    inside a shared repeat reaches copy 0 of both. Costing counts the set's parameters once (at
+    that node), lowering makes the others' tensors that node's."""
+    owner: dict[str, str] = {}
+
+    def find(name: str) -> str:
+        while name in owner:
+            name = owner[name]
+        return name
+
+    for node, source in shares:
+        a, b = find(node), find(source)
+        if a != b:
+            first, second = sorted((a, b), key=rank.__getitem__)
+            owner[second] = first
+    for node, _ in shares:
+        if node in graph:
+            graph.meta(node)["shared_with"] = find(node)
 
 
 def unread_alternatives(graph: Graph, kept: list[tuple]) -> list:

@@ -102,9 +102,29 @@ def check_condition(value, doc: Document, path: tuple) -> None:
 
 
 def check_no_index(meta: NodeMeta, doc: Document, path: tuple) -> None:
-    """`as` only with `repeat`."""
+    """`as` and `share` only with `repeat`."""
     if meta.as_ is not None:
         raise error("`as` names the index of a `repeat`", doc.loc(path + ("as",)))
+    if meta.share is not None:
+        raise error("`share` goes with `repeat`: it makes the copies of a repeated node use one set of weights",
+                    doc.loc(path + ("share",)), hint="add `repeat: N` to this node, or remove `share`")
+
+
+def check_shared_copy(copy: dict, first: dict, k: int, doc: Document, path: tuple) -> None:
+    """Copy `k` of a `share: true` repeat has the nodes of copy 0 (by their paths inside the
+    copy), each of the same op: one set of weights serves them all."""
+    extra = [n for n in copy if n not in first]
+    lacking = [n for n in first if n not in copy]
+    if extra or lacking:
+        what = (f"'{extra[0]}', which copy 0 lacks" if extra else f"no '{lacking[0]}', which copy 0 has")
+        raise error(f"the copies of a shared repeat differ: copy {k} has {what}", doc.loc(path + ("share",)),
+                    hint="copies that share weights hold the same nodes; an `if` over the repeat index cannot "
+                         "drop a node from some of them")
+    for rel, op in copy.items():
+        if op is not first[rel]:
+            raise error(f"the copies of a shared repeat differ: '{rel}' is {op.label} in copy {k} and "
+                        f"{first[rel].label} in copy 0", doc.loc(path + ("share",)),
+                        hint="copies that share weights compute the same ops")
 
 
 def check_repeat_count(times, doc: Document, path: tuple) -> None:

@@ -75,7 +75,7 @@ class SpecDoc(StrictSpecModel):
 
 
 
-META_KEYS = ("id", "from", "repeat", "as", "if", "doc")
+META_KEYS = ("id", "from", "repeat", "as", "share", "if", "doc")
 GROUP = "graph"  # the op key of an inline group of nodes (and the key of the top-level graph)
 
 
@@ -86,5 +86,7 @@ class NodeMeta(StrictSpecModel):
     from_: Union[str, list[str], None] = Field(None, alias="from", description="node(s) this node reads")
     repeat: Union[int, str, None] = Field(None, description="repeat the node N times, chained")
     as_: str | None = Field(None, alias="as", pattern=IDENTIFIER, description="name of the repeat index (default i)")
+    share: bool | None = Field(None, description="with `repeat`: every copy uses the first copy's weights (one "
+                                                 "set of parameters, applied N times: ALBERT)")
     if_: Union[bool, str, None] = Field(None, alias="if", description="keep the node only if this is true")
     doc: str | None = None

@@ -6,6 +6,9 @@ symbolic lengths at their largest. Activation bytes are those of the node's outp
 bytes the fixed tables, indices and masks its module precomputes; score bytes the attention
 score matrices it computes (attention nodes only), which a fused kernel never holds whole but
 ONNX Runtime's spelled-out attention does.
+A node that uses another's weights (a copy of a `share: true` repeat, meta["shared_with"])
+counts no parameters: they are counted once, at the node that holds them; its own parameter
+count must equal that node's (one set of weights serves both).
 Results: meta["cost"].
 """
 
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.interpreter import Interpreter
+from ..core.errors import Diagnostic
+from ..core.interpreter import Interpreter, NodeFailed
 from ..core.ir import Graph, NodeView
 from .infer import GraphContext
 
@@ -25,6 +29,7 @@ class NodeCost:
     activation_bytes: int
     buffer_bytes: int = 0
     score_bytes: int = 0
+    shared_with: str | None = None  # the node whose parameters these are (counted there)
 
 
 class Costing(Interpreter):
@@ -33,10 +38,23 @@ class Costing(Interpreter):
     def placeholder(self, node: NodeView) -> None:
         return None
 
-    def call(self, node: NodeView, inputs) -> NodeCost:
+    def own_cost(self, node: NodeView):
+        """The op's cost rule at this node (its parameters as if it held its own)."""
         types = [self.graph.type_of(name) for name in node.inputs]
-        c = node.op.cost(node.params, types, node.type, GraphContext(self.graph, node))
-        return NodeCost(c.params, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes)
+        return node.op.cost(node.params, types, node.type, GraphContext(self.graph, node))
+
+    def call(self, node: NodeView, inputs) -> NodeCost:
+        c = self.own_cost(node)
+        owner = node.meta.get("shared_with")
+        if owner is None:
+            return NodeCost(c.params, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes)
+        held = self.own_cost(self.graph.node(owner)).params
+        if c.params != held:
+            raise NodeFailed(Diagnostic(f"this copy of a shared repeat would have {c.params:,} parameters, and "
+                                        f"{owner}, whose weights it uses, has {held:,}", node.loc, node.name,
+                                        hint="copies that share weights have the same parameter sizes: an option "
+                                             "that changes a size cannot depend on the repeat index"))
+        return NodeCost(0, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes, owner)
 
 
 def cost(graph: Graph) -> Graph:
