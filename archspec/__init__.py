@@ -219,13 +219,19 @@ def create_model(name_or_path: str | os.PathLike, weights=None, num_classes: int
     classifier for N classes (the spec's `classes` param) and loads every weight but the
     classifier, which keeps its initialisation and is named on the `archspec` logger; 0 removes
     the classifier (the model gives pooled features, reset_classifier(0)); None keeps the
-    spec's. For a seed or a mapping file, use archspec.build."""
+    spec's. For a seed or a mapping file, use archspec.build.
+
+    timm's keywords (img_size, in_chans, drop_path_rate, drop_rate, global_pool) set the spec's
+    params where the spec declares them (its `# timm_args:` line, archspec/models.py): a keyword
+    a spec does not declare, or that is no param of it, is a TypeError; pretrained=True a
+    ValueError (no hub here: pass weights=). timm's model names go too ("vit_tiny_patch16_224"
+    is vit_ti16, as `archspec models` lists them)."""
     from .budget import check_build_memory
-    from .models import check_classifier, classes_override
+    from .models import check_classifier, classes_override, timm_overrides
     from .pipeline import check_file
 
     path = _path_argument("create_model", name_or_path)
-    args = _build_arguments("create_model", overrides, 0, weights, None)
+    args = _build_arguments("create_model", timm_overrides("create_model", path, overrides), 0, weights, None)
     report = check_file(path, classes_override("create_model", path, dict(args.pop("overrides")), num_classes) or None)
     check_build_memory(report, runs_model=False)
     model = _lowered(report, **args)

@@ -35,10 +35,14 @@ HEADER_LINES = 12  # the leading comment lines read for a spec's paper and refer
 def resolve_spec(text: str) -> tuple[str, bool] | None:
     """(path, shipped) for what `text` names: the file at that path when there is one, else the
     shipped spec of that name (shipped=True); None when it is neither. A folder is not a spec
-    file: a shipped name wins over a folder of the same name."""
+    file: a shipped name wins over a folder of the same name. The reference model's timm name
+    (`archspec models`' last column: vit_tiny_patch16_224) is the shipped spec's too."""
     if os.path.exists(text) and not os.path.isdir(text):
         return text, False
     shipped = shipped_spec(text)
+    if shipped is None and looks_like_a_name(text) and not os.path.exists(text):
+        alias = reference_names().get(text)  # timm's name for it: vit_tiny_patch16_224 is vit_ti16
+        shipped = shipped_spec(alias) if alias is not None else None
     if shipped is not None:
         return shipped, True
     return (text, False) if os.path.exists(text) else None
@@ -212,3 +216,108 @@ def load_checkpoint(model, report, weights, mapping=None):
     for said in ([fit.classifier_note] if fit.classifier_note else []) + fit.warnings:
         LOG.warning("archspec: weights: %s", said)
     return fit
+
+
+# -- timm's keywords and model names (create_model) -------------------------------------------------
+# timm.create_model's keywords that archspec.create_model takes where a spec declares them. A spec
+# declares how they map onto its params in one comment line (the spec language has no key for
+# it, so the loader is untouched), read here from the raw file and inherited through `extends:`:
+#     # timm_args: {img_size: img, num_classes: classes, drop_path_rate: drop_path, in_chans: {fixed: 3}}
+# a string value names the param the keyword sets; {fixed: VALUE} says the spec is built for that
+# value only, with no param for it (in_chans: {fixed: 3}: three channels; the keyword is accepted
+# at that value alone, any other is a ValueError).
+TIMM_KEYWORDS = ("img_size", "in_chans", "num_classes", "drop_path_rate", "drop_rate", "global_pool", "pretrained")
+TIMM_ARGS_LINE = re.compile(r"^#\s*timm_args:\s*(\{.*\})\s*$", re.M)
+DATA_CFG_LINE = re.compile(r"^#\s*pretrained_cfg:\s*(\{.*\})\s*$", re.M)
+
+
+def declared_table(path: str, pattern: re.Pattern) -> dict:
+    """The mapping a spec file's comment line of `pattern` declares, its parents' (extends:) first
+    and its own over them; {} when none declares one."""
+    import yaml
+
+    chain, seen = [], set()
+    while path is not None and path not in seen:
+        seen.add(path)
+        chain.append(path)
+        path = extended_spec(path)
+    table = {}
+    for spec in reversed(chain):
+        with open(spec, encoding="utf-8") as f:
+            found = pattern.search(f.read())
+        if found:
+            loaded = yaml.safe_load(found.group(1))
+            table.update(loaded if isinstance(loaded, dict) else {})
+    return table
+
+
+def timm_args(path: str) -> dict:
+    """{timm keyword: the param it sets (str) or {"fixed": the value the spec is built for}}."""
+    return declared_table(path, TIMM_ARGS_LINE)
+
+
+def reference_names() -> dict[str, str]:
+    """{timm model name: shipped spec name} for the shipped specs whose header says they are the
+    same network as a timm model (`archspec models`' last column), not a resized one (`with ...`)."""
+    names = {}
+    for name in shipped_names():
+        same_as = references(header_comment(shipped_spec(name)))[1]
+        if same_as and re.fullmatch(r"timm [a-z][a-z0-9_.]*", same_as):  # a model's name, not a class's
+            names.setdefault(same_as[len("timm "):], name)
+    return names
+
+
+def timm_overrides(function: str, path: str, overrides: dict) -> dict:
+    """`overrides` (create_model's keywords but num_classes and weights) as the spec's params: a
+    spec param by its own name, or one of timm's keywords that the spec declares (timm_args).
+    A TypeError for a keyword that is neither, a ValueError for a value the spec cannot take."""
+    table, params = timm_args(path), spec_param_names(path)
+    spec = os.path.splitext(os.path.basename(path))[0]
+    out = {}
+    for key, value in overrides.items():
+        if key == "pretrained":
+            if value is True:
+                raise ValueError(f"archspec.{function}: pretrained=True: archspec has no model hub and downloads no "
+                                 f"weights; pass a checkpoint you have (a timm or Hugging Face state dict, or its file) "
+                                 f"as weights=..., e.g. timm.create_model(name, pretrained=True).state_dict()")
+            if value is not False and value is not None:
+                raise TypeError(f"archspec.{function}: `pretrained` must be False (no hub here), got {value!r}")
+            continue
+        if key in TIMM_KEYWORDS and key not in params:
+            if key not in table:
+                takes = ", ".join(k for k in TIMM_KEYWORDS if k in table or k in ("num_classes", "pretrained"))
+                raise TypeError(f"archspec.{function}: timm's keyword `{key}` does not apply to {spec}: its spec "
+                                f"declares no param for it (of timm's keywords it takes {takes}; its own params: "
+                                f"{', '.join(params) or 'none'})")
+            target = table[key]
+            value = _timm_value(function, spec, key, value)
+            if isinstance(target, dict) and set(target) == {"fixed"}:
+                if value != target["fixed"]:
+                    raise ValueError(f"archspec.{function}: {key}={value!r}: {spec} is built for {key}="
+                                     f"{target['fixed']!r} only (its spec has no param for it)")
+                continue
+            if not isinstance(target, str):
+                raise TypeError(f"archspec.{function}: {spec}'s timm_args line maps `{key}` to {target!r}; "
+                                f"a param's name or {{fixed: VALUE}} was expected")
+            if target not in params:
+                raise TypeError(f"archspec.{function}: timm's keyword `{key}` is declared to set `{target}`, which "
+                                f"{spec} has no param of (its params: {', '.join(params) or 'none'})")
+            key = target
+        elif key not in params:
+            raise TypeError(f"archspec.{function}() got an unexpected keyword argument '{key}': {spec} has no param "
+                            f"of that name (its params: {', '.join(params) or 'none'}) and it is not one of timm's "
+                            f"keywords that the spec declares ({', '.join(table) or 'none'})")
+        if key in out:
+            raise TypeError(f"archspec.{function}: the param `{key}` is given twice (by its name and by timm's keyword)")
+        out[key] = value
+    return out
+
+
+def _timm_value(function: str, spec: str, key: str, value):
+    """timm's spelling of a value as a spec param takes it: img_size (h, w) with h == w as one int."""
+    if key == "img_size" and isinstance(value, (tuple, list)):
+        if len(value) != 2 or value[0] != value[1]:
+            raise ValueError(f"archspec.{function}: img_size={tuple(value)}: {spec} takes square images only; "
+                             f"give one int")
+        value = value[0]
+    return value
