@@ -182,10 +182,12 @@ def build(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None, s
 def _lowered(report, seed: int, weights, mapping):
     """The checked spec as a module, with `weights` loaded (archspec/models.py says when the
     classifier was left new)."""
-    from .models import load_checkpoint
+    from .models import data_cfg, load_checkpoint
     from .pipeline import lower_report
 
     model = lower_report(report, seed=seed)
+    if report.file and os.path.isfile(report.file):  # timm's data config as the spec declares it (pretrained_cfg)
+        model.meta["archspec_data_cfg"] = data_cfg(report.file)
     if weights is not None:
         load_checkpoint(model, report, weights, mapping)
     return model

@@ -256,6 +256,14 @@ def timm_args(path: str) -> dict:
     return declared_table(path, TIMM_ARGS_LINE)
 
 
+def data_cfg(path: str) -> dict:
+    """What a spec file's `# pretrained_cfg:` line declares of timm's data config (mean, std,
+    interpolation, crop_pct: its reference model's), mean and std as tuples as timm gives them;
+    the model's pretrained_cfg (compiler/model.py) adds the input size and timm's defaults."""
+    cfg = declared_table(path, DATA_CFG_LINE)
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
+
+
 def reference_names() -> dict[str, str]:
     """{timm model name: shipped spec name} for the shipped specs whose header says they are the
     same network as a timm model (`archspec models`' last column), not a resized one (`with ...`)."""

@@ -106,6 +106,10 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
     return tuple(shapes)
 
 
+IMAGENET_MEAN = (0.485, 0.456, 0.406)  # timm's IMAGENET_DEFAULT_MEAN and _STD, the defaults of pretrained_cfg
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
 class ArchspecModel(ModelInterface, torch.fx.GraphModule):
     """A built spec (see the module docstring); the timm-style methods come from ModelInterface."""
 
@@ -123,6 +127,36 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
     def facts(self) -> ModelFacts:
         """What the model knows of its spec, written at lowering (kept in meta for pickling)."""
         return self.meta["archspec"]
+
+    # -- timm's data config ------------------------------------------------------------------------
+    @property
+    def pretrained_cfg(self) -> dict:
+        """timm's `pretrained_cfg` of a model that takes an image (an input [B, C, H, W] of fixed
+        size), as timm.data.resolve_model_data_config reads it: input_size (C, H, W) as built
+        (img=32 gives (3, 32, 32)), timm's defaults for the rest (ImageNet mean and std, bicubic,
+        crop_pct 0.9) unless the build says otherwise (meta["archspec_data_cfg"], what a spec's
+        `# pretrained_cfg:` line declares, archspec/models.py), num_classes of the classifier (0:
+        none). An AttributeError for a model without an image input (hasattr is False)."""
+        image = next((s for s in self.__dict__.get("meta", {}).get("archspec_inputs", ())
+                      if s.rank == 4 and not s.ids and not s.symbols), None)
+        if image is None:
+            raise AttributeError("pretrained_cfg: this model takes no image input [B, C, H, W] of a fixed size")
+        size = {index: lo for index, lo, _ in image.checks}
+        try:
+            classes = self.num_classes
+        except TypeError:  # no classifier head
+            classes = 0
+        cfg = {"input_size": (size[1], size[2], size[3]), "mean": IMAGENET_MEAN, "std": IMAGENET_STD,
+               "interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center", "num_classes": classes}
+        cfg.update(self.meta.get("archspec_data_cfg", {}))
+        return cfg
+
+    @pretrained_cfg.setter
+    def pretrained_cfg(self, cfg: dict) -> None:
+        """timm's code sets it too (a dict whose keys then win over the computed ones)."""
+        self.meta["archspec_data_cfg"] = dict(cfg)
+
+    default_cfg = pretrained_cfg  # timm's older name for it
 
     # -- generation ---------------------------------------------------------------------------------
     def generate(self, input_ids, **kwargs):

@@ -1,0 +1,44 @@
+"""timm's `pretrained_cfg` on a built image model (issue 39): timm.data.resolve_model_data_config
+reads the input size the model was built for and its reference model's mean, std,
+interpolation and crop, as the spec declares them (`# pretrained_cfg:`)."""
+
+from __future__ import annotations
+
+import pytest
+
+import archspec
+from archspec.core.shipped import shipped_spec
+from archspec.models import data_cfg, reference_names
+
+timm = pytest.importorskip("timm")
+from timm.data import resolve_model_data_config  # noqa: E402
+
+
+def test_a_model_built_for_32_px_says_so_to_timm():
+    model = archspec.create_model("vit_ti16", img_size=32, depth=1, num_classes=7)
+    config = resolve_model_data_config(model)
+    assert config["input_size"] == (3, 32, 32)
+    assert config["mean"] == config["std"] == (0.5, 0.5, 0.5)  # timm's vit_tiny_patch16_224, not ImageNet's
+    assert config["interpolation"] == "bicubic" and config["crop_pct"] == 0.9
+    assert model.pretrained_cfg["num_classes"] == 7 and model.default_cfg["input_size"] == (3, 32, 32)
+    model.pretrained_cfg = {**model.pretrained_cfg, "crop_pct": 1.0}  # timm's code sets it too
+    assert resolve_model_data_config(model)["crop_pct"] == 1.0
+
+
+def test_a_spec_without_a_declared_config_gets_timms_defaults_and_text_models_none():
+    text_built = archspec.build_text(open(shipped_spec("vit_ti16")).read().replace("extends: vit_b16.yaml",
+                                                                             f"extends: {shipped_spec('vit_b16')}"),
+                               {"img": 32, "depth": 1})
+    assert resolve_model_data_config(text_built)["mean"] == (0.485, 0.456, 0.406)
+    assert text_built.pretrained_cfg["input_size"] == (3, 32, 32)
+    assert not hasattr(archspec.create_model("gpt2", depth=1), "pretrained_cfg")
+
+
+def test_every_declared_config_is_its_timm_reference():
+    for alias, spec in reference_names().items():
+        declared, reference = data_cfg(shipped_spec(spec)), timm.models.get_pretrained_cfg(alias)
+        if reference is None:
+            continue
+        assert declared, spec
+        for key in ("mean", "std", "interpolation", "crop_pct"):
+            assert declared[key] == pytest.approx(getattr(reference, key)), (spec, key)
