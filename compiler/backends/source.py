@@ -52,6 +52,14 @@ import torch.utils.checkpoint
 
 INSTALL = '''
 
+def _share(root, path, owner):
+    """Make the parameter or buffer at `path` the very tensor at `owner` (shared weights)."""
+    parent, _, leaf = path.rpartition(".")
+    module = root.get_submodule(parent)
+    tensor = root.get_parameter(owner) if leaf in module._parameters else root.get_buffer(owner)
+    (module._parameters if leaf in module._parameters else module._buffers)[leaf] = tensor
+
+
 def _install(root, path, module):
     """Place `module` at a dotted path, creating empty parents."""
     *parents, leaf = path.split(".")
@@ -187,6 +195,7 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
         if id(module) in seen_ids and path and not hasattr(module, "_archspec_args"):
             ties.append((path, seen_ids[id(module)]))
         seen_ids.setdefault(id(module), path)
+    shared = _shared_tensors(gm)
     known = getattr(gm, "meta", {}).get("archspec")  # a ModelFacts (compiler/interface.py)
     facts = interface_facts(known) if known is not None else InterfaceFacts()
     if facts.pre_logits is not None:
@@ -207,6 +216,10 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
     for path, owner in ties:
         parent, _, leaf = path.rpartition(".")
         lines.append(f"        setattr(self.get_submodule({parent!r}), {leaf!r}, self.get_submodule({owner!r}))\n")
+    if shared:  # a repeat with `share: true`: each copy's tensors are copy 0's
+        lines.append("        for path, owner in [\n")
+        lines += [f"            ({path!r}, {owner!r}),\n" for path, owner in shared]
+        lines.append("        ]:\n            _share(self, path, owner)\n")
     dtype = next((p.dtype for p in gm.parameters() if p.is_floating_point()), torch.float32)
     if dtype != torch.float32:  # a build in bf16: the module is made in the dtype weights.pt holds
         lines.append(f"        self.to({dtype})\n")
@@ -217,6 +230,28 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
         code = torch.fx.GraphModule(gm, to_head).code.strip("\n").replace("def forward(", "def _head_input(", 1)
         lines.append("\n" + textwrap.indent(code, "    ") + "\n")
     return "".join(lines)
+
+
+def _shared_tensors(gm: nn.Module) -> list[tuple[str, str]]:
+    """(path, owner) of each parameter or buffer that is the same tensor as one met before in a
+    module of its own (not through a tied module, which `setattr` ties whole): the copies of a
+    repeat with `share: true`."""
+    seen_modules: set[int] = set()
+    seen: dict[int, str] = {}
+    found = []
+    for path, module in gm.named_modules(remove_duplicate=False):
+        if id(module) in seen_modules:
+            continue
+        seen_modules.add(id(module))
+        for key, tensor in list(module._parameters.items()) + list(module._buffers.items()):
+            if tensor is None:
+                continue
+            name = f"{path}.{key}" if path else key
+            if id(tensor) in seen:
+                found.append((name, seen[id(tensor)]))
+            else:
+                seen[id(tensor)] = name
+    return found
 
 
 def interface_source() -> str:
