@@ -13,6 +13,11 @@ spec's outputs from its inputs, with the interface training code written for tim
     set_grad_checkpointing(True)                   activation checkpointing per block
     forward_intermediates(*inputs, indices=...)    per-stage features, images [B, C, H, W]
 
+A spec with several outputs returns them, in eager, as a `ModelOutput`: a tuple (out[0],
+`a, b = out`) that also answers by name as Hugging Face's (out["last_hidden_state"],
+out.last_hidden_state); under torch.compile and torch.export forward gives the plain tuple, so
+exported programs, ONNX files and the standalone model.py are as before.
+
 and the spec's objectives (`objectives:`), computed by `loss` / `losses`, never by forward:
 they read forward's outputs and the inputs and targets, and add no parameters.
 
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx
+import torch.utils._pytree
 
 from .interface import ModelFacts, interface_facts
 from .model_interface import InterfaceFacts, ModelInterface
@@ -106,6 +112,76 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
     return tuple(shapes)
 
 
+class ModelOutput(tuple):
+    """Forward's outputs of a spec with several: a tuple (out[0], `a, b = out`, len, iteration,
+    what exports and older code take) that also answers by the outputs' names, as Hugging Face's
+    ModelOutput: out["last_hidden_state"], out.last_hidden_state, keys(), items(), to_tuple().
+    Eager only: under torch.compile and torch.export forward gives the plain tuple (the exported
+    program's outputs stay a tuple; ONNX's are positional with these names)."""
+
+    def __new__(cls, values, names):
+        out = super().__new__(cls, values)
+        object.__setattr__(out, "_names", tuple(names))
+        return out
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            try:
+                return tuple.__getitem__(self, self._names.index(key))
+            except ValueError:
+                raise KeyError(f"{key!r}: the model's outputs are {', '.join(self._names)}") from None
+        return tuple.__getitem__(self, key)
+
+    def __getattr__(self, name):
+        names = object.__getattribute__(self, "_names")
+        if name in names:
+            return tuple.__getitem__(self, names.index(name))
+        raise AttributeError(f"{name!r}: the model's outputs are {', '.join(names)}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a model's outputs are read-only (a tuple)")
+
+    def __reduce__(self):
+        return ModelOutput, (tuple(self), self._names)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={_summary(v)}" for n, v in zip(self._names, self))
+        return f"ModelOutput({fields})"
+
+    def __contains__(self, key) -> bool:  # by name, as a dict (HF's ModelOutput); values by `in tuple(out)`
+        return key in self._names if isinstance(key, str) else tuple.__contains__(self, key)
+
+    def keys(self) -> tuple:
+        return self._names
+
+    def values(self) -> tuple:
+        return tuple(self)
+
+    def items(self) -> tuple:
+        return tuple(zip(self._names, self))
+
+    def to_tuple(self) -> tuple:
+        return tuple(self)
+
+
+def _summary(value) -> str:
+    shape = getattr(value, "shape", None)
+    return f"Tensor{list(shape)}" if shape is not None else repr(value)
+
+
+def _output_flatten(out):
+    return list(out), out._names
+
+
+def _output_unflatten(values, names):
+    return ModelOutput(values, names)
+
+
+torch.utils._pytree.register_pytree_node(  # DDP, FSDP and torch.utils' tree maps see through it, as through HF's
+    ModelOutput, _output_flatten, _output_unflatten,
+    serialized_type_name="archspec.compiler.model.ModelOutput")
+
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # timm's IMAGENET_DEFAULT_MEAN and _STD, the defaults of pretrained_cfg
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -114,9 +190,15 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
     """A built spec (see the module docstring); the timm-style methods come from ModelInterface."""
 
     def __call__(self, *args, **kwargs):
-        if not torch.compiler.is_compiling():
-            self.check_inputs(args)
-        return super().__call__(*args, **kwargs)
+        if torch.compiler.is_compiling():
+            return super().__call__(*args, **kwargs)
+        self.check_inputs(args)
+        out = super().__call__(*args, **kwargs)
+        facts = self.__dict__.get("meta", {}).get("archspec")
+        names = facts.outputs if facts is not None else ()
+        if type(out) is tuple and len(names) == len(out) > 1:  # several outputs: by name too (ModelOutput)
+            return ModelOutput(out, names)
+        return out
 
     def check_inputs(self, args) -> None:
         """ValueError for an input outside the shape its spec declares (the module docstring)."""
