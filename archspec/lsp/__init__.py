@@ -10,6 +10,6 @@
     framing.py     reading the editor's messages from stdin, skipping broken framing
     server.py      the LSP wiring (pygls): documents opened and changed, and each request
 
-It needs the `lsp` extra (`pip install 'archspec[lsp]'`). Part of the face: it runs the
+It needs the `lsp` extra (`pip install 'archspec-compiler[lsp]'`). Part of the face: it runs the
 pipeline (pipeline.attempt_document) on the editor's text; nothing below imports it.
 """

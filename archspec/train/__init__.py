@@ -10,7 +10,7 @@ type), else cross-entropy for a classify head (labels) or a language-model head 
 Data: by default a small synthetic dataset drawn once from a seed (no downloads), cycled, so
 the loss goes down as the model fits it (a smoke run). --data trains on real data (data.py):
 a folder of train/ and val/ class folders (torchvision's ImageFolder, timm's transforms at the
-spec's image size; `pip install 'archspec[train]'`), a .npy/.bin token file (windows of the
+spec's image size; `pip install 'archspec-compiler[train]'`), a .npy/.bin token file (windows of the
 spec's sequence length, the last --val-fraction for validation), or module:function, your own
 torch Dataset (or (train, val) pair). Each step takes a global batch; under torchrun each
 process takes its share (the global batch must divide evenly), so one step under FSDP2 or DDP

@@ -39,7 +39,7 @@ DEFAULT_STEPS = 20
 DEFAULT_CLIP = 1.0  # --clip-grad with --data; off on the synthetic set
 TOKEN_SUFFIXES = (".npy", ".bin")
 HOOK = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")  # module:function
-TRAIN_EXTRA = "pip install 'archspec[train]'"
+TRAIN_EXTRA = "pip install 'archspec-compiler[train]'"
 
 
 @dataclass

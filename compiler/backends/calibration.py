@@ -27,7 +27,7 @@ from .export import example_inputs, value_bound
 RANDOM = "random"
 CALIBRATION_BATCH = 4
 CALIBRATION_SEED = 20261124  # not the deviation's seed (precision.py): the measure is on inputs not calibrated on
-TRAIN_EXTRA = "pip install 'archspec[train]'"
+TRAIN_EXTRA = "pip install 'archspec-compiler[train]'"
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ def _onnx():
         import onnx
     except ImportError:
         raise error("--target onnx needs the onnx and onnxscript packages",
-                    hint="pip install 'archspec[onnx]'") from None
+                    hint="pip install 'archspec-compiler[onnx]'") from None
     return onnx
 
 

@@ -15,7 +15,8 @@ from archspec.cli import main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None,
-                                reason="torch-tensorrt is not installed (pip install 'archspec[tensorrt-rtx]')")
+                                reason="torch-tensorrt is not installed "
+                                       "(pip install 'archspec-compiler[tensorrt-rtx]')")
 
 TINY_LM = str(ROOT / "specs" / "examples" / "tiny_lm.yaml")
 SMALL = {"vocab": 97, "dim": 32, "depth": 2, "heads": 2}

@@ -37,7 +37,7 @@ from tests.conftest import ALL_SPECS, NO_ARCHSPEC, ROOT, built, spec_id
 
 HAVE_TRT = importlib.util.find_spec("torch_tensorrt") is not None
 needs_trt = pytest.mark.skipif(not HAVE_TRT, reason="torch-tensorrt is not installed (pip install "
-                                                     "'archspec[tensorrt-rtx]')")
+                                                     "'archspec-compiler[tensorrt-rtx]')")
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 SPECS_DIR = ROOT / "specs"
@@ -225,7 +225,8 @@ def test_without_torch_tensorrt_the_error_says_what_to_install(command, tmp_path
                             timeout=300)
     assert result.returncode == 1, result.stderr
     assert "needs torch-tensorrt, which is not installed" in result.stderr
-    assert "pip install 'archspec[tensorrt-rtx]'" in result.stderr and "'archspec[tensorrt]'" in result.stderr
+    assert "pip install 'archspec-compiler[tensorrt-rtx]'" in result.stderr
+    assert "'archspec-compiler[tensorrt]'" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()  # refused before any work
 

@@ -221,7 +221,7 @@ def test_a_built_wheel_ships_the_specs_and_checks_one_by_name(tmp_path):
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                             "-w", str(tmp_path / "wheel"), "-q"], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp_path / "wheel").glob("archspec-*.whl")
+    (wheel,) = (tmp_path / "wheel").glob("archspec_compiler-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "installed")

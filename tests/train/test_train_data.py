@@ -366,7 +366,7 @@ def test_an_image_folder_without_the_train_extra_names_the_install(image_spec, s
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real(name, *a))
     code, _, err = train(capsys, image_spec, "--data", shapes)
-    assert_plain_error(code, err, 2, "needs timm", "pip install 'archspec[train]'")
+    assert_plain_error(code, err, 2, "needs timm", "pip install 'archspec-compiler[train]'")
 
 
 def test_a_file_that_is_no_token_file_is_refused(image_spec, token_spec, tmp_path, capsys):

@@ -17,7 +17,7 @@ def run(args) -> int:
         import lsprotocol  # noqa: F401
         import pygls  # noqa: F401
     except ImportError:
-        raise UsageError("the language server needs pygls: pip install 'archspec[lsp]'") from None
+        raise UsageError("the language server needs pygls: pip install 'archspec-compiler[lsp]'") from None
     from ...lsp.server import serve_stdio
 
     serve_stdio()

@@ -32,7 +32,7 @@ class Onnx(Target):
     materializes_scores = True  # ONNX Runtime's attention, fused or spelled out, holds the scores (checked at batch 3)
     order = 40
     packages = ("onnx", "onnxscript", "onnxruntime")
-    install = "pip install 'archspec[onnx]'"
+    install = "pip install 'archspec-compiler[onnx]'"
 
     def precision_problem(self, precision: str, device: str) -> str | None:
         if precision == "int8":

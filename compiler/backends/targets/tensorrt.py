@@ -10,7 +10,7 @@ import importlib.util
 from . import register
 from .base import Availability, Target
 
-INSTALL = "pip install 'archspec[tensorrt-rtx]'"
+INSTALL = "pip install 'archspec-compiler[tensorrt-rtx]'"
 DISTRIBUTIONS = ("torch-tensorrt-rtx", "torch-tensorrt")  # the extras tensorrt-rtx and tensorrt
 NO_GPU = ("no CUDA GPU on this machine: torch-tensorrt-rtx builds engines here (archspec build --target "
           "tensorrt) but only a GPU runs them")

@@ -111,7 +111,7 @@ class ConverterRegistry:
         if self.written_for_this_version:
             return error(message, hint=f"the install looks broken; reinstall with {INSTALL_HINT}")
         return error(message, hint=f"install torch-tensorrt {self.WRITTEN_FOR[-1]}: pip install "
-                                   f"'archspec[tensorrt-rtx]' or 'torch-tensorrt=={self.WRITTEN_FOR[-1]}.*'")
+                                   f"'archspec-compiler[tensorrt-rtx]' or 'torch-tensorrt=={self.WRITTEN_FOR[-1]}.*'")
 
     def lower(self, program: torch.export.ExportedProgram, settings) -> torch.fx.GraphModule:
         """What torch-tensorrt's compile does to a program before it partitions and converts

@@ -116,7 +116,7 @@ def new_job(tt, graph: Graph, outdir: str, work: str, program_path: str, precisi
     else:
         raise error("no TensorRT engine was built: this machine has no CUDA GPU, and torch-tensorrt (for "
                     "data-centre GPUs) builds engines only on one; the coverage check passed",
-                    hint="build on a machine with a GPU, or pip install 'archspec[tensorrt-rtx]' to build an "
+                    hint="build on a machine with a GPU, or pip install 'archspec-compiler[tensorrt-rtx]' to build an "
                          "engine for RTX-class GPUs ahead of time without one")
     return Job(mode=mode, program=program_path, precision=precision, work=work, batch=batch,
                inputs=tuple(input_profiles(graph, precision, batch)), outputs=tuple(o.name for o in graph.outputs),

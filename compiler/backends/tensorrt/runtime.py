@@ -23,8 +23,8 @@ from archspec.core.errors import error
 
 from .cuda_stub import gpu_present, no_gpu_answers
 
-INSTALL_HINT = ("pip install 'archspec[tensorrt-rtx]' (RTX-class GPUs; builds engines even on a machine "
-                "without a GPU) or 'archspec[tensorrt]' (data-centre GPUs; needs a CUDA GPU to build)")
+INSTALL_HINT = ("pip install 'archspec-compiler[tensorrt-rtx]' (RTX-class GPUs; builds engines even on a machine "
+                "without a GPU) or 'archspec-compiler[tensorrt]' (data-centre GPUs; needs a CUDA GPU to build)")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 RTX_TARGET = ("RTX-class NVIDIA GPUs (Ampere or newer: SM 8.0, 8.6, 8.9, 12.0+) with TensorRT-RTX "
               "{version}; its kernels are compiled on that GPU at first run")
