@@ -35,7 +35,7 @@ from archspec.language.mapping_sources import MappingSource, as_error, mapping_s
 from archspec.core.errors import SpecError, error
 
 from .checkpoint import listing, read_state_dict, source_name
-from .fit import Fit, best_fit, fit_under
+from .fit import Fit, best_fit, fit_under, shared_names
 from .rules import KeyProblem
 from .mapping_file import read_mapping_file
 from .naming import ARCHSPEC, Naming
@@ -65,6 +65,7 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
         raise key_problem(exc, source_name(source)) from None
     check_dtypes(fit, ours, source_name(source))
     values = converted(fit, ours)
+    check_one_value_per_tensor(values, ours, source_name(source))
     if not (allow_nan if allow_nan is not None else os.environ.get(ALLOW_NAN, "") not in ("", "0")):
         check_finite(values, source_name(source))
     with torch.no_grad():
@@ -131,6 +132,24 @@ def converted(fit: Fit, ours: dict) -> dict[str, torch.Tensor]:
     tensor (which torch.isfinite does not take) is checked as the float32 it becomes."""
     return {key: theirs.to(mine.dtype) if theirs.dtype != mine.dtype else theirs
             for key, theirs, mine in landing(fit, ours)}
+
+
+def check_one_value_per_tensor(values: dict[str, torch.Tensor], ours: dict, name: str) -> None:
+    """Names of one tensor of the model (the copies of a `share: true` repeat, a tied table) that
+    the checkpoint gives different values: loading both would keep whichever came last, a model
+    other than either. One of them is enough (the others are filled through it)."""
+    clashing = []
+    for key, others in shared_names(ours).items():
+        if key not in values:
+            continue
+        differ = [k for k in sorted(others) if k > key and k in values and not torch.equal(values[key], values[k])]
+        if differ:
+            clashing.append(f"{key} and {differ[0]}")
+    if clashing:
+        raise error(f"weights: {name}: {len(clashing)} tensor(s) the model holds once (shared weights or a tied "
+                    f"table) have different values under their names in the checkpoint: {listing(clashing)}",
+                    hint="the checkpoint comes from a model whose copies were trained apart; give one copy's "
+                         "tensors (e.g. layers.0.*) to share it, or build the spec without `share: true`")
 
 
 def check_finite(values: dict[str, torch.Tensor], name: str) -> None:

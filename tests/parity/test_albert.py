@@ -190,3 +190,15 @@ def test_exports_and_model_py_keep_the_sharing(tmp_path):
     again.load_state_dict(model.state_dict())
     with torch.no_grad():
         assert torch.equal(again(x), model(x))
+
+
+def test_a_checkpoint_whose_copies_differ_is_refused(tmp_path):
+    state = shared("false").state_dict()  # three layers trained apart
+    torch.save(state, tmp_path / "apart.pt")
+    with pytest.raises(SpecError) as info:
+        archspec.build_text(SHARED.replace("SHARE", "true"), weights=str(tmp_path / "apart.pt"))
+    assert "have different values under their names" in info.value.diagnostics[0].message
+    assert "layers.0.attn.norm.weight" not in info.value.diagnostics[0].message  # equal at initialisation: fine
+    torch.save({k: v for k, v in state.items() if not k.startswith(("layers.1.", "layers.2."))}, tmp_path / "one.pt")
+    model = archspec.build_text(SHARED.replace("SHARE", "true"), weights=str(tmp_path / "one.pt"))
+    assert torch.equal(model.layers[2].mlp.fc2.weight, state["layers.0.mlp.fc2.weight"])
