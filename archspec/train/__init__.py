@@ -34,8 +34,9 @@ equals one step in one process.
 
 On CPU the processes talk over gloo. Progress is one line per step (rank 0; about 100 lines in
 all for longer runs): step/total, loss, learning rate, seconds, samples/s, ETA; a line per
-validation: val loss and top-1 (classify head) or perplexity (lm head). --json prints a summary
-(losses, learning rates, seconds per step, samples/s, the data's sizes, every validation) at the end.
+validation: val loss and top-1 (classify head) or perplexity (lm head), all on stderr, with --json
+too. --json prints a summary (losses, learning rates, seconds per step, samples/s, the data's sizes,
+every validation) at the end, on stdout alone (`> summary.json` keeps it apart from the progress).
 
 Every option is range-checked before anything runs (options.py: a usage error naming the option
 and its range), a batch against the memory available (memory.py), a --resume file against the
@@ -87,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save", metavar="FILE|DIR",
                         help="save model and optimizer state at the end (under --fsdp: a sharded folder)")
     parser.add_argument("--resume", metavar="FILE|DIR", help="resume from what --save wrote")
-    parser.add_argument("--json", action="store_true", help="print a JSON summary at the end")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary at the end on stdout (progress stays on stderr)")
     parser.add_argument("--dump", metavar="FILE", help=argparse.SUPPRESS)
 
 

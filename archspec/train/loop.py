@@ -249,7 +249,7 @@ class Trainer:
             yield batch
 
     def progress(self, step: int) -> None:
-        if self.world.rank != 0 or self.options.as_json:
+        if self.world.rank != 0:  # with --json too: progress is on stderr, the summary alone on stdout
             return
         recent = self.seconds[-20:]
         per_step = sum(recent) / len(recent)
@@ -305,7 +305,7 @@ class Trainer:
         elif self.objective.kind == "lm":
             result["perplexity"] = math.exp(min(loss, 700))
         self.evals.append(result)
-        if self.world.rank == 0 and not self.options.as_json:
+        if self.world.rank == 0:  # with --json too (stderr; the JSON summary is stdout's)
             extra = (f"  top-1 {result['top1']:.3f}" if "top1" in result else
                      f"  perplexity {result['perplexity']:.2f}" if "perplexity" in result else "")
             print(f"epoch {result['epoch']:g}  step {step}/{self.end}  val loss {loss:.4f}{extra}  ({count} samples)",
