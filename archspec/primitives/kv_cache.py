@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from ..core.ir import Graph
 from .decoding import LOGITS, CrossCache, Mixes, Positional, SelfCache, Tokenwise, decode_of, role_of
-from .ops.attention.scores.base import decode_refusal
 
 PRECISIONS = {"fp32": 4, "bf16": 2}
 
@@ -76,10 +75,6 @@ def refusal(graph: Graph) -> tuple[str | None, str] | None:
             return node.name, decode.why
         if isinstance(decode, CrossCache) and len(inputs) == 1:
             return node.name, "cross attention reads a memory, and a decoder-only spec has none"
-        if isinstance(decode, SelfCache | CrossCache):
-            why = decode_refusal(getattr(node.params, "scores", None) or [])  # each part's SCORE_DECODE
-            if why is not None:
-                return node.name, why
         cached += isinstance(decode, SelfCache)
         fixed = [n for n in graph.inputs_of(node.name) if n not in reached and spans_tokens(graph.type_of(n))]
         if fixed and isinstance(decode, Tokenwise | Positional):

@@ -19,7 +19,7 @@ import torch
 import archspec
 from archspec.core.errors import SpecError
 from archspec.primitives import registry
-from archspec.primitives.decoding import CLASSES, DECODE, LOGITS, ROLE, Decode, Mixes, SelfCache
+from archspec.primitives.decoding import CLASSES, DECODE, LOGITS, ROLE, Decode, Mixes, SelfCache, decode_of
 from archspec.primitives.kv_cache import cached_layers, logits_output, refusal
 
 from tests.conftest import ROOT
@@ -63,8 +63,12 @@ def test_every_op_answers_decode_and_role():
         assert isinstance(decode, Decode) or callable(decode), op.label
     assert ROLE.of(registry.op("head", "lm")) == LOGITS
     assert ROLE.of(registry.op("head", "classify")) == CLASSES
-    assert isinstance(DECODE.of(registry.op("attention", "causal")), SelfCache)
     assert isinstance(DECODE.of(registry.op("attention", "global")), Mixes)
+    graph = archspec.check_text(LM).graph  # causal attention caches unless one of its score parts refuses
+    assert isinstance(decode_of(graph.record("a0")), SelfCache)
+    parted = archspec.check_text(LM.replace("{kind: causal, heads: 2}", "{kind: causal, heads: 2, scores: [talking_heads]}"))
+    why = decode_of(parted.graph.record("a0"))
+    assert isinstance(why, Mixes) and why.why.startswith("its score part talking_heads")
 
 
 def test_a_sliding_layer_keeps_its_window_from_its_fact():

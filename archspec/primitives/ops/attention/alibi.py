@@ -14,6 +14,7 @@ from ...base import RuleError
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
 from ...decoding import SelfCache, register_decoding
+from .scores.base import unless_a_part_refuses
 
 
 class AlibiParams(SequenceParams):
@@ -35,4 +36,4 @@ class AlibiAttentionOp(SequenceAttentionOp):
 
 
 ALIBI = register(AlibiAttentionOp())
-register_decoding(ALIBI, SelfCache())
+register_decoding(ALIBI, unless_a_part_refuses(SelfCache()))

@@ -11,6 +11,7 @@ from ....core.types import TensorType
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
 from ...decoding import SelfCache, register_decoding
+from .scores.base import unless_a_part_refuses
 
 
 class CausalParams(SequenceParams):
@@ -30,4 +31,4 @@ class CausalAttentionOp(SequenceAttentionOp):
 
 
 CAUSAL = register(CausalAttentionOp())
-register_decoding(CAUSAL, SelfCache())
+register_decoding(CAUSAL, unless_a_part_refuses(SelfCache()))

@@ -15,6 +15,7 @@ from ...counting import linear_flops
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams
 from ...decoding import CrossCache, register_decoding
+from .scores.base import unless_a_part_refuses
 
 
 class CrossParams(SequenceParams):
@@ -84,4 +85,4 @@ def memory_width(p, width: int) -> int:
 
 
 CROSS = register(CrossAttentionOp())
-register_decoding(CROSS, CrossCache())
+register_decoding(CROSS, unless_a_part_refuses(CrossCache()))

@@ -12,6 +12,7 @@ from ...base import PositiveInt
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
 from ...decoding import SelfCache, register_decoding
+from .scores.base import unless_a_part_refuses
 
 
 class SlidingParams(SequenceParams):
@@ -37,4 +38,4 @@ def sliding_window(p) -> int:
 
 
 SLIDING = register(SlidingWindowAttentionOp())
-register_decoding(SLIDING, SelfCache(window=sliding_window))
+register_decoding(SLIDING, unless_a_part_refuses(SelfCache(window=sliding_window)))

@@ -183,3 +183,16 @@ def decode_refusal(entries: list[Any]) -> str | None:
         if isinstance(answer, Mixes):
             return f"its score part {use.part.name}: {answer.why}"
     return None
+
+
+
+def unless_a_part_refuses(cache):
+    """DECODE of an attention kind that decodes with a cache (`cache`: a SelfCache or CrossCache),
+    as a function of the node's params: `cache`, or Mixes naming its first score part that cannot
+    decode (so kv_cache asks the kind alone, never the parts)."""
+
+    def decode(params):
+        why = decode_refusal(getattr(params, "scores", None) or [])
+        return cache if why is None else Mixes(why)
+
+    return decode
