@@ -6,10 +6,16 @@ subclasses `SequenceAttention` and says which keys a query may see (`mask`).
 Rotary embeddings follow the rotate-half convention of GPT-NeoX and Hugging Face's Llama:
 dimension d pairs with d + rope_dims/2, over the first rope_dims dims of each head, with
 cos/sin computed in float32 from inv_freq = theta^(-2i/rope_dims). With `rope_interleaved` the
-pairs are (2i, 2i + 1) instead, as GPT-J and Meta's own Llama code turn them.
+pairs are (2i, 2i + 1) instead, as GPT-J and Meta's own Llama code turn them. With `rope_yarn`
+(YaRN, GPT-OSS) inv_freq is Hugging Face's `_compute_yarn_parameters`: blended between
+interpolation (divided by the factor) and extrapolation along a linear ramp between the
+correction dims of beta_fast and beta_slow, and cos and sin are multiplied by the attention
+factor (in `rotate`, which generate's cache calls too).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn as nn
@@ -30,10 +36,14 @@ class Rotary(nn.Module):
     """Rotary position embeddings for positions 0..L-1, applied to queries and keys: the pairs
     (i, i + dims/2), or (2i, 2i + 1) when `interleaved`."""
 
-    def __init__(self, dims, theta=10000.0, interleaved=False):
+    def __init__(self, dims, theta=10000.0, interleaved=False, yarn=None):
         super().__init__()
         self.dims, self.interleaved = dims, interleaved
-        inv_freq = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims))  # [dims/2]
+        if yarn is None:
+            inv_freq = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims))  # [dims/2]
+            self.factor = 1.0
+        else:
+            inv_freq, self.factor = yarn_frequencies(dims, theta, **yarn)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, q, k):
@@ -49,10 +59,37 @@ class Rotary(nn.Module):
 
     def rotate(self, x, cos, sin):
         turn = turn_pairs if self.interleaved else turn_halves
+        if self.factor != 1.0:  # YaRN's attention factor, on the tables as Hugging Face applies it
+            cos, sin = cos * self.factor, sin * self.factor
         if self.dims == x.shape[-1]:
             return x * cos + turn(x) * sin
         turned, kept = x[..., : self.dims], x[..., self.dims:]
         return torch.cat((turned * cos + turn(turned) * sin, kept), dim=-1)
+
+
+def yarn_frequencies(dims, theta, factor, original_length=4096, beta_fast=32.0, beta_slow=1.0, truncate=True,
+                     attention_factor=None):
+    """YaRN's inv_freq [dims/2] and attention factor, as Hugging Face's _compute_yarn_parameters
+    (modeling_rope_utils.py) computes them: the correction dims where beta_fast and beta_slow
+    rotations fit in original_length (floor/ceil with `truncate`, clipped to [0, dims - 1]), a
+    linear ramp between them, interpolated frequencies (/ factor) below it, extrapolated above."""
+    def correction_dim(rotations):
+        return (dims * math.log(original_length / (rotations * 2 * math.pi))) / (2 * math.log(theta))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dims - 1)
+    if low == high:
+        high += 0.001  # as Hugging Face: no zero-width ramp
+    ramp = ((torch.arange(dims // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # [dims/2]
+    extrapolated_share = 1 - ramp
+    pos_freqs = theta ** (torch.arange(0, dims, 2).to(dtype=torch.float) / dims)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    inv_freq = interpolation * (1 - extrapolated_share) + extrapolation * extrapolated_share
+    if attention_factor is None:
+        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return inv_freq, float(attention_factor)
 
 
 def hidden_keys(padding):
@@ -80,6 +117,7 @@ class SequenceAttention(AttentionForm, Sublayer):
 
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, kv_heads=None,
                  qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, rope_interleaved=False,
+                 rope_yarn=None,
                  fused=True, head_dim=None,
                  scale=None, score_bias=False, score_parts=(), score_tensors=0, kv_dim=None, **sublayer):
         super().__init__(dim, **sublayer)
@@ -110,7 +148,8 @@ class SequenceAttention(AttentionForm, Sublayer):
         else:
             self.q_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
             self.k_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
-        self.rotary = Rotary(rope_dims or self.head_dim, rope_theta, rope_interleaved) if rope_theta is not None else None
+        self.rotary = Rotary(rope_dims or self.head_dim, rope_theta, rope_interleaved,
+                             rope_yarn) if rope_theta is not None else None
         self.proj = Linear(inner, dim, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else None
         trunc_normal_linears(self)
@@ -352,8 +391,17 @@ class SelfAttention(SequenceAttention):
 def sequence_args(p, width: int) -> dict:
     """The constructor arguments the sequence options add."""
     return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, rope_theta=p.rope_theta,
-                rope_dims=p.rope_dims, rope_interleaved=p.rope_interleaved, head_dim=p.head_dim, scale=p.scale,
+                rope_dims=p.rope_dims, rope_interleaved=p.rope_interleaved, rope_yarn=yarn_args(p),
+                head_dim=p.head_dim, scale=p.scale,
                 score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)))
+
+
+def yarn_args(p) -> dict | None:
+    """YaRN's options as yarn_frequencies' keywords, or None: plain rotary."""
+    if getattr(p, "rope_yarn", None) is None:
+        return None
+    return dict(factor=p.rope_yarn, original_length=p.rope_original_length, beta_fast=p.rope_beta_fast,
+                beta_slow=p.rope_beta_slow, truncate=p.rope_truncate, attention_factor=p.rope_attention_factor)
 
 
 def make_sequence_attention(cls, op, p, inputs, **extra):

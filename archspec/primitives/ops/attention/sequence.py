@@ -29,6 +29,21 @@ class SequenceParams(AttentionParams):
     rope_interleaved: bool = Field(False, description="rotate the pairs (2i, 2i + 1) of each head (GPT-J, Meta's "
                                                       "Llama code); false: (i, i + rope_dims/2) (GPT-NeoX, Hugging "
                                                       "Face's Llama)")
+    rope_yarn: float | None = Field(None, gt=1, allow_inf_nan=False,
+                                    description="YaRN's context-extension factor (Hugging Face's rope_type yarn, "
+                                                "GPT-OSS): each frequency blended between theta^(-2i/d) / factor and "
+                                                "theta^(-2i/d) along a linear ramp between the correction dims of "
+                                                "rope_beta_fast and rope_beta_slow, cos and sin scaled by "
+                                                "rope_attention_factor; none: plain rotary")
+    rope_original_length: PositiveInt = Field(4096, description="YaRN: the context length the model was trained at "
+                                                                "(original_max_position_embeddings)")
+    rope_beta_fast: float = Field(32.0, gt=0, allow_inf_nan=False,
+                                  description="YaRN: rotations that bound the extrapolated (unscaled) dims")
+    rope_beta_slow: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                  description="YaRN: rotations that bound the interpolated (scaled) dims")
+    rope_truncate: bool = Field(True, description="YaRN: round the correction range out to whole dims (floor, ceil)")
+    rope_attention_factor: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="YaRN: multiply cos and sin by this (default: 0.1 ln(factor) + 1)")
     rope_flat: bool = Field(False, description="allow rotary embeddings over tokens on a grid or with class tokens: "
                                                "each token is rotated by its index in the flattened sequence, "
                                                "class tokens included")
@@ -104,6 +119,13 @@ class SequenceAttentionOp(AttentionOp):
             raise RuleError("rope_flat goes with rope_theta", field="rope_flat")
         if p.rope_theta is None and p.rope_interleaved:
             raise RuleError("rope_interleaved goes with rope_theta", field="rope_interleaved")
+        if p.rope_theta is None and p.rope_yarn is not None:
+            raise RuleError("rope_yarn goes with rope_theta", field="rope_yarn")
+        if p.rope_yarn is None:
+            for name in YARN_OPTIONS:
+                if name in p.model_fields_set:
+                    raise RuleError(f"{name} goes with rope_yarn", field=name,
+                                    hint=Remedy("give `rope_yarn: <factor>` (YaRN), or drop it"))
         if p.rope_theta is not None and not p.rope_flat:
             check_rope_sequence(x)
         if p.rope_theta is not None:
@@ -121,6 +143,9 @@ class SequenceAttentionOp(AttentionOp):
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+
+
+YARN_OPTIONS = ("rope_original_length", "rope_beta_fast", "rope_beta_slow", "rope_truncate", "rope_attention_factor")
 
 
 def score_tensors(p) -> tuple[str, ...]:
