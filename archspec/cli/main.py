@@ -30,13 +30,20 @@ BUG_NOTICE = "This is a bug in archspec, not a problem with your spec. Please re
 COMMANDS = "archspec.cli.commands"  # found by name, as the ops are: the command modules import cli's helpers
 
 
-def commands() -> dict:
-    """The command modules (archspec/cli/commands/), in their listed order."""
+def command_names() -> list[str]:
+    """The command modules' names (archspec/cli/commands/, one module per command, named as it),
+    in their listed order, read from the folder without importing them."""
     package = importlib.import_module(COMMANDS)
     names = [info.name for info in pkgutil.iter_modules(package.__path__) if info.name != "common"]
     order = {name: i for i, name in enumerate(package.ORDER)}
+    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+def commands(only: str | None = None) -> dict:
+    """The command modules, in their listed order (`only`: that one alone, so that running a
+    command imports no other's module: `archspec check` stays quick)."""
     found = {}
-    for name in sorted(names, key=lambda n: (order.get(n, len(order)), n)):
+    for name in [only] if only is not None else command_names():
         module = importlib.import_module(f"{COMMANDS}.{name}")
         found[module.NAME] = module
     return found
@@ -80,10 +87,12 @@ def one_value_per_set(argv: list[str]) -> list[str]:
 
 
 def _main(argv: list[str] | None) -> int:
-    found = commands()
+    words = one_value_per_set(sys.argv[1:] if argv is None else list(argv))
+    named = words[0] if words and words[0] in command_names() else None  # else the whole parser says what is wrong
+    found = commands(named)
     parser = _parser(found)
     try:
-        args = parser.parse_args(one_value_per_set(sys.argv[1:] if argv is None else list(argv)))
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse has printed its usage (or the version)
         return EXIT_USAGE if exc.code else EXIT_OK
     command = found[args.command].run
