@@ -1,4 +1,4 @@
--- archspec's language server for YAML specs, on Neovim 0.7 and later (the README's setup).
+-- archspec's language server for YAML specs, on Neovim 0.7 and later (docs/editors.md's setup).
 -- On Neovim 0.11 and later, vim.lsp.config("archspec", {...}) with vim.lsp.enable("archspec")
 -- does the same. tests/editor/session.lua runs a headless session with it.
 local archspec_client = nil -- Neovim 0.7: the one server, shared by every YAML buffer

@@ -3,7 +3,7 @@ ops, kinds, an op's parameters, node names in `from:`, params in `${...}`) on a 
 of a document that does not parse; offers a quick fix for every did-you-mean, whose edit makes
 the diagnostic go away; hovers on a param with its value and its uses; and a handler that fails
 answers nothing while the server goes on. When `nvim` is on PATH, the headless Neovim session of
-tests/editor/ runs too (the README's setup, on Debian's Neovim 0.7).
+tests/editor/ runs too (docs/editors.md's setup, on Debian's Neovim 0.7).
 
 The server runs in this process on pipes (test_hostile_round3_lsp.InProcess); every wait has a
 timeout, so a hang fails the test.
