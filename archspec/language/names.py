@@ -30,11 +30,11 @@ from .schema import META_KEYS
 
 MODULE_ATTRIBUTES = frozenset("""
     T_destination add_module add_submodule apply bfloat16 buffers call_super_init check_inputs checkpointing children
-    code compile cpu cuda delete_all_unused_submodules delete_submodule double dump_patches eval
+    code compile cpu cuda default_cfg delete_all_unused_submodules delete_submodule double dump_patches eval
     extra_repr facts float forward forward_features forward_head forward_intermediates generate get_buffer
     get_extra_state get_parameter get_submodule graph group_matcher half ipu load_state_dict loss losses
     losses_from meta modules mtia named_buffers named_children named_modules named_parameters
-    no_weight_decay num_classes parameters print_readable recompile register_backward_hook
+    no_weight_decay num_classes parameters pretrained_cfg print_readable recompile register_backward_hook
     register_buffer register_forward_hook register_forward_pre_hook register_full_backward_hook
     register_full_backward_pre_hook register_load_state_dict_post_hook register_load_state_dict_pre_hook
     register_module register_parameter register_state_dict_post_hook register_state_dict_pre_hook
