@@ -101,8 +101,18 @@ def test_every_op_converts(spec_path, batch, tt):
     print(coverage.summary())
     assert coverage.complete, coverage.summary()
     assert coverage.total > 0 and coverage.to_json()["converted"] == coverage.total
-    if any(getattr(report.graph.node(name).op, "primitive", None) == "attention" for name in report.graph.order()):
+    if any(fusable_attention(report.graph.node(name)) for name in report.graph.order()):
         assert coverage.ops["aten.scaled_dot_product_attention.default"] > 0  # attention stays one fused op
+
+
+def fusable_attention(node) -> bool:
+    """An attention node whose score parts all allow the fused kernel (a part that changes the
+    scores themselves, as sinks or talking heads, writes the attention out)."""
+    from archspec.primitives.ops.attention.scores.base import parse_scores
+
+    if getattr(node.op, "primitive", None) != "attention":
+        return False
+    return not any(use.part.explicit for use in parse_scores(getattr(node.params, "scores", None) or []))
 
 
 @needs_trt
