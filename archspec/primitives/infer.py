@@ -62,12 +62,29 @@ class ShapeInference(Interpreter):
 FLOAT32_MAX = 3.4028234663852886e38
 
 
+_CHECKED: dict[int, tuple] = {}  # id(params) -> (params, answer): params are frozen, and the size
+# solver types one graph at hundreds of sizes; the params are held so that their id stays theirs
+_CHECKED_MOST = 8192
+
+
 def beyond_float32(params) -> tuple[str, str, float, str] | None:
     """The first float of a node's params that float32, in which the model computes, cannot hold:
     (top-level field, dotted path, value, why); None when all fit. A scale of 1e300 would be
-    infinite there, a theta of 1e-300 zero: both make NaN outputs with no word."""
+    infinite there, a theta of 1e-300 zero: both make NaN outputs with no word. Answered once per
+    params object."""
     if params is None or not hasattr(params, "model_dump"):
         return None
+    known = _CHECKED.get(id(params))
+    if known is not None and known[0] is params:
+        return known[1]
+    if len(_CHECKED) >= _CHECKED_MOST:
+        _CHECKED.clear()
+    answer = _first_beyond_float32(params)
+    _CHECKED[id(params)] = (params, answer)
+    return answer
+
+
+def _first_beyond_float32(params) -> tuple[str, str, float, str] | None:
     for field, value in params.model_dump().items():
         for path, number in floats(value, field):
             if abs(number) > FLOAT32_MAX:
