@@ -186,6 +186,8 @@ def test_exports_and_model_py_keep_the_sharing(tmp_path):
     model = shared().eval()
     x = torch.randn(3, 6, 32, generator=torch.Generator().manual_seed(1))
     program = export_program(model, report.graph)
+    unique = {id(v): v for v in program.state_dict.values()}  # one tensor under every copy's name
+    assert sum(v.numel() for v in unique.values()) == report.params
     with torch.no_grad():
         assert torch.allclose(program.module()(x), model(x), atol=1e-6)
     (tmp_path / "model.py").write_text(standalone_source(model, report.name, None))
