@@ -55,7 +55,7 @@ class Report:
                       "shape": shape_list(node.type), "layout": node.type.layout,
                       "grid": list(node.type.grid) if node.type.grid else None,
                       "params": c.params, "flops": c.flops, "activation_bytes": c.activation_bytes,
-                      "buffer_bytes": c.buffer_bytes, "score_bytes": c.score_bytes,
+                      "buffer_bytes": c.buffer_bytes, "score_bytes": c.score_bytes, "shared_with": c.shared_with,
                       "line": node.loc.line if node.loc else None}
             rows.append(NodeRow(node.name, node.op.label, node.type.describe(), c.params, c.flops,
                                 c.activation_bytes, c.buffer_bytes, c.score_bytes, record))
