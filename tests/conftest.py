@@ -31,8 +31,10 @@ LARGER_SIBLINGS = {"swin_s": "swin_t", "swin_b": "swin_t", "vit_s16": "vit_ti16"
 # newer tensor ops, tests/primitives/test_every_op.py's EVERY_OP and tests/primitives/test_pad.py, which export them,
 # run them in ONNX Runtime and check TensorRT's coverage): their pipeline tests run in the slow
 # tier only, their parity tests in every run (tests/parity/test_shipped.py's
-# test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere checks the claim).
-PIPELINE_ELSEWHERE = {"convit_tiny", "davit_tiny", "xcit_nano_12_p16"}
+# test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere checks the claim). albert_base's sharing and
+# gpt_oss's sinks, YaRN and MoE options go through export, ONNX Runtime and TensorRT in their own
+# tests (tests/parity/test_albert.py, tests/primitives/test_sinks.py, test_rope_yarn.py, test_moe.py).
+PIPELINE_ELSEWHERE = {"convit_tiny", "davit_tiny", "xcit_nano_12_p16", "albert_base", "gpt_oss"}
 
 # Prepended to a script run in a fresh interpreter: a loader that refuses archspec's packages, to
 # prove an artifact (model.pt2, model.py, a TensorRT program) does not need them.
