@@ -112,20 +112,17 @@ class Expander:
         self.graph.mappings = [source.path for source in sources if source.path is not None]
         self.graph.params = {name: self.params.get(name) for name in self.spec.params}
         self.errors.raise_if_any()
-        for problem in unread_alternatives(self.graph, self.kept_alternatives()):
+        needed = self.graph.ancestors([out.node for out in self.graph.outputs + self.graph.objectives])
+        for problem in unread_alternatives(self.graph, self.kept_alternatives(), needed):
             self.errors.add(problem)
         self.errors.raise_if_any()
-        self.graph.warnings = [s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph)
+        self.graph.warnings = [s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
         return self.graph
 
     def kept_alternatives(self) -> list[tuple]:
         """(path, location of its `id`) of each kept node that shares its id with a skipped one."""
-        found = {}
-        for scope in self.scopes:
-            for name, (path, loc) in scope.kept.items():
-                if scope.shared.get(name, 0) > 1:
-                    found[path] = loc
-        return list(found.items())
+        return [(path, loc) for scope in self.scopes for name, (path, loc) in scope.kept.items()
+                if scope.shared.get(name, 0) > 1]
 
     def check_header(self) -> None:
         """What the graph needs before it expands: the plugins it requires, its params, the names
@@ -212,8 +209,9 @@ class Expander:
         scope.names[name], scope.where[name] = value, self.doc.loc(site.path)
         scope.skipped.discard(name)
         if meta.id is not None:
+            if not scope.kept:  # each scope listed once
+                self.scopes.append(scope)
             scope.kept[name] = (site.node_path, self.doc.loc(site.path + ("id",)))
-            self.scopes.append(scope)
         self._try(self.check_node_name, name, meta, site)
         return value
 
@@ -441,13 +439,12 @@ def record_shares(graph: Graph, shares: list[tuple[str, str]], rank: dict[str, i
             graph.meta(node)["shared_with"] = find(node)
 
 
-def unread_alternatives(graph: Graph, kept: list[tuple]) -> list:
+def unread_alternatives(graph: Graph, kept: list[tuple], needed: set[str]) -> list:
     """Errors for the kept alternatives (a node whose `if` held, sharing its id with skipped ones)
     that no output depends on: the spec chose it and then computes it for nothing, which reads as
     a model other than the one meant."""
     if not kept:
         return []
-    needed = graph.ancestors([out.node for out in graph.outputs + graph.objectives])
     names = [node.name for node in graph.nodes() if not node.is_input]
     problems = []
     for path, loc in kept:
@@ -460,10 +457,9 @@ def unread_alternatives(graph: Graph, kept: list[tuple]) -> list:
     return problems
 
 
-def unused_nodes(graph: Graph) -> list:
+def unused_nodes(graph: Graph, needed: set[str]) -> list:
     """Warnings for the nodes and inputs no output depends on (their parameters and FLOPs
     are still counted, and they are still built)."""
-    needed = graph.ancestors([out.node for out in graph.outputs + graph.objectives])
     found = []
     for node in graph.nodes():
         if node.name in needed:
