@@ -49,40 +49,48 @@ def generates(graph: Graph) -> bool:
 
 
 def refusal(graph: Graph) -> tuple[str | None, str] | None:
-    """None when generate() can decode the spec, else (the node in the way or None, why): it needs
-    an lm head's logits among its outputs (ROLE LOGITS), token ids alone (decoder-only) or source
-    ids (with T5's padding mask between, optionally) and target ids; every node the target ids
-    reach decodes one token at a time (DECODE: tokenwise, positional, a self cache, or, with a
-    source, a cross cache), at least one with a self cache; what a tokenwise node reads besides
-    the target side holds no run of tokens (a fixed table of positions would not line up)."""
+    """None when generate() can decode the spec, else (the node in the way or None, why)."""
+    return decoding(graph)[0]
+
+
+def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
+    """(refusal, the nodes generate() runs one token at a time), the lm head's logits found once.
+    generate() needs an lm head's logits among its outputs (ROLE LOGITS), token ids alone
+    (decoder-only) or source ids (with T5's padding mask between, optionally) and target ids;
+    every node the target ids reach decodes one token at a time (DECODE: tokenwise, positional, a
+    self cache, or, with a source, a cross cache), at least one with a self cache; what a
+    tokenwise node reads besides the target side holds no run of tokens (a fixed table of
+    positions would not line up)."""
     inputs = graph.inputs()
     if len(inputs) not in (1, 2, 3):
-        return None, (f"it takes {len(inputs)} inputs; generate feeds token ids (decoder-only), or source ids, "
-                      "optionally the source's padding mask, and target ids (encoder-decoder)")
-    if logits_output(graph) is None:
-        return None, ("none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
-                      "through tokenwise ops with a bias or a scale)")
+        return (None, f"it takes {len(inputs)} inputs; generate feeds token ids (decoder-only), or source ids, "
+                      "optionally the source's padding mask, and target ids (encoder-decoder)"), set()
+    logits = logits_output(graph)
+    if logits is None:
+        return (None, "none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
+                      "through tokenwise ops with a bias or a scale)"), set()
     not_ids = [node for node in inputs if node.type.layout != "ids"]
     if not_ids:  # before any op is asked how it decodes
-        return not_ids[0].name, ("it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
-                                 "an image is not supported yet)")
-    reached, cached = decoded(graph), 0
+        return (not_ids[0].name, "it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
+                                 "an image is not supported yet)"), set()
+    reached, cached = decoded(graph, logits), 0
     for node in graph.nodes():
         if node.is_input or node.name not in reached:
             continue
         decode = decode_of(node)
         if isinstance(decode, Mixes):
-            return node.name, decode.why
+            return (node.name, decode.why), reached
         if isinstance(decode, CrossCache) and len(inputs) == 1:
-            return node.name, "cross attention reads a memory, and a decoder-only spec has none"
+            return (node.name, "cross attention reads a memory, and a decoder-only spec has none"), reached
         cached += isinstance(decode, SelfCache)
         fixed = [n for n in graph.inputs_of(node.name) if n not in reached and spans_tokens(graph.type_of(n))]
         if fixed and isinstance(decode, Tokenwise | Positional):
-            return node.name, (f"it reads '{fixed[0]}', {graph.type_of(fixed[0]).length} tokens made apart from the "
-                               "target, which do not line up with the tokens generate brings one at a time")
+            return (node.name, f"it reads '{fixed[0]}', {graph.type_of(fixed[0]).length} tokens made apart from the "
+                               "target, which do not line up with the tokens generate brings one at a time"), reached
     if not cached:
-        return None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding or alibi attention)"
-    return None
+        return (None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding or alibi "
+                      "attention)"), reached
+    return None, reached
 
 
 def spans_tokens(t) -> bool:
@@ -124,12 +132,10 @@ def is_lm_head(node) -> bool:
     return role_of(node) == LOGITS
 
 
-def decoded(graph: Graph) -> set[str]:
+def decoded(graph: Graph, logits: tuple[int, str]) -> set[str]:
     """The nodes generate() runs one token at a time: those the target ids reach that the logits
-    depend on (a loss, or another output, is not decoded)."""
-    logits = logits_output(graph)
-    needed = graph.ancestors([graph.outputs[logits[0]].node]) if logits is not None else set()
-    return target_side(graph, graph.inputs()[-1].name) & set(needed)
+    (logits_output's) depend on (a loss, or another output, is not decoded)."""
+    return target_side(graph, graph.inputs()[-1].name) & graph.ancestors([graph.outputs[logits[0]].node])
 
 
 def target_side(graph: Graph, target: str) -> set[str]:
@@ -145,9 +151,10 @@ def cached_layers(graph: Graph, cache: type = SelfCache) -> list[CachedLayer]:
     """The layers whose DECODE is `cache` (SelfCache: their own keys and values; CrossCache: a
     memory's) that generate() keeps while decoding, in node order (none for a spec it cannot
     decode)."""
-    if not generates(graph):
+    why, reached = decoding(graph)
+    if why is not None:
         return []
-    layers, reached = [], decoded(graph)
+    layers = []
     for node in graph.nodes():
         decode = None if node.is_input or node.name not in reached else decode_of(node)
         if not isinstance(decode, cache):
