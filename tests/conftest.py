@@ -148,3 +148,14 @@ def outside_torchrun(monkeypatch):
     """The test runs as one process, whatever torchrun variables the shell holds (training tests)."""
     for name in LAUNCH_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+
+
+def checks_tensorrt_coverage(text: str, tmp_path, capsys, batch: str | None = None) -> None:
+    """`archspec check SPEC --target tensorrt` on a spec's text passes and says that every op
+    converts (nothing falls back to PyTorch): the TensorRT coverage check each op harness runs."""
+    from archspec.cli import main
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    assert main(["check", str(path), "--target", "tensorrt", *(["--batch", batch] if batch else [])]) == 0
+    assert "nothing falls back to PyTorch" in capsys.readouterr().out

@@ -15,12 +15,13 @@ import pytest
 import torch
 
 import archspec
-from archspec.cli import main
 from archspec.compiler.backends.export import dynamic_shapes, export_program
 from archspec.compiler.backends.onnx import export_onnx
 from archspec.primitives.decoding import NO_TOKENS, Mixes, decode_of
 
 from tests.primitives.test_every_op import build
+
+from tests.conftest import checks_tensorrt_coverage
 
 MASK = """
 name: causal_mask
@@ -122,10 +123,7 @@ def test_onnxruntime_runs_it_at_two_lengths(built, tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_a_sized_constant(tmp_path, capsys):
-    path = tmp_path / "mask.yaml"
-    path.write_text(MASK)
-    assert main(["check", str(path), "--target", "tensorrt"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(MASK, tmp_path, capsys)
 
 
 def test_the_standalone_model_py_gives_the_same(built, tmp_path):

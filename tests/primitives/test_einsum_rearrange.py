@@ -24,7 +24,7 @@ from archspec.primitives.axes_notation import AxesError, parse_equation, parse_p
 from archspec.primitives.ops.einsum import contraction_flops
 from archspec.primitives.ops.rearrange import RearrangeParams, rearranged_grid
 
-from tests.conftest import run_capturing
+from tests.conftest import checks_tensorrt_coverage, run_capturing
 
 TOL = 1e-5
 
@@ -387,10 +387,7 @@ def test_the_ops_in_onnx_match_onnxruntime(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_every_op(tmp_path, capsys):
-    path = tmp_path / "every_use.yaml"
-    path.write_text(EVERY_USE)
-    assert main(["check", str(path), "--target", "tensorrt"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(EVERY_USE, tmp_path, capsys)
 
 
 UNFOLD = """

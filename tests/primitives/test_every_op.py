@@ -21,7 +21,7 @@ from archspec.cli import EXIT_SPEC, main
 from archspec.compiler.backends.export import example_inputs, export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import run_capturing
+from tests.conftest import checks_tensorrt_coverage, run_capturing
 
 TOL = 1e-5
 
@@ -366,10 +366,7 @@ def test_every_op_in_onnx_matches_onnxruntime(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_every_op(tmp_path, capsys):
-    path = tmp_path / "every_op.yaml"
-    path.write_text(EVERY_OP)
-    assert main(["check", str(path), "--target", "tensorrt"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(EVERY_OP, tmp_path, capsys)
 
 
 # -- located errors --------------------------------------------------------------------------------

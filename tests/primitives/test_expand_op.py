@@ -15,11 +15,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
-from archspec.cli import main
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import run_capturing
+from tests.conftest import checks_tensorrt_coverage, run_capturing
 from tests.primitives.test_every_op import build
 
 EXPAND = """
@@ -142,10 +141,7 @@ def test_onnxruntime_at_two_lengths(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_expand(tmp_path, capsys):
-    path = tmp_path / "expand.yaml"
-    path.write_text(EXPAND)
-    assert main(["check", str(path), "--target", "tensorrt", "--batch", "1:4:16"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(EXPAND, tmp_path, capsys, batch="1:4:16")
 
 
 @pytest.mark.parametrize("node, message, hint", [

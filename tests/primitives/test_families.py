@@ -30,6 +30,8 @@ from archspec.primitives import registry
 from archspec.primitives.base import Cost, Op, no_cost
 from archspec.primitives.ops.elementwise import ELEMENTWISE, ELEMENTWISE_OPS
 
+from tests.conftest import checks_tensorrt_coverage
+
 TOL = 1e-5
 
 
@@ -174,12 +176,7 @@ def test_every_member_in_onnx_matches_onnxruntime(built, tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_every_member(tmp_path, capsys):
-    from archspec.cli import main
-
-    path = tmp_path / "families.yaml"
-    path.write_text(FAMILIES)
-    assert main(["check", str(path), "--target", "tensorrt"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(FAMILIES, tmp_path, capsys)
 
 
 def test_the_standalone_model_py_gives_the_same(built, tmp_path):

@@ -29,10 +29,11 @@ import pytest
 import torch
 
 import archspec
-from archspec.cli import main
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 from archspec.compiler.modules.router import Router, recording_router_logits
+
+from tests.conftest import checks_tensorrt_coverage
 
 pytest.importorskip("transformers")
 
@@ -294,10 +295,8 @@ def test_onnx_matches_onnxruntime(pair, tmp_path):
 @pytest.mark.parametrize("name", ["deepseek_v3", "gpt_oss"])
 def test_tensorrt_converts_every_op(name, tmp_path, capsys):
     family, _, options = VARIANTS[name]
-    path = tmp_path / "moe.yaml"
-    path.write_text(spec_text(options, family).replace(f"mappings: [moe_{family}.yaml]\n", ""))
-    assert main(["check", str(path), "--target", "tensorrt", "--batch", "1:4:16"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    text = spec_text(options, family).replace(f"mappings: [moe_{family}.yaml]\n", "")
+    checks_tensorrt_coverage(text, tmp_path, capsys, batch="1:4:16")
 
 
 def test_the_standalone_model_py_gives_the_same(pair, tmp_path):

@@ -17,11 +17,10 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
-from archspec.cli import main
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import perturb_constants
+from tests.conftest import checks_tensorrt_coverage, perturb_constants
 from tests.primitives.test_every_op import TOL, build, checks_shapes
 
 NORMS = """
@@ -140,10 +139,7 @@ def test_onnx_matches_onnxruntime(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_every_norm(tmp_path, capsys):
-    path = tmp_path / "norms.yaml"
-    path.write_text(NORMS)
-    assert main(["check", str(path), "--target", "tensorrt", "--batch", "1:4:16"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(NORMS, tmp_path, capsys, batch="1:4:16")
 
 
 def test_the_standalone_model_py_gives_the_same(tmp_path):

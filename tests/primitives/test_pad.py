@@ -16,10 +16,9 @@ import torch
 import torch.nn.functional as F
 
 import archspec
-from archspec.cli import main
 from archspec.compiler.backends.export import SizeRange, example_inputs, export_program, max_abs_difference
 
-from tests.conftest import run_capturing
+from tests.conftest import checks_tensorrt_coverage, run_capturing
 
 TOL = 1e-5
 
@@ -130,7 +129,4 @@ def test_onnx_runtime_agrees_with_eager(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_pad(tmp_path, capsys):
-    path = tmp_path / "pad.yaml"
-    path.write_text(EVERYTHING)
-    assert main(["check", str(path), "--target", "tensorrt"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(EVERYTHING, tmp_path, capsys)

@@ -15,12 +15,13 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
-from archspec.cli import main
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
 from tests.primitives.test_every_op import TOL, build, checks_shapes
 from tests.primitives.test_index_ops import checks_shapes as checks_shapes_and_dtypes
+
+from tests.conftest import checks_tensorrt_coverage
 
 TOPK = """
 name: topk_ops
@@ -114,10 +115,7 @@ def test_onnx_matches_onnxruntime(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_topk(tmp_path, capsys):
-    path = tmp_path / "topk.yaml"
-    path.write_text(TOPK)
-    assert main(["check", str(path), "--target", "tensorrt", "--batch", "1:4:16"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(TOPK, tmp_path, capsys, batch="1:4:16")
 
 
 def test_k_may_be_an_expression_and_reach_a_symbolic_length():

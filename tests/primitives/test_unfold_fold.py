@@ -16,11 +16,12 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
-from archspec.cli import main
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
 from tests.primitives.test_every_op import TOL, build, checks_shapes
+
+from tests.conftest import checks_tensorrt_coverage
 
 FOLDS = """
 name: fold_ops
@@ -105,10 +106,7 @@ def test_onnx_matches_onnxruntime(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_unfold_and_fold(tmp_path, capsys):
-    path = tmp_path / "folds.yaml"
-    path.write_text(FOLDS)
-    assert main(["check", str(path), "--target", "tensorrt", "--batch", "1:4:16"]) == 0
-    assert "nothing falls back to PyTorch" in capsys.readouterr().out
+    checks_tensorrt_coverage(FOLDS, tmp_path, capsys, batch="1:4:16")
 
 
 @pytest.mark.parametrize("node, message, hint", [
