@@ -147,13 +147,17 @@ class WindowAttention(AttentionForm, Sublayer):
 
     def __init__(self, dim, heads, grid, window, shift=(0, 0), bias="table", cosine=False, qkv_bias=True,
                  proj_bias=True, cpb_hidden=512, pretrained_window=0, attn_drop=0.0, proj_drop=0.0, padded=None,
-                 score_parts=(), **sublayer):
+                 score_parts=(), external_queries=False, **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.attn_drop = heads, attn_drop
         self.grid, self.window, self.shift = tuple(grid), tuple(window), tuple(shift)
         self.padded = tuple(padded) if padded is not None and tuple(padded) != self.grid else None
         self.score_parts = tuple(score_parts)  # children of these names, installed after construction
-        self.qkv = Linear(dim, 3 * dim, bias=qkv_bias is True)
+        self.external_queries = external_queries  # GC ViT: queries read as an input, keys and values projected
+        if external_queries:
+            self.kv = Linear(dim, 2 * dim, bias=qkv_bias is True)
+        else:
+            self.qkv = Linear(dim, 3 * dim, bias=qkv_bias is True)
         if qkv_bias == "qv":  # Swin v2: biases for queries and values only
             self.q_bias = nn.Parameter(torch.zeros(dim))
             self.register_buffer("k_bias", torch.zeros(dim), persistent=False)
@@ -178,7 +182,7 @@ class WindowAttention(AttentionForm, Sublayer):
             self.register_buffer("order", order, persistent=False)  # window order <- grid order
             tokens = self.grid[0] * self.grid[1]
             self.register_buffer("inverse", inverse_order(order, tokens), persistent=False)  # grid <- window order
-        trunc_normal_linears(self.qkv)
+        trunc_normal_linears(self.kv if external_queries else self.qkv)
         trunc_normal_linears(self.proj)
 
     def attn_mask(self, batch):
@@ -207,13 +211,15 @@ class WindowAttention(AttentionForm, Sublayer):
             return self.qkv(x)
         return self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
 
-    def body(self, x):
-        """[B, N, C] -> [B, N, C], tokens in grid order."""
+    def body(self, x, *extra):
+        """[B, N, C] -> [B, N, C], tokens in grid order; `extra`: the external queries [B, A, C]
+        when the node reads them."""
+        queries = extra[0] if self.external_queries else None
         if self.order is None:
-            return self.windowed(x)
+            return self.windowed(x, queries)
         if self.padded is not None:
             x = F.pad(x, (0, 0, 0, 1))  # [B, N, C] -> [B, N+1, C]: the zero token the padding places read
-        return self.windowed(x.index_select(1, self.order)).index_select(1, self.inverse)  # via window order
+        return self.windowed(x.index_select(1, self.order), queries).index_select(1, self.inverse)  # via window order
 
     def part_bias(self, q, k, mask):
         """The attention mask plus the score parts' biases ([B*nW, h, A, A] each), or the mask."""
@@ -222,12 +228,24 @@ class WindowAttention(AttentionForm, Sublayer):
             mask = bias if mask is None else mask + bias
         return mask
 
-    def windowed(self, x):
-        """Attention within each window, the tokens in window order: [B, N, C] -> [B, N, C]."""
+    def split_qkv(self, x, queries=None):
+        """q, k, v [B*nW, h, A, d] of x [B, N, C] in window order; external queries [B, A, C] are
+        shared by the windows of their sample (GC ViT's q_global.repeat_interleave)."""
         B, N, C = x.shape
         heads, area = self.heads, self.window[0] * self.window[1]
-        qkv = self.project_qkv(x).reshape(-1, area, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)  # [B*nW, h, A, d]
+        if queries is None:
+            qkv = self.project_qkv(x).reshape(-1, area, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
+            return qkv.unbind(0)  # 3 x [B*nW, h, A, d]
+        kv = self.kv(x).reshape(-1, area, 2, heads, C // heads).permute(2, 0, 3, 1, 4)  # [2, B*nW, h, A, d]
+        k, v = kv.unbind(0)
+        q = queries.reshape(B, 1, area, heads, C // heads).expand(-1, N // area, -1, -1, -1)  # [B, nW, A, h, d]
+        return q.reshape(-1, area, heads, C // heads).transpose(1, 2), k, v  # [B*nW, h, A, d]
+
+    def windowed(self, x, queries=None):
+        """Attention within each window, the tokens in window order: [B, N, C] -> [B, N, C]."""
+        B, N, C = x.shape
+        area = self.window[0] * self.window[1]
+        q, k, v = self.split_qkv(x, queries)  # [B*nW, h, A, d]
         scale = None
         if self.logit_scale is not None:  # scaled cosine attention
             q = F.normalize(q, dim=-1) * torch.clamp(self.logit_scale, max=LOGIT_SCALE_MAX).exp()
@@ -256,6 +274,8 @@ def window_module(op, p, x, inputs=None):
         extra["padded"] = padded_grid(p, x.grid)
     if p.scores:
         extra["score_parts"] = score_part_names(p)
+    if p.queries == "external":
+        extra["external_queries"] = True
     module = make(WindowAttention, grid=x.grid, window=window, shift=shift, bias=p.bias, cosine=p.cosine,
                   cpb_hidden=p.cpb_hidden, pretrained_window=p.pretrained_window, **extra,
                   **common_args(p, x.channels), **sublayer_args(p))

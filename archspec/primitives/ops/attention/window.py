@@ -41,6 +41,11 @@ class WindowParams(AttentionParams):
                                          "and crop after, as SAM / ViTDet; the window never shrinks")
     scores: list[Any] = Field(default_factory=list,
                               description="score parts that add a bias, over each window (decomposed)")
+    queries: Literal["tokens", "external"] = Field(
+        "tokens", description="tokens: projected from the tokens; external: read as the input after the tokens, "
+                              "one window's queries [B, M*M, C] shared by every window and taken as they are, "
+                              "not normed or projected (GC ViT's global query); the projection then makes keys "
+                              "and values only")
 
 
 PAD_INSTEAD = "to pad the grid to a multiple of {window} (as SAM and Twins do)"
@@ -74,6 +79,9 @@ class WindowAttentionOp(AttentionOp):
 
     def one_grid(self, p) -> str | None:
         return "window attention's token order"
+
+    def reads(self, p) -> tuple[str, ...]:
+        return ("x",) + (("queries",) if p.queries == "external" else ())
 
     def shift(self, p) -> int:
         """The cyclic shift before partitioning (none for plain windows)."""
@@ -121,7 +129,28 @@ class WindowAttentionOp(AttentionOp):
                             "padding into the grid", field="pad",
                             hint=Remedy("use kind: window with pad: true (SAM), or a window that divides the grid"))
         self.geometry(p, grid, x)
+        if p.queries == "external":
+            self.check_external_queries(p, x, inputs[1])
         self.check_scores(p, inputs)
+
+    def check_external_queries(self, p, x: TensorType, queries: TensorType) -> None:
+        """External queries are one window's worth of tokens of the stream's width, shared by its
+        (unshifted) windows, and there is no query projection for a `qv` bias."""
+        windows, _ = self.geometry(p, x.grid)
+        area = windows[0] * windows[1]
+        want = f"[{x.shape[0]}, {area}, {x.channels}]"
+        if queries.layout != "tokens" or queries.shape[0] != x.shape[0] or queries.length != area \
+                or queries.channels != x.channels:
+            raise RuleError(f"external queries must be one {windows[0]}x{windows[1]} window's tokens {want}, got "
+                            f"{queries.layout_name()} {queries.describe()}", field="from",
+                            hint=Remedy("feed a node that gives one query per place of a window at the stream's "
+                                        "width (GC ViT: the global query, pooled to the window size)"))
+        if self.shift(p):
+            raise RuleError("external queries go with unshifted windows: each window reads the same queries",
+                            field="queries", hint=Remedy("use kind: window"))
+        if p.qkv_bias == "qv":
+            raise RuleError("qkv_bias: qv gives the query projection a bias, and external queries have no "
+                            "projection", field="qkv_bias", hint=Remedy("use qkv_bias: true or false"))
 
     def check_scores(self, p, inputs: list[TensorType]) -> None:
         """Each part fits the window; parts that write the scores out are not taken here."""
@@ -155,7 +184,11 @@ class WindowAttentionOp(AttentionOp):
         rows, cols = padded_grid(p, x.grid)
         extra = rows * cols - dim_value(x.length)
         flops = linear_flops(extra, x.channels, 3 * x.channels) + linear_flops(extra, x.channels, x.channels)
-        return Cost(base.params, base.flops + flops, base.buffer_bytes, base.score_bytes)
+        params = base.params
+        if p.queries == "external":  # no query projection: keys and values only
+            params -= linear_params(x.channels, x.channels, p.qkv_bias is True)
+            flops -= linear_flops(rows * cols, x.channels, x.channels)
+        return Cost(params, base.flops + flops, base.buffer_bytes, base.score_bytes)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]
