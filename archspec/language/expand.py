@@ -33,6 +33,7 @@ from .node_params import node_params
 from .schema import GROUP, BlockDef, NodeMeta, SpecDoc
 from .scope import Alias, Compound, Out, Ref, Scope, resolve
 from .validation import diagnostics_from
+from .weights_of import Tie, inside, tied_pairs
 from .values import POISON, Env, Params, Silent, evaluate_value
 
 
@@ -88,7 +89,8 @@ class Expander:
         self.resolved: dict = {}  # scope.resolve's memo
         self.depth = 0  # blocks and groups being expanded, one inside the other
         self.scopes: list[Scope] = []  # the scopes with a kept node named by `id` (kept_alternatives reads them)
-        self.shares: list[tuple[str, str]] = []  # (node, node of copy 0 whose weights it uses): `share: true`
+        self.shares: list[tuple[str, str]] = []  # (node, node whose weights it uses): `share`, `weights_of`
+        self.ties: list[Tie] = []  # the nodes with `weights_of`, checked once every node exists
         self.graph = Graph(spec.name, spec.doc, doc.file)
 
     # -- top level ------------------------------------------------------------------------
@@ -105,6 +107,7 @@ class Expander:
         self.errors.raise_if_any()
         self.resolve_all(top, last, objectives)
         self.errors.raise_if_any()
+        self.tie_weights()
         record_shares(self.graph, self.shares, {p.name: i for i, p in enumerate(self.pending)})
         self.graph.lint()
         sources = mapping_files(self.spec, self.doc)
@@ -192,8 +195,11 @@ class Expander:
             checks.check_id_unique(name, site.scope, self.doc, site.path)
         try:
             inputs = self.node_inputs(meta, site, chain)
+            start = len(self.pending)
             # skipped: it stands for its (first) input
             value = self.repeated(site, meta, inputs) if active else Alias(inputs[0])
+            if active and meta.weights_of is not None:
+                self.tie(site, meta, start)
         except SpecError as exc:
             raise at_node(exc, site.node_path) from None
         scope = site.scope
@@ -214,6 +220,24 @@ class Expander:
             scope.kept[name] = (site.node_path, self.doc.loc(site.path + ("id",)))
         self._try(self.check_node_name, name, meta, site)
         return value
+
+    def tie(self, site: Site, meta: NodeMeta, start: int) -> None:
+        """Note a node with `weights_of` (its primitive nodes are pending[start:])."""
+        checks.check_weights_of(meta, self.doc, site.path)
+        path = site.path + ("weights_of",)
+        ref = Ref(self.from_path(meta.weights_of, path, site.env, "weights_of"), site.scope, self.doc.loc(path),
+                  site.node_path)
+        mine = {inside(p.name, site.node_path): p for p in self.pending[start:]}
+        self.ties.append(Tie(site.node_path, ref, mine))
+
+    def tie_weights(self) -> None:
+        """`weights_of`: each tie's pairs of nodes join the shares, once their ops and parameters agree."""
+        if not self.ties:
+            return
+        pending = {p.name: p for p in self.pending}
+        for tie in self.ties:
+            self.shares += self._try(tied_pairs, tie, pending) or []
+        self.errors.raise_if_any()
 
     def check_node_name(self, name: str, meta: NodeMeta, site: Site) -> None:
         """The name of a kept node becomes a module attribute in the built model (names.py)."""

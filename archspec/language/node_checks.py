@@ -110,6 +110,14 @@ def check_no_index(meta: NodeMeta, doc: Document, path: tuple) -> None:
                     doc.loc(path + ("share",)), hint="add `repeat: N` to this node, or remove `share`")
 
 
+def check_weights_of(meta: NodeMeta, doc: Document, path: tuple) -> None:
+    """`weights_of` names one node's weights for one node: a repeat shares its copies with `share`."""
+    if meta.repeat is not None:
+        raise error("`weights_of` and `repeat` together: the copies would all use one other node's weights",
+                    doc.loc(path + ("weights_of",)),
+                    hint="repeat a node with `share: true` to make its copies one set of weights, or tie one node")
+
+
 def check_shared_copy(copy: dict, first: dict, k: int, doc: Document, path: tuple) -> None:
     """Copy `k` of a `share: true` repeat has the nodes of copy 0 (by their paths inside the
     copy), each of the same op: one set of weights serves them all."""

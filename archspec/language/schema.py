@@ -75,7 +75,7 @@ class SpecDoc(StrictSpecModel):
 
 
 
-META_KEYS = ("id", "from", "repeat", "as", "share", "if", "doc")
+META_KEYS = ("id", "from", "repeat", "as", "share", "weights_of", "if", "doc")
 GROUP = "graph"  # the op key of an inline group of nodes (and the key of the top-level graph)
 
 
@@ -88,5 +88,7 @@ class NodeMeta(StrictSpecModel):
     as_: str | None = Field(None, alias="as", pattern=IDENTIFIER, description="name of the repeat index (default i)")
     share: bool | None = Field(None, description="with `repeat`: every copy uses the first copy's weights (one "
                                                  "set of parameters, applied N times: ALBERT)")
+    weights_of: str | None = Field(None, description="path of another node whose weights this one uses (same op "
+                                                     "and parameters: one linear applied to two inputs)")
     if_: Union[bool, str, None] = Field(None, alias="if", description="keep the node only if this is true")
     doc: str | None = None
