@@ -21,6 +21,15 @@ def init_conv_fan_out(conv: nn.Conv2d) -> None:
         nn.init.zeros_(conv.bias)
 
 
+def merge_heads(x, order: str):
+    """The heads' outputs [B, h, N, d] -> [B, N, h*d]: head_major concatenates each head's d
+    channels, dim_major each channel's h heads (NesT's permute(0, 2, 3, 4, 1))."""
+    B, h, N, d = x.shape
+    if order == "dim_major":
+        return x.permute(0, 2, 3, 1).reshape(B, N, d * h)  # [B, h, N, d] -> [B, N, d, h] -> [B, N, d*h]
+    return x.transpose(1, 2).reshape(B, N, h * d)  # [B, h, N, d] -> [B, N, h, d] -> [B, N, h*d]
+
+
 def common_args(p, width: int) -> dict:
     """The constructor arguments of every attention module."""
     return dict(dim=width, heads=p.heads, qkv_bias=p.qkv_bias, proj_bias=p.proj_bias, attn_drop=p.attn_drop,

@@ -11,7 +11,8 @@ from .sequence import SelfAttention, make_sequence_attention
 
 @lowering(GLOBAL)
 def lower(p, inputs, ctx):
-    return make_sequence_attention(SelfAttention, GLOBAL, p, inputs)
+    extra = {"merge_heads": p.merge_heads} if p.merge_heads != "head_major" else {}  # model.py as before
+    return make_sequence_attention(SelfAttention, GLOBAL, p, inputs, **extra)
 
 
 register_facts(GLOBAL, grid=KEEPS, classifier=None, resample=None)

@@ -26,7 +26,7 @@ from archspec.primitives.ops.attention.sequence import score_tensors
 from ..common import Linear, make, trunc_normal_linears
 from ..norms import RMSNorm
 from ..sublayer import Sublayer, sublayer_args
-from .common import attention_dropout, common_args
+from .common import attention_dropout, common_args, merge_heads
 from .form import AttentionForm, softmax_written
 from .scores.rotary_grid import turn_halves, turn_pairs
 from .scores.base import ScoreIndex, install_score_parts, score_part_names
@@ -119,11 +119,13 @@ class SequenceAttention(AttentionForm, Sublayer):
                  qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, rope_interleaved=False,
                  rope_yarn=None,
                  fused=True, head_dim=None,
-                 scale=None, score_bias=False, score_parts=(), score_tensors=0, kv_dim=None, **sublayer):
+                 scale=None, score_bias=False, score_parts=(), score_tensors=0, kv_dim=None,
+                 merge_heads="head_major", **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads, self.attn_drop = heads, kv_heads or heads, attn_drop
         self.head_dim = head_dim or dim // heads
         self.scale = scale  # None: 1/sqrt(head_dim)
+        self.merge_heads = merge_heads  # the heads' outputs as (heads, head_dim), or (head_dim, heads): NesT
         self.score_bias = score_bias  # reads an additive score bias before the padding mask
         self.score_parts = tuple(score_parts)  # children of these names, installed after construction
         self.score_tensors = score_tensors  # inputs the parts read by name, after the score bias
@@ -376,7 +378,10 @@ class SequenceAttention(AttentionForm, Sublayer):
                 attn_mask, is_causal = (bias.to(q.dtype) if mask is None else mask + bias), False
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=attention_dropout(self),
                                                is_causal=is_causal, scale=self.scale)
-        x = self.proj(x.transpose(1, 2).reshape(B, N, -1))  # [B, h, N, d] -> [B, N, h*d]
+        if self.merge_heads == "head_major":
+            x = self.proj(x.transpose(1, 2).reshape(B, N, -1))  # [B, h, N, d] -> [B, N, h*d]
+        else:
+            x = self.proj(merge_heads(x, self.merge_heads))  # [B, h, N, d] -> [B, N, d*h]
         return self.proj_drop(x) if self.proj_drop is not None else x
 
 

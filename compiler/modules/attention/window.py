@@ -41,7 +41,7 @@ from ...weights.resample import bias_table_of
 from ..common import Linear, cached, eager_inference, make, tensor_key, trunc_normal_linears, without_cache
 from ..relative_lookup import pair_offset_index
 from ..sublayer import Sublayer, sublayer_args
-from .common import attention_dropout, common_args
+from .common import attention_dropout, common_args, merge_heads
 from .form import AttentionForm, written_attention
 from .scores.base import install_score_parts, score_part_names
 
@@ -147,12 +147,13 @@ class WindowAttention(AttentionForm, Sublayer):
 
     def __init__(self, dim, heads, grid, window, shift=(0, 0), bias="table", cosine=False, qkv_bias=True,
                  proj_bias=True, cpb_hidden=512, pretrained_window=0, attn_drop=0.0, proj_drop=0.0, padded=None,
-                 score_parts=(), external_queries=False, **sublayer):
+                 score_parts=(), external_queries=False, merge_heads="head_major", **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.attn_drop = heads, attn_drop
         self.grid, self.window, self.shift = tuple(grid), tuple(window), tuple(shift)
         self.padded = tuple(padded) if padded is not None and tuple(padded) != self.grid else None
         self.score_parts = tuple(score_parts)  # children of these names, installed after construction
+        self.merge_heads = merge_heads  # head_major: (heads, head_dim), as timm's Swin; dim_major: NesT
         self.external_queries = external_queries  # GC ViT: queries read as an input, keys and values projected
         if external_queries:
             self.kv = Linear(dim, 2 * dim, bias=qkv_bias is True)
@@ -256,7 +257,10 @@ class WindowAttention(AttentionForm, Sublayer):
             x = written_attention(q, k, v, mask, scale=scale, dropout=attention_dropout(self))  # [B*nW, h, A, d]
         else:
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self), scale=scale)
-        x = self.proj(x.transpose(1, 2).reshape(B, N, C))  # [B*nW, h, A, d] -> [B, N, C]
+        if self.merge_heads == "head_major":
+            x = self.proj(x.transpose(1, 2).reshape(B, N, C))  # [B*nW, h, A, d] -> [B, N, C]
+        else:
+            x = self.proj(merge_heads(x, self.merge_heads).reshape(B, N, C))  # [B*nW, h, A, d] -> [B, N, C]
         if self.proj_drop is not None:
             x = self.proj_drop(x)
         return x
@@ -276,6 +280,8 @@ def window_module(op, p, x, inputs=None):
         extra["score_parts"] = score_part_names(p)
     if p.queries == "external":
         extra["external_queries"] = True
+    if p.merge_heads != "head_major":
+        extra["merge_heads"] = p.merge_heads
     module = make(WindowAttention, grid=x.grid, window=window, shift=shift, bias=p.bias, cosine=p.cosine,
                   cpb_hidden=p.cpb_hidden, pretrained_window=p.pretrained_window, **extra,
                   **common_args(p, x.channels), **sublayer_args(p))

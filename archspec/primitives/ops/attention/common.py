@@ -10,6 +10,7 @@ or its scores come in windows, `score_bytes` (the score matrices, for the memory
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Literal
 
 from pydantic import Field
 
@@ -30,6 +31,16 @@ class AttentionParams(SublayerParams):
 
 
 def check_heads(p: AttentionParams, width: int) -> None:
+MergeHeads = Literal["head_major", "dim_major"]
+
+
+def merge_heads_field():
+    """`merge_heads`: the order the heads' outputs are concatenated in before the projection."""
+    return Field("head_major", description="the heads' outputs concatenated as (heads, head_dim): head_major, each "
+                                           "head's channels together; or (head_dim, heads): dim_major, each "
+                                           "channel's heads together (NesT)")
+
+
     if width % p.heads:
         fits = [d for d in divisors(width) if d <= 64][-8:]
         raise RuleError(f"{p.heads} heads do not divide the width {width}", field="heads",

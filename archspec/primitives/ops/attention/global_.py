@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Literal
 
 from ...registry import register
+from .common import MergeHeads, merge_heads_field
 from .sequence import SequenceAttentionOp, SequenceParams
 from ...decoding import Mixes, register_decoding
 
 
 class GlobalParams(SequenceParams):
     kind: Literal["global"]
+    merge_heads: MergeHeads = merge_heads_field()
 
 
 class GlobalAttentionOp(SequenceAttentionOp):

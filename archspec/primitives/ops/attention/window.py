@@ -23,7 +23,7 @@ from ...base import Cost, NonNegInt, PositiveInt, RuleError
 from ...counting import FLOAT_BYTES, INDEX_BYTES, attention_flops, linear_flops, linear_params
 from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
-from .common import AttentionOp, AttentionParams, need_grid
+from .common import AttentionOp, AttentionParams, MergeHeads, merge_heads_field, need_grid
 from .scores.base import ScoreSite, parse_scores
 from ...decoding import Mixes, register_decoding
 
@@ -46,6 +46,7 @@ class WindowParams(AttentionParams):
                               "one window's queries [B, M*M, C] shared by every window and taken as they are, "
                               "not normed or projected (GC ViT's global query); the projection then makes keys "
                               "and values only")
+    merge_heads: MergeHeads = merge_heads_field()
 
 
 PAD_INSTEAD = "to pad the grid to a multiple of {window} (as SAM and Twins do)"
