@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from .core.errors import UsageError
 from .core.shipped import closest_names, looks_like_a_name, shipped_names, shipped_spec
+from .language.param_types import TIMM_KEYWORDS as PARAM_KEYWORDS
 
 LOG = logging.getLogger("archspec")
 CLASSES = "classes"  # the param a shipped classifier's class count is (`classes: ${classes}`)
@@ -219,15 +220,13 @@ def load_checkpoint(model, report, weights, mapping=None):
 
 
 # -- timm's keywords and model names (create_model) -------------------------------------------------
-# timm.create_model's keywords that archspec.create_model takes where a spec declares them. A spec
-# declares how they map onto its params in one comment line (the spec language has no key for
-# it, so the loader is untouched), read here from the raw file and inherited through `extends:`:
-#     # timm_args: {img_size: img, num_classes: classes, drop_path_rate: drop_path, in_chans: {fixed: 3}}
+# timm.create_model's keywords that archspec.create_model takes where a spec declares them, in its
+# `timm_args:` key (archspec/language/param_types.py; inherited key by key through `extends:`):
+#     timm_args: {img_size: img, num_classes: classes, drop_path_rate: drop_path, in_chans: {fixed: 3}}
 # a string value names the param the keyword sets; {fixed: VALUE} says the spec is built for that
 # value only, with no param for it (in_chans: {fixed: 3}: three channels; the keyword is accepted
 # at that value alone, any other is a ValueError).
-TIMM_KEYWORDS = ("img_size", "in_chans", "num_classes", "drop_path_rate", "drop_rate", "global_pool", "pretrained")
-TIMM_ARGS_LINE = re.compile(r"^#\s*timm_args:\s*(\{.*\})\s*$", re.M)
+TIMM_KEYWORDS = PARAM_KEYWORDS + ("pretrained",)
 DATA_CFG_LINE = re.compile(r"^#\s*pretrained_cfg:\s*(\{.*\})\s*$", re.M)
 
 
@@ -251,9 +250,36 @@ def declared_table(path: str, pattern: re.Pattern) -> dict:
     return table
 
 
+def composed_section(path: str, key: str) -> dict:
+    """A top-level mapping of a spec file, those of the specs it extends laid under it."""
+    from .language.compose import compose
+    from .language.loader import load_file
+
+    found = compose(load_file(path)).data.get(key)
+    return found if isinstance(found, dict) else {}
+
+
 def timm_args(path: str) -> dict:
     """{timm keyword: the param it sets (str) or {"fixed": the value the spec is built for}}."""
-    return declared_table(path, TIMM_ARGS_LINE)
+    return composed_section(path, "timm_args")
+
+
+def check_param_values(function: str, path: str, values: dict) -> None:
+    """A ValueError for a value a param's `param_types:` entry does not allow (with a did-you-mean)."""
+    from .language.param_types import value_problem
+    from .language.schema import ParamType
+
+    declared = composed_section(path, "param_types")
+    for name, value in values.items():
+        if isinstance(declared.get(name), dict) and not (isinstance(value, str) and "${" in value):
+            try:
+                kind = ParamType.model_validate(declared[name])
+            except ValueError:
+                continue  # the spec's own error, reported when it is checked
+            problem = value_problem(name, value, kind)
+            if problem is not None:
+                raise ValueError(f"archspec.{function}: {name}={value!r}: {problem[0]}"
+                                 + (f" ({problem[1]})" if problem[1] else ""))
 
 
 def data_cfg(path: str) -> dict:
@@ -318,6 +344,7 @@ def timm_overrides(function: str, path: str, overrides: dict) -> dict:
         if key in out:
             raise TypeError(f"archspec.{function}: the param `{key}` is given twice (by its name and by timm's keyword)")
         out[key] = value
+    check_param_values(function, path, out)
     return out
 
 

@@ -30,6 +30,7 @@ from .loader import Document
 from .mapping_sources import MappingSource, mapping_sources
 from .names import OBJECTIVES, check_node_id, node_names
 from .node_params import node_params
+from .param_types import condition_warnings
 from .schema import GROUP, BlockDef, NodeMeta, SpecDoc
 from .scope import Alias, Compound, Out, Ref, Scope, resolve
 from .validation import diagnostics_from
@@ -81,7 +82,7 @@ class Pending:
 class Expander:
     def __init__(self, doc: Document, spec: SpecDoc):
         self.doc, self.spec = doc, spec
-        self.params = Params(spec.params, doc)
+        self.params = Params(spec.params, doc, spec.param_types)
         self.errors = Collector()
         self.pending: list[Pending] = []
         self.block_stack: list[str] = []
@@ -119,7 +120,8 @@ class Expander:
         for problem in unread_alternatives(self.graph, self.kept_alternatives(), needed):
             self.errors.add(problem)
         self.errors.raise_if_any()
-        self.graph.warnings = [s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
+        self.graph.warnings = ([s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
+                               + condition_warnings(self.doc, self.spec))
         return self.graph
 
     def kept_alternatives(self) -> list[tuple]:
@@ -134,6 +136,8 @@ class Expander:
             self._try(plugins.require, self.spec.requires,
                       [self.doc.loc(("requires", i)) for i in range(len(self.spec.requires))])
             self.errors.raise_if_any()
+        for problem in checks.param_declaration_problems(self.spec, self.doc):
+            self.errors.add(problem)
         for name in self.spec.params:
             self._try(self.params.get, name)
         for problem in checks.block_name_problems(self.spec, self.doc) + checks.parameter_name_problems(

@@ -1,8 +1,8 @@
 """`extends`: a spec laid over the spec it extends (and that one over its own base, and so on).
 
-A spec that extends another starts from that spec's document: `params`, `dims`, `inputs`,
-`targets` and `blocks` are overridden key by key; `name`, `doc`, `graph`, `outputs` and the
-rest are replaced whole. Instead of a whole `graph`, the spec may edit its base's graph
+A spec that extends another starts from that spec's document: `params`, `param_types`,
+`timm_args`, `dims`, `inputs`, `targets` and `blocks` are overridden key by key; `name`, `doc`,
+`graph`, `outputs` and the rest are replaced whole. Instead of a whole `graph`, the spec may edit its base's graph
 (edits.py). Every value keeps the position of the file it came from. Which files `extends`
 may name: paths.py (YAML files in the spec's folder tree or archspec's specs folder). A shipped
 spec may be named from any folder by its name (`extends: llama`) or its file name
@@ -30,7 +30,7 @@ from .loader import Document, load_file
 from .paths import named_file
 from .schema import GROUP
 
-MERGED_BY_KEY = ("params", "dims", "inputs", "targets", "blocks")
+MERGED_BY_KEY = ("params", "param_types", "timm_args", "dims", "inputs", "targets", "blocks")
 
 
 def with_bases(doc: Document) -> Document:

@@ -21,6 +21,7 @@ from .limits import MAX_NESTING, MAX_NODES, MAX_REPEAT
 from .loader import Document
 from .names import OBJECTIVES, check_parameter_name
 from .node_params import misplaced_parameter
+from .param_types import TIMM_KEYWORDS
 from .schema import GROUP, META_KEYS, BlockDef, NodeMeta, SpecDoc
 from .scope import Scope
 from .validation import diagnostics_from
@@ -52,6 +53,22 @@ def parameter_name_problems(spec: SpecDoc, doc: Document) -> list[SpecError]:
                                           doc.loc(("blocks", block_name, "inputs", i)), block.inputs)
                      for i, name in enumerate(block.inputs)]
     return [problem for problem in problems if problem is not None]
+
+
+def param_declaration_problems(spec: SpecDoc, doc: Document) -> list[SpecError]:
+    """`param_types` and `timm_args` name the spec's params."""
+    named = [(name, doc.loc(("param_types", name), key=True), "param_types") for name in spec.param_types]
+    named += [(target, doc.loc(("timm_args", key)), "timm_args") for key, target in spec.timm_args.items()
+              if isinstance(target, str)]
+    problems = [error(f"timm_args: '{key}' is not one of timm.create_model's keywords", doc.loc(("timm_args", key), key=True),
+                      hint=suggest(key, TIMM_KEYWORDS) or f"timm's keywords: {', '.join(TIMM_KEYWORDS)}")
+                for key in spec.timm_args if key not in TIMM_KEYWORDS]
+    for name, where, section in named:
+        if name not in spec.params:
+            hint = suggest(name, spec.params) or (f"params: {some(spec.params)}" if spec.params else
+                                                  "declare it under `params`")
+            problems.append(error(f"{section}: '{name}' is not a param of this spec", where, hint=hint))
+    return problems
 
 
 # -- one node --------------------------------------------------------------------------------------

@@ -44,12 +44,30 @@ class InsertEdit(StrictSpecModel):
     nodes: list[dict[str, Any]] = Field(min_length=1, description="the nodes to insert")
 
 
+class ParamType(StrictSpecModel):
+    """What values a param may take (`param_types:`)."""
+
+    type: Literal["int", "float", "bool", "str", "list"] | None = Field(None, description="the param's type")
+    choices: list[Any] | None = Field(None, min_length=1, description="the values it may take")
+    doc: str = ""
+
+
+class FixedArg(StrictSpecModel):
+    fixed: Any = Field(description="the one value of the keyword the spec is built for (it has no param for it)")
+
+
 class SpecDoc(StrictSpecModel):
     archspec: Literal[1] = Field(FORMAT_VERSION, description="spec format version")
     name: str = Field(pattern=IDENTIFIER)
     doc: str = ""
     extends: str | None = Field(None, description="path of a spec this one starts from (relative to this file)")
     params: dict[Name, Any] = Field(default_factory=dict, description="named values, usable anywhere as ${name}")
+    param_types: dict[Name, ParamType] = Field(
+        default_factory=dict, description="params' types and allowed values: norm: {type: str, choices: [layer, "
+                                          "batch]}")
+    timm_args: dict[Name, Union[Name, FixedArg]] = Field(
+        default_factory=dict, description="timm.create_model's keywords this spec takes: the param each sets, or "
+                                          "{fixed: VALUE} for one the spec is built for only")
     dims: dict[Name, list[Union[int, str]]] = Field(
         default_factory=dict, description="symbolic sizes with their range, e.g. S: [1, 512] (bounds may be "
                                           "expressions over params)")

@@ -9,6 +9,8 @@ from typing import Any
 from ..core.errors import Loc, SpecError, error
 from .expressions import ExprError, has_expression, interpolate
 from .loader import Document
+from .overrides import COMMAND_LINE
+from .param_types import value_problem
 
 
 class Silent(Exception):
@@ -32,8 +34,9 @@ class _Needs(Exception):
 class Params:
     """The spec's params, evaluated on first use, cycles refused."""
 
-    def __init__(self, raw: dict, doc: Document):
+    def __init__(self, raw: dict, doc: Document, types: dict | None = None):
         self.raw, self.doc = raw, doc
+        self.types = types or {}  # param -> its declared ParamType (`param_types:`)
         self.values: dict[str, Any] = {}
         self.stack: list[str] = []  # params being evaluated, each waiting for the one after it
         self.on_stack: set[str] = set()
@@ -67,11 +70,22 @@ class Params:
                 except _Needs as need:
                     self._push(need.name)
                     continue
+                if name in self.types:
+                    self._check_type(name)
                 self.on_stack.discard(self.stack.pop())
         except (SpecError, Silent):
             for waiting in self.stack:
                 self.values.setdefault(waiting, POISON)
             raise
+
+    def _check_type(self, name: str) -> None:
+        """The value has the param's declared type and is one of its choices (param_types.py)."""
+        problem = value_problem(name, self.values[name], self.types[name])
+        if problem is not None:
+            self.values[name] = POISON
+            loc = self.doc.loc(("params", name))
+            said = "--set " if loc is not None and loc.file == COMMAND_LINE else ""
+            raise error(said + problem[0], loc, hint=problem[1])
 
     def _push(self, name: str) -> None:
         if name in self.on_stack:
