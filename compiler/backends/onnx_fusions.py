@@ -18,6 +18,8 @@ from archspec.primitives.ops.attention.class_ import CLASS
 from archspec.primitives.ops.attention.cross import CROSS
 from archspec.primitives.ops.attention.global_ import GLOBAL
 from archspec.primitives.ops.attention.linear_sra import LINEAR_SRA
+from archspec.primitives.ops.attention.outlook import OUTLOOK
+from archspec.primitives.ops.attention.pooled import POOLED
 from archspec.primitives.ops.attention.shifted import SHIFTED
 from archspec.primitives.ops.attention.sliding import SLIDING
 from archspec.primitives.ops.attention.sra import SRA
@@ -87,6 +89,7 @@ NO_FUSION = (
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
     EXPAND, UNFOLD, FOLD,
     LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
+    OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
     LAYER, RMS, BATCH,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
     CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,
