@@ -147,12 +147,14 @@ class WindowAttention(AttentionForm, Sublayer):
 
     def __init__(self, dim, heads, grid, window, shift=(0, 0), bias="table", cosine=False, qkv_bias=True,
                  proj_bias=True, cpb_hidden=512, pretrained_window=0, attn_drop=0.0, proj_drop=0.0, padded=None,
-                 score_parts=(), external_queries=False, merge_heads="head_major", **sublayer):
+                 score_parts=(), external_queries=False, merge_heads="head_major", pad_before_norm=False,
+                 **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.attn_drop = heads, attn_drop
         self.grid, self.window, self.shift = tuple(grid), tuple(window), tuple(shift)
         self.padded = tuple(padded) if padded is not None and tuple(padded) != self.grid else None
         self.score_parts = tuple(score_parts)  # children of these names, installed after construction
+        self.pad_before_norm = pad_before_norm  # TinyViT: the norm after the padding, in the body
         self.merge_heads = merge_heads  # head_major: (heads, head_dim), as timm's Swin; dim_major: NesT
         self.external_queries = external_queries  # GC ViT: queries read as an input, keys and values projected
         if external_queries:
@@ -216,11 +218,20 @@ class WindowAttention(AttentionForm, Sublayer):
         """[B, N, C] -> [B, N, C], tokens in grid order; `extra`: the external queries [B, A, C]
         when the node reads them."""
         queries = extra[0] if self.external_queries else None
-        if self.order is None:
-            return self.windowed(x, queries)
         if self.padded is not None:
             x = F.pad(x, (0, 0, 0, 1))  # [B, N, C] -> [B, N+1, C]: the zero token the padding places read
+        if self.pad_before_norm:
+            x = self.norm(x)  # TinyViT: the padding token normed too
+        if self.order is None:
+            return self.windowed(x, queries)
         return self.windowed(x.index_select(1, self.order), queries).index_select(1, self.inverse)  # via window order
+
+    def normed_body(self, x, *extra):
+        """The body after the pre-norm, or with `pad_before_norm` the body alone: it norms after
+        padding."""
+        if self.pad_before_norm:
+            return self.body(x, *extra)
+        return super().normed_body(x, *extra)
 
     def part_bias(self, q, k, mask):
         """The attention mask plus the score parts' biases ([B*nW, h, A, A] each), or the mask."""
@@ -276,6 +287,8 @@ def window_module(op, p, x, inputs=None):
     extra = {}  # only what the node uses, so that model.py reads as before for Swin
     if p.pad:
         extra["padded"] = padded_grid(p, x.grid)
+    if p.pad == "before_norm":
+        extra["pad_before_norm"] = True
     if p.scores:
         extra["score_parts"] = score_part_names(p)
     if p.queries == "external":

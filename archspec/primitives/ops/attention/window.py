@@ -37,8 +37,10 @@ class WindowParams(AttentionParams):
     qkv_bias: Union[bool, Literal["qv"]] = Field(True, description="true, false, or qv (query and value only, Swin v2)")
     cpb_hidden: PositiveInt = 512
     pretrained_window: NonNegInt = Field(0, description="cpb: window size the coordinates are normalised by (0: this one)")
-    pad: bool = Field(False, description="pad the grid with zero tokens (after the norm) to a multiple of the window "
-                                         "and crop after, as SAM / ViTDet; the window never shrinks")
+    pad: Union[bool, Literal["before_norm"]] = Field(
+        False, description="pad the grid with zero tokens to a multiple of the window and crop after; the window never "
+                           "shrinks. true: after the sub-layer's norm (SAM / ViTDet); before_norm: before it, the "
+                           "padded tokens normed too (TinyViT, whose norm sits inside its attention)")
     scores: list[Any] = Field(default_factory=list,
                               description="score parts that add a bias, over each window (decomposed)")
     queries: Literal["tokens", "external"] = Field(
@@ -130,6 +132,10 @@ class WindowAttentionOp(AttentionOp):
                             "padding into the grid", field="pad",
                             hint=Remedy("use kind: window with pad: true (SAM), or a window that divides the grid"))
         self.geometry(p, grid, x)
+        if p.pad == "before_norm" and p.norm != "pre":
+            raise RuleError(f"pad: before_norm pads the tokens before the sub-layer's norm, and norm: {p.norm} has "
+                            "no norm before the attention", field="pad",
+                            hint=Remedy("use norm: pre (TinyViT), or pad: true"))
         if p.queries == "external":
             self.check_external_queries(p, x, inputs[1])
         self.check_scores(p, inputs)
