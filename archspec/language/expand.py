@@ -80,8 +80,9 @@ class Pending:
 
 
 class Expander:
-    def __init__(self, doc: Document, spec: SpecDoc):
+    def __init__(self, doc: Document, spec: SpecDoc, tolerant: bool = False):
         self.doc, self.spec = doc, spec
+        self.tolerant = tolerant  # go on past errors, keeping the nodes that expand (expand_partial)
         self.params = Params(spec.params, doc, spec.param_types)
         self.errors = Collector()
         self.pending: list[Pending] = []
@@ -100,26 +101,30 @@ class Expander:
         top = Scope(None)
         chain = self.add_inputs(top)
         self.add_inputs(top, "targets")
-        self.errors.raise_if_any()
+        self.stop_if_errors()
         last = self.expand_list(self.spec.graph, ("graph",), top, Env(self.params), "", chain)
         objectives = Scope(top)  # objectives see the graph's names; their paths start with `objectives.`
         if self.spec.objectives:
             self.expand_list(self.spec.objectives, (OBJECTIVES,), objectives, Env(self.params), OBJECTIVES + ".", None)
-        self.errors.raise_if_any()
+        self.stop_if_errors()
         self.resolve_all(top, last, objectives)
-        self.errors.raise_if_any()
+        self.stop_if_errors()
+        if self.tolerant:  # what the graph returns, of the nodes it has
+            self.graph.outputs = [o for o in self.graph.outputs if o.node in self.graph]
+            self.graph.objectives = [o for o in self.graph.objectives if o.node in self.graph]
         self.tie_weights()
         record_shares(self.graph, self.shares, {p.name: i for i, p in enumerate(self.pending)})
-        self.graph.lint()
+        if not self.tolerant:
+            self.graph.lint()
         sources = mapping_files(self.spec, self.doc)
         self.graph.mapping_sources = sources  # read by compiler/weights/load.py
         self.graph.mappings = [source.path for source in sources if source.path is not None]
         self.graph.params = {name: self.params.get(name) for name in self.spec.params}
-        self.errors.raise_if_any()
+        self.stop_if_errors()
         needed = self.graph.ancestors([out.node for out in self.graph.outputs + self.graph.objectives])
         for problem in unread_alternatives(self.graph, self.kept_alternatives(), needed):
             self.errors.add(problem)
-        self.errors.raise_if_any()
+        self.stop_if_errors()
         self.graph.warnings = ([s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
                                + condition_warnings(self.doc, self.spec))
         return self.graph
@@ -135,7 +140,7 @@ class Expander:
         if self.spec.requires:
             self._try(plugins.require, self.spec.requires,
                       [self.doc.loc(("requires", i)) for i in range(len(self.spec.requires))])
-            self.errors.raise_if_any()
+            self.stop_if_errors()
         for problem in checks.param_declaration_problems(self.spec, self.doc):
             self.errors.add(problem)
         for name in self.spec.params:
@@ -143,9 +148,14 @@ class Expander:
         for problem in checks.block_name_problems(self.spec, self.doc) + checks.parameter_name_problems(
                 self.spec, self.doc):
             self.errors.add(problem)
-        self.errors.raise_if_any()
+        self.stop_if_errors()
         self.graph.dims = symbolic_dims(self.spec, self.doc, self.params, self.errors)
-        self.errors.raise_if_any()
+        self.stop_if_errors()
+
+    def stop_if_errors(self) -> None:
+        """Raise the errors collected so far (a tolerant expansion goes on with the nodes it has)."""
+        if not self.tolerant:
+            self.errors.raise_if_any()
 
     def _try(self, fn, *args):
         try:
@@ -241,7 +251,7 @@ class Expander:
         pending = {p.name: p for p in self.pending}
         for tie in self.ties:
             self.shares += self._try(tied_pairs, tie, pending) or []
-        self.errors.raise_if_any()
+        self.stop_if_errors()
 
     def check_node_name(self, name: str, meta: NodeMeta, site: Site) -> None:
         """The name of a kept node becomes a module attribute in the built model (names.py)."""
@@ -388,10 +398,13 @@ class Expander:
 
     # -- references ---------------------------------------------------------------------------
     def resolve_all(self, top: Scope, last, objectives: Scope) -> None:
-        for pending in self.pending:
-            self._try(self.finish, pending)
-        self.errors.raise_if_any()
-        checks.check_acyclic(self.graph)
+        waiting = self.pending
+        while waiting:  # a tolerant expansion adds a node once what it reads is there
+            left = [p for p in waiting if self._try(self.finish, p) is False]
+            waiting = left if len(left) < len(waiting) else []
+        self.stop_if_errors()
+        if not self.tolerant:
+            checks.check_acyclic(self.graph)
         for path, block, names, values in self.block_uses:
             self.graph.groups[path] = GroupInfo("block", block, names, tuple(self.resolve(v) for v in values))
         self.graph.outputs = self._try(self.outputs, top, last) or []
@@ -403,10 +416,13 @@ class Expander:
     def resolve(self, value) -> str | None:
         return resolve(value, self.resolved)
 
-    def finish(self, p: Pending) -> None:
+    def finish(self, p: Pending) -> bool:
+        """Add the node to the IR (True), or say it waits for a node it reads (False, tolerant only)."""
         names = [self.resolve(v) for v in p.inputs]
         if any(n is None for n in names):
-            return
+            return True
+        if self.tolerant and any(n not in self.graph for n in names):
+            return False
         targets = [n for n in names if n in self.graph.target_names()]
         if targets and not p.name.startswith(OBJECTIVES + "."):
             raise error(f"'{targets[0]}' is a training target: only objectives read targets", p.from_loc or p.loc,
@@ -415,6 +431,7 @@ class Expander:
         if p.refs:
             params = params.model_copy(update={k: self.resolve(r) for k, r in p.refs.items()})
         self.graph.add(Node(p.name, p.op, params, p.loc, p.param_locs, p.from_loc), names)
+        return True
 
     def outputs(self, top: Scope, last) -> list[Output]:
         spec = self.spec.outputs
@@ -506,6 +523,21 @@ def validate(doc: Document) -> SpecDoc:
         return SpecDoc.model_validate(doc.data)
     except ValidationError as exc:
         raise SpecError(diagnostics_from(exc, doc.data, doc, (), SpecDoc, "the spec")) from None
+
+
+def expand_partial(doc: Document) -> Graph | None:
+    """For the editor, when `expand` fails: the IR of the nodes that expand and of what they read,
+    past the errors elsewhere (None when the document's top level does not validate)."""
+    try:
+        spec = validate(doc)
+    except SpecError:
+        return None
+    expander = Expander(doc, spec, tolerant=True)
+    with work_budget(), hint_budget():
+        try:
+            return expander.run()
+        except (SpecError, Silent):
+            return expander.graph
 
 
 def expand(doc: Document) -> Graph:

@@ -9,9 +9,12 @@ Positions here are 0-based (line, character), as in LSP; archspec's `Loc` is 1-b
 - Hover: the node item under the cursor (a primitive, an inline group, a block use, or a node
   inside a block definition) is matched to the IR nodes it became by its path pattern (ids,
   any repeat copy, any use of the block), and shows their output shape, grid, params and FLOPs.
+  When the spec has errors, the IR is that of the nodes that expand past them (expand_partial).
+  A param (its key, or its name inside `${...}`) shows its value.
 - Definition: a `from:` entry, an `outputs` path or a node-naming parameter (`tie`) goes to
   the node it names (looked up as expansion does: this graph, then the graphs around it; in a
-  block, its inputs); a block's name used as an op goes to its definition; `extends` to the file.
+  block, its inputs); a block's name used as an op goes to its definition; `extends` to the file;
+  a name inside `${...}` to the param (or block parameter, or dim) it reads.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ from typing import Any
 from ..core.errors import Diagnostic, Loc, SpecError
 from ..core.ir import Graph
 from ..core.words import DidYouMean
+from ..language.compose import compose
+from ..language.expand import expand_partial
 from ..language.loader import Document, load_text
 from ..language.paths import named_file
 from ..language.names import node_names, taken_names
 from ..language.schema import META_KEYS
-from ..pipeline import Attempt, attempt_document
+from ..pipeline import Attempt, PartialCosting, attempt_document
+from ..primitives.infer import infer
 from ..report import human
 
 REFERENCE_KEYS = ("from", "tie")  # values that name nodes (besides `outputs`)
@@ -41,6 +47,8 @@ class Analysis:
     text: str
     own: Document | None  # the file alone, as loaded (None: it is not valid YAML)
     attempt: Attempt
+    partial: Graph | None = None  # when the check failed before the IR: the nodes that expand (see graph_of)
+    tried_partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -206,23 +214,108 @@ def _names(data: Any, list_path: tuple) -> list[str | None]:
 
 
 # -- hover -------------------------------------------------------------------------------------------
+def graph_of(analysis: Analysis) -> Graph | None:
+    """The IR the check made, or when the spec failed before making one, the IR of the nodes that
+    expand past its errors, typed and costed as far as the rules pass (made once per text)."""
+    if analysis.attempt.graph is not None or analysis.own is None:
+        return analysis.attempt.graph
+    if not analysis.tried_partial:
+        analysis.tried_partial = True
+        try:
+            analysis.partial = expand_partial(compose(analysis.own))
+            if analysis.partial is not None:
+                try:
+                    infer(analysis.partial)
+                except SpecError:
+                    pass  # the nodes that failed stay untyped; the others are typed
+                PartialCosting(analysis.partial).run()
+        except Exception:  # noqa: BLE001 - a best effort for hover; the diagnostics say what is wrong
+            analysis.partial = None
+    return analysis.partial
+
+
 def hover(analysis: Analysis, line: int, character: int) -> str | None:
-    """Markdown for the node item under the cursor: what the IR nodes it became compute."""
-    graph, doc = analysis.attempt.graph, analysis.own
-    if graph is None or doc is None:
+    """Markdown for the node item under the cursor: what the IR nodes it became compute; for a
+    param under the cursor, its value."""
+    doc = analysis.own
+    if doc is None:
+        return None
+    param = _param_at(analysis, line, character)
+    if param is not None:
+        return _param_hover(analysis, *param)
+    graph = graph_of(analysis)
+    if graph is None:
         return None
     item = _item_at(doc, analysis.text.splitlines(), line)
     if item is None:
         return None
     names = _matching_nodes(graph, doc.data, item)
-    if not names:
-        return None
     raw = _value(doc.data, item)
     op = _op_of(raw)
     title = _names(doc.data, item[:-1])[item[-1]] or op
+    if not names:
+        if graph is analysis.partial and op is not None:
+            return f"**{title}** \u00b7 `{op}` \u00b7 not checked: it has an error, or reads a node that has one"
+        return None
     if op in _primitive_names():
         return _node_hover(graph, title, names, analysis.attempt.error)
     return _group_hover(graph, title, op, names, analysis.attempt.error)
+
+
+PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _param_at(analysis: Analysis, line: int, character: int) -> tuple[str, tuple] | None:
+    """(name, document path of its declaration) of the param under the cursor: a key under
+    `params` (the spec's or a block's), or a name read inside `${...}` that is a block parameter
+    (in that block), a param or a dim."""
+    doc = analysis.own
+    at = _at(doc, line, character)
+    if at is not None and at[1] and len(at[0]) >= 2 and at[0][-2] == "params":
+        return at[0][-1], at[0]
+    lines = analysis.text.splitlines()
+    word = _word_in_expression(lines[line] if line < len(lines) else "", character)
+    if word is None:
+        return None
+    composed = analysis.attempt.document or doc
+    path = at[0] if at is not None else ()
+    item = _item_at(doc, lines, line)
+    block = path[1] if path[:1] == ("blocks",) and len(path) > 1 else (
+        item[1] if item is not None and item[0] == "blocks" else None)
+    if block is not None and isinstance(_value(composed.data, ("blocks", block, "params")), dict) \
+            and word in _value(composed.data, ("blocks", block, "params")):
+        return word, ("blocks", block, "params", word)
+    for section in ("params", "dims"):
+        if isinstance(_value(composed.data, (section,)), dict) and word in _value(composed.data, (section,)):
+            return word, (section, word)
+    return None
+
+
+def _word_in_expression(text: str, character: int) -> str | None:
+    """The name under `character` when it lies inside a `${...}` of the line."""
+    for match in PLACEHOLDER.finditer(text):
+        if match.start(1) <= character <= match.end(1):
+            for word in WORD.finditer(match.group(1)):
+                if match.start(1) + word.start() <= character <= match.start(1) + word.end():
+                    return word.group()
+    return None
+
+
+def _param_hover(analysis: Analysis, name: str, path: tuple) -> str:
+    composed = analysis.attempt.document or analysis.own
+    graph = graph_of(analysis)
+    what = {"params": "param", "dims": "dim"}.get(path[0], f"parameter of block `{path[1]}`")
+    lines = [f"**{name}** \u00b7 {what}"]
+    if path[0] == "params" and graph is not None and name in (graph.params or {}):
+        lines.append(f"value `{graph.params[name]!r}`")
+    else:
+        raw = _value(composed.data, path)
+        lines.append("required (no default)" if raw is None and path[0] == "blocks" else f"written `{raw!r}`")
+    declared = _value(composed.data, ("param_types", name)) if path[0] == "params" else None
+    if isinstance(declared, dict):
+        lines.append(", ".join(f"{k}: {v}" for k, v in declared.items() if k in ("type", "choices")))
+    return "\n\n".join(lines)
 
 
 def _primitive_names() -> set[str]:
@@ -346,11 +439,14 @@ def definition(analysis: Analysis, line: int, character: int) -> Place | None:
     doc = analysis.own
     if doc is None:
         return None
+    composed = analysis.attempt.document or doc
+    param = _param_at(analysis, line, character)
+    if param is not None:
+        return _place(doc.key_locs.get(param[1]) or composed.key_locs.get(param[1]))
     at = _at(doc, line, character)
     if at is None:
         return None
     path, is_key = at
-    composed = analysis.attempt.document or doc
     if is_key:
         return _block_definition(composed, doc, path)
     if path == ("extends",):
