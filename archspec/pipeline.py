@@ -29,7 +29,8 @@ from .language.loader import Document, load_file, load_text
 from .primitives.cost import Costing, cost
 from .primitives.infer import infer
 from .report import Report
-from .sizes import PASSES, SizeSolver, check_problems, find_knob, key_of, param_values_that_cure, problems_of
+from .sizes import (PASSES, SizeSolver, check_problems, find_knob, hint_seconds, key_of, param_values_that_cure,
+                    problems_of)
 
 
 def check_document(doc: Document, overrides: Mapping[str, Any] | None = None) -> Report:
@@ -130,7 +131,7 @@ class PartialCosting(Costing):
 
 # -- hints solved for the whole spec -----------------------------------------------------------
 MOST_VALUES = 6
-SIZE_SECONDS, PARAM_SECONDS = 0.15, 0.1  # a failed check's hints take at most about 0.25 s
+SIZE_SECONDS, PARAM_SECONDS = hint_seconds(0.15), hint_seconds(0.1)  # a failed check's hints: about 0.25 s
 # (and one check more for another way out, such as pad: true)
 
 

@@ -11,6 +11,16 @@ from pathlib import Path
 
 import pytest
 
+# Under pytest-xdist (README's test command runs two workers, one per core of CI's machine) each
+# worker computes on one thread: two workers of two threads each on two cores wait on each other.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+# A hint searches sizes and values for 0.2 s; on a busy machine (two workers, other jobs) it finds
+# fewer, and the tests that read a hint's sizes would depend on the load.
+os.environ.setdefault("ARCHSPEC_HINT_SECONDS", "5")
+
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))

@@ -17,6 +17,7 @@ steps before and after the softmax).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, ClassVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -118,9 +119,20 @@ class ScoreUse:
 
 
 def parse_scores(entries: list[Any]) -> list[ScoreUse]:
+def part_named(name: str) -> ScorePart | None:
+    """The score part called `name`, or None. A built-in part's file is named after it, so that
+    file alone is imported (check imports the parts a spec uses, not all of them); any other name
+    is looked up among every part, plugins included."""
+    if name not in SCORE_PARTS and name.isidentifier() and name != "base":
+        from importlib.util import find_spec
+
+        if find_spec(f"{__package__}.{name}") is not None:
+            import_module(f"{__package__}.{name}")
+    return SCORE_PARTS.get(name) or known_parts().get(name)
+
+
     """The `scores:` list -> parts with their params; RuleError (field `scores`) for an unknown
     part, a malformed entry or bad params."""
-    parts = known_parts()
     uses = []
     for i, entry in enumerate(entries):
         if isinstance(entry, str):
@@ -130,11 +142,11 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
             given = {} if given is None else given
         else:
             raise RuleError(f"scores entry {i + 1} must be a part name or a one-key mapping {{part: {{...}}}}",
-                            field="scores", hint=Remedy(f"e.g. scores: [{', '.join(sorted(parts)) or 'a part'}]"))
-        if name not in parts:
+                            field="scores", hint=Remedy(f"e.g. scores: [{', '.join(sorted(known_parts()))}]"))
+        part = part_named(name) if isinstance(name, str) else None
+        if part is None:
             raise RuleError(f"unknown score part {name!r}", field="scores",
-                            hint=Remedy(f"the score parts are: {', '.join(sorted(parts))}"))
-        part = parts[name]
+                            hint=Remedy(f"the score parts are: {', '.join(sorted(known_parts()))}"))
         if not isinstance(given, dict):
             raise RuleError(f"score part {name!r} takes a mapping of options, got {given!r}", field="scores")
         try:

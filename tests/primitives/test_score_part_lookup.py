@@ -1,0 +1,35 @@
+"""A spec's score parts are found by name without importing every part (check stays quick): a
+built-in part lives in the file named after it, and an unknown name still lists every part."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from archspec.primitives.ops.attention.scores import base
+
+
+def test_every_built_in_part_lives_in_the_file_named_after_it():
+    for name, part in base.known_parts().items():
+        module = type(part).__module__
+        if module.startswith(base.__package__ + "."):
+            assert module == f"{base.__package__}.{name}", f"score part {name!r} is defined in {module}"
+
+
+def test_a_spec_imports_only_the_parts_it_names():
+    probe = ("import sys; from archspec.primitives.ops.attention.scores.base import parse_scores, __package__ as p; "
+             "parse_scores(['softcap']); "
+             "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith(p + '.') and m != p + '.base'))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['softcap']"
+
+
+def test_an_unknown_part_lists_every_part():
+    import pytest
+
+    from archspec.primitives.base import RuleError
+
+    with pytest.raises(RuleError) as raised:
+        base.parse_scores(["relative_tabel"])
+    assert "unknown score part 'relative_tabel'" in str(raised.value)
+    assert all(name in raised.value.suggestion.text() for name in base.known_parts())
