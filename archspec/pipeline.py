@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
@@ -186,11 +187,15 @@ def _solve_param(d: Diagnostic, doc: Document, baseline) -> Diagnostic:
     suggestion = d.suggestion
     divides = suggestion.advice if suggestion is not None and d.severity == "error" else None
     param = _param_at(doc, d) if isinstance(divides, Divides) else None
-    if param is None:
+    literal = _literal_at(doc, d) if isinstance(divides, Divides) and param is None else None
+    if param is None and literal is None:
         return d
-    current = doc.data["params"][param]
+    current = doc.data["params"][param] if param is not None else _value_at(doc.data, literal)
     candidates = sorted(divides.candidates, key=lambda v: (abs(v - current) if isinstance(current, int) else 0, v))
-    good = param_values_that_cure(doc, param, candidates, baseline, PARAM_SECONDS)
+    if param is not None:
+        good = param_values_that_cure(doc, param, candidates, baseline, PARAM_SECONDS)
+    else:  # a number written in place (`heads: 5`): each candidate written there, the whole spec checked
+        good = literal_values_that_cure(doc, literal, candidates, baseline, PARAM_SECONDS)
     if good is None:
         return d
     passing = tuple(sorted(good[:MOST_VALUES]))
@@ -244,6 +249,31 @@ def _param_at(doc: Document, d: Diagnostic) -> str | None:
     if path[0] == "blocks" and len(path) > 1 and name in ((doc.data["blocks"].get(path[1]) or {}).get("params") or {}):
         return None
     return name
+
+
+def _literal_at(doc: Document, d: Diagnostic) -> tuple | None:
+    """The document path of the whole number written where the diagnostic points, if it is one."""
+    path = _path_at(doc, d)
+    value = _value_at(doc.data, path) if path is not None else None
+    return path if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def literal_values_that_cure(doc: Document, path: tuple, values, baseline, seconds: float) -> list[int] | None:
+    """The values among `values` that, written at `path`, cure `baseline` (param_values_that_cure's
+    rule), or None when none changes what the check finds."""
+    deadline = time.perf_counter() + seconds
+    good, changed = [], False
+    for value in values:
+        if time.perf_counter() > deadline:
+            break
+        edited = _with_value(doc, path, value)
+        if edited is None:
+            return None
+        found = check_problems(edited, costed=True)
+        changed = changed or found != baseline
+        if found < baseline:
+            good.append(value)
+    return good if changed else None
 
 
 def _path_at(doc: Document, d: Diagnostic) -> tuple | None:
