@@ -51,12 +51,23 @@ class Positional(Decode):
 @dataclass(frozen=True)
 class SelfCache(Decode):
     """Reads the earlier tokens through a cache of their keys and values; `window(params)`, when
-    given, is how many tokens a layer keeps (a sliding window), else all."""
+    given, is how many tokens a layer keeps (a sliding window), else all. `entry(params, width)`,
+    when given, is what the layer caches per token, (heads, key width, value width): a latent
+    attention caches its latent and rotary key (attention/latent.py); else the sequence kinds'
+    key/value heads of head_dim each."""
 
     window: Callable | None = None
+    entry: Callable | None = None
 
     def window_of(self, params) -> int | None:
         return None if self.window is None else self.window(params)
+
+    def entry_of(self, op, params, width: int) -> tuple[int, int, int]:
+        """(heads, key width, value width) cached per token."""
+        if self.entry is not None:
+            return self.entry(params, width)
+        head = op.head_dim(params, width)
+        return params.kv_heads or params.heads, head, head
 
 
 @dataclass(frozen=True)

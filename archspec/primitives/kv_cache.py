@@ -1,7 +1,8 @@
 """Whether generate() can decode a checked graph, and what its key/value cache costs (no torch),
 from each op's DECODE and ROLE facts (decoding.py): per layer that decodes with a cache of its
 own keys and values (DECODE `SelfCache`) that the target tokens reach, keys
-and values of its key/value heads, 2 x kv_heads x head_dim numbers per token, in fp32 (4 bytes)
+and values of its key/value heads, 2 x kv_heads x head_dim numbers per token (a latent
+attention layer: its latent and rotary key, kv_rank + rope_dim, the SelfCache's `entry`), in fp32 (4 bytes)
 and bf16 (2 bytes), and at the layer's longest sequence (its length dim at its largest). An
 encoder-decoder's cross attention keeps the keys and values of the source (its memory) for the
 whole decode, the same numbers per source token: `cross_layers`, reported beside. Grouped- and multi-query
@@ -26,6 +27,7 @@ class CachedLayer:
     head_dim: int
     max_length: int  # the longest sequence the layer sees
     window: int | None = None  # a sliding layer's: the tokens it keeps
+    value_dim: int | None = None  # the values' width where it differs from the keys' (a latent layer's rotary key)
 
     @property
     def held(self) -> int:
@@ -34,11 +36,13 @@ class CachedLayer:
 
     @property
     def numbers_per_token(self) -> int:
-        return 2 * self.kv_heads * self.head_dim  # a key and a value per key/value head
+        value = self.head_dim if self.value_dim is None else self.value_dim
+        return self.kv_heads * (self.head_dim + value)  # a key and a value per key/value head
 
     def to_json(self) -> dict:
         per_token = {p: self.numbers_per_token * size for p, size in PRECISIONS.items()}
         return {"path": self.path, "kind": self.kind, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
+                "value_dim": self.head_dim if self.value_dim is None else self.value_dim,
                 "bytes_per_token": per_token, "max_length": self.max_length, "window": self.window,
                 "bytes_at_max_length": {p: b * self.held for p, b in per_token.items()}}
 
@@ -162,9 +166,13 @@ def cached_layers(graph: Graph, cache: type = SelfCache) -> list[CachedLayer]:
         p, x = node.params, graph.type_of(node.inputs[0])
         keys = graph.type_of(node.inputs[1]) if cache is CrossCache else x  # cross: the memory's length
         length = keys.length if isinstance(keys.length, int) else keys.length.hi
-        window = decode.window_of(p) if isinstance(decode, SelfCache) else None
-        layers.append(CachedLayer(node.name, node.op.kind, p.kv_heads or p.heads, node.op.head_dim(p, x.channels),
-                                  length, window))
+        if isinstance(decode, SelfCache):
+            heads, key, value = decode.entry_of(node.op, p, x.channels)
+            window = decode.window_of(p)
+        else:  # cross attention: the memory's keys and values, the sequence kinds'
+            heads, key, value, window = p.kv_heads or p.heads, node.op.head_dim(p, x.channels), None, None
+        layers.append(CachedLayer(node.name, node.op.kind, heads, key, length, window,
+                                  None if value == key else value))
     return layers
 
 

@@ -17,6 +17,7 @@ from archspec.primitives.ops.attention.causal import CAUSAL
 from archspec.primitives.ops.attention.class_ import CLASS
 from archspec.primitives.ops.attention.cross import CROSS
 from archspec.primitives.ops.attention.global_ import GLOBAL
+from archspec.primitives.ops.attention.latent import LATENT
 from archspec.primitives.ops.attention.linear_sra import LINEAR_SRA
 from archspec.primitives.ops.attention.outlook import OUTLOOK
 from archspec.primitives.ops.attention.pooled import POOLED
@@ -78,7 +79,8 @@ FUSES = {
     GLOBAL: attention_fusion, CAUSAL: attention_fusion, CROSS: attention_fusion, CLASS: attention_fusion,
     SLIDING: attention_fusion, ALIBI: attention_fusion,
     # one Attention op per node
-    WINDOW: "attention", SHIFTED: "attention", SRA: "attention", LINEAR_SRA: "attention",
+    WINDOW: "attention", SHIFTED: "attention", SRA: "attention", LINEAR_SRA: "attention", LATENT: "attention",
+    POOLED: "attention",  # one Attention op per node (the decomposed positions its bias)
     # fc1's bias and a GELU right after it: one BiasGelu (erf) or FastGelu (tanh)
     MLP: mlp_fusion,
 }
@@ -88,8 +90,8 @@ NO_FUSION = (
     TO_IMAGE, TO_TOKENS, RESIZE, UPSAMPLE, PAD, POOL, PIXEL_SHUFFLE, REARRANGE,
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
     EXPAND, UNFOLD, FOLD,
-    LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
+    LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
     CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,

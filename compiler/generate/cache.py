@@ -96,9 +96,9 @@ class KVCache:
         self.keys = self.values = None  # [B, h_kv, capacity or window, d], allocated at the first write
 
     def allocate(self, k: torch.Tensor, v: torch.Tensor) -> None:
-        B, h_kv, _, d = k.shape
         slots = self.window if self.ring else self.state.capacity
-        self.keys, self.values = k.new_zeros(B, h_kv, slots, d), v.new_zeros(B, h_kv, slots, d)
+        self.keys = k.new_zeros(*k.shape[:2], slots, k.shape[3])  # [B, h_kv, slots, d]
+        self.values = v.new_zeros(*v.shape[:2], slots, v.shape[3])  # a latent layer's: its rotary key's width
 
     def store(self, k: torch.Tensor, v: torch.Tensor):
         """Write the current tokens' keys and values ([B, h_kv, count, d]); (keys, values, mask)
@@ -149,6 +149,19 @@ class KVCache:
             out = self.attention(module, q, k, v, mask)  # [B, h, N, d]
         out = module.proj(out.transpose(1, 2).reshape(B, N, -1))  # -> [B, N, h*d]
         return module.proj_drop(out) if module.proj_drop is not None else out
+
+    def attend_latent(self, module, x: torch.Tensor) -> torch.Tensor:
+        """A latent attention layer's (attention/latent.py) for the current tokens x [B, count, C]:
+        the cache holds its latent as the keys [B, 1, slots, kv_rank] and its rotated rotary key as
+        the values [B, 1, slots, rope]; both are expanded to every head's keys and values over
+        every token so far."""
+        q_nope, q_rope = module.queries(x)  # [B, h, N, nope], [B, h, N, rope]
+        c, k_rope = module.latent(x)  # [B, 1, N, r], [B, 1, N, rope]
+        q_rope, k_rope = rotate_at(module.rotary, q_rope, k_rope, self.state.positions())
+        c, k_rope, mask = self.store(c, k_rope)  # [B, 1, end, r], [B, 1, end, rope], [B, 1, N, end]
+        k, v = module.expand(c, k_rope)  # [B, h, end, nope+rope], [B, h, end, v]
+        q = torch.cat((q_nope, q_rope), dim=-1)  # [B, h, N, nope+rope]
+        return module.merge(module.sdpa(q, k, v, mask))  # [B, h, N, v] -> [B, N, C]
 
     def key_positions(self, slots: int) -> torch.Tensor:
         """The positions [B, slots] of the keys `store` gave: every slot so far, or a ring's."""

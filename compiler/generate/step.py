@@ -79,8 +79,13 @@ class DecodeStep(nn.Module):
             raise NotImplementedError("the exported decode step covers decoder-only specs")
 
     def cache_shapes(self, batch: int, length: int) -> list[tuple[int, ...]]:
-        """The shape of each past key and value, layer by layer: [B, h_kv, length, d]."""
-        return [(batch, m.kv_heads, length, m.head_dim) for m in self.decoder.attention for _ in range(2)]
+        """The shape of each past key and value, layer by layer: [B, h_kv, length, d] (a latent
+        attention layer's: its latent [B, 1, length, kv_rank] and rotary key [B, 1, length, rope])."""
+        shapes = []
+        for module in self.decoder.attention:
+            heads, key, value = module.cache_entry()
+            shapes += [(batch, heads, length, key), (batch, heads, length, value)]
+        return shapes
 
     def names(self) -> tuple[list[str], list[str]]:
         """(input names, output names), Hugging Face's ONNX naming."""

@@ -47,3 +47,7 @@ class CachedAttention:
         if self.kv_cache is None:
             return super().attend(x, memory, padding, bias, tensors)
         return self.kv_cache.attend(self, x, bias, tensors)
+
+    def cache_entry(self) -> tuple[int, int, int]:
+        """(heads, key width, value width) of what generate caches per token: the key/value heads."""
+        return self.kv_heads, self.head_dim, self.head_dim
