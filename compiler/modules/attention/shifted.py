@@ -12,7 +12,7 @@ from .window import bias_table, window_module
 
 @lowering(SHIFTED)
 def lower(p, inputs, ctx):
-    return window_module(SHIFTED, p, inputs[0])
+    return window_module(SHIFTED, p, inputs[0], inputs)
 
 
 register_facts(SHIFTED, grid=KEEPS, classifier=None, resample=bias_table)

@@ -148,12 +148,13 @@ class WindowAttention(AttentionForm, Sublayer):
     def __init__(self, dim, heads, grid, window, shift=(0, 0), bias="table", cosine=False, qkv_bias=True,
                  proj_bias=True, cpb_hidden=512, pretrained_window=0, attn_drop=0.0, proj_drop=0.0, padded=None,
                  score_parts=(), external_queries=False, merge_heads="head_major", pad_before_norm=False,
-                 **sublayer):
+                 score_bias=False, **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.attn_drop = heads, attn_drop
         self.grid, self.window, self.shift = tuple(grid), tuple(window), tuple(shift)
         self.padded = tuple(padded) if padded is not None and tuple(padded) != self.grid else None
         self.score_parts = tuple(score_parts)  # children of these names, installed after construction
+        self.score_bias = score_bias  # False, or reads a bias [1 (shared) or B (per_sample), h or 1, A, A] last
         self.pad_before_norm = pad_before_norm  # TinyViT: the norm after the padding, in the body
         self.merge_heads = merge_heads  # head_major: (heads, head_dim), as timm's Swin; dim_major: NesT
         self.external_queries = external_queries  # GC ViT: queries read as an input, keys and values projected
@@ -218,13 +219,25 @@ class WindowAttention(AttentionForm, Sublayer):
         """[B, N, C] -> [B, N, C], tokens in grid order; `extra`: the external queries [B, A, C]
         when the node reads them."""
         queries = extra[0] if self.external_queries else None
+        bias = extra[-1] if self.score_bias else None
         if self.padded is not None:
             x = F.pad(x, (0, 0, 0, 1))  # [B, N, C] -> [B, N+1, C]: the zero token the padding places read
         if self.pad_before_norm:
             x = self.norm(x)  # TinyViT: the padding token normed too
         if self.order is None:
-            return self.windowed(x, queries)
-        return self.windowed(x.index_select(1, self.order), queries).index_select(1, self.inverse)  # via window order
+            return self.windowed(x, queries, bias)
+        return self.windowed(x.index_select(1, self.order), queries, bias).index_select(1, self.inverse)  # via window order
+
+    def with_score_bias(self, mask, bias, batch):
+        """The mask plus a score bias [1, h or 1, A, A] (shared by every window of every sample) or
+        [B, h or 1, A, A] (per sample: expanded to its windows, [B*nW, h or 1, A, A]; expand, not
+        repeat, so that a dynamic batch converts in TensorRT)."""
+        if self.score_bias == "per_sample":
+            _, h, A, _ = bias.shape
+            windows = self.padded or self.grid
+            count = (windows[0] // self.window[0]) * (windows[1] // self.window[1])
+            bias = bias[:, None].expand(batch, count, -1, -1, -1).reshape(-1, h, A, A)  # [B, h, A, A] -> [B*nW, h, A, A]
+        return bias if mask is None else mask + bias
 
     def normed_body(self, x, *extra):
         """The body after the pre-norm, or with `pad_before_norm` the body alone: it norms after
@@ -253,8 +266,9 @@ class WindowAttention(AttentionForm, Sublayer):
         q = queries.reshape(B, 1, area, heads, C // heads).expand(-1, N // area, -1, -1, -1)  # [B, nW, A, h, d]
         return q.reshape(-1, area, heads, C // heads).transpose(1, 2), k, v  # [B*nW, h, A, d]
 
-    def windowed(self, x, queries=None):
-        """Attention within each window, the tokens in window order: [B, N, C] -> [B, N, C]."""
+    def windowed(self, x, queries=None, bias=None):
+        """Attention within each window, the tokens in window order: [B, N, C] -> [B, N, C]; `bias`:
+        an additive score bias [1 or B, h or 1, A, A] (score_bias)."""
         B, N, C = x.shape
         area = self.window[0] * self.window[1]
         q, k, v = self.split_qkv(x, queries)  # [B*nW, h, A, d]
@@ -264,6 +278,8 @@ class WindowAttention(AttentionForm, Sublayer):
             k = F.normalize(k, dim=-1)
             scale = 1.0
         mask = self.part_bias(q, k, self.mask_for(x))
+        if bias is not None:
+            mask = self.with_score_bias(mask, bias, B)  # [B*nW or 1, h, A, A]
         if self.writes_out(area, q.dtype):
             x = written_attention(q, k, v, mask, scale=scale, dropout=attention_dropout(self))  # [B*nW, h, A, d]
         else:
@@ -289,6 +305,8 @@ def window_module(op, p, x, inputs=None):
         extra["padded"] = padded_grid(p, x.grid)
     if p.pad == "before_norm":
         extra["pad_before_norm"] = True
+    if p.score_bias:
+        extra["score_bias"] = "shared" if inputs[-1].shape[0] == 1 else "per_sample"
     if p.scores:
         extra["score_parts"] = score_part_names(p)
     if p.queries == "external":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ....core.suggestions import Divides, GridOrigin, Remedy, Setting
 from ....core.types import TensorType, dim_value
@@ -49,6 +49,17 @@ class WindowParams(AttentionParams):
                               "not normed or projected (GC ViT's global query); the projection then makes keys "
                               "and values only")
     merge_heads: MergeHeads = merge_heads_field()
+    score_bias: bool = Field(False, description="read an additive score bias [B or 1, heads or 1, M*M, M*M] as the "
+                                               "input after the tokens (and the external queries): one window's "
+                                               "scores, added in every window")
+
+    @field_validator("bias", mode="before")
+    @classmethod
+    def _bias_is_the_position_bias(cls, value):
+        if isinstance(value, bool):
+            raise ValueError("is the window's relative position bias, 'table', 'cpb' or 'none' (an additive "
+                             "score-bias input is `score_bias: true`)")
+        return value
 
 
 PAD_INSTEAD = "to pad the grid to a multiple of {window} (as SAM and Twins do)"
@@ -84,7 +95,7 @@ class WindowAttentionOp(AttentionOp):
         return "window attention's token order"
 
     def reads(self, p) -> tuple[str, ...]:
-        return ("x",) + (("queries",) if p.queries == "external" else ())
+        return ("x",) + (("queries",) if p.queries == "external" else ()) + (("bias",) if p.score_bias else ())
 
     def shift(self, p) -> int:
         """The cyclic shift before partitioning (none for plain windows)."""
@@ -138,6 +149,8 @@ class WindowAttentionOp(AttentionOp):
                             hint=Remedy("use norm: pre (TinyViT), or pad: true"))
         if p.queries == "external":
             self.check_external_queries(p, x, inputs[1])
+        if p.score_bias:
+            self.check_score_bias(p, x, inputs[-1])
         self.check_scores(p, inputs)
 
     def check_external_queries(self, p, x: TensorType, queries: TensorType) -> None:
@@ -158,6 +171,17 @@ class WindowAttentionOp(AttentionOp):
         if p.qkv_bias == "qv":
             raise RuleError("qkv_bias: qv gives the query projection a bias, and external queries have no "
                             "projection", field="qkv_bias", hint=Remedy("use qkv_bias: true or false"))
+
+    def check_score_bias(self, p, x: TensorType, bias: TensorType) -> None:
+        """A score bias is [B or 1, heads or 1, A, A] over one window's A tokens."""
+        windows, _ = self.geometry(p, x.grid)
+        area = windows[0] * windows[1]
+        want = f"[B or 1, {p.heads} or 1, {area}, {area}]"
+        if bias.dtype != "float32" or len(bias.shape) != 4 or bias.shape[0] not in (1, x.shape[0]) \
+                or bias.shape[1] not in (1, p.heads) or tuple(bias.shape[2:]) != (area, area):
+            raise RuleError(f"the score bias must be a float tensor {want} (one {windows[0]}x{windows[1]} window's "
+                            f"scores, added in every window), got {bias.describe()}", field="from",
+                            hint=Remedy("feed a param of shape [heads, M*M, M*M] or a node of the shape above"))
 
     def check_scores(self, p, inputs: list[TensorType]) -> None:
         """Each part fits the window; parts that write the scores out are not taken here."""
