@@ -92,8 +92,8 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
             return (node.name, f"it reads '{fixed[0]}', {graph.type_of(fixed[0]).length} tokens made apart from the "
                                "target, which do not line up with the tokens generate brings one at a time"), reached
     if not cached:
-        return (None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding or alibi "
-                      "attention)"), reached
+        return (None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding, alibi or "
+                      "latent attention)"), reached
     return None, reached
 
 

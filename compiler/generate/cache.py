@@ -11,7 +11,10 @@ reading), written at `start` and read up to the tokens seen so far; a sliding wi
 than the capacity keeps a ring buffer of its last `window` slots only. While generate() runs the
 driver sets it as the attention module's `kv_cache` (causal.py, sliding.py), and the module's
 attend() hands the work to `KVCache.attend`; outside generate() `kv_cache` is None and the
-forward is the ordinary one.
+forward is the ordinary one. A latent attention layer (attention/latent.py, DeepSeek's MLA)
+hands it to `KVCache.attend_latent`: its cache holds the latent [B, 1, capacity, kv_rank] as
+the keys and the rotated rotary key [B, 1, capacity, rope_dim] as the values, expanded to every
+head's keys and values at each step.
 """
 
 from __future__ import annotations
