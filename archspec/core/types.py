@@ -12,7 +12,8 @@ Layouts:
 - tensor  [B, d1, d2, ...] any rank, batch first: what the tensor ops (einsum, rearrange,
           reductions, ...) give unless told a layout; `dtype` says float or int64 (indices)
 
-`B` is the symbolic batch; a learned parameter has 1 there (it broadcasts). Sequence lengths may be symbolic too (a `Sym` with a range).
+`B` is the symbolic batch; a learned parameter has 1 there (it broadcasts). `B*k` is the batch with
+axes of k elements in all folded into it (a rearrange's `b t c h w -> (b t) c h w`): k rows a sample. Sequence lengths may be symbolic too (a `Sym` with a range).
 `origin` remembers how a grid came about (image 224, patch 4, merge 2: a GridOrigin) so that
 errors can explain a grid size and hints can name an input size that fits.
 """
@@ -37,6 +38,29 @@ class Sym:
 
 
 BATCH = Sym("B", 1, 1024)
+
+
+@dataclass(frozen=True)
+class FoldedBatch(Sym):
+    """The batch with other axes folded into it (`b t c h w -> (b t) c h w`): B x `factor` rows,
+    still symbolic, so that a program exported with a dynamic batch stays dynamic."""
+
+    factor: int = 1
+
+
+def batch_times(factor: int) -> Sym:
+    """The batch with `factor` rows per sample: B itself for 1, else B*factor."""
+    if factor == 1:
+        return BATCH
+    return FoldedBatch(f"B*{factor}", factor, BATCH.hi * factor, factor)
+
+
+def batch_factor(d) -> int | None:
+    """How many rows per sample a batch dimension holds (1 for B, k for B*k); None for a size
+    that is no batch (a number, a declared dim)."""
+    if isinstance(d, FoldedBatch):
+        return d.factor
+    return 1 if d == BATCH else None
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
 
@@ -82,8 +106,8 @@ class TensorType:
                 "labels": "class labels", "scalar": "a scalar"}[self.layout]
 
     def max_numel(self) -> int:
-        """Elements per sample (batch 1), symbolic dims at their largest."""
-        total = 1
+        """Elements per sample (batch 1; k rows of a batch B*k), symbolic dims at their largest."""
+        total = (batch_factor(self.shape[0]) or 1) if self.shape else 1
         for d in self.shape[1:]:
             total *= d.hi if isinstance(d, Sym) else d
         return total

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import Collector, SpecError, error
-from ..core.types import BATCH, Sym, TensorType, grid_mask, grid_tokens, ids, image, labels, tokens, vector
+from ..core.types import BATCH, Sym, TensorType, grid_mask, grid_tokens, ids, image, labels, tensor, tokens, vector
 from ..primitives.base import MAX_SIZE
 from .expressions import ExprError, evaluate
 from .loader import Document
@@ -82,8 +82,18 @@ class InputTypes:
             return grid_tokens(tuple(grid), shape[2])
         if rank == 2:
             return vector(shape[1])
-        raise error(f"input '{name}' has rank {rank}; inputs are images [B,C,H,W], tokens [B,N,C], "
-                    "ids [B,L] (dtype int64) or vectors [B,C]", loc)
+        if rank == 5:
+            return self.video(shape, loc)
+        raise error(f"input '{name}' has rank {rank}; inputs are videos [B,T,C,H,W], images [B,C,H,W], tokens "
+                    "[B,N,C], ids [B,L] (dtype int64) or vectors [B,C]", loc)
+
+    def video(self, shape: list, loc) -> TensorType:
+        """A float input of rank 5, a video [B, T, C, H, W]: a `tensor` whose frames a rearrange folds
+        into the batch ('b t c h w -> (b t) c h w', `as: image`) for the image primitives."""
+        if any(isinstance(d, Sym) for d in shape[1:]):
+            raise error("a video's frames, channels and size must be fixed numbers", loc,
+                        hint="check other sizes with --set (e.g. --set frames=16)")
+        return tensor(tuple(shape))  # [B, T, C, H, W]
 
     def integer(self, name: str, shape: list, loc) -> TensorType:
         """An int64 input: labels [B], token ids (or a sequence mask) [B, L], a grid mask [B, H, W]."""

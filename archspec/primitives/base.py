@@ -192,6 +192,7 @@ class Op:
     plugin: str | None = None  # the plugin that registered it (set by the registry); None: built in
     default: ClassVar[bool] = False  # the kind a node gets when it gives no `kind`
     objective: ClassVar[bool] = False  # a loss: lives under `objectives:`, not part of forward
+    moves_batch: ClassVar[bool] = False  # its shape rule sets the output's batch (a rearrange folding axes into B)
 
     def one_grid(self, p) -> str | None:
         """What a node of this op keeps that is made for the grid it was built for (a table, a

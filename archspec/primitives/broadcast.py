@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.types import BATCH, Sym, TensorType
+from ..core.types import Sym, TensorType, batch_factor
 from .base import RuleError
 
 
@@ -40,9 +40,9 @@ def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
                              "them); a vector meant for every token has no grid: a param, or the tokens reduced")
     rank = max(len(x.shape), len(y.shape))
     for t in (x, y):
-        if len(t.shape) < rank and t.shape and t.shape[0] is BATCH:
+        if len(t.shape) < rank and t.shape and batch_factor(t.shape[0]):
             raise RuleError(f"{what}: a {_text(t.shape)} tensor and a {_text((x if t is y else y).shape)} one: "
-                            f"aligned on the right, its batch axis B would meet axis {rank - len(t.shape)} of "
+                            f"aligned on the right, its batch axis {t.shape[0]} would meet axis {rank - len(t.shape)} of "
                             f"the other, not its batch", field="from",
                             hint="give both the same number of axes (rearrange the smaller one, e.g. 'b c -> b c 1 "
                                  "1' for an image), so that batch meets batch")

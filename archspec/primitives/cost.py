@@ -14,11 +14,12 @@ Results: meta["cost"].
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.errors import Diagnostic
 from ..core.interpreter import Interpreter, NodeFailed
 from ..core.ir import Graph, NodeView
+from ..core.types import TensorType, batch_factor
 from .infer import GraphContext
 
 
@@ -44,7 +45,7 @@ class Costing(Interpreter):
         return node.op.cost(node.params, types, node.type, GraphContext(self.graph, node))
 
     def call(self, node: NodeView, inputs) -> NodeCost:
-        c = self.own_cost(node)
+        c = scaled(self.own_cost(node), rows_per_sample(self.graph, node))
         owner = node.meta.get("shared_with")
         if owner is None:
             return NodeCost(c.params, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes)
@@ -55,6 +56,21 @@ class Costing(Interpreter):
                                         hint="copies that share weights have the same parameter sizes: an option "
                                              "that changes a size cannot depend on the repeat index"))
         return NodeCost(0, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes, owner)
+
+
+def rows_per_sample(graph: Graph, node: NodeView) -> int:
+    """How many rows of its batch make one sample where the node works on a folded batch (B*k:
+    per frame of a video folded by a rearrange, k frames a sample); 1 elsewhere."""
+    types = [node.type] + [graph.type_of(name) for name in node.inputs]
+    return max((batch_factor(t.shape[0]) or 1 for t in types if isinstance(t, TensorType) and t.shape), default=1)
+
+
+def scaled(c, rows: int):
+    """A rule's cost (per row of the batch) per sample: FLOPs and score bytes times the rows a
+    sample has; the parameters are the same."""
+    if rows == 1:
+        return c
+    return replace(c, flops=c.flops * rows, score_bytes=c.score_bytes * rows)
 
 
 def cost(graph: Graph) -> Graph:

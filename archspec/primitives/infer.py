@@ -10,8 +10,9 @@ from dataclasses import replace
 
 from ..core.errors import Diagnostic, warning
 from ..core.interpreter import Interpreter, NodeFailed
+from ..core.suggestions import Note
 from ..core.ir import Graph, NodeView
-from ..core.types import BATCH, TensorType
+from ..core.types import BATCH, TensorType, batch_factor
 from .base import RuleError
 
 
@@ -47,16 +48,17 @@ class ShapeInference(Interpreter):
 
     def call(self, node: NodeView, inputs: list[TensorType]) -> TensorType:
         try:
+            batch = common_batch(inputs)
             out = node.op.shape(node.params, inputs, GraphContext(self.graph, node))
         except RuleError as exc:
-            raise rule_failure(node, exc) from None
+            raise rule_failure(node, with_video_hint(exc, inputs)) from None
         problem = beyond_float32(node.params)
         if problem is not None:  # after the op's own rules, whose words are more precise (an mlp's ratio)
             field, path, value, words = problem
             raise NodeFailed(Diagnostic(f"{path}: {value:g} is {words}", node.param_loc(field), node.name,
                                         hint="the model computes in float32: give a value within +-3.4e38, and "
                                              "0 or one of magnitude 1.4e-45 or more"))
-        return batch_of_one(out, inputs)
+        return batch_of_one(out, inputs) if node.op.moves_batch else with_batch(batch_of_one(out, inputs), batch)
 
 
 FLOAT32_MAX = 3.4028234663852886e38
@@ -113,6 +115,42 @@ def batch_of_one(out, inputs: list[TensorType]):
     single = inputs and all(isinstance(t, TensorType) and t.shape and t.shape[0] == 1 for t in inputs)
     if single and isinstance(out, TensorType) and out.shape and out.shape[0] == BATCH:
         return replace(out, shape=(1,) + tuple(out.shape[1:]))  # [B, ...] -> [1, ...]
+    return out
+
+
+def with_video_hint(exc: RuleError, inputs: list) -> RuleError:
+    """A rule's error about a video [B, T, C, H, W] it cannot take, with what to write where the
+    rule says nothing: fold the frames into the batch."""
+    if exc.suggestion.advice is None and any(isinstance(t, TensorType) and len(t.shape) == 5 for t in inputs):
+        exc.suggestion = replace(exc.suggestion, advice=Note(
+            "fold the frames into the batch first: a rearrange 'b t c h w -> (b t) c h w' with `as: image` "
+            "gives one image per frame"))
+    return exc
+
+
+def common_batch(inputs: list):
+    """The batch the inputs share: B, B*k where axes were folded into it (a rearrange's `(b t)`),
+    or None where none has a batch (params, constants); RuleError where two differ (B and B*8:
+    one of them folded and not unfolded)."""
+    batches = []
+    for t in inputs:
+        if isinstance(t, TensorType) and t.shape and batch_factor(t.shape[0]) is not None \
+                and t.shape[0] not in batches:
+            batches.append(t.shape[0])
+    if len(batches) > 1:
+        raise RuleError(f"reads tensors of batch {batches[0]} and of batch {batches[1]}: their rows are not the "
+                        "same samples", hint="unfold the folded one first (a rearrange like '(b t) n c -> b (t n) "
+                                             "c' with sizes: {t: ...}) so that both have the batch B")
+    return batches[0] if batches else None
+
+
+def with_batch(out, batch):
+    """`out` with the inputs' batch where it is folded (B*k): the rules build their outputs with
+    the batch B, and per-frame work on `[B*T, ...]` gives `[B*T, ...]`."""
+    if batch is None or batch == BATCH or not isinstance(out, TensorType) or not out.shape:
+        return out
+    if out.shape[0] == BATCH:
+        return replace(out, shape=(batch,) + tuple(out.shape[1:]))  # [B, ...] -> [B*k, ...]
     return out
 
 

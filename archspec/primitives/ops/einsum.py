@@ -12,7 +12,7 @@ import math
 
 from pydantic import Field, field_validator
 
-from ...core.types import BATCH, TensorType, dim_value, tensor
+from ...core.types import BATCH, TensorType, batch_factor, dim_value, tensor
 from ..axes_notation import AxesError, Equation, Side, input_terms, parse_equation
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
@@ -51,7 +51,7 @@ class EinsumOp(Op):
         equation = equation_of(p)
         check_batch_axis(equation)
         sizes = axis_sizes(equation, inputs, ctx.node.inputs)
-        batch = BATCH if any(x.shape[0] is BATCH for x in inputs) else 1  # a parameter has batch 1
+        batch = BATCH if any(batch_factor(x.shape[0]) for x in inputs) else 1  # a parameter has batch 1 (B*k: infer)
         return tensor((batch,) + tuple(sizes[a] for a in equation.output.axes[1:]))  # [B, ...output axes]
 
     def cost(self, p, inputs, out, ctx) -> Cost:

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from ...core.types import BATCH, Sym, TensorType, tokens
+from ...core.types import Sym, TensorType, batch_factor, tokens
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
 from ..decoding import Mixes, register_decoding
@@ -36,7 +36,7 @@ def check_sequence(x: TensorType, op: str, role: str, skip_prefix: bool | None) 
     if not (x.layout == "tokens" or len(x.shape) == 2 or (x.layout == "tensor" and len(x.shape) == 3)):
         raise RuleError(f"{op} reads tokens [B, N, C] or a [B, N] tensor as {role}, got {x.layout_name()}",
                         field="from")
-    if x.shape[0] is not BATCH:
+    if batch_factor(x.shape[0]) is None:
         raise RuleError(f"{op} reads one sequence per sample as {role}; {x.describe()} has batch 1", field="from")
     if x.layout != "tokens" and skip_prefix:
         raise RuleError(f"skip_prefix is for tokens; {role} is {x.layout_name()}", field="skip_prefix")

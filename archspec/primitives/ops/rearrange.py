@@ -4,10 +4,18 @@
     - {id: tokens, rearrange: {pattern: "b c h w -> b (h w) c"}}      # tokens on the h x w grid
     - {id: image, rearrange: {pattern: "b (h w) c -> b c h w"}}       # h, w from the token grid
 
-No axis is created or dropped (only size-1 dimensions, written `1`); the batch axis comes first
-on both sides, alone. In a group, at most one axis size is unknown: it is inferred from the
-dimension, the others are given under `sizes` (or, for the two axes of a token grid's
-`(h w)`, read from the grid).
+No axis is created or dropped (only size-1 dimensions, written `1`). The first dimension is the
+batch on both sides; other axes may fold into it and unfold out of it, so that per-frame,
+per-patch or per-channel work runs through the ordinary primitives:
+
+    - {id: frames, rearrange: {pattern: "b t c h w -> (b t) c h w", as: image}}   # [B, T, C, H, W] -> [B*T, C, H, W]
+    - {id: by_time, rearrange: {pattern: "(b t) n c -> (b n) t c", sizes: {t: 8}, as: tokens}}  # [B*8, N, C] -> [B*N, 8, C]
+
+The batch axis is the one axis of the first group whose size is not given; the folded batch
+stays symbolic (`B*8`: B times the axes folded in, which must be fixed numbers), and an axis
+unfolded out of it must divide what was folded in. In a group, at most one axis size is
+unknown: it is inferred from the dimension, the others are given under `sizes` (or, for the
+two axes of a token grid's `(h w)`, read from the grid).
 
 The output layout (`as`): `tensor`, `image` ([B, C, H, W]) or `tokens` ([B, N, C]). Without
 `as`, a rearrange that keeps the input's spatial axes keeps its layout's meaning: an image's
@@ -26,7 +34,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ...core.suggestions import GridOrigin
-from ...core.types import Sym, TensorType
+from ...core.types import Sym, TensorType, batch_factor, batch_times
 from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..grids import divisors, grid_origin, image_origin, nearest_input
@@ -83,6 +91,7 @@ class RearrangeOp(Op):
 
     primitive = "rearrange"
     Params = RearrangeParams
+    moves_batch = True  # `(b t)` folds axes into the batch, `(b t) ... -> b t ...` unfolds them
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
@@ -100,7 +109,7 @@ def plan_of(p: RearrangeParams, x: TensorType) -> Plan:
         pattern = parse_pattern(p.pattern)
     except AxesError as exc:
         raise RuleError(exc.message, hint=exc.hint, field="pattern") from None
-    check_batch_axis(pattern, p)
+    batch = batch_axis(pattern, p)
     if len(x.shape) != pattern.left.rank:
         raise RuleError(f"the input is {x.describe()}, rank {len(x.shape)}; '{pattern.left.text}' has "
                         f"{pattern.left.rank} dimensions", field="pattern",
@@ -110,8 +119,10 @@ def plan_of(p: RearrangeParams, x: TensorType) -> Plan:
             raise RuleError(f"`sizes` gives '{axis}', which is not an axis of '{pattern.text}'", field="sizes",
                             hint=f"the axes are {', '.join(pattern.left.axes[1:])}")
     grid_dim = grid_dimension(pattern, p, x)
-    sizes = {}
+    sizes = batch_sizes(pattern, batch, x.shape[0], p.sizes)
     for d, (group, dim) in enumerate(zip(pattern.left.groups, x.shape)):
+        if d == 0:
+            continue
         if d == grid_dim:
             sizes.update(zip(group, x.grid))
         else:
@@ -120,18 +131,53 @@ def plan_of(p: RearrangeParams, x: TensorType) -> Plan:
     return Plan(pattern, sizes, grid_dim, spatial_groups(pattern, x, grid_dim))
 
 
-def check_batch_axis(pattern: Pattern, p: RearrangeParams) -> None:
-    """The batch axis leads both sides, alone, and its size is the input's."""
+def batch_axis(pattern: Pattern, p: RearrangeParams) -> str:
+    """The batch axis: the one axis of the left side's first group whose size is not given
+    (`b` of `b n c`, of `(b t) n c` with `t` given). It stays in the first group on the right,
+    where any axis beside it is folded into the batch."""
     left, right = pattern.left, pattern.right
-    if len(left.groups[0]) != 1:
-        raise RuleError(f"'{left.text}' must start with the batch axis alone", field="pattern",
+    first = left.groups[0]
+    if not first:
+        raise RuleError(f"'{left.text}' starts with 1; the first dimension is the batch", field="pattern",
                         hint="archspec's tensors are batch first: e.g. 'b n c -> ...'")
-    batch = left.groups[0][0]
-    if right.groups[0] != (batch,):
-        raise RuleError(f"'{pattern.text}' moves the batch axis '{batch}': it must stay first and alone",
-                        field="pattern", hint=f"write '{batch}' first on the right, on its own")
-    if batch in p.sizes:
-        raise RuleError(f"`sizes` gives the batch axis '{batch}'", field="sizes", hint="the batch size is the input's")
+    unknown = [axis for axis in first if axis not in p.sizes]
+    if len(unknown) != 1:
+        written = f"({' '.join(first)})" if len(first) > 1 else first[0]
+        if not unknown:
+            raise RuleError(f"`sizes` gives every axis of '{written}'; the batch axis has the size of the input's "
+                            "batch", field="sizes", hint=f"leave the batch axis '{first[0]}' out of `sizes`")
+        raise RuleError(f"'{written}' leaves {' and '.join(repr(a) for a in unknown)} without a size; the first "
+                        "dimension holds the batch axis and axes of given sizes", field="sizes" if p.sizes else "pattern",
+                        hint=f"give every axis but the batch under `sizes`, e.g. sizes: {{{unknown[-1]}: ...}}")
+    batch = unknown[0]
+    if batch not in right.groups[0]:
+        raise RuleError(f"'{pattern.text}' moves the batch axis '{batch}' out of the first dimension",
+                        field="pattern", hint=f"write '{batch}' in the first dimension on the right, alone or "
+                                              f"with the axes folded into the batch, e.g. '({batch} t) ...'")
+    return batch
+
+
+def batch_sizes(pattern: Pattern, batch: str, dim, given: dict) -> dict:
+    """The sizes of the first group's axes: the given ones, and the batch axis with what is left
+    of the input's batch `dim` (B*k) once they are unfolded out of it."""
+    group = pattern.left.groups[0]
+    folded = math.prod(given[axis] for axis in group if axis != batch)
+    factor = batch_factor(dim)
+    if factor is None:  # a param's (or constant's) batch of 1
+        if folded != 1 or len(pattern.right.groups[0]) > 1:
+            raise RuleError(f"the input has a batch of {dim} (a param or constant): it has no batch to fold axes "
+                            "into or out of", field="pattern", hint="fold and unfold tensors that carry the batch B; "
+                                                                    "a param broadcasts over B*k as it is")
+        return {axis: given.get(axis, dim) for axis in group}
+    if factor % folded:
+        parts = ", ".join(f"{a}={given[a]}" for a in group if a != batch)
+        hint = (f"fold the axes into the batch first ('{batch} t ... -> ({batch} t) ...')" if factor == 1
+                else f"its batch holds {factor} rows per sample: give sizes whose product divides {factor}")
+        raise RuleError(f"'({' '.join(group)})' unfolds {folded} rows per sample ({parts}) out of the batch {dim}",
+                        field="sizes", hint=hint)
+    sizes = {axis: given[axis] for axis in group if axis != batch}
+    sizes[batch] = batch_times(factor // folded)
+    return sizes
 
 
 def grid_dimension(pattern: Pattern, p: RearrangeParams, x: TensorType) -> int | None:
@@ -160,12 +206,10 @@ def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Patte
     """The sizes of the axes of one input dimension of size `dim` (one may be unknown); `origin`:
     how the image whose side it is came about (the input size bears on a size that does not divide)."""
     written = f"({' '.join(group)})" if len(group) > 1 else " ".join(group) or "1"
-    if isinstance(dim, Sym) and d > 0:
+    if isinstance(dim, Sym):
         if len(group) != 1 or group[0] in given:
             raise RuleError(f"dimension {d} has the symbolic size {dim}; '{written}' in '{pattern.left.text}' "
                             "would split it", field="pattern", hint="an axis of symbolic size can move, not split")
-        return {group[0]: dim}
-    if d == 0:
         return {group[0]: dim}
     unknown = [axis for axis in group if axis not in given]
     known = math.prod(given[axis] for axis in group if axis in given)
@@ -190,14 +234,25 @@ def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Patte
 
 
 def merged(group: tuple[str, ...], sizes: dict):
-    """The size of an output dimension: the product of its axes (a symbolic one stands alone)."""
+    """The size of an output dimension: the product of its axes (a symbolic one stands alone, but
+    for the batch, into which axes of fixed sizes fold: B*k)."""
     if len(group) == 1:
         return sizes[group[0]]
-    symbolic = [axis for axis in group if isinstance(sizes[axis], Sym)]
+    batch = [axis for axis in group if batch_factor(sizes[axis]) is not None and isinstance(sizes[axis], Sym)]
+    if batch:
+        others = [axis for axis in group if axis != batch[0]]
+        return batch_times(batch_factor(sizes[batch[0]]) * merged_fixed(others, sizes, group, "fold it into the batch"))
+    return merged_fixed(group, sizes, group, "merge it")
+
+
+def merged_fixed(axes, sizes: dict, group: tuple[str, ...], what: str) -> int:
+    """The product of axes of fixed sizes (RuleError naming a symbolic one, which `group` would
+    `what`)."""
+    symbolic = [axis for axis in axes if isinstance(sizes[axis], Sym)]
     if symbolic:
         raise RuleError(f"axis '{symbolic[0]}' has the symbolic size {sizes[symbolic[0]]}; '({' '.join(group)})' "
-                        "would merge it", field="pattern", hint="an axis of symbolic size can move, not merge")
-    return math.prod(sizes[axis] for axis in group)
+                        f"would {what}", field="pattern", hint="an axis of symbolic size can move, not merge")
+    return math.prod(sizes[axis] for axis in axes)
 
 
 def typed(layout: str, plan: Plan, x: TensorType) -> TensorType:
