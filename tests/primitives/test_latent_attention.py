@@ -223,3 +223,19 @@ def test_located_errors(options, message):
         archspec.check_text(text)
     assert message in str(caught.value)
     assert ":" in str(caught.value).split(" ")[0]  # file:line:col first
+
+
+def test_the_standalone_model_py_gives_the_same(tmp_path):
+    from archspec.compiler.backends.source import standalone_source
+
+    text = spec(", q_rank: 24")
+    report, model = archspec.check_text(text), lm()
+    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
+    loaded = importlib.util.spec_from_file_location("mla_model", tmp_path / "model.py")
+    source = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(source)
+    again = getattr(source, type(model).__name__)().eval()
+    again.load_state_dict(model.state_dict())
+    ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert torch.equal(again(ids), model(ids))
