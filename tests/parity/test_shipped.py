@@ -330,6 +330,7 @@ def test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere(name):
     run in ONNX Runtime and check TensorRT's coverage of."""
     from tests.primitives.test_every_op import EVERY_OP
     from tests.primitives.test_pad import EVERYTHING
+    from tests.primitives.test_outlook_attention import OUTLOOK_SPEC
     from tests.primitives.test_latent_attention import spec as latent_spec
     from tests.language.test_video_axes import VIDEO
 
@@ -339,6 +340,7 @@ def test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere(name):
     every_run = [p for p in ALL_SPECS if spec_id(p) not in LARGER_SIBLINGS and spec_id(p) not in PIPELINE_ELSEWHERE]
     elsewhere = set().union(*(labels(archspec.check(str(p)).graph) for p in every_run),
                             labels(archspec.check_text(EVERY_OP).graph), labels(archspec.check_text(EVERYTHING).graph),
+                            labels(archspec.check_text(OUTLOOK_SPEC).graph),
                             labels(archspec.check_text(latent_spec(", q_rank: 24")).graph),
                             labels(archspec.check_text(VIDEO).graph))
     assert labels(archspec.check(str(ROOT / "specs" / f"{name}.yaml")).graph) <= elsewhere

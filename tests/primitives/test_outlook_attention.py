@@ -2,9 +2,10 @@
 with the same weights (stride 2 over an even and an odd grid, where the average pool rounds up;
 stride 1), as a pre-norm sub-layer; parameters, FLOPs against FlopCounterMode, node shapes, its
 facts (DECODE: it mixes neighbouring tokens; no ONNX fusion), located errors, and the exports
-(torch.export with a dynamic batch; in the slow tier, ONNX against onnxruntime and TensorRT's
-operator coverage: the stride's average pool is a padded sum over cells, since avg_pool2d with
-ceil_mode has no TensorRT converter with a dynamic batch).
+(torch.export with a dynamic batch, ONNX against onnxruntime, TensorRT's operator coverage: the
+stride's average pool is a padded sum over cells, since avg_pool2d with ceil_mode has no
+TensorRT converter with a dynamic batch). These exports are what let specs/volo_d1.yaml run its
+pipeline tests in the slow tier only (tests/conftest.py's PIPELINE_ELSEWHERE).
 
 Small specs; all CPU fp32."""
 
@@ -135,7 +136,6 @@ def test_exports_with_a_dynamic_batch():
             assert torch.allclose(got, want, atol=TOL)
 
 
-@pytest.mark.slow
 def test_onnx_matches_onnxruntime(tmp_path):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
@@ -144,7 +144,6 @@ def test_onnx_matches_onnxruntime(tmp_path):
     assert result.max_difference is not None and result.max_difference < 1e-4  # at batch 3, traced at another
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_outlook_attention(tmp_path, capsys):
     checks_tensorrt_coverage(OUTLOOK_SPEC, tmp_path, capsys, batch="1:4:16")
