@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from .core.errors import UsageError
-from .core.shipped import closest_names, looks_like_a_name, shipped_names, shipped_spec
+from .core.shipped import closest_names, looks_like_a_name, shipped_folder, shipped_names, shipped_spec
 from .language.param_types import TIMM_KEYWORDS as PARAM_KEYWORDS
 
 LOG = logging.getLogger("archspec")
@@ -43,10 +43,19 @@ def resolve_spec(text: str) -> tuple[str, bool] | None:
     shipped = shipped_spec(text)
     if shipped is None and looks_like_a_name(text) and not os.path.exists(text):
         alias = reference_names().get(text)  # timm's name for it: vit_tiny_patch16_224 is vit_ti16
-        shipped = shipped_spec(alias) if alias is not None else None
+        shipped = shipped_spec(alias) if alias is not None else example_spec(text)
     if shipped is not None:
         return shipped, True
     return (text, False) if os.path.exists(text) else None
+
+
+def example_spec(name: str) -> str | None:
+    """The path of the example spec (specs/examples/) called `name`, when there is one: examples
+    go by name too (`archspec check tiny_lm`), after the shipped specs."""
+    if not looks_like_a_name(name) or name.startswith("."):
+        return None
+    path = os.path.join(shipped_folder(), "examples", name + ".yaml")
+    return path if os.path.isfile(path) else None
 
 
 def not_found(text: str, lister: str) -> str:
@@ -69,7 +78,8 @@ def alternatives(names: list[str]) -> str:
 
 def shipped_line(text: str, path: str) -> str:
     """What a command says when `text` was taken for the shipped spec at `path`."""
-    return f"{text}: the shipped spec {path}"
+    what = "example" if os.path.basename(os.path.dirname(path)) == "examples" else "shipped spec"
+    return f"{text}: the {what} {path}"
 
 
 def list_models(pattern: str = "*") -> list[str]:

@@ -146,7 +146,7 @@ def solve_hints(exc: SpecError, doc: Document) -> SpecError:
     baseline = problems_of(exc)
     try:
         solved = [_solve_otherwise(_solve_param(d, doc, baseline), doc, baseline) for d in diagnostics]
-        solved = _solve_size(solved, doc, baseline)
+        solved = [_where_written(d, doc) for d in _solve_size(solved, doc, baseline)]
     except Exception:  # noqa: BLE001 - better hints must never cost the user the error itself
         if os.environ.get("ARCHSPEC_DEBUG"):
             raise
@@ -154,6 +154,18 @@ def solve_hints(exc: SpecError, doc: Document) -> SpecError:
     if solved == diagnostics:
         return exc
     return SpecError(solved, exc.sources)
+
+
+def _where_written(d: Diagnostic, doc: Document) -> Diagnostic:
+    """A diagnostic at a base spec's `${param}` whose value another file wrote (a spec that
+    extends it: vit_ti16's `heads: 5` read by vit_b16's `heads: ${heads}`) points at that value,
+    naming where it is read: the line the user wrote and can change."""
+    param = _param_at(doc, d)
+    written = doc.locs.get(("params", param)) if param is not None else None
+    if written is None or d.loc is None or written.file == d.loc.file or written.file.startswith("<"):
+        return d
+    read = f"{os.path.basename(d.loc.file)}:{d.loc.line}"
+    return replace(d, loc=written, message=f"{d.message} (param '{param}', read as ${{{param}}} at {read})")
 
 
 def _solve_size(diagnostics: list[Diagnostic], doc: Document, baseline) -> list[Diagnostic]:

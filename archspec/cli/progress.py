@@ -3,17 +3,49 @@ A step that fails inside lowering or a backend is reported at the spec node it h
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import logging
+import re
 import shutil
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 
 from ..core.errors import InternalError, LocatedError, UsageError, bug
 
 # what the system refuses for reasons of its own (room, permission, a read-only mount, a quota)
 SYSTEM_REFUSED = {errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS, errno.EDQUOT, errno.EFBIG}
+
+
+# libraries whose advice (warnings, log records below ERROR) would land inside a step's progress line:
+# the ONNX exporter and its optimizer (issue 39: 16 lines of them inside the ONNX build's step)
+CHATTY = ("onnxscript", "onnx_ir", "onnx", "torch.onnx")
+
+
+def _chatty(record: logging.LogRecord) -> bool:
+    """False (drop it) for a record below ERROR from a chatty library's logger or its children."""
+    return record.levelno >= logging.ERROR or not any(
+        record.name == name or record.name.startswith(name + ".") for name in CHATTY)
+
+
+@contextlib.contextmanager
+def libraries_quiet():
+    """Within the block, the chatty libraries' warnings and log records below ERROR are dropped
+    (from the handlers that would print them: the root's, and logging's last resort)."""
+    handlers = [h for h in logging.getLogger().handlers + [logging.lastResort] if h is not None]
+    for handler in handlers:
+        handler.addFilter(_chatty)
+    try:
+        with warnings.catch_warnings():
+            for name in CHATTY:
+                warnings.filterwarnings("ignore", module=re.escape(name) + r"(\..*)?$")
+            yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_chatty)
 
 
 @dataclass
@@ -31,7 +63,8 @@ class Progress:
         print(f"[{self.step}/{self.total}] {title} ...", end="", file=self.stream, flush=True)
         start = time.perf_counter()
         try:
-            result = fn()
+            with libraries_quiet():
+                result = fn()
         except (LocatedError, UsageError):
             print(" failed", file=self.stream, flush=True)
             raise

@@ -145,6 +145,8 @@ class Trainer:
         self.optimizer = (torch.optim.SGD(groups, lr=o.lr) if o.optimizer == "sgd" else
                           torch.optim.AdamW(groups, lr=o.lr))
         self.start = self.load() if o.resume else 0
+        if o.resume:
+            self.say(f"resumed from {o.resume}: model and optimizer at step {self.start}")
         self.per_epoch = datasets.steps_per_epoch(self.data, o.batch)
         self.end = o.epochs * self.per_epoch if o.epochs else self.start + o.steps
         if self.end <= self.start:
@@ -331,10 +333,18 @@ class Trainer:
     def save(self, step: int) -> None:
         if self.options.fsdp:
             dcp.save(self.options.save, self.sharded_state(step), self.world)
+            self.say(f"saved the model and optimizer at step {step} to {self.options.save} (sharded, {self.world.size} "
+                     f"process{'es' if self.world.size > 1 else ''}; --resume reads it)")
             return
         model, optimizer = self.full_state()
         if self.world.rank == 0:
             write_whole(self.options.save, {"model": model, "optimizer": optimizer, "step": step}, "--save")
+            self.say(f"saved the model and optimizer at step {step} to {self.options.save} (--resume reads it)")
+
+    def say(self, line: str) -> None:
+        """A line about what the run did (on stderr, beside progress; once, by the first process)."""
+        if self.world.rank == 0:
+            print(line, file=sys.stderr, flush=True)
 
     def expected(self) -> Expected:
         """What a resume file must hold for this model and optimizer."""

@@ -24,3 +24,15 @@ def test_a_literal_gets_only_values_that_pass_the_whole_spec():
     assert 64 not in advice.passing and "passes the whole spec" in info.value.diagnostics[0].hint
     for heads in advice.passing:
         assert archspec.check_text(EVA.replace("heads: ${heads}", f"heads: {heads}")).params > 0
+
+
+def test_a_size_error_in_an_extending_spec_points_at_the_value_it_wrote(tmp_path):
+    """vit_ti16 writes heads: 5; vit_b16 reads it as ${heads}: the error is at vit_ti16's line."""
+    text = (ROOT / "specs" / "vit_ti16.yaml").read_text().replace("heads: 3", "heads: 5")
+    path = tmp_path / "vit_ti16.yaml"
+    path.write_text(text)
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check(str(path))
+    d = info.value.diagnostics[0]
+    assert d.loc.file == str(path) and d.loc.line == text.splitlines().index("  heads: 5") + 1
+    assert "5 heads do not divide the width 192" in d.message and "read as ${heads} at vit_b16.yaml:" in d.message
