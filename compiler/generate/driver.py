@@ -9,7 +9,7 @@ token's position (Hugging Face's, from the attention mask: left-padded batches d
 theirs do). Outside generate() the model is untouched: its forward is the ordinary one.
 
 A spec can generate when it returns the logits of an lm head and takes token ids alone
-(decoder-only: every attention causal, sliding or alibi, so earlier tokens never see later ones) or
+(decoder-only: every attention causal, sliding, alibi or latent, so earlier tokens never see later ones) or
 source and target ids (encoder-decoder, as the 2017 Transformer: what reads the source alone,
 its embedding and encoder, runs once; on the target side attention is causal, sliding or alibi, or
 cross attention to the encoder's output, whose keys and values are projected at the first step
@@ -34,8 +34,8 @@ from .compiled import CompiledSteps, filled_caches
 from .sampling import Sampling
 
 CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal, "
-                "sliding or alibi attention (shipped: gpt2, llama, mixtral), or source ids, optionally their "
-                "padding mask, and target ids (transformer_base, t5_small)")
+                "sliding, alibi or latent attention (shipped: gpt2, llama, mixtral, deepseek_v3), or source ids, "
+                "optionally their padding mask, and target ids (transformer_base, t5_small)")
 
 
 class Decoder:
