@@ -10,6 +10,10 @@ A fact is declared on the lowest floor whose files must fill it (a backend's fac
 floor, where each op's torch file registers them). Registering a fact twice for one op is an
 error, never a silent overwrite; looking up a fact nobody registered fails naming the op, the
 fact and where to register it, never a silent default.
+
+A family of ops whose kinds share one answer (every attention kind reads floats) may register it
+once against the kinds' base class (`READS.register_family(AttentionOp, FLOAT_FIRST)`): a kind
+added later answers through its class, and a value registered for the op itself wins.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class Fact:
     def __init__(self, name: str, doc: str, where: str, load: Callable[[Op], None] | None = None):
         self.name, self.doc, self.where, self._load = name, doc, where, load
         self._values: dict[Op, Any] = {}
+        self._families: dict[type, Any] = {}
 
     def __repr__(self) -> str:
         return f"<fact {self.name}>"
@@ -41,6 +46,14 @@ class Fact:
         if op in self._values:
             raise RegistryError(f"the {self.name} of {op.label} is registered twice")
         self._values[op] = value
+        return value
+
+    def register_family(self, base: type, value):
+        """Record the fact's value for every op that is an instance of `base` (a family's base
+        class) and has no value of its own; a second registration for one base is an error."""
+        if base in self._families:
+            raise RegistryError(f"the {self.name} of the family {base.__name__} is registered twice")
+        self._families[base] = value
         return value
 
     def of(self, op: Op, node=None):
@@ -58,7 +71,12 @@ class Fact:
         absence means something)."""
         if self._load is not None:
             self._load(op)
-        return self._values.get(op, default)
+        if op in self._values:
+            return self._values[op]
+        for base in type(op).__mro__:
+            if base in self._families:
+                return self._families[base]
+        return default
 
     def registered(self) -> dict[Op, Any]:
         """Every op with this fact, and its value (for tests)."""

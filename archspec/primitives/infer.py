@@ -14,6 +14,8 @@ from ..core.suggestions import Note
 from ..core.ir import Graph, NodeView
 from ..core.types import BATCH, TensorType, batch_factor
 from .base import RuleError
+from .dtypes import check_reads
+from .index_ranges import record_and_check
 
 
 class GraphContext:
@@ -52,6 +54,8 @@ class ShapeInference(Interpreter):
             out = node.op.shape(node.params, inputs, GraphContext(self.graph, node))
         except RuleError as exc:
             raise rule_failure(node, with_video_hint(exc, inputs)) from None
+        check_reads(node, inputs)  # int64 ids into a float-only op (dtypes.py), after the op's own words
+        record_and_check(node, inputs, self.graph, GraphContext(self.graph, node))  # index ranges (index_ranges.py)
         problem = beyond_float32(node.params)
         if problem is not None:  # after the op's own rules, whose words are more precise (an mlp's ratio)
             field, path, value, words = problem

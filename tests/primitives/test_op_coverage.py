@@ -76,6 +76,14 @@ def test_every_registered_op_goes_through_the_pipeline_somewhere():
                          "HARNESS)")
 
 
+def test_every_registered_op_declares_the_dtypes_it_reads():
+    from archspec.primitives.dtypes import READS
+
+    missing = sorted(op.label for op in registry.ops() if READS.get(op) is None)
+    assert not missing, (f"ops without the READS fact (the dtypes each input may have): {missing}; register it in the "
+                         "op's rule file, e.g. READS.register(MY_OP, FLOATS) (archspec/primitives/dtypes.py)")
+
+
 @pytest.mark.parametrize("module,name", sorted(HARNESS.items()))
 def test_each_harness_spec_checks(module, name):
     assert labels_of(archspec.check_text(getattr(importlib.import_module(module), name)).graph)

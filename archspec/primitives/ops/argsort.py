@@ -8,6 +8,8 @@ from pydantic import Field
 from ...core.types import TensorType, ids
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
+from ..index_ranges import VALUES, last_axis
+from ..dtypes import READS, ANY
 from ..decoding import Mixes, register_decoding
 
 
@@ -35,4 +37,6 @@ class ArgsortOp(Op):
 
 
 ARGSORT = register(ArgsortOp())
+VALUES.register(ARGSORT, last_axis)
+READS.register(ARGSORT, ANY)
 register_decoding(ARGSORT, Mixes("argsort orders values across an axis"))

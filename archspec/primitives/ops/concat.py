@@ -18,6 +18,8 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
+from ..index_ranges import VALUES, largest
+from ..dtypes import READS, ANY
 from ..decoding import channels_only, register_decoding
 
 
@@ -128,4 +130,6 @@ class ConcatOp(Op):
 
 
 CONCAT = register(ConcatOp())
+VALUES.register(CONCAT, largest)
+READS.register(CONCAT, ANY)
 register_decoding(CONCAT, channels_only("a concat along the tokens"))

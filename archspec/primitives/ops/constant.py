@@ -34,6 +34,7 @@ from pydantic import Field
 from ...core.types import BATCH, DTYPE_BYTES, Sym, TensorType, tensor
 from ..base import Cost, MAX_SIZE, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..dtypes import READS, ANY
 from ..decoding import NO_TOKENS, Mixes, register_decoding
 
 
@@ -149,4 +150,5 @@ def constant_decoding(p: ConstantParams):
 
 
 CONSTANT = register(ConstantOp())
+READS.register(CONSTANT, ANY)
 register_decoding(CONSTANT, constant_decoding)

@@ -24,6 +24,7 @@ from ...core.types import Sym, TensorType, grid_tokens, image, tokens
 from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError
 from ..grids import as_image, divisors
 from ..registry import register
+from ..dtypes import READS, FLOATS
 from ..decoding import Mixes, register_decoding
 
 
@@ -203,4 +204,5 @@ class ConvOp(Op):
 
 
 CONV = register(ConvOp())
+READS.register(CONV, FLOATS)
 register_decoding(CONV, Mixes("a conv reads the tokens around each one"))

@@ -16,6 +16,7 @@ from ...core.types import BATCH, TensorType, batch_factor, dim_value, tensor
 from ..axes_notation import AxesError, Equation, Side, input_terms, parse_equation
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
+from ..dtypes import READS, FLOATS
 from ..decoding import Mixes, register_decoding
 
 MAX_INPUTS = 3
@@ -133,4 +134,5 @@ def contraction_flops(equation: Equation, sizes: dict[str, int]) -> int:
 
 
 EINSUM = register(EinsumOp())
+READS.register(EINSUM, FLOATS)
 register_decoding(EINSUM, Mixes("an einsum may sum over the tokens"))

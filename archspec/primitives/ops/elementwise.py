@@ -41,6 +41,8 @@ from ..base import NoParams, Op, Params, Rate, RuleError, no_cost, require_float
 from ..broadcast import broadcast
 from ..decoding import TOKENWISE, register_decoding
 from ..registry import register
+from ..dtypes import ANY, FLOATS, READS, Reads
+from ..index_ranges import VALUES
 
 # -- parameter models (each row's) -----------------------------------------------------------------
 
@@ -129,13 +131,15 @@ def compared(p: CompareParams, inputs: list[TensorType]) -> TensorType:
 @dataclass(frozen=True)
 class ElementwiseRow:
     """One row of the family: the op `name`, its `params` model, its `doc`, the inputs it `reads`
-    (with `variadic`, the last any number of times) and its `shape` rule."""
+    (with `variadic`, the last any number of times), its `shape` rule and the dtypes it reads
+    (`dtypes`, dtypes.py: FLOATS, or ANY where int64 indices are fine)."""
 
     name: str
     params: type[Params]
     doc: str
     reads: tuple[str, ...]
     shape: ShapeRule
+    dtypes: Reads
     variadic: bool = False
 
 
@@ -144,29 +148,29 @@ UNARY = ("x",)
 
 ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs, shape rule
     ElementwiseRow("add", NoParams, "x + y (+ more), element-wise; shapes must broadcast.",
-                   BINARY, broadcasts("add"), variadic=True),
+                   BINARY, broadcasts("add"), ANY, variadic=True),
     ElementwiseRow("subtract", NoParams, "x - y, element-wise; shapes must broadcast.",
-                   BINARY, broadcasts("subtract")),
+                   BINARY, broadcasts("subtract"), ANY),
     ElementwiseRow("multiply", NoParams, "x * y, element-wise; shapes must broadcast.",
-                   BINARY, broadcasts("multiply")),
+                   BINARY, broadcasts("multiply"), ANY),
     ElementwiseRow("divide", NoParams, "x / y, element-wise on floating-point values; shapes must broadcast.\n\n"
                    "Integers are refused: torch divides them into floats, which is not their type.",
-                   BINARY, quotient),
+                   BINARY, quotient, FLOATS),
     ElementwiseRow("power", PowerParams, "x ** exponent, element-wise; the output has the input's type.",
-                   UNARY, of_floats("power")),
+                   UNARY, of_floats("power"), FLOATS),
     ElementwiseRow("scale", ScaleParams, "x * factor, element-wise; the output has the input's type.",
-                   UNARY, of_floats("scale")),
+                   UNARY, of_floats("scale"), FLOATS),
     ElementwiseRow("shift", ShiftParams, "x + value, element-wise; the output has the input's type.",
-                   UNARY, of_floats("shift")),
+                   UNARY, of_floats("shift"), FLOATS),
     ElementwiseRow("clamp", ClampParams, "min(max(x, min), max), element-wise; the output has the input's type.",
-                   UNARY, clamped),
+                   UNARY, clamped, FLOATS),
     ElementwiseRow("compare", CompareParams, "(x <op> value) as 0/1 of `dtype`, the shape of x (int64 [B, N]: ids, "
                    "a sequence mask).\n\nAnything else is a tensor of x's shape.",
-                   UNARY, compared),
+                   UNARY, compared, ANY),
     ElementwiseRow("activation", ActivationParams, "fn(x), element-wise.",
-                   UNARY, of_floats("an activation", field=None)),
+                   UNARY, of_floats("an activation", field=None), FLOATS),
     ElementwiseRow("dropout", DropoutParams, "Dropout (identity in eval).",
-                   UNARY, of_floats("dropout", field=None)),
+                   UNARY, of_floats("dropout", field=None), FLOATS),
 )
 
 
@@ -192,3 +196,5 @@ class ElementwiseOp(Op):
 ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {row.name: register(ElementwiseOp(row)) for row in ELEMENTWISE}
 for _op in ELEMENTWISE_OPS.values():  # each output token reads the same token of its inputs; no head's output
     register_decoding(_op, TOKENWISE)
+    READS.register(_op, _op.row.dtypes)
+VALUES.register(ELEMENTWISE_OPS["compare"], lambda p, inputs, bounds: 2 if p.dtype == "int64" else None)  # 0/1

@@ -13,6 +13,7 @@ from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, Rate, RuleError
 from ..counting import FLOAT_BYTES
 from ..registry import register
+from ..dtypes import READS, IDS_FIRST
 from ..decoding import POSITIONAL, register_decoding
 
 
@@ -106,4 +107,5 @@ class Embed(Op):
 
 
 EMBED = register(Embed())
+READS.register(EMBED, IDS_FIRST)
 register_decoding(EMBED, POSITIONAL)

@@ -27,6 +27,8 @@ from ...core.types import BATCH, Sym, TensorType
 from ..base import Cost, MAX_SIZE, Op, Params, RuleError
 from ..decoding import TOKENWISE, register_decoding
 from ..registry import register
+from ..index_ranges import VALUES, keeps
+from ..dtypes import READS, ANY
 
 Size = Union[int, str]
 
@@ -146,4 +148,6 @@ class ExpandOp(Op):
 
 
 EXPAND = register(ExpandOp())
+VALUES.register(EXPAND, keeps)
+READS.register(EXPAND, ANY)
 register_decoding(EXPAND, TOKENWISE)  # each token is the input's one token (or its own): no token reads another

@@ -14,6 +14,7 @@ from ...core.types import Sym, TensorType
 from ..base import Op, PositiveSize, RuleError, no_cost, size_pair
 from ..decoding import Mixes, register_decoding
 from ..registry import register
+from ..dtypes import READS, FLOATS
 from .unfold import BlockParams, blocks, geometry
 
 
@@ -56,4 +57,5 @@ class FoldOp(Op):
 
 
 FOLD = register(FoldOp())
+READS.register(FOLD, FLOATS)
 register_decoding(FOLD, Mixes("fold sums the blocks that overlap each pixel"))

@@ -13,6 +13,8 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, batch_factor, tokens
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..index_ranges import VALUES, keeps
+from ..dtypes import READS, ANY
 from ..decoding import Mixes, register_decoding
 
 
@@ -48,6 +50,13 @@ def check_sequence(x: TensorType, op: str, role: str, skip_prefix: bool | None) 
                                                               f"the others; or {drop}")
 
 
+def plus(prefix: int, length):
+    """prefix + length, where the length may be symbolic (an argsort of a [B, L] input)."""
+    if not isinstance(length, Sym):
+        return prefix + length
+    return length if not prefix else Sym(f"{prefix}+{length.name}", length.lo + prefix, length.hi + prefix)
+
+
 def shortest(n) -> int:
     return n.lo if isinstance(n, Sym) else n
 
@@ -72,7 +81,7 @@ class GatherOp(Op):
             raise RuleError(f"count {p.count} is more than the {index.length} indices", field="count",
                             hint=f"at most {shortest(index.length)}")
         if x.layout == "tokens":
-            return tokens(x.prefix + taken, x.channels, prefix=x.prefix)  # [B, P + M, C], no grid
+            return tokens(plus(x.prefix, taken), x.channels, prefix=x.prefix)  # [B, P + M, C], no grid
         return replace(x, shape=(x.shape[0], taken) + tuple(x.shape[2:]))  # [B, N(, C)] -> [B, M(, C)]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
@@ -86,4 +95,6 @@ class GatherOp(Op):
 
 
 GATHER = register(GatherOp())
+VALUES.register(GATHER, keeps)
+READS.register(GATHER, ANY)
 register_decoding(GATHER, Mixes("gather reads values at other tokens"))

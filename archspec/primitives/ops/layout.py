@@ -26,6 +26,7 @@ from ..base import NoParams, Op, Params, PositiveInt, PositiveSize, RuleError, n
 from ..decoding import Mixes, register_decoding
 from ..grids import image_origin
 from ..registry import register
+from ..dtypes import READS, ANY, FLOATS
 
 
 def on_grid(x: TensorType, channels: int, grid: tuple, origin: GridOrigin) -> TensorType:
@@ -138,6 +139,10 @@ class UpsampleOp(Interpolation):
 
 
 TO_IMAGE = register_decoding(register(ToImageOp()), Mixes("to_image reads the tokens as an image"))
+READS.register(TO_IMAGE, ANY)
 TO_TOKENS = register_decoding(register(ToTokensOp()), Mixes("to_tokens makes tokens of an image's cells"))
+READS.register(TO_TOKENS, ANY)
 RESIZE = register_decoding(register(ResizeOp()), Mixes("resize interpolates between positions of an image"))
+READS.register(RESIZE, FLOATS)
 UPSAMPLE = register_decoding(register(UpsampleOp()), Mixes("upsample interpolates between positions of an image"))
+READS.register(UPSAMPLE, FLOATS)

@@ -12,6 +12,7 @@ from ...core.types import TensorType
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..counting import linear_flops, linear_params
 from ..registry import register
+from ..dtypes import READS, FLOATS
 from ..decoding import TOKENWISE, register_decoding
 
 
@@ -43,4 +44,5 @@ class LinearOp(Op):
 
 
 LINEAR = register(LinearOp())
+READS.register(LINEAR, FLOATS)
 register_decoding(LINEAR, TOKENWISE)

@@ -8,6 +8,7 @@ from ...core.types import TensorType
 from ..base import Cost, Op, Params, RuleError
 from ..grids import grid_origin
 from ..registry import register
+from ..dtypes import READS, FLOAT_FIRST
 from ..decoding import TOKENWISE, register_decoding
 
 
@@ -51,4 +52,5 @@ class MaskTokenOp(Op):
 
 
 MASK_TOKEN = register(MaskTokenOp())
+READS.register(MASK_TOKEN, FLOAT_FIRST)
 register_decoding(MASK_TOKEN, TOKENWISE)

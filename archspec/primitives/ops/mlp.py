@@ -26,6 +26,7 @@ from ..activations import MlpActivation
 from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
 from ..counting import hidden_width, linear_flops, linear_params
 from ..registry import register
+from ..dtypes import READS, FLOAT_FIRST
 from ..decoding import TOKENWISE, Mixes, register_decoding
 
 class MlpParams(SublayerParams):
@@ -215,4 +216,5 @@ def mlp_decoding(p: MlpParams):
 
 
 MLP = register(MlpOp())
+READS.register(MLP, FLOAT_FIRST)
 register_decoding(MLP, mlp_decoding)

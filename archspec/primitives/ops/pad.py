@@ -18,6 +18,7 @@ from ..base import NonNegInt, Op, Params, PositiveSize, RuleError, no_cost, size
 from ..decoding import Mixes, register_decoding
 from ..grids import as_image
 from ..registry import register
+from ..dtypes import READS, ANY
 from .layout import on_grid
 
 
@@ -58,4 +59,5 @@ class PadOp(Op):
 
 
 PAD = register(PadOp())
+READS.register(PAD, ANY)
 register_decoding(PAD, Mixes("a pad adds positions to a grid"))

@@ -13,6 +13,7 @@ from pydantic import Field
 from ...core.types import TensorType
 from ..base import Cost, MAX_SIZE, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..dtypes import READS, ANY
 from ..decoding import NO_TOKENS, register_decoding
 
 LAYOUT_OF_RANK = {1: "vector", 2: "tokens", 3: "image"}
@@ -49,4 +50,5 @@ class Param(Op):
 
 
 PARAM = register(Param())
+READS.register(PARAM, ANY)
 register_decoding(PARAM, NO_TOKENS)

@@ -23,6 +23,7 @@ from ..base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, Rate, RuleErro
 from ..counting import FLOAT_BYTES, norm_params
 from ..grids import as_image, conv_grid, divisors
 from ..registry import register
+from ..dtypes import READS, FLOAT_FIRST
 from ..decoding import Mixes, register_decoding
 
 
@@ -117,4 +118,5 @@ class Patchify(Op):
 
 
 PATCHIFY = register(Patchify())
+READS.register(PATCHIFY, FLOAT_FIRST)
 register_decoding(PATCHIFY, Mixes("patchify reads an image"))

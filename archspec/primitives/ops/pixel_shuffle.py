@@ -8,6 +8,7 @@ from pydantic import Field
 from ...core.types import TensorType, image
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..dtypes import READS, ANY
 from ..decoding import Mixes, register_decoding
 
 
@@ -36,4 +37,5 @@ class PixelShuffle(Op):
 
 
 PIXEL_SHUFFLE = register(PixelShuffle())
+READS.register(PIXEL_SHUFFLE, ANY)
 register_decoding(PIXEL_SHUFFLE, Mixes("pixel_shuffle moves values between positions of a grid"))

@@ -17,6 +17,7 @@ from ..base import NonNegSize, Op, Params, PositiveSize, RuleError, no_cost, siz
 from ..decoding import Mixes, register_decoding
 from ..grids import as_image
 from ..registry import register
+from ..dtypes import READS, FLOATS
 from .layout import on_grid
 
 
@@ -69,4 +70,5 @@ class PoolOp(Op):
 
 
 POOL = register(PoolOp())
+READS.register(POOL, FLOATS)
 register_decoding(POOL, Mixes("a pool reads the positions of a window of a grid"))

@@ -39,6 +39,8 @@ from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..grids import divisors, grid_origin, image_origin, nearest_input
 from ..registry import register
+from ..index_ranges import VALUES, keeps
+from ..dtypes import READS, ANY
 from ..decoding import Mixes, register_decoding
 
 AxisName = Annotated[str, Field(pattern=f"^{AXIS_NAME.pattern}$")]
@@ -292,4 +294,6 @@ def rearranged_grid(p: RearrangeParams, grid):
 
 
 REARRANGE = register(RearrangeOp())
+VALUES.register(REARRANGE, keeps)
+READS.register(REARRANGE, ANY)
 register_decoding(REARRANGE, Mixes("a rearrange may move values between tokens"))

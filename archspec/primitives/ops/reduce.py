@@ -25,6 +25,7 @@ from pydantic import Field
 from ...core.types import TensorType, tensor, vector
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
+from ..dtypes import READS, ANY
 from ..decoding import TOKENWISE, Mixes, register_decoding
 
 KEPT_LAYOUTS = ("tokens", "image", "vector")  # layouts whose axes stay meaningful at size 1
@@ -106,4 +107,5 @@ def reduce_decoding(p: ReduceParams):
 
 
 REDUCE = register(ReduceOp())
+READS.register(REDUCE, ANY)
 register_decoding(REDUCE, reduce_decoding)

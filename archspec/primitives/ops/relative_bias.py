@@ -22,6 +22,7 @@ from ...core.suggestions import Remedy
 from ...core.types import DTYPE_BYTES, TensorType, dim_value, tensor
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..dtypes import READS, ANY
 from ..decoding import POSITIONAL, register_decoding
 
 
@@ -98,4 +99,5 @@ class RelativeBiasOp(Op):
 
 
 RELATIVE_BIAS = register(RelativeBiasOp())
+READS.register(RELATIVE_BIAS, ANY)
 register_decoding(RELATIVE_BIAS, POSITIONAL)

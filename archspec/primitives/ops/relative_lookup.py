@@ -26,6 +26,7 @@ from ...core.suggestions import Remedy
 from ...core.types import DTYPE_BYTES, TensorType, tensor
 from ..base import Cost, Op, Params, PositiveInt, PositiveSize, RuleError, size_pair
 from ..registry import register
+from ..dtypes import READS, ANY
 from ..decoding import Mixes, register_decoding
 
 
@@ -77,4 +78,5 @@ class RelativeLookupOp(Op):
 
 
 RELATIVE_LOOKUP = register(RelativeLookupOp())
+READS.register(RELATIVE_LOOKUP, ANY)
 register_decoding(RELATIVE_LOOKUP, Mixes("its table is made for every pair of tokens"))

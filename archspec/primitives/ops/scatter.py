@@ -12,6 +12,7 @@ from pydantic import Field
 from ...core.types import BATCH, TensorType
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..dtypes import READS, ANY
 from .gather import check_index, check_sequence, shortest
 from ..decoding import Mixes, register_decoding
 
@@ -67,4 +68,5 @@ class ScatterOp(Op):
 
 
 SCATTER = register(ScatterOp())
+READS.register(SCATTER, ANY)
 register_decoding(SCATTER, Mixes("scatter writes values at other tokens"))

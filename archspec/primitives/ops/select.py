@@ -7,6 +7,8 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, vector
 from ..base import Cost, MAX_SIZE, Op, Params, RuleError
 from ..registry import register
+from ..index_ranges import VALUES, keeps
+from ..dtypes import READS, ANY
 from ..decoding import Mixes, register_decoding
 
 
@@ -34,4 +36,6 @@ class SelectOp(Op):
 
 
 SELECT = register(SelectOp())
+VALUES.register(SELECT, keeps)
+READS.register(SELECT, ANY)
 register_decoding(SELECT, Mixes("it takes one token for the sequence"))

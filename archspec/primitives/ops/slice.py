@@ -13,6 +13,8 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..index_ranges import VALUES, keeps
+from ..dtypes import READS, ANY
 from ..decoding import channels_only, register_decoding
 
 
@@ -104,4 +106,6 @@ class SliceOp(Op):
 
 
 SLICE = register(SliceOp())
+VALUES.register(SLICE, keeps)
+READS.register(SLICE, ANY)
 register_decoding(SLICE, channels_only("a slice along the tokens"))

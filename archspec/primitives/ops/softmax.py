@@ -9,6 +9,7 @@ from ...core.types import TensorType
 from ..base import Op, Params, no_cost, require_float
 from ..decoding import TOKENWISE, Mixes, register_decoding
 from ..registry import register
+from ..dtypes import READS, FLOATS
 from .reduce import sample_axis
 
 
@@ -36,4 +37,5 @@ def softmax_decoding(p: SoftmaxParams):
 
 
 SOFTMAX = register(SoftmaxOp())
+READS.register(SOFTMAX, FLOATS)
 register_decoding(SOFTMAX, softmax_decoding)

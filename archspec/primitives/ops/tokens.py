@@ -8,6 +8,7 @@ from pydantic import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
 from ..registry import register
+from ..dtypes import READS, FLOAT_FIRST
 from ..decoding import Mixes, register_decoding
 
 
@@ -39,4 +40,5 @@ class Tokens(Op):
 
 
 TOKENS = register(Tokens())
+READS.register(TOKENS, FLOAT_FIRST)
 register_decoding(TOKENS, Mixes("it puts tokens before the sequence"))

@@ -24,6 +24,8 @@ from ...core.types import Sym, TensorType, ids, tensor, with_channels
 from ..base import MAX_SIZE, Cost, Op, Params, PositiveInt, RuleError
 from ..decoding import TOKENWISE, Mixes, register_decoding
 from ..registry import register
+from ..index_ranges import VALUES, keeps
+from ..dtypes import READS, ANY
 
 
 class TopkParams(Params):
@@ -83,4 +85,7 @@ def topk_decoding(p: TopkParams):
 
 
 TOPK = register(TopkOp())
+VALUES.register(TOPK, lambda p, inputs, bounds: inputs[0].shape[p.axis] if p.output == "indices" else
+                keeps(p, inputs, bounds))  # indices: positions along the axis
+READS.register(TOPK, ANY)
 register_decoding(TOPK, topk_decoding)

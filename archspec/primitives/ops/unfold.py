@@ -19,6 +19,7 @@ from ...core.types import Sym, TensorType, tensor
 from ..base import NonNegSize, Op, Params, PositiveSize, RuleError, no_cost, size_pair
 from ..decoding import Mixes, register_decoding
 from ..registry import register
+from ..dtypes import READS, FLOATS
 
 
 class BlockParams(Params):
@@ -73,4 +74,5 @@ class UnfoldOp(Op):
 
 
 UNFOLD = register(UnfoldOp())
+READS.register(UNFOLD, FLOATS)
 register_decoding(UNFOLD, Mixes("unfold reads the pixels of a block around each one"))

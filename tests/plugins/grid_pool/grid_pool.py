@@ -13,6 +13,7 @@ from archspec.compiler.modules.common import make
 from archspec.core.types import TensorType, grid_tokens
 from archspec.primitives.base import Cost, Op, Params, RuleError
 from archspec.primitives.decoding import Mixes, register_decoding
+from archspec.primitives.dtypes import FLOATS, READS
 from archspec.primitives.registry import register
 
 
@@ -54,6 +55,7 @@ def pooled_grid(p, grid):
 
 GRID_POOL = register(GridPool())
 register_decoding(GRID_POOL, Mixes("grid_pool joins neighbouring tokens"))
+READS.register(GRID_POOL, FLOATS)  # the dtypes it reads (archspec.primitives.dtypes)
 
 
 @lowering(GRID_POOL)

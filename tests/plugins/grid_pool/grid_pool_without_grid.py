@@ -7,6 +7,7 @@ from archspec.compiler.facts import CLASSIFIER, ONNX_FUSION, RESAMPLE
 from archspec.compiler.lowering_rules import lowering
 from archspec.compiler.modules.common import make
 from archspec.primitives.decoding import Mixes, register_decoding
+from archspec.primitives.dtypes import FLOATS, READS
 from archspec.primitives.registry import register
 
 from grid_pool import GridPool, GridPoolModule
@@ -20,6 +21,7 @@ class GridPoolWithoutGrid(GridPool):
 
 GRID_POOL_WITHOUT_GRID = register(GridPoolWithoutGrid())
 register_decoding(GRID_POOL_WITHOUT_GRID, Mixes("grid_pool joins neighbouring tokens"))
+READS.register(GRID_POOL_WITHOUT_GRID, FLOATS)  # the dtypes it reads (archspec.primitives.dtypes)
 
 
 @lowering(GRID_POOL_WITHOUT_GRID)

@@ -20,6 +20,7 @@ from ....core.suggestions import Divides, Remedy
 from ...base import Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
 from ...counting import FLOAT_BYTES, attention_flops, linear_flops, linear_params
 from ...grids import divisors
+from ...dtypes import READS, FLOAT_FIRST
 
 
 class AttentionParams(SublayerParams):
@@ -132,3 +133,6 @@ def at_shortest(t: TensorType) -> TensorType:
     """`t` with every symbolic length at the smallest size it may take."""
     shape = tuple(Sym(d.name, d.lo, d.lo) if isinstance(d, Sym) else d for d in t.shape)
     return replace(t, shape=shape)
+
+
+READS.register_family(AttentionOp, FLOAT_FIRST)  # every kind: the tokens float; a mask or a bias, the kind's rule

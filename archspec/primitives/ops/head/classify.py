@@ -11,6 +11,7 @@ from ....core.types import TensorType, vector
 from ...base import Cost, Eps, Op, Params, PositiveInt
 from ...counting import linear_flops, linear_params, norm_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from .pooling import check_pool
 from ...decoding import CLASSES, Mixes, register_decoding
 
@@ -42,4 +43,5 @@ class ClassifyHead(Op):
 
 
 CLASSIFY = register(ClassifyHead())
+READS.register(CLASSIFY, FLOAT_FIRST)
 register_decoding(CLASSIFY, Mixes("a classifier pools the tokens"), CLASSES)

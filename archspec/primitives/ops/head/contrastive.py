@@ -12,6 +12,7 @@ from ....core.types import TensorType, matrix
 from ...base import Cost, Op, Params, RuleError
 from ...counting import linear_flops
 from ...registry import register
+from ...dtypes import READS, FLOATS
 from ...decoding import Mixes, register_decoding
 
 
@@ -46,4 +47,5 @@ class ContrastiveHead(Op):
 
 
 CONTRASTIVE = register(ContrastiveHead())
+READS.register(CONTRASTIVE, FLOATS)
 register_decoding(CONTRASTIVE, Mixes("a contrastive head pools each tower"))

@@ -9,6 +9,7 @@ from ....core.types import TensorType, vector
 from ...base import Cost, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from ...decoding import CLASSES, Mixes, register_decoding
 
 
@@ -41,4 +42,5 @@ class DistilledHeadOp(Op):
 
 
 DISTILLED = register(DistilledHeadOp())
+READS.register(DISTILLED, FLOAT_FIRST)
 register_decoding(DISTILLED, Mixes("a classifier pools the tokens"), CLASSES)

@@ -12,6 +12,7 @@ from ....core.types import TensorType, dim_value, tokens, vector
 from ...base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params, norm_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from .pooling import Pool, check_pool
 from ...decoding import Mixes, register_decoding
 from ...decoding import FEATURES as FEATURES_ROLE
@@ -66,4 +67,5 @@ class FeaturesHeadOp(Op):
 
 
 FEATURES = register(FeaturesHeadOp())
+READS.register(FEATURES, FLOAT_FIRST)
 register_decoding(FEATURES, Mixes("a features head pools the tokens"), FEATURES_ROLE)

@@ -10,6 +10,7 @@ from ....core.types import TensorType, dim_value, tokens
 from ...base import Cost, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from ..embed import tied_table
 from ...decoding import LOGITS, TOKENWISE, register_decoding
 
@@ -57,4 +58,5 @@ class LmHead(Op):
 
 
 LM = register(LmHead())
+READS.register(LM, FLOAT_FIRST)
 register_decoding(LM, TOKENWISE, LOGITS)

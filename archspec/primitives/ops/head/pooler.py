@@ -10,6 +10,7 @@ from ....core.types import Sym, TensorType, vector
 from ...base import Cost, NonNegInt, Op, Params, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from ...decoding import FEATURES, Mixes, register_decoding
 
 
@@ -41,4 +42,5 @@ class PoolerHead(Op):
 
 
 POOLER = register(PoolerHead())
+READS.register(POOLER, FLOAT_FIRST)
 register_decoding(POOLER, Mixes("a pooler reads one token for the sequence"), FEATURES)

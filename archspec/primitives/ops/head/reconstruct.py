@@ -11,6 +11,7 @@ from ....core.types import TensorType, image
 from ...base import Cost, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from ...decoding import Mixes, register_decoding
 
 
@@ -46,4 +47,5 @@ class ReconstructHead(Op):
 
 
 RECONSTRUCT = register(ReconstructHead())
+READS.register(RECONSTRUCT, FLOAT_FIRST)
 register_decoding(RECONSTRUCT, Mixes("a reconstruction head reads the masked tokens"))

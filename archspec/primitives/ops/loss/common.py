@@ -6,6 +6,7 @@ from pydantic import Field
 
 from ....core.types import TensorType, scalar
 from ...base import Cost, Op, Params
+from ...dtypes import READS, ANY
 
 
 class LossParams(Params):
@@ -25,3 +26,6 @@ class LossOp(Op):
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)  # objectives are not part of the network's cost
+
+
+READS.register_family(LossOp, ANY)  # logits and int64 labels or masks: each kind's rule checks them

@@ -13,6 +13,7 @@ from ...base import Cost, Eps, Op, Params, PositiveInt, RuleError
 from ...counting import linear_params, norm_params
 from ...grids import as_image, origin_text
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from ...decoding import Mixes, register_decoding
 
 
@@ -54,4 +55,5 @@ class ConcatMerge(Op):
 
 
 CONCAT = register(ConcatMerge())
+READS.register(CONCAT, FLOAT_FIRST)
 register_decoding(CONCAT, Mixes("merge joins neighbouring tokens"))

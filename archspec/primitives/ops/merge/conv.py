@@ -11,6 +11,7 @@ from ...base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, RuleError
 from ...counting import norm_params
 from ...grids import as_image, conv_grid
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from ..patchify import check_conv_geometry
 from ...decoding import Mixes, register_decoding
 
@@ -49,4 +50,5 @@ class ConvMerge(Op):
 
 
 CONV = register(ConvMerge())
+READS.register(CONV, FLOAT_FIRST)
 register_decoding(CONV, Mixes("merge joins neighbouring tokens"))

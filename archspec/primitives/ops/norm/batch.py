@@ -14,6 +14,7 @@ from ....core.types import TensorType
 from ...base import Cost, Eps, Op, Params, RuleError
 from ...counting import norm_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from .common import Bias
 from ...decoding import TOKENWISE, register_decoding
 
@@ -44,4 +45,5 @@ class BatchNorm(Op):
 
 
 BATCH = register(BatchNorm())
+READS.register(BATCH, FLOAT_FIRST)
 register_decoding(BATCH, TOKENWISE)

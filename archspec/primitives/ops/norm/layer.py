@@ -10,6 +10,7 @@ from ....core.types import TensorType
 from ...base import Cost, Eps, Op, Params
 from ...counting import norm_params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from .common import Bias, check_normalisable
 from ...decoding import TOKENWISE, register_decoding
 
@@ -37,4 +38,5 @@ class LayerNorm(Op):
 
 
 LAYER = register(LayerNorm())
+READS.register(LAYER, FLOAT_FIRST)
 register_decoding(LAYER, TOKENWISE)

@@ -10,6 +10,7 @@ from pydantic import Field
 from ....core.types import TensorType
 from ...base import Cost, Eps, Op, Params
 from ...registry import register
+from ...dtypes import READS, FLOAT_FIRST
 from .common import check_normalisable
 from ...decoding import TOKENWISE, register_decoding
 
@@ -36,4 +37,5 @@ class RmsNorm(Op):
 
 
 RMS = register(RmsNorm())
+READS.register(RMS, FLOAT_FIRST)
 register_decoding(RMS, TOKENWISE)

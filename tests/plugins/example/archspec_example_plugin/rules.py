@@ -11,6 +11,7 @@ from archspec.primitives.base import Cost, Op, Params, PositiveInt, RuleError
 from archspec.primitives.counting import linear_flops, linear_params
 from archspec.primitives.registry import register
 from archspec.primitives.decoding import CLASSES, TOKENWISE, Mixes, register_decoding
+from archspec.primitives.dtypes import FLOAT_FIRST, FLOATS, READS
 
 
 class ScaleParams(Params):
@@ -57,3 +58,5 @@ SCALE = register(Scale())
 MEAN_MAX = register(MeanMaxHead())
 register_decoding(SCALE, TOKENWISE)  # what generate and training ask of each op (archspec.primitives.decoding)
 register_decoding(MEAN_MAX, Mixes("a classifier pools the tokens"), CLASSES)
+READS.register(SCALE, FLOATS)  # the dtypes each op reads (archspec.primitives.dtypes): int64 ids are refused at check
+READS.register(MEAN_MAX, FLOAT_FIRST)
