@@ -21,6 +21,10 @@ def filled(shape, fill=None, value=None, axis=None, dtype=None, device=None):
         return torch.full(shape, float(value), **like)
     if fill == "ones":
         return torch.ones(shape, **like)
+    if fill == "eye" and all(type(size) is int for size in shape):  # at lowering: no second copy of the table
+        identity = torch.zeros(shape, **like)
+        identity.diagonal(dim1=-2, dim2=-1).fill_(1)  # the identity on every leading index
+        return identity
     if fill == "eye":
         return torch.eye(shape[-2], shape[-1], **like).expand(shape).clone()  # the identity on every leading index
     if fill == "index":

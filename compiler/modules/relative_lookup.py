@@ -14,16 +14,29 @@ from ..lowering_rules import lowering
 from .common import make
 
 
-def pair_offset_index(h: int, w: int, offsets: str = "signed", stride: int = 1) -> torch.Tensor:
-    """[Nq, Nk] int64: the row of each (query, key) pair, queries on every stride-th row and column."""
+CHUNK = 1 << 18  # elements of a block of query rows: its one temporary (absolute offsets) is this small
+
+
+def pair_offset_index(h: int, w: int, offsets: str = "signed", stride: int = 1, out=None) -> torch.Tensor:
+    """[Nq, Nk] int64: the row of each (query, key) pair, queries on every stride-th row and column
+    (written into `out` when given). Computed in place a block of query rows at a time, so that
+    building it takes the index itself and at most one temporary of CHUNK elements, not several
+    [Nq, Nk] int64 tensors (a 96x96 grid's index is 680 MB; its temporaries were 2 GB more)."""
     rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")  # 2 x [H, W]
     key_rows, key_cols = rows.flatten(), cols.flatten()  # 2 x [Nk], row-major
     query_rows, query_cols = rows[::stride, ::stride].flatten(), cols[::stride, ::stride].flatten()  # 2 x [Nq]
-    d_row = query_rows[:, None] - key_rows[None, :]  # [Nq, Nk], in -(H-1)..H-1
-    d_col = query_cols[:, None] - key_cols[None, :]  # [Nq, Nk], in -(W-1)..W-1
-    if offsets == "absolute":
-        return d_row.abs() * w + d_col.abs()  # [Nq, Nk], in 0..HW-1
-    return (d_row + h - 1) * (2 * w - 1) + d_col + w - 1  # [Nq, Nk], in 0..(2H-1)(2W-1)-1
+    queries, keys = query_rows.numel(), key_rows.numel()
+    index = torch.empty(queries, keys, dtype=torch.long) if out is None else out  # [Nq, Nk]
+    step = max(1, CHUNK // max(keys, 1))
+    for start in range(0, queries, step):
+        block = slice(start, start + step)
+        rows_out = index[block]  # [rows, Nk], a view: computed in place
+        torch.sub(query_rows[block, None], key_rows[None, :], out=rows_out)  # Δrow, in -(H-1)..H-1
+        if offsets == "absolute":  # |Δrow| · W + |Δcolumn|, in 0..HW-1
+            rows_out.abs_().mul_(w).add_((query_cols[block, None] - key_cols[None, :]).abs_())
+        else:  # (Δrow + H - 1) · (2W - 1) + Δcolumn + W - 1, in 0..(2H-1)(2W-1)-1
+            rows_out.add_(h - 1).mul_(2 * w - 1).add_(query_cols[block, None]).sub_(key_cols[None, :]).add_(w - 1)
+    return index
 
 
 class RelativeLookup(nn.Module):

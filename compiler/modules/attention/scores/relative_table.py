@@ -20,12 +20,11 @@ def grid_offset_index(h: int, w: int, class_tokens: bool):
     """[N, N] rows of the table for every (query, key) pair, N = H*W (+ 1 with a class token in
     front): the grid's offsets (Δrow + H - 1) · (2W - 1) + (Δcolumn + W - 1), then BEiT's rows
     class -> token, token -> class, class -> class after the (2H - 1)(2W - 1) offsets."""
-    offsets = pair_offset_index(h, w)  # [H*W, H*W], relative_lookup's signed offsets
     if not class_tokens:
-        return offsets
+        return pair_offset_index(h, w)  # [H*W, H*W], relative_lookup's signed offsets
     distances = (2 * h - 1) * (2 * w - 1)
-    index = torch.zeros(h * w + 1, h * w + 1, dtype=torch.long)  # [N, N], the class token first
-    index[1:, 1:] = offsets
+    index = torch.empty(h * w + 1, h * w + 1, dtype=torch.long)  # [N, N], the class token first
+    pair_offset_index(h, w, out=index[1:, 1:])  # the grid's offsets written in place: no [H*W, H*W] copy
     index[0, :] = distances  # the class token's query: class -> token
     index[:, 0] = distances + 1  # every query's look at the class token: token -> class
     index[0, 0] = distances + 2  # class -> class
