@@ -35,7 +35,7 @@ ALL_SPECS = SPECS + EXAMPLES
 LARGER_SIBLINGS = {"swin_s": "swin_t", "swin_b": "swin_t", "vit_s16": "vit_ti16", "vit_b16": "vit_ti16",
                    "pvt_v2_b2": "pvt_v2_b0", "mae_b16": "mae_ti16",
                    "beit_b16": "beit_ti16", "t5_small": "t5_tiny",
-                   "sam_vit_b": "sam_vit_ti"}
+                   "sam_vit_b": "sam_vit_ti", "mvitv2_t": "mvitv2_xt"}
 
 # Specs whose every op another spec takes through the `pipeline` tests in every run (or, for the
 # newer tensor ops, tests/primitives/test_every_op.py's EVERY_OP and tests/primitives/test_pad.py, which export them,

@@ -80,6 +80,7 @@ FUSES = {
     SLIDING: attention_fusion, ALIBI: attention_fusion,
     # one Attention op per node
     WINDOW: "attention", SHIFTED: "attention", SRA: "attention", LINEAR_SRA: "attention", LATENT: "attention",
+    POOLED: "attention",  # one Attention op per node (the decomposed positions its bias)
     # fc1's bias and a GELU right after it: one BiasGelu (erf) or FastGelu (tanh)
     MLP: mlp_fusion,
 }
@@ -89,8 +90,8 @@ NO_FUSION = (
     TO_IMAGE, TO_TOKENS, RESIZE, UPSAMPLE, PAD, POOL, PIXEL_SHUFFLE, REARRANGE,
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
     EXPAND, UNFOLD, FOLD,
-    LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
+    LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
     CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,

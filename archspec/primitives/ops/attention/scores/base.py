@@ -46,6 +46,8 @@ class ScoreSite:
     rope_theta: float | None = None
     tensors: tuple[TensorType, ...] = ()  # the inputs a part reads by name (`mod`'s tensors), in order
     masks: bool = False  # the kind's module joins the parts' masks to its own (the sequence kinds)
+    scale: float | None = None  # the node's score scale (None: 1/sqrt(head width)), for parts that must agree
+    key_grid: tuple[int, int] | None = None  # the keys' grid where it is not the queries' (pooled attention)
 
     def check_queries_on_the_grid(self, needs: str) -> None:
         """For a part that `needs` (e.g. "a relative position table needs") queries on a grid, at a
@@ -118,7 +120,6 @@ class ScoreUse:
     params: Any
 
 
-def parse_scores(entries: list[Any]) -> list[ScoreUse]:
 def part_named(name: str) -> ScorePart | None:
     """The score part called `name`, or None. A built-in part's file is named after it, so that
     file alone is imported (check imports the parts a spec uses, not all of them); any other name
@@ -131,6 +132,7 @@ def part_named(name: str) -> ScorePart | None:
     return SCORE_PARTS.get(name) or known_parts().get(name)
 
 
+def parse_scores(entries: list[Any]) -> list[ScoreUse]:
     """The `scores:` list -> parts with their params; RuleError (field `scores`) for an unknown
     part, a malformed entry or bad params."""
     uses = []

@@ -9,6 +9,11 @@ the relative offsets along the rows and the columns, shared by all heads (timm's
 `rel_pos_w`, `get_decomposed_rel_pos_bias`). The grid is the site's: the token grid for global
 attention, the window for window attention, so the tables are 2S - 1 long for a side S of it.
 The part gives an additive bias [B, h, N, N]: the attention stays one fused SDPA.
+
+Where the keys lie on a grid of their own (pooled attention, MViTv2: queries and keys pooled
+with different strides), the offsets are timm's `cal_rel_pos_type`: the coarser side's index is
+scaled up to the finer one's, (y · max(k_h / q_h, 1) - y' · max(q_h / k_h, 1)), and the tables
+are 2 · max(q_h, k_h) - 1 long (and so for the columns).
 """
 
 from __future__ import annotations
@@ -42,18 +47,20 @@ class DecomposedPart(ScorePart):
             raise RuleError(f"decomposed relative positions need every query on the {h}x{w} grid, but there are "
                             f"{site.queries} queries (class tokens have no place on it)", field="scores",
                             hint=Remedy("patchify without cls_token, or slice the class token off first"))
-        if site.keys != site.queries:
+        key_h, key_w = site.key_grid or site.grid
+        if site.keys != key_h * key_w:
             raise RuleError(f"decomposed relative positions need the keys on the queries' {h}x{w} grid, but "
                             f"there are {site.keys} keys for {site.queries} queries", field="scores",
-                            hint=Remedy("use the part with self-attention (global or window kinds)"))
+                            hint=Remedy("use the part with self-attention (global, window or pooled kinds)"))
 
     def cost(self, p, site: ScoreSite) -> Cost:
         """The two tables; q·R_h and q·R_w as timm's einsums (batched matmuls over the rows and
-        over the columns): 2 · heads · queries · (H + W) · head_dim; two int64 offset indexes."""
+        over the columns): 2 · heads · queries · (K_h + K_w) · head_dim; two int64 offset indexes."""
         h, w = site.grid
-        params = (2 * h - 1 + 2 * w - 1) * site.head_dim
-        flops = 2 * site.heads * site.queries * (h + w) * site.head_dim
-        return Cost(params, flops, INDEX_BYTES * (h * h + w * w))
+        key_h, key_w = site.key_grid or site.grid
+        params = (2 * max(h, key_h) - 1 + 2 * max(w, key_w) - 1) * site.head_dim
+        flops = 2 * site.heads * site.queries * (key_h + key_w) * site.head_dim
+        return Cost(params, flops, INDEX_BYTES * (h * key_h + w * key_w))
 
 
 DECOMPOSED = register_score(DecomposedPart())
