@@ -256,12 +256,13 @@ class SequenceAttention(AttentionForm, Sublayer):
                 q, k = part.rotate(q, k)  # [B, h, N, d], [B, h_kv, M, d]: shapes kept
         return q, k
 
-    def position_bias(self, q, k, bias):
-        """The additive score biases: the bias input and the parts' biases ([B, h, N, M]), or None."""
+    def position_bias(self, q, k, bias, tensors=()):
+        """The additive score biases: the bias input and the parts' biases ([B, h, N, M]), or None; a
+        part with `reads_tensors` (disentangled) is also given the named tensors and this module."""
         for name in self.score_parts:
             part = getattr(self, name)
             if hasattr(part, "bias"):
-                b = part.bias(q, k)  # [B, h, N, M]
+                b = part.bias(q, k, tensors, self) if getattr(part, "reads_tensors", False) else part.bias(q, k)
                 bias = b if bias is None else bias + b
         return bias
 
@@ -366,7 +367,7 @@ class SequenceAttention(AttentionForm, Sublayer):
             q, k = self.rotary(q, k)
         q, k = self.rotate_parts(q, k)
         k, v = self.share_kv(k), self.share_kv(v)
-        bias = self.position_bias(q, k, bias)
+        bias = self.position_bias(q, k, bias, tensors)
         if self.mixes_scores() and self.flexes(q, k, bias):
             x = self.flexed(q, k, v, padding, tensors)
         elif self.mixes_scores() or self.writes_out(k.shape[-2], q.dtype):

@@ -87,7 +87,7 @@ class SequenceAttentionOp(AttentionOp):
         first = len(self.streams(p)) + p.bias
         tensors = tuple(inputs[first:first + len(score_tensors(p))])
         return ScoreSite(p.heads, self.head_dim(p, x.channels), dim_value(x.length), self.keys(p, inputs), x.grid,
-                         x, rotates=True, rope_theta=p.rope_theta, tensors=tensors, masks=True)
+                         x, rotates=True, rope_theta=p.rope_theta, tensors=tensors, masks=True, scale=p.scale)
 
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]
