@@ -71,8 +71,8 @@ class Decoder:
         self.embeds = [m for top in self.target_side for m in top.modules() if isinstance(m, TokenEmbed)]
         self.cross = [m for top in self.target_side for m in top.modules() if isinstance(m, CrossAttention)]
         self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
-        self.max_length = longest_sequence(model, len(facts.inputs) - 1)
-        self.max_source = longest_sequence(model, 0) if self.encoder_decoder else None
+        self.min_length, self.max_length = sequence_range(model, len(facts.inputs) - 1)
+        self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
 
     @staticmethod
@@ -177,6 +177,11 @@ def computed_once(forward):
 
 def longest_sequence(model, index: int = 0) -> int | None:
     """The highest length the spec declares for its input `index` (dim 1), or None."""
+    return sequence_range(model, index)[1]
+
+
+def sequence_range(model, index: int = 0) -> tuple[int | None, int | None]:
+    """(lowest, highest) length the spec declares for its input `index` (dim 1), or (None, None)."""
     for declared in model.__dict__.get("meta", {}).get("archspec_inputs", ())[index:index + 1]:
         for index, _, hi in declared.checks:
             if index == 1:
@@ -211,6 +216,11 @@ def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: i
         prompt = 1
     else:
         prompt = input_ids.shape[1]
+    if decoder.min_length is not None and prompt < decoder.min_length:  # a target of fixed length 6
+        side = "target" if decoder.encoder_decoder else "input"
+        raise ValueError(f"{decoder.name}'s {side} takes at least {decoder.min_length} tokens, and generate starts "
+                         f"from {prompt}: declare its length as a range (dims: {{L: [1, {decoder.max_length}]}}) "
+                         "to generate with it")
     total = prompt + max_new_tokens
     if decoder.max_length is not None and total > decoder.max_length:
         raise ValueError(f"{prompt} prompt tokens + {max_new_tokens} new tokens = {total}, beyond "
@@ -233,6 +243,9 @@ def check_source(decoder: Decoder, input_ids, attention_mask, decoder_start_toke
     if attention_mask is not None and bool((attention_mask == 0).any()) and not decoder.source_mask:
         raise ValueError(f"{decoder.name} takes no source padding mask, so its sources cannot be padded: give "
                          "sources of one length")
+    if decoder.min_source is not None and input_ids.shape[1] < decoder.min_source:  # a source of fixed length 8
+        raise ValueError(f"a source of {input_ids.shape[1]} tokens is shorter than {decoder.name}'s shortest source, "
+                         f"{decoder.min_source}")
     if decoder.max_source is not None and input_ids.shape[1] > decoder.max_source:
         raise ValueError(f"a source of {input_ids.shape[1]} tokens is beyond {decoder.name}'s longest source, "
                          f"{decoder.max_source}")

@@ -13,6 +13,13 @@ Kinds of case, by share:
               load a timm-named checkpoint of tiny_vit
   lsp         a mutated spec through the language server's analysis (archspec/lsp/analysis.py):
               analyse, diagnostics, and hover and definition at random positions (no server)
+  tensor_ops  a generated graph of the tensor ops (generators.py), sometimes mutated: checked, and
+              what check accepts is built and run forward once (a model that fails there is a crash)
+  attention   a generated sequence model with attention kinds, score parts and options, MoE MLPs
+              and `share: true` repeats: checked, built and run forward as tensor_ops
+  generate    model.generate on a built tiny_lm with hostile keyword arguments: a result, or a
+              ValueError/TypeError in words
+  generate_cli  `archspec generate` with hostile flags
 
 A case's outcome is `ok`, `spec_error`, `usage_error`, `type_error` (only where the case gave
 wrong types) or `crash: ...`: a traceback, exit code 3, or any other exception (for `lsp`, any
@@ -28,10 +35,10 @@ import random
 import traceback
 from dataclasses import dataclass, field
 
-from . import mutators, seeds
+from . import generators, mutators, seeds
 
-KINDS = {"check_text": 60, "check_file": 8, "build_text": 4, "api_types": 3, "cli": 15, "extends": 5, "mapping": 3,
-         "lsp": 5}
+KINDS = {"check_text": 50, "check_file": 6, "build_text": 4, "api_types": 3, "cli": 12, "extends": 5, "mapping": 3,
+         "lsp": 5, "tensor_ops": 12, "attention": 10, "generate": 3, "generate_cli": 2}
 LSP_POSITIONS = 4  # hover and definition requests per lsp case
 BUILD_PARAMS = 2_000_000  # build_text only builds specs this small (the fuzz measures, not trains)
 
@@ -81,6 +88,18 @@ def make_case(seed: int, index: int, files: dict[str, str]) -> Case:
         return extends_case(case, rng)
     if kind == "mapping":
         return mapping_case(case, rng, files)
+    if kind in ("tensor_ops", "attention"):
+        case.seed_spec = kind
+        text = generators.tensor_spec(rng) if kind == "tensor_ops" else generators.attention_spec(rng)
+        case.text = mutated_spec(rng, text, case, most=1) if rng.random() < 0.2 else text
+        return case
+    if kind == "generate":
+        case.call = (generators.generate_kwargs(rng),)
+        return case
+    if kind == "generate_cli":
+        case.argv = generators.generate_argv(rng, files[rng.choice(["spec_tiny_lm.yaml", "tiny_tiny_lm", "tiny_tiny_lm",
+                                                                     "tiny_tiny_seq2seq", "tiny_tiny_vit"])])
+        return case
     pool = seeds.TINY if kind == "build_text" else seeds.all_seeds()
     name = rng.choice(sorted(pool))
     case.seed_spec, text = name, pool[name]
@@ -197,6 +216,10 @@ def run_case(case: Case) -> str:
         if case.kind == "mapping":
             archspec.build_text(seeds.TINY["tiny_vit"], weights=case.call[0], mapping="fuzz_map.yaml")
             return "ok"
+        if case.kind == "generate":
+            return run_generate(case.call[0])
+        if case.kind == "generate_cli":
+            return run_cli(case.argv)
         if case.kind == "api_types":
             function, args, kwargs = case.call
             try:
@@ -217,6 +240,8 @@ def run_case(case: Case) -> str:
             report = archspec.check_text(case.text, case.overrides)
         if case.kind == "build_text" and report.params <= BUILD_PARAMS:
             return build_what_checked(case.text)
+        if case.kind in ("tensor_ops", "attention") and report.params <= BUILD_PARAMS:
+            return build_what_checked(case.text, forward=True)
         return "ok"
     except SpecError as exc:
         return judge_spec_error(exc)
@@ -267,18 +292,115 @@ def run_lsp(case: Case) -> str:
     return "ok"
 
 
-def build_what_checked(text: str) -> str:
+def build_what_checked(text: str, forward: bool = False) -> str:
     """Build a spec the checker accepted: lowering must never fail on it. The one error allowed is the
-    worker's build budget (ARCHSPEC_MAX_BUILD_BYTES), which check does not know about."""
+    worker's build budget (ARCHSPEC_MAX_BUILD_BYTES), which check does not know about. With
+    `forward`, the model also runs once on example inputs: a forward that fails is a wrong model
+    that built silently."""
     import archspec
     from archspec.core.errors import SpecError
 
     try:
-        archspec.build_text(text)
+        model = archspec.build_text(text)
     except SpecError as exc:
         if all("ARCHSPEC_MAX_BUILD_BYTES" in (d.hint or "") for d in exc.diagnostics):
             return "over_budget"
         return f"crash: build refused what check accepted: {str(exc).splitlines()[0][:200]}"
+    if forward:
+        return run_forward(model, text)
+    return "ok"
+
+
+def run_forward(model, text: str) -> str:
+    import torch
+
+    import archspec
+    from archspec.compiler.backends.export import example_inputs
+
+    graph = archspec.check_text(text).graph
+    try:
+        with torch.no_grad():
+            model.eval()(*example_inputs(graph, batch=2))
+    except Exception as exc:  # noqa: BLE001 - check accepted it: any failure is archspec's
+        return f"crash: forward of what check accepted: {type(exc).__name__}: {str(exc)[:160]} @ {where(exc)}"
+    return "ok"
+
+
+_MODELS: dict[str, object] = {}
+
+
+def generate_model():
+    """tiny_lm, built once per worker."""
+    import archspec
+
+    if "tiny_lm" not in _MODELS:
+        _MODELS["tiny_lm"] = archspec.build_text(seeds.TINY["tiny_lm"]).eval()
+    return _MODELS["tiny_lm"]
+
+
+class CountingStreamer:
+    def __init__(self):
+        self.count = 0
+
+    def put(self, tokens):
+        self.count += 1
+
+    def end(self):
+        pass
+
+
+def generate_inputs(kwargs: dict) -> tuple:
+    """(prompt, keyword arguments) with the drawn descriptions made into torch values."""
+    import torch
+
+    kwargs = dict(kwargs)
+    prompts = {"one": torch.tensor([[1, 2, 3]]), "batch": torch.tensor([[1, 2, 3], [4, 5, 6]]),
+               "empty": torch.zeros(1, 0, dtype=torch.long), "long": torch.ones(1, 40, dtype=torch.long),
+               "float": torch.tensor([[1.0, 2.0]]), "big_id": torch.tensor([[1, 999]]),
+               "negative_id": torch.tensor([[1, -2]]), "1d": torch.tensor([1, 2]), "3d": torch.ones(1, 2, 2).long(),
+               "list": [[1, 2, 3]], "batch0": torch.zeros(0, 3, dtype=torch.long)}
+    prompt = prompts[kwargs.pop("prompt")]
+    width = prompt.shape[-1] if hasattr(prompt, "shape") and prompt.dim() >= 1 else 3
+    batch = prompt.shape[0] if hasattr(prompt, "shape") and prompt.dim() == 2 else 1
+    masks = {"ones": torch.ones(batch, width, dtype=torch.long),
+             "left_pad": torch.cat([torch.zeros(batch, 1), torch.ones(batch, max(width - 1, 0))], 1).long(),
+             "zeros": torch.zeros(batch, width, dtype=torch.long),
+             "minus": torch.full((batch, width), -1), "nan": torch.full((batch, width), float("nan")),
+             "list": [[1] * width] * batch, "short": torch.ones(batch, 1, dtype=torch.long),
+             "float": torch.ones(batch, width)}
+    if "attention_mask" in kwargs:
+        kwargs["attention_mask"] = masks[kwargs["attention_mask"]]
+    if kwargs.get("generator") == "seeded":
+        kwargs["generator"] = torch.Generator().manual_seed(0)
+    if kwargs.get("streamer") == "counting":
+        kwargs["streamer"] = CountingStreamer()
+    return prompt, kwargs
+
+
+def run_generate(drawn: dict) -> str:
+    """model.generate: new tokens of the right shape, or a ValueError/TypeError in words (for a
+    keyword argument generate does not take, Python's own TypeError)."""
+    import torch
+
+    prompt, kwargs = generate_inputs(drawn)
+    try:
+        out = generate_model().generate(prompt, **kwargs)
+    except (ValueError, TypeError) as exc:
+        if not str(exc):
+            return f"crash: generate raised {type(exc).__name__} without words"
+        if type(exc) is TypeError and "unexpected keyword" in str(exc):
+            return "type_error"
+        raised_in = traceback.extract_tb(exc.__traceback__)[-1].filename
+        if f"{os.sep}compiler{os.sep}" not in raised_in and f"{os.sep}archspec{os.sep}" not in raised_in:
+            return f"crash: generate let out {type(exc).__name__} from {where(exc)} ({raised_in}): {str(exc)[:160]}"
+        return "usage_error"
+    except Exception as exc:  # noqa: BLE001 - what the fuzz is looking for
+        return f"crash: generate {type(exc).__name__}: {str(exc)[:200]} @ {where(exc)}"
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.dtype != torch.long or \
+            out.shape[0] != prompt.shape[0]:
+        return f"crash: generate returned {type(out).__name__} {getattr(out, 'shape', '')}"
+    if out.numel() and (int(out.min()) < 0 or int(out.max()) >= 64):
+        return "crash: generate returned ids outside the vocabulary"
     return "ok"
 
 

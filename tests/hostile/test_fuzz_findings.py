@@ -1,0 +1,49 @@
+"""What the issue-37 fuzz run (tests/fuzz, generators.py: tensor-op graphs, attention score parts
+and options, generate's arguments) found, one test each, each failing on the code before its fix."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+from archspec.cli.main import main
+
+from tests.fuzz import seeds
+
+pytestmark = pytest.mark.usefixtures("outside_torchrun")
+
+
+@pytest.fixture(scope="module")
+def seq2seq_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fuzz_findings") / "tiny_seq2seq.yaml"
+    path.write_text(seeds.TINY["tiny_seq2seq"])  # src: [B, 8], a source of fixed length
+    return str(path)
+
+
+def test_generate_with_a_source_shorter_than_a_fixed_length_is_a_usage_error(capsys, seq2seq_file):
+    """fuzz case 5:630: `archspec generate` of an encoder-decoder whose source is [B, 8] with two
+    ids exited 3 ("a bug in archspec") from the model's input check."""
+    code = main(["generate", seq2seq_file, "--ids", "1,2", "--decoder-start", "0", "--max-new-tokens", "2"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "shorter than" in err and "8" in err and "Traceback" not in err and "bug in archspec" not in err, err
+
+
+def test_model_generate_with_a_short_source_is_a_value_error(seq2seq_file):
+    model = archspec.build(seq2seq_file).eval()
+    with pytest.raises(ValueError, match="shorter than .* shortest source, 8"):
+        model.generate(torch.tensor([[1, 2]]), max_new_tokens=2, decoder_start_token_id=0)
+
+
+def test_generate_with_a_target_of_fixed_length_says_so(capsys, seq2seq_file):
+    """The same spec's target is [B, 6]: generate, which starts from one token, exited 3 from the
+    model's input check; now a usage error (a ValueError from model.generate) saying to declare
+    a range."""
+    code = main(["generate", seq2seq_file, "--ids", ",".join(["1"] * 8), "--decoder-start", "0",
+                 "--max-new-tokens", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "target takes at least 6 tokens" in err and "as a range" in err, err
+    model = archspec.build(seq2seq_file).eval()
+    with pytest.raises(ValueError, match="target takes at least 6 tokens"):
+        model.generate(torch.ones(1, 8, dtype=torch.long), max_new_tokens=2, decoder_start_token_id=0)
