@@ -183,10 +183,10 @@ def longest_sequence(model, index: int = 0) -> int | None:
 def sequence_range(model, index: int = 0) -> tuple[int | None, int | None]:
     """(lowest, highest) length the spec declares for its input `index` (dim 1), or (None, None)."""
     for declared in model.__dict__.get("meta", {}).get("archspec_inputs", ())[index:index + 1]:
-        for index, _, hi in declared.checks:
+        for index, lo, hi in declared.checks:
             if index == 1:
-                return hi
-    return None
+                return lo, hi
+    return None, None
 
 
 def decoder_of(model) -> Decoder:
