@@ -6,6 +6,7 @@
     report = archspec.check_text(yaml_text)               # a spec given as text
     archspec.list_models("swin*")                         # the shipped specs by name
     model = archspec.create_model("swin_t", weights="swin_t.pth", num_classes=10)  # timm's way
+    model.save_pretrained("my_swin"); model = archspec.from_pretrained("my_swin")  # a model folder
 
 Wherever a function takes a spec's path it takes a shipped spec's name too ("swin_t" is the
 shipped specs/swin_t.yaml): a name is looked up only when no file of that name exists (see
@@ -29,7 +30,7 @@ from typing import Any, Mapping
 
 from .core.errors import Diagnostic, InternalError, Loc, SpecError, UsageError
 from .core.version import __version__
-__all__ = ["check", "check_text", "build", "build_text", "create_model", "list_models", "SpecError", "InternalError",
+__all__ = ["check", "check_text", "build", "build_text", "create_model", "from_pretrained", "list_models", "SpecError", "InternalError",
            "UsageError", "Diagnostic", "Loc", "__version__"]
 
 
@@ -239,3 +240,18 @@ def create_model(name_or_path: str | os.PathLike, weights=None, num_classes: int
     model = _lowered(report, **args)
     check_classifier("create_model", model, path, num_classes)
     return model
+
+
+def from_pretrained(folder: str | os.PathLike, seed: int = 0):
+    """The model a model folder holds (what `model.save_pretrained(DIR)` or `archspec build SPEC
+    -o DIR` wrote): the spec beside config.json built with the params recorded there, and
+    model.safetensors loaded strictly; a folder whose weights do not fit the spec is a SpecError
+    naming the tensor and the spec's node (archspec/pretrained.py)."""
+    from .pretrained import from_pretrained as load_folder
+
+    if isinstance(folder, os.PathLike):
+        folder = os.fspath(folder)
+    if not isinstance(folder, str):
+        raise TypeError(f"archspec.from_pretrained: `folder` must be a path (str or os.PathLike), got "
+                        f"{type(folder).__name__}")
+    return load_folder(folder, _seed_argument("from_pretrained", seed))

@@ -31,6 +31,7 @@ from .hierarchy import Hierarchy
 from .interface import model_facts
 from .lowering_rules import LoweringContext, rule_for
 from .model import ArchspecModel, input_shapes
+from .pretrained import spec_record
 
 
 def class_name(spec_name: str) -> str:
@@ -97,6 +98,7 @@ class Lowering(Interpreter):
         gm.graph.lint()
         gm.meta["archspec"] = model_facts(self.graph)  # a ModelFacts (interface.py): ArchspecModel.facts
         gm.meta["archspec_inputs"] = input_shapes(self.graph)  # what calling the model checks (model.py)
+        gm.meta["archspec_spec"] = spec_record(self.graph)  # what a model folder needs (pretrained.py)
         if self.graph.objectives:
             gm.__dict__["_objective"] = torch.fx.GraphModule(self.objective_root, self.objective_graph())
         features = features_graph(gm)

@@ -240,6 +240,17 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
 
     default_cfg = pretrained_cfg  # timm's older name for it
 
+    # -- the model folder --------------------------------------------------------------------------
+    def save_pretrained(self, save_directory) -> None:
+        """The model folder (as Hugging Face's save_pretrained): the spec with its params as
+        resolved, the weights as model.safetensors, config.json and a model card README.md
+        (compiler/pretrained.py); archspec.from_pretrained(DIR) builds it again."""
+        import os
+
+        from .pretrained import save_folder
+
+        save_folder(self, os.fspath(save_directory))
+
     # -- generation ---------------------------------------------------------------------------------
     def generate(self, input_ids, **kwargs):
         """New tokens after `input_ids`, as Hugging Face's generate: greedy or sampled, with a

@@ -209,8 +209,10 @@ def _read_safetensors(path: str) -> dict:
     except ImportError:
         raise error("weights: reading .safetensors needs the safetensors package",
                     hint="pip install safetensors") from None
+    from ..safetensors_file import file_metadata, with_aliases
+
     try:
-        return load_file(path)
+        return with_aliases(load_file(path), file_metadata(path))  # tied names put back (safetensors_file.py)
     except MemoryError:
         raise error(f"weights: {path}: not enough memory to read it") from None
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error type for every malformed file

@@ -19,6 +19,7 @@ from archspec.cli.main import main
 from archspec.compiler.backends import precision as precision_rules
 from archspec.compiler.backends import targets
 from archspec.compiler.backends.targets import aoti
+from archspec.compiler.weights.checkpoint import read_state_dict
 
 from tests.conftest import NO_ARCHSPEC, ROOT
 
@@ -107,7 +108,7 @@ def test_the_bf16_step_says_what_it_does_at_each_target():
     """aoti compiles a bf16 copy later and casts nothing at the precision step; eager casts."""
     assert targets.get("eager").precision_title("bf16") == "cast to bf16, measure the deviation from fp32"
     assert targets.get("aoti").precision_title("bf16") == (
-        "bf16: the package is compiled in bf16 below (model.py and weights.pt stay fp32)")
+        "bf16: the package is compiled in bf16 below (model.py and model.safetensors stay fp32)")
 
 
 def test_the_package_is_checked_at_its_smallest_batch_and_another():
@@ -151,7 +152,7 @@ def test_build_writes_a_package_that_loads_without_archspec_and_matches_eager(tm
 
     report = check_file(VIT, {"img": 32, "depth": 1, "classes": 10})
     model = lower(report.graph, seed=0).eval()
-    model.load_state_dict(torch.load(out / "weights.pt", weights_only=True))
+    model.load_state_dict(read_state_dict(str(out / "model.safetensors")))
     args = example_inputs(report.graph, batch=5)  # a batch size the build did not check
     with torch.no_grad():
         expected = model(*args)

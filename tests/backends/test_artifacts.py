@@ -20,8 +20,11 @@ import pytest
 import torch
 
 from archspec.cli import artifacts
+from archspec.compiler.weights.checkpoint import read_state_dict
 
 from tests.conftest import ROOT
+
+FOLDER = ("model.safetensors", "config.json", "README.md", "tiny.yaml")  # a model folder (compiler/pretrained.py)
 
 TINY = """archspec: 1
 name: tiny
@@ -87,13 +90,13 @@ def test_a_rebuild_leaves_exactly_its_own_artifacts_and_keeps_what_is_not_archsp
     result = build(spec, out, "--target", "eager", "--set", "dim=48")
     assert result.returncode == 0, result.stderr
     names = {p.name for p in out.iterdir()}
-    assert names == {"report.json", "report.html", "model.py", "weights.pt", "manifest.json", "notes.txt", "plots",
+    assert names == {"report.json", "report.html", "model.py", *FOLDER, "manifest.json", "notes.txt", "plots",
                      "model.py.edited"}, names  # model.onnx and model.pt2 of the first build are gone
     assert (out / "notes.txt").read_text() == "mine" and (out / "plots" / "loss.png").read_bytes() == b"\x89PNG"
     assert (out / "model.py.edited").read_text() == edited
     assert "kept your model.py as model.py.edited" in result.stderr
     manifest = json.loads((out / "manifest.json").read_text())
-    assert set(manifest["files"]) == {"report.json", "report.html", "model.py", "weights.pt"}
+    assert set(manifest["files"]) == {"report.json", "report.html", "model.py", *FOLDER}
     assert leftovers(tmp_path) == []
 
 
@@ -152,7 +155,7 @@ def test_a_build_from_before_manifests_is_replaced_and_all_it_held_kept(spec, tm
     (out / "notes.txt").write_text("mine")
     before = snapshot(out)
     assert build(spec, out, "--target", "eager").returncode == 0
-    new = {"report.json", "report.html", "model.py", "weights.pt"}
+    new = {"report.json", "report.html", "model.py", *FOLDER}
     after = snapshot(out)
     assert set(after) == new | {"manifest.json"} | {f"{n}.kept" if n in new else n for n in before}, sorted(after)
     assert all(after[f"{n}.kept" if n in new else n] == digest for n, digest in before.items())
@@ -274,7 +277,7 @@ def test_two_builds_racing_into_one_folder_leave_one_complete_build_and_a_reader
     assert manifest["build"]["spec"] in recorded and "model.pt2" in manifest["files"]
     width = recorded[manifest["build"]["spec"]]  # every artifact is of the winner's spec
     assert json.loads((out / "report.json").read_text())["build"] == manifest["build"]
-    assert torch.load(out / "weights.pt", weights_only=True)["mlp.fc1.weight"].shape == (width, 16)
+    assert read_state_dict(str(out / "model.safetensors"))["mlp.fc1.weight"].shape == (width, 16)
     program = torch.export.load(out / "model.pt2")
     assert program.state_dict["mlp.fc1.weight"].shape == (width, 16)
     assert program.module()(torch.randn(3, 8, 16)).shape == (3, 8, 16)

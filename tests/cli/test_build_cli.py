@@ -12,6 +12,7 @@ import torch
 import archspec
 from archspec.cli.progress import located_failure
 from archspec.compiler.backends.batch import BatchRange
+from archspec.compiler.weights.checkpoint import read_state_dict
 
 from tests.conftest import ROOT, perturb_constants
 
@@ -28,7 +29,7 @@ def test_build_writes_artifacts_and_the_program_runs_at_any_batch(tmp_path):
     result = run_cli("build", SMALL, *SHRINK, "-o", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "[4/4] torch.export" in result.stderr  # progress is shown
-    for name in ("model.pt2", "model.py", "weights.pt", "report.json"):
+    for name in ("model.pt2", "model.py", "model.safetensors", "config.json", "README.md", "report.json"):
         assert (tmp_path / name).is_file(), name
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["name"] == "vit_b16" and report["outputs"]["output"] == ["B", 1000]
@@ -62,7 +63,7 @@ def test_weights_in_reference_naming_give_the_reference_outputs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "timm vit naming" in result.stderr
     model = archspec.build(SMALL, overrides={"depth": 2, "dim": 64, "heads": 2, "img": 64})
-    model.load_state_dict(torch.load(tmp_path / "out" / "weights.pt", weights_only=True))
+    model.load_state_dict(read_state_dict(str(tmp_path / "out" / "model.safetensors")))
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         assert torch.allclose(model.eval()(x), reference(x), atol=1e-5)
@@ -128,7 +129,7 @@ def test_bf16_build_writes_a_bf16_module_and_its_measured_deviation(tmp_path):
         pytest.skip(unsupported("bf16", "eager"))
     result = run_cli("build", SMALL, *SHRINK, "--target", "eager", "--precision", "bf16", "-o", str(tmp_path))
     assert result.returncode == 0, result.stderr
-    weights = torch.load(tmp_path / "weights.pt", weights_only=True)
+    weights = read_state_dict(str(tmp_path / "model.safetensors"))
     assert {t.dtype for t in weights.values() if t.is_floating_point()} == {torch.bfloat16}
     module = run_model_py(tmp_path, weights)  # model.py makes the module in bf16 too
     assert {p.dtype for p in module.parameters()} == {torch.bfloat16}

@@ -22,6 +22,7 @@ import torch
 
 import archspec
 from archspec.cli.main import main
+from archspec.compiler.weights.checkpoint import read_state_dict
 
 from tests.conftest import ROOT
 
@@ -126,7 +127,7 @@ def test_the_load_summary_says_a_shipped_mapping_file_was_taken(tmp_path, capsys
     assert code == 0, err
     assert "in timm vit naming; mapping mappings/timm_vit.yaml is archspec's shipped file (there is none beside " \
            "vit_b16.yaml)" in err
-    loaded = torch.load(tmp_path / "out" / "weights.pt", weights_only=True)
+    loaded = read_state_dict(str(tmp_path / "out" / "model.safetensors"))
     assert torch.equal(loaded["blocks.0.attn.norm.weight"], source.state_dict()["blocks.0.attn.norm.weight"])
 
 

@@ -20,6 +20,7 @@ from archspec.compiler.weights.fit import best_fit
 from archspec.compiler.weights.load import SpecParams, load_weights
 from archspec.compiler.weights.mapping_file import read_mapping_file
 from archspec.compiler.weights.naming import ARCHSPEC
+from archspec.compiler.weights.checkpoint import read_state_dict
 
 from tests.conftest import ROOT, perturb_constants
 
@@ -496,7 +497,7 @@ def test_map_through_the_cli(tmp_path, capsys):
     assert code == 0, err
     assert "in my vit naming" in err
     model = small_vit()
-    model.load_state_dict(torch.load(tmp_path / "out" / "weights.pt", weights_only=True))
+    model.load_state_dict(read_state_dict(str(tmp_path / "out" / "model.safetensors")))
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         assert torch.equal(model(x), source(x))

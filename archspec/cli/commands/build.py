@@ -13,8 +13,12 @@ Writes into OUTDIR (default build/<name>/):
                 with --target onnx, under "onnx" what model.onnx holds (variant, opset,
                 op domains, node count, fused ops), read back from the file
   report.html   the same as a page: the graph's picture, params and FLOPs per stage, the node table
-  model.py      standalone readable source of the module (needs only torch), headed by the same
-  weights.pt    its state dict (torch.load(..., weights_only=True))
+  model.py      standalone readable source of the module (needs torch and safetensors), headed by the same
+  model.safetensors  its state dict (safetensors; tied names once, compiler/safetensors_file.py)
+  config.json, SPEC.yaml, README.md  with model.safetensors a model folder: the spec (and the files
+                it extends from its folder), its params as resolved, a model card (params, FLOPs,
+                reference, deviation, targets); archspec.from_pretrained(OUTDIR) builds it again
+                (compiler/pretrained.py)
   model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
                 (with --size MIN:MAX: dynamic image height and width too)
   model.onnx    ONNX, dynamic batch, fused for ONNX Runtime    (--target onnx)
@@ -55,7 +59,7 @@ from .common import (add_spec_arguments, batch_sizes, checked_seed, overrides_of
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as shells report it
 
-BASE_STEPS = 3  # progress lines of every build: check, lower, write report.json, model.py, weights.pt; the
+BASE_STEPS = 3  # progress lines of every build: check, lower, write report.json, model.py, model.safetensors; the
 # targets (compiler/backends/targets/) add theirs
 
 
@@ -247,7 +251,7 @@ class Build:
         o = self.options
         self.outdir = self.progress.writes_to = self.output.staging
         self.progress.writes_shown = self.output.shown
-        self.progress.run(f"write report.json, model.py, weights.pt to {self.output.shown}", self.write_sources)
+        self.progress.run(f"write report.json, model.py, model.safetensors to {self.output.shown}", self.write_sources)
         context = BuildContext(self.model, self.graph, self.outdir, o.precision, self.batch, o.size,
                                self.image_sizes, self.progress, self.written, plain_onnx=o.plain_onnx,
                                calibration=o.calibration, device=o.device)
@@ -257,6 +261,7 @@ class Build:
                 print(f"note: {line}", file=sys.stderr)
             context.notes.clear()
         self.add_target_sections(context.made)
+        self.write_card()
 
     def add_target_sections(self, made: dict) -> None:
         """report.json gets a section per target whose build result describes what it wrote
@@ -324,7 +329,7 @@ class Build:
                           lambda fit: fit.summary())
 
     def to_bf16(self) -> None:
-        """The module in bf16 (model.py, weights.pt), its deviation from fp32 measured and kept."""
+        """The module in bf16 (model.py, model.safetensors), its deviation from fp32 measured and kept."""
         from ...compiler.backends.precision import apply_precision
 
         def run():
@@ -349,9 +354,37 @@ class Build:
             texts.append(("precision.json", json.dumps(self.precision_result.to_json(), indent=2)))
         for name, text in texts:
             self._write_text(name, text)
-        path = os.path.join(self.outdir, "weights.pt")
-        torch.save(self.model.state_dict(), path)
-        self.written.append(path)
+        self.write_folder()
+
+    def write_folder(self) -> None:
+        """model.safetensors, config.json and the spec files: with the card (write_card, after the
+        targets) the build folder is a model folder (compiler/pretrained.py)."""
+        from ...compiler.pretrained import CONFIG, config, copy_spec, spec_record, write_weights
+
+        self.written.append(write_weights(self.model, self.outdir))
+        self.record = spec_record(self.graph)
+        if self.record.file is None:
+            return
+        try:
+            copy_spec(self.record.file, self.outdir)
+        except UsageError as exc:  # a base outside the spec's folder: a build, but no model folder
+            self.output.notes.append(f"{exc}; the build folder is no model folder (from_pretrained)")
+            return
+        self._write_text(CONFIG, json.dumps(config(self.record, self.dtype_name()), indent=2))
+
+    def dtype_name(self) -> str:
+        return next((str(p.dtype).replace("torch.", "") for p in self.model.parameters()), "float32")
+
+    def write_card(self) -> None:
+        """README.md, the model card: what was built, for which targets, with what deviation."""
+        from ...compiler.pretrained import CARD, card
+
+        if self.record.file is None:
+            return
+        result = getattr(self, "precision_result", None)
+        deviation = result.summary() if result is not None else None
+        targets = [target.name for target in self.chain]
+        self._write_text(CARD, card(self.record, self.dtype_name(), {"targets": targets, "deviation": deviation}))
 
     def _write_text(self, name: str, text: str) -> None:
         path = os.path.join(self.outdir, name)

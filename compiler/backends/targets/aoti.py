@@ -302,7 +302,7 @@ class Aoti(Target):
         return None
 
     def precision_title(self, precision: str) -> str:
-        return f"{precision}: the package is compiled in {precision} below (model.py and weights.pt stay fp32)"
+        return f"{precision}: the package is compiled in {precision} below (model.py and model.safetensors stay fp32)"
 
     def apply_precision(self, model, graph, request):
         """Nothing cast yet: the export step traces the fp32 module, and this target's build
@@ -310,7 +310,7 @@ class Aoti(Target):
         from ..precision import PrecisionResult
 
         result = PrecisionResult(request.precision, request.target, model=model)
-        result.notes.append(f"{PACKAGE} is compiled in bf16 from the fp32 module (model.py and weights.pt stay "
+        result.notes.append(f"{PACKAGE} is compiled in bf16 from the fp32 module (model.py and model.safetensors stay "
                             "fp32); its deviation from fp32 is measured after the compile")
         return result
 

@@ -1,5 +1,5 @@
 """eager: the GraphModule itself; its build writes only what every build writes (report.json,
-report.html, model.py, weights.pt), in fp32 or bf16."""
+report.html, model.py, model.safetensors), in fp32 or bf16."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Eager(ModuleTarget):
     order = 10
 
     def build(self, context):
-        return None  # the module, model.py and weights.pt are every build's own
+        return None  # the module, model.py and model.safetensors are every build's own
 
 
 register(Eager())

@@ -1,0 +1,116 @@
+"""The model folder (compiler/pretrained.py): save_pretrained / archspec.from_pretrained, every
+build's output folder, safetensors as the weights' format (tied names once), a strict load that
+refuses weights that do not fit with a located message, and .pt checkpoints still read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors import safe_open
+
+import archspec
+from archspec.cli.main import main
+from archspec.compiler.pretrained import CARD, CONFIG, WEIGHTS
+
+from tests.conftest import ROOT
+
+TINY_LM = ROOT / "specs" / "examples" / "tiny_lm.yaml"
+SMALL = {"vocab": 64, "dim": 32, "depth": 2, "heads": 2}  # tiny_lm made small (tied head)
+IDS = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+
+
+def small_lm(seed: int = 0, **more):
+    return archspec.build(TINY_LM, {**SMALL, **more}, seed=seed).eval()
+
+
+def test_save_pretrained_and_from_pretrained_give_the_same_model(tmp_path):
+    model = small_lm(seed=3)
+    model.save_pretrained(tmp_path / "folder")
+    folder = tmp_path / "folder"
+    assert {p.name for p in folder.iterdir()} == {CONFIG, WEIGHTS, CARD, "tiny_lm.yaml"}
+    config = json.loads((folder / CONFIG).read_text())
+    assert config["params"] == {**config["params"], **SMALL} and config["spec"] == "tiny_lm.yaml"
+    with safe_open(str(folder / WEIGHTS), "pt") as f:  # the tied output layer is stored once, named as an alias
+        assert "head.table.weight" not in f.keys() and f.metadata()["alias:head.table.weight"] == "embed.tokens.weight"
+    loaded = archspec.from_pretrained(folder).eval()
+    assert loaded.head.table.weight is loaded.embed.tokens.weight  # still tied
+    with torch.no_grad():
+        assert torch.equal(loaded(IDS), model(IDS))
+    assert not torch.equal(small_lm(seed=4)(IDS), model(IDS))  # the weights are what makes them equal
+
+
+def test_the_model_card_says_params_flops_reference_and_params(tmp_path):
+    model = small_lm()
+    model.save_pretrained(tmp_path)
+    card = (tmp_path / CARD).read_text()
+    report = archspec.check(TINY_LM, SMALL)
+    assert f"| params | {report.params:,} |" in card
+    assert f"| FLOPs | {report.flops:,} per sample at L=512" in card
+    assert "GPT-2 layout" in card  # the spec's header, which names what it is
+    assert "| `dim` | `32` |" in card and "from_pretrained" in card
+
+
+def test_a_folder_whose_weights_do_not_fit_is_refused_at_the_tensor_and_its_node(tmp_path):
+    small_lm().save_pretrained(tmp_path / "a")
+    small_lm(dim=64).save_pretrained(tmp_path / "b")
+    shutil.copyfile(tmp_path / "b" / WEIGHTS, tmp_path / "a" / WEIGHTS)  # weights of a wider model
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.from_pretrained(tmp_path / "a")
+    first = caught.value.diagnostics[0]
+    assert first.loc.file.endswith("tiny_lm.yaml") and first.loc.line == 26 and first.path == "embed"
+    assert "embed.tokens.weight is [64, 64] there; the spec makes it [64, 32]" in first.message
+
+
+def test_a_missing_or_extra_tensor_is_refused(tmp_path):
+    from archspec.compiler.safetensors_file import write_safetensors
+
+    model = small_lm()
+    model.save_pretrained(tmp_path)
+    state = dict(model.state_dict())
+    state.pop("blocks.1.mlp.fc2.bias")
+    state["extra.weight"] = torch.zeros(2)
+    write_safetensors(state, str(tmp_path / WEIGHTS))
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.from_pretrained(tmp_path)
+    messages = [d.message for d in caught.value.diagnostics]
+    assert any("holds no tensor blocks.1.mlp.fc2.bias" in m for m in messages)
+    assert any("holds extra.weight, which the spec has no place for" in m for m in messages)
+    assert caught.value.diagnostics[0].path == "blocks.1.mlp"
+
+
+def test_config_json_may_name_no_file_outside_the_folder_and_a_changed_spec_is_caught(tmp_path):
+    small_lm().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / CONFIG).read_text())
+    (tmp_path / CONFIG).write_text(json.dumps({**config, "spec": "../elsewhere.yaml"}))
+    with pytest.raises(archspec.SpecError, match="lies outside the model folder"):
+        archspec.from_pretrained(tmp_path)
+    (tmp_path / CONFIG).write_text(json.dumps({**config, "params": {**config["params"], "dim": 48}}))
+    with pytest.raises(archspec.SpecError, match="embed.tokens.weight is \\[64, 32\\] there; the spec makes it"):
+        archspec.from_pretrained(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(archspec.SpecError, match="holds no config.json"):
+        archspec.from_pretrained(tmp_path / "empty")
+
+
+def test_a_build_folder_is_a_model_folder(tmp_path, capsys):
+    out = tmp_path / "out"
+    sets = [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
+    assert main(["build", str(TINY_LM), *sets, "--target", "eager", "--seed", "5", "-o", str(out)]) == 0
+    assert "model.safetensors" in capsys.readouterr().out and not (out / "weights.pt").exists()
+    card = (out / CARD).read_text()
+    assert "| built for | eager |" in card
+    loaded = archspec.from_pretrained(out).eval()
+    with torch.no_grad():
+        assert torch.equal(loaded(IDS), small_lm(seed=5)(IDS))
+
+
+def test_weights_from_a_safetensors_file_with_aliases_and_from_a_pt_file_still_load(tmp_path):
+    model = small_lm(seed=7)
+    model.save_pretrained(tmp_path)
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    with torch.no_grad():
+        for path in (tmp_path / WEIGHTS, tmp_path / "weights.pt"):
+            assert torch.equal(archspec.build(TINY_LM, SMALL, weights=path).eval()(IDS), model(IDS))
