@@ -97,6 +97,24 @@ def test_every_mapped_weight_matters(tmp_path):
     assert not blind
 
 
+def test_a_video_classification_checkpoint_loads_its_model(tmp_path):
+    """TimesformerForVideoClassification's state dict (the model under `timesformer.`, and a
+    classifier) loads through the same mapping file: the classifier is left out, the outputs
+    are its model's."""
+    from transformers import TimesformerForVideoClassification
+
+    overrides = {**SMALL, "frames": 4}
+    torch.manual_seed(0)
+    full = perturb_everything(TimesformerForVideoClassification(config_of(overrides)).eval())
+    torch.save(full.state_dict(), tmp_path / "classifier.pt")
+    assert any(k.startswith("classifier.") for k in full.state_dict())
+    ours = archspec.build(SPEC, overrides, weights=str(tmp_path / "classifier.pt")).eval()
+    assert param_count(ours) == param_count(full.timesformer)
+    x = videos(2, 4, SMALL["img"])
+    with torch.no_grad():
+        assert close(full.timesformer(pixel_values=x).last_hidden_state, ours(x)) < TOL
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("overrides", [{}, {"frames": 4}], ids=["default", "4 frames"])
 def test_default_size_is_exact(overrides, tmp_path):
