@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from archspec.primitives.ops.attention.outlook import OUTLOOK, neighbourhoods
+from archspec.primitives.ops.attention.outlook import OUTLOOK
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
@@ -28,7 +28,7 @@ from .common import attention_dropout
 def inverse_count(grid, stride):
     """[h, w, 1]: 1 / the number of the grid's places in each stride x stride cell (the last row and
     column of cells may hang over the grid)."""
-    rows, cols = (torch.arange(0, n, stride).clamp(max=n).neg().add(n).clamp(max=stride) for n in grid)
+    rows, cols = ((n - torch.arange(0, n, stride)).clamp(max=stride) for n in grid)  # [h], [w]
     return (1.0 / (rows[:, None] * cols[None, :]).float())[..., None]
 
 
@@ -78,7 +78,8 @@ class OutlookAttention(Sublayer):
         """[B, N, C] -> [B, h, L, k*k, k*k]: per place and head, softmax over the k*k sources for each target."""
         B = x.shape[0]
         kk = self.kernel_size**2
-        attn = self.attn(self.pooled(x)).reshape(B, -1, self.heads, kk, kk).permute(0, 2, 1, 3, 4)  # [B, L, h*k^4] -> [B, h, L, kk, kk]
+        attn = self.attn(self.pooled(x))  # [B, L, C] -> [B, L, h*k^4]
+        attn = attn.reshape(B, -1, self.heads, kk, kk).permute(0, 2, 1, 3, 4)  # -> [B, h, L, k*k, k*k]
         attn = (attn * self.scale).softmax(dim=-1)
         return F.dropout(attn, attention_dropout(self)) if self.attn_drop > 0 else attn
 
@@ -95,7 +96,6 @@ class OutlookAttention(Sublayer):
 @lowering(OUTLOOK)
 def lower(p, inputs, ctx):
     x = inputs[0]
-    neighbourhoods(p, x.grid)  # the checker's rule: unfold's blocks are the pooled places
     return make(OutlookAttention, dim=x.channels, heads=p.heads, grid=x.grid, kernel_size=p.kernel_size,
                 padding=p.padding, stride=p.stride, qkv_bias=p.qkv_bias, proj_bias=p.proj_bias, attn_drop=p.attn_drop,
                 proj_drop=p.proj_drop, **sublayer_args(p))
