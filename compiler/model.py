@@ -40,6 +40,7 @@ import torch
 import torch.fx
 import torch.utils._pytree
 
+from .generate import generate as generate_tokens
 from .interface import ModelFacts, interface_facts
 from .model_interface import InterfaceFacts, ModelInterface
 
@@ -252,12 +253,10 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         save_folder(self, os.fspath(save_directory))
 
     # -- generation ---------------------------------------------------------------------------------
-    def generate(self, input_ids, **kwargs):
-        """New tokens after `input_ids`, as Hugging Face's generate: greedy or sampled, with a
-        KV cache, left-padded batches through `attention_mask` (compiler/generate/driver.py)."""
-        from .generate import generate
-
-        return generate(self, input_ids, **kwargs)
+    # New tokens after `input_ids`, as Hugging Face's generate, its arguments by name: greedy, sampled
+    # or beam search, with a KV cache, processors, stopping criteria, a streamer, scores
+    # (compiler/generate/search.py; docs/generate.md).
+    generate = generate_tokens
 
     # -- objectives ---------------------------------------------------------------------------------
     def loss(self, *args):

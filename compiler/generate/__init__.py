@@ -1,12 +1,14 @@
 """Generating tokens with a built decoder-only spec: `generate(model, input_ids, ...)`
-(driver.py), Hugging Face's arguments and return value, with a key/value cache (cache.py) and
-Hugging Face's sampling (sampling.py); every argument and the memory the call holds checked
+(search.py; driver.py), Hugging Face's arguments and return value, with a key/value cache (cache.py),
+Hugging Face's sampling (sampling.py), logits processors and stopping criteria (processors.py),
+beam search (beam.py) and text through a tokenizer (tokenizer.py); every argument and the memory the call holds checked
 before anything is allocated (arguments.py)."""
 
 from .arguments import guarded
 from .driver import CAN_GENERATE, Decoder, decoder_of
-from .driver import generate as _unchecked
+from .search import GenerateOutput
+from .search import generate as _unchecked
 
 generate = guarded(_unchecked)  # its arguments and memory checked first (arguments.py)
 
-__all__ = ["CAN_GENERATE", "Decoder", "decoder_of", "generate"]
+__all__ = ["CAN_GENERATE", "Decoder", "GenerateOutput", "decoder_of", "generate"]

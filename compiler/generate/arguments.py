@@ -5,7 +5,8 @@ IndexError or RuntimeError from deep inside a decode step; and the memory the ca
 memory available first (archspec/core/memory.py; ARCHSPEC_MAX_BUILD_BYTES), a located
 "ran out of memory" SpecError when it does not fit, as is an allocation that fails meanwhile.
 
-    check_arguments(decoder, input_ids, **arguments)   types and ranges (Hugging Face's names)
+    check_arguments(decoder, input_ids, **arguments)   types and ranges (Hugging Face's names, processors,
+                                                        stopping criteria, beams)
     check_memory(decoder, input_ids, max_new_tokens)    the bytes the call holds, against what is free
     guarded(generate)                                   generate with both checks first (the public one)
 
@@ -83,8 +84,18 @@ def check_mask(attention_mask, input_ids) -> None:
 
 def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temperature=None, top_k=None,
                     top_p=None, eos_token_id=None, pad_token_id=None, attention_mask=None,
-                    decoder_start_token_id=None, streamer=None, generator=None, compile=False) -> None:
+                    decoder_start_token_id=None, streamer=None, generator=None, compile=False,
+                    repetition_penalty=None, no_repeat_ngram_size=None, min_new_tokens=None, stopping_criteria=None,
+                    stop_strings=None, tokenizer=None, num_beams=1, length_penalty=1.0, early_stopping=False,
+                    return_dict_in_generate=False, output_scores=False) -> None:
     """TypeError or ValueError, in words, for an argument generate() cannot take (module docstring)."""
+    check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, stopping_criteria, stop_strings,
+                     tokenizer)
+    check_beams(num_beams, length_penalty, early_stopping, streamer, attention_mask, compile)
+    for name, value in (("return_dict_in_generate", return_dict_in_generate), ("output_scores", output_scores),
+                        ("do_sample", do_sample), ("compile", compile)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {describe(value)}")
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
         raise ValueError("input_ids must be a LongTensor [batch, length]")
     if input_ids.shape[0] == 0:
@@ -109,6 +120,54 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
     if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
         raise TypeError(f"streamer must have put(tokens) and end(), as Hugging Face's streamers; got "
                         f"{describe(streamer)}")
+
+
+def check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, stopping_criteria, stop_strings,
+                     tokenizer) -> None:
+    """The logits processors' and stopping criteria's arguments (processors.py)."""
+    if repetition_penalty is not None:
+        real("repetition_penalty", repetition_penalty)
+    if no_repeat_ngram_size is not None:
+        integer("no_repeat_ngram_size", no_repeat_ngram_size, 0)
+    if min_new_tokens is not None:
+        integer("min_new_tokens", min_new_tokens, 0)
+    if stopping_criteria is not None:
+        if not isinstance(stopping_criteria, (list, tuple)):  # a StoppingCriteriaList is a list
+            raise TypeError(f"stopping_criteria must be a list of callables (input_ids, scores) -> bool tensor, as "
+                            f"Hugging Face's StoppingCriteriaList; got {describe(stopping_criteria)}")
+        wrong = [c for c in stopping_criteria if not callable(c)]
+        if wrong:
+            raise TypeError(f"stopping_criteria holds {describe(wrong[0])}, which is not callable")
+    if stop_strings is not None:
+        strings = [stop_strings] if isinstance(stop_strings, str) else stop_strings
+        if not isinstance(strings, (list, tuple)) or not strings or not all(isinstance(t, str) and t for t in strings):
+            raise TypeError(f"stop_strings must be a non-empty str or a list of them, got {describe(stop_strings)}")
+        if tokenizer is None:
+            raise ValueError("stop_strings needs a tokenizer to read the text (tokenizer=a tokenizer.json path or a "
+                             "Hugging Face tokenizer), as Hugging Face's generate does")
+    if tokenizer is not None:
+        from .tokenizer import TextTokenizer
+
+        TextTokenizer(tokenizer)  # a TypeError or ValueError in words for a tokenizer it cannot read
+
+
+def check_beams(num_beams, length_penalty, early_stopping, streamer, attention_mask, compile) -> None:
+    """Beam search's arguments, and what it does not take (beam.py)."""
+    beams = integer("num_beams", num_beams, 1)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real) \
+            or not math.isfinite(length_penalty):
+        raise TypeError(f"length_penalty must be a finite number, got {describe(length_penalty)}")
+    if early_stopping not in (True, False, "never") or not isinstance(early_stopping, (bool, str)):
+        raise ValueError(f'early_stopping must be True, False or "never", got {early_stopping!r}')
+    if beams == 1:
+        return
+    if streamer is not None:
+        raise ValueError("a streamer goes with num_beams=1: beam search chooses its tokens at the end (as Hugging "
+                         "Face's generate)")
+    if compile:
+        raise ValueError("compile=True covers greedy and sampled decoding; leave it out with num_beams > 1")
+    if attention_mask is not None and isinstance(attention_mask, torch.Tensor) and bool((attention_mask == 0).any()):
+        raise ValueError("num_beams > 1 takes prompts of one length for now (no left padding in attention_mask)")
 
 
 def needed_bytes(decoder, batch: int, prompt: int, max_new_tokens: int) -> int:
@@ -137,7 +196,7 @@ def check_memory(decoder, input_ids, max_new_tokens: int) -> None:
 
 
 def guarded(generate):
-    """`generate` (driver.py's) with its arguments and memory checked first, and an allocation
+    """`generate` (search.py's) with its arguments and memory checked first, and an allocation
     that fails while generating a located "ran out of memory" error."""
     signature = inspect.signature(generate)
 

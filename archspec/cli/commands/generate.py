@@ -5,8 +5,12 @@ come (greedy, or sampled with --do-sample), with a key/value cache (compiler/gen
     archspec generate llama --ids 1,15043 --do-sample --temperature 0.8 --top-p 0.9 --seed 1
     archspec generate transformer_base --weights wmt.pt --ids 41,7,900 --decoder-start 0
     archspec generate llama --ids 1,15043 --max-new-tokens 500 --compile
+    archspec generate gpt2 --weights gpt2.safetensors --tokenizer tokenizer.json --prompt "Hello, my dog"
+    archspec generate gpt2 --ids 464,3290 --num-beams 4 --repetition-penalty 1.2 --no-repeat-ngram-size 3
 
-It prints the new ids on one line, separated by spaces, each as soon as it is chosen. A spec
+It prints the new ids on one line, separated by spaces, each as soon as it is chosen; with
+--tokenizer (a tokenizer.json, read by the tokenizers package) the prompt may be text (--prompt)
+and the new tokens are printed as text. Beam search (--num-beams) prints its best beam at the end. A spec
 that cannot generate (no lm head, attention that sees later tokens, other inputs than ids) is
 an error saying why (exit 1); ids outside the vocabulary and more tokens than the spec's longest
 sequence are usage errors (exit 2), before any decoding. --compile runs the decode steps as one
@@ -30,7 +34,18 @@ MAX_NEW_TOKENS = 1_000_000  # beyond any shipped spec's context; the spec's own 
 
 def add_arguments(parser) -> None:
     add_spec_arguments(parser)
-    parser.add_argument("--ids", required=True, metavar="I,J,...", help="the prompt's token ids, comma-separated")
+    prompt = parser.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--ids", metavar="I,J,...", help="the prompt's token ids, comma-separated")
+    prompt.add_argument("--prompt", metavar="TEXT", help="the prompt as text (needs --tokenizer)")
+    parser.add_argument("--tokenizer", metavar="FILE", help="a tokenizer.json (the tokenizers package): --prompt is "
+                                                            "encoded with it and the new tokens printed as text")
+    parser.add_argument("--num-beams", type=int, default=1, metavar="N", help="beam search with N beams (default 1)")
+    parser.add_argument("--repetition-penalty", type=float, default=None, metavar="P",
+                        help="> 1 makes tokens already in the sequence less likely (Hugging Face's)")
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
+                        help="no n-gram of N tokens twice")
+    parser.add_argument("--min-new-tokens", type=int, default=None, metavar="N",
+                        help="with --eos: not before N new tokens")
     parser.add_argument("--max-new-tokens", type=int, default=20, metavar="N",
                         help="how many tokens to add (default 20; prompt + N within the spec's longest sequence)")
     parser.add_argument("--weights", metavar="FILE", help="load weights first (as for build)")
@@ -81,7 +96,9 @@ def check_decoder_start(decoder, start) -> None:
 def cli_words(message: str) -> str:
     """generate()'s argument names as the command's options say them."""
     for name, option in (("eos_token_id", "--eos"), ("decoder_start_token_id", "--decoder-start"),
-                         ("max_new_tokens", "--max-new-tokens")):
+                         ("max_new_tokens", "--max-new-tokens"), ("num_beams", "--num-beams"),
+                         ("repetition_penalty", "--repetition-penalty"),
+                         ("no_repeat_ngram_size", "--no-repeat-ngram-size"), ("min_new_tokens", "--min-new-tokens")):
         message = message.replace(name, option)
     return message
 
@@ -102,8 +119,32 @@ class PrintTokens:
         print(flush=True)
 
 
+def text_tokenizer(args):
+    """--tokenizer FILE as a TextTokenizer (None without it); --prompt needs it."""
+    if args.tokenizer is None:
+        if args.prompt is not None:
+            raise UsageError("--prompt needs --tokenizer FILE (a tokenizer.json) to turn the text into token ids")
+        return None
+    from ...compiler.generate.tokenizer import TextTokenizer
+
+    try:
+        return TextTokenizer(args.tokenizer)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"--{exc}") from None
+
+
+def prompt_of(args, tokenizer) -> list[int]:
+    if args.prompt is None:
+        return prompt_ids(args.ids)
+    ids = tokenizer.encode(args.prompt)
+    if not ids:
+        raise UsageError("--prompt: the tokenizer gives no tokens for this text")
+    return ids
+
+
 def run(args) -> int:
-    ids = prompt_ids(args.ids)
+    tokenizer = text_tokenizer(args)
+    ids = prompt_of(args, tokenizer)
     counted(args.max_new_tokens, "--max-new-tokens", 1, MAX_NEW_TOKENS)
     checked_seed(args.seed)
     sampling_options(args)
@@ -112,6 +153,7 @@ def run(args) -> int:
     import torch
 
     from ...compiler.generate import decoder_of, generate
+    from ...compiler.generate.tokenizer import TextStreamer
     from ...compiler.generate.driver import check_compilable, check_request
     from ...compiler.lower import lower
 
@@ -128,7 +170,9 @@ def run(args) -> int:
 
     try:
         check_arguments(decoder, input_ids, max_new_tokens=args.max_new_tokens, eos_token_id=args.eos,
-                        decoder_start_token_id=args.decoder_start)
+                        decoder_start_token_id=args.decoder_start, num_beams=args.num_beams,
+                        repetition_penalty=args.repetition_penalty, no_repeat_ngram_size=args.no_repeat_ngram_size,
+                        min_new_tokens=args.min_new_tokens, compile=args.compile)
         check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start)
         if args.compile:
             check_compilable(decoder, "--compile")
@@ -138,8 +182,13 @@ def run(args) -> int:
     if args.compile:
         print("... --compile: the decode step is compiled after the first token (seconds, once per length "
               "bucket and batch)", file=sys.stderr, flush=True)
-    generate(model, input_ids, max_new_tokens=args.max_new_tokens, do_sample=args.do_sample,
-             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, eos_token_id=args.eos,
-             decoder_start_token_id=args.decoder_start, streamer=PrintTokens(), generator=generator,
-             compile=args.compile)
+    streamer = (TextStreamer(tokenizer) if tokenizer is not None else PrintTokens()) if args.num_beams == 1 else None
+    out = generate(model, input_ids, max_new_tokens=args.max_new_tokens, do_sample=args.do_sample,
+                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, eos_token_id=args.eos,
+                   decoder_start_token_id=args.decoder_start, streamer=streamer, generator=generator,
+                   compile=args.compile, num_beams=args.num_beams, repetition_penalty=args.repetition_penalty,
+                   no_repeat_ngram_size=args.no_repeat_ngram_size, min_new_tokens=args.min_new_tokens)
+    if streamer is None:  # beam search: the best beam, at the end
+        new = out[0, (1 if decoder.encoder_decoder else input_ids.shape[1]):].tolist()
+        print(tokenizer.decode(new) if tokenizer is not None else " ".join(map(str, new)), flush=True)
     return 0
