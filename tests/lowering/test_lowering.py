@@ -15,7 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from archspec.compiler.backends.export import example_inputs, export_program, max_abs_difference, other_lengths
 from archspec.compiler.backends.source import standalone_source
-from archspec.core.types import Sym
+from archspec.core.types import BATCH, Sym, batch_factor
 
 from tests.conftest import NO_ARCHSPEC, built, run_capturing
 
@@ -139,6 +139,9 @@ def _expected_shape(shape, sizes, graph):
 
 
 def _sym_size(sym, sizes, graph):
+    factor = batch_factor(sym)
+    if factor is not None and factor > 1:  # B*k: the batch with axes of k elements folded into it
+        return _sym_size(BATCH, sizes, graph) * factor
     for node in graph.inputs():
         for axis, d in enumerate(node.type.shape):
             if isinstance(d, Sym) and d.name == sym.name:
