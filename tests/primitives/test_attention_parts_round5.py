@@ -2,10 +2,10 @@
 targets: window attention with external queries, dim_major head merging, a score-bias param and
 the offset table; padded windows with the norm after the padding; global attention with dim_major
 merging and the offset table; DeBERTa's disentangled terms. Exported with a dynamic batch (equal
-to eager at two batch sizes), every op converts in TensorRT (nothing falls back), and ONNX
-Runtime agrees (slow tier). Each option is checked against its reference in its own file
-(test_external_queries.py, test_merge_heads.py, test_window_pad_order.py,
-test_window_score_bias.py, test_disentangled.py)."""
+to eager at two batch sizes), every op converts in TensorRT (nothing falls back), the standalone
+model.py gives the same, and ONNX Runtime agrees (slow tier). Each option is checked against its
+reference in its own file (test_external_queries.py, test_merge_heads.py,
+test_window_pad_order.py, test_window_score_bias.py, test_disentangled.py)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,23 @@ def test_the_parts_export_with_a_dynamic_batch_and_convert_in_tensorrt(tmp_path,
         with torch.no_grad():
             assert torch.allclose(program.module()(x, q_global), model(x, q_global), atol=1e-5)
     checks_tensorrt_coverage(SPEC, tmp_path, capsys)
+
+
+def test_the_standalone_model_py_gives_the_same(tmp_path):
+    import importlib.util
+
+    from archspec.compiler.backends.source import standalone_source
+
+    model, report = built(), archspec.check_text(SPEC)
+    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
+    loaded = importlib.util.spec_from_file_location("parts_model", tmp_path / "model.py")
+    source = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(source)
+    again = getattr(source, type(model).__name__)().eval()
+    again.load_state_dict(model.state_dict())
+    x, q_global = torch.randn(2, 64, 32), torch.randn(2, 16, 32)
+    with torch.no_grad():
+        assert torch.equal(again(x, q_global), model(x, q_global))
 
 
 @pytest.mark.slow  # ONNX export is the slowest third of these checks

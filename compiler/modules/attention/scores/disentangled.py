@@ -6,7 +6,6 @@ length (an export keeps the length dynamic)."""
 
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn as nn
