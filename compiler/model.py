@@ -16,7 +16,8 @@ spec's outputs from its inputs, with the interface training code written for tim
 A spec with several outputs returns them, in eager, as a `ModelOutput`: a tuple (out[0],
 `a, b = out`) that also answers by name as Hugging Face's (out["last_hidden_state"],
 out.last_hidden_state); under torch.compile and torch.export forward gives the plain tuple, so
-exported programs, ONNX files and the standalone model.py are as before.
+exported programs and ONNX files are as before. The standalone model.py carries this class
+verbatim and answers the same (compiler/backends/source.py).
 
 and the spec's objectives (`objectives:`), computed by `loss` / `losses`, never by forward:
 they read forward's outputs and the inputs and targets, and add no parameters.

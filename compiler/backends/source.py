@@ -14,7 +14,10 @@ The model class has the timm-style interface of the built module (forward_featur
 forward_head, num_classes, reset_classifier, forward_intermediates, no_weight_decay,
 group_matcher, set_grad_checkpointing): the code of compiler/model_interface.py is copied in
 verbatim, the facts it reads are written as an `InterfaceFacts(...)` literal, and
-`_head_input` is the built module's forward up to its head.
+`_head_input` is the built module's forward up to its head. A model with several outputs
+returns them as the built module does: in eager a `ModelOutput` (compiler/model.py's class,
+copied in: a tuple that also answers by name), under torch.compile and torch.export the plain
+tuple, so exports of model.py are as before.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils._pytree
 import torch.utils.checkpoint
 '''
 
@@ -207,8 +211,14 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
     lines += ["\n\n" + src for src in classes.values() if src]
     lines += ["\n\n" + src for src in groups.values()]
     lines += ["\n\n" + interface_source()]
+    names = tuple(known.outputs) if known is not None else ()
+    named = len(names) > 1 and len(names) == len(set(names))
+    if named:  # several outputs: by name too, as the built module's (compiler/model.py)
+        lines.append("\n\n" + named_outputs_source())
     lines.append(f"\n\nclass {cls}(ModelInterface, nn.Module):\n")
     lines.append(f"    _interface_facts = {facts_literal(facts)}\n\n")
+    if named:
+        lines.append(f"    _output_names = {names!r}\n\n" + NAMED_CALL)
     lines.append("    def __init__(self):\n        super().__init__()\n")
     for path, group in group_of.items():  # parents come before their children in named_modules
         lines.append(f"        _install(self, {path!r}, {group}())\n")
@@ -231,6 +241,35 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
         code = torch.fx.GraphModule(gm, to_head).code.strip("\n").replace("def forward(", "def _head_input(", 1)
         lines.append("\n" + textwrap.indent(code, "    ") + "\n")
     return "".join(lines)
+
+
+NAMED_CALL = '''    def __call__(self, *args, **kwargs):
+        """forward's outputs as a ModelOutput in eager (a tuple that also answers by name); the
+        plain tuple under torch.compile and torch.export, as the built module's."""
+        out = super().__call__(*args, **kwargs)
+        if torch.compiler.is_compiling() or type(out) is not tuple or len(out) != len(self._output_names):
+            return out
+        return ModelOutput(out, self._output_names)
+
+'''
+
+PYTREE = '''
+
+try:  # DDP, FSDP and torch.utils' tree maps see through it (once per process: a second import skips)
+    torch.utils._pytree.register_pytree_node(
+        ModelOutput, _output_flatten, _output_unflatten, serialized_type_name=f"{__name__}.ModelOutput")
+except ValueError:
+    pass
+'''
+
+
+def named_outputs_source() -> str:
+    """compiler/model.py's ModelOutput and its helpers, verbatim, and its pytree registration."""
+    from .. import model
+
+    parts = [textwrap.dedent(inspect.getsource(obj)) for obj in
+             (model.ModelOutput, model._summary, model._output_flatten, model._output_unflatten)]
+    return "\n\n".join(parts) + PYTREE
 
 
 def _shared_tensors(gm: nn.Module) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 """Named outputs (issue 39): a spec with several outputs returns, in eager, a tuple that also
 answers by name (Hugging Face's ModelOutput behaviour); torch.export, torch.compile and the
-ONNX build keep the plain tuple, and the standalone model.py is unchanged."""
+ONNX build keep the plain tuple; the standalone model.py answers by name too
+(test_model_py_named_outputs.py)."""
 
 from __future__ import annotations
 
