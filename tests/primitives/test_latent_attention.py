@@ -239,3 +239,17 @@ def test_the_standalone_model_py_gives_the_same(tmp_path):
     ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         assert torch.equal(again(ids), model(ids))
+
+
+@pytest.mark.parametrize("length", [17, 64])
+def test_flops_are_torchs(length):
+    """The checker's FLOPs of the node are FlopCounterMode's count of its module (the five linears,
+    q k^T over nope + rope and the product with the values of v_dim)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    text = spec(", q_rank: 24", length=f"[1, {length}]")
+    report, model = archspec.check_text(text), archspec.build_text(text).eval()
+    x = model.embed(torch.randint(0, VOCAB, (1, length)))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model.attn(x)
+    assert report.graph.node("attn").meta["cost"].flops == counter.get_total_flops()
