@@ -148,6 +148,11 @@ def test_stop_strings_read_the_text_through_the_tokenizer(pair, tmp_path):
     assert torch.equal(out, greedy[:, :ids.shape[1] + 4])
     with pytest.raises(ValueError, match="stop_strings needs a tokenizer"):
         generate(ours, ids, stop_strings=stop)
+    from transformers import PreTrainedTokenizerFast  # a Hugging Face tokenizer object goes too
+
+    hf_tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer))
+    again = generate(ours, ids, max_new_tokens=NEW, no_repeat_ngram_size=1, stop_strings=[stop], tokenizer=hf_tokenizer)
+    assert torch.equal(again, out)
 
 
 def test_the_signature_is_explicit_and_wrong_arguments_are_refused_in_words(pair):
