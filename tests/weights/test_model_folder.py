@@ -114,3 +114,12 @@ def test_weights_from_a_safetensors_file_with_aliases_and_from_a_pt_file_still_l
     with torch.no_grad():
         for path in (tmp_path / WEIGHTS, tmp_path / "weights.pt"):
             assert torch.equal(archspec.build(TINY_LM, SMALL, weights=path).eval()(IDS), model(IDS))
+
+
+def test_a_bf16_model_comes_back_in_bf16(tmp_path):
+    model = small_lm(seed=2).to(torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / CONFIG).read_text())["dtype"] == "bfloat16"
+    loaded = archspec.from_pretrained(tmp_path).eval()
+    assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
