@@ -70,9 +70,11 @@ class LatentAttention(CachedAttention, AttentionForm, Sublayer):
         return self.kv_norm(c)[:, None], k_rope[:, None]  # -> [B, 1, N, r], [B, 1, N, rope]
 
     def expand(self, c, k_rope):
-        """The latent [B, 1, M, r] and rotated key [B, 1, M, rope] -> keys [B, h, M, nope + rope], values [B, h, M, v]."""
+        """The latent [B, 1, M, r] and rotated key [B, 1, M, rope] -> keys [B, h, M, nope + rope],
+        values [B, h, M, v]."""
         B, _, M, _ = c.shape
-        kv = self.kv_b(c[:, 0]).reshape(B, M, self.heads, self.nope_dim + self.v_dim).transpose(1, 2)  # [B, h, M, nope+v]
+        kv = self.kv_b(c[:, 0])  # [B, M, r] -> [B, M, h*(nope+v)]
+        kv = kv.reshape(B, M, self.heads, self.nope_dim + self.v_dim).transpose(1, 2)  # -> [B, h, M, nope+v]
         k_nope, v = kv.split((self.nope_dim, self.v_dim), dim=-1)  # [B, h, M, nope], [B, h, M, v]
         k = torch.cat((k_nope, k_rope.expand(B, self.heads, M, self.rope_dim)), dim=-1)  # -> [B, h, M, nope+rope]
         return k, v
