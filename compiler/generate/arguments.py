@@ -91,7 +91,7 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
     """TypeError or ValueError, in words, for an argument generate() cannot take (module docstring)."""
     check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, stopping_criteria, stop_strings,
                      tokenizer)
-    check_beams(num_beams, length_penalty, early_stopping, streamer, attention_mask, compile)
+    check_beams(num_beams, length_penalty, early_stopping, streamer, attention_mask, compile, decoder.encoder_decoder)
     for name, value in (("return_dict_in_generate", return_dict_in_generate), ("output_scores", output_scores),
                         ("do_sample", do_sample), ("compile", compile)):
         if not isinstance(value, bool):
@@ -151,7 +151,8 @@ def check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, s
         TextTokenizer(tokenizer)  # a TypeError or ValueError in words for a tokenizer it cannot read
 
 
-def check_beams(num_beams, length_penalty, early_stopping, streamer, attention_mask, compile) -> None:
+def check_beams(num_beams, length_penalty, early_stopping, streamer, attention_mask, compile,
+                encoder_decoder: bool = False) -> None:
     """Beam search's arguments, and what it does not take (beam.py)."""
     beams = integer("num_beams", num_beams, 1)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real) \
@@ -166,7 +167,8 @@ def check_beams(num_beams, length_penalty, early_stopping, streamer, attention_m
                          "Face's generate)")
     if compile:
         raise ValueError("compile=True covers greedy and sampled decoding; leave it out with num_beams > 1")
-    if attention_mask is not None and isinstance(attention_mask, torch.Tensor) and bool((attention_mask == 0).any()):
+    padded = attention_mask is not None and isinstance(attention_mask, torch.Tensor) and bool((attention_mask == 0).any())
+    if padded and not encoder_decoder:  # an encoder-decoder's padding is its source's, which forward takes
         raise ValueError("num_beams > 1 takes prompts of one length for now (no left padding in attention_mask)")
 
 

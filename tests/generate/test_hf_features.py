@@ -194,3 +194,18 @@ def test_the_cli_takes_a_prompt_as_text_and_prints_text(capsys, tmp_path):
     assert code == 0 and out.strip() == " ".join(f"w{i}" for i in beams[0, 3:].tolist())
     code, _, err = cli(capsys, "gpt2", *GPT2_SETS, "--prompt", "w5")
     assert code == 2 and "--prompt needs --tokenizer" in err
+
+
+def test_beam_search_and_a_penalty_on_t5_equal_hugging_face_on_a_padded_source(tmp_path):
+    from tests.parity.test_t5 import RESIZED, Pair, padded_mask
+
+    overrides, config, lengths = RESIZED  # with as many decoder layers as encoder layers: Hugging Face's cache
+    t5 = Pair({**overrides, "decoder_layers": 2}, {**config, "num_decoder_layers": 2}, lengths, tmp_path)  # needs it
+    source = prompt(2, 9, seed=10) % t5.vocab
+    mask = padded_mask(9)
+    for kwargs in ({"num_beams": 3}, {"repetition_penalty": 1.5, "no_repeat_ngram_size": 2}):
+        ours = generate(t5.ours, source, attention_mask=mask, max_new_tokens=8, decoder_start_token_id=0, **kwargs)
+        with torch.no_grad():
+            theirs = t5.ref.generate(source, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                                     decoder_start_token_id=0, eos_token_id=None, pad_token_id=0, **kwargs)
+        assert torch.equal(ours, theirs), kwargs
