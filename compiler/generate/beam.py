@@ -7,7 +7,8 @@ and early_stopping True, False or "never" as its heuristics).
 Each step runs the model over every beam's whole sequence (no key/value cache: beams are
 reordered each step, and the cache is not yet), so it costs as forward does on the sequence so
 far, per step; the logits are those of the cached decoding up to float rounding (the greedy tests
-compare both). Prompts are of one length (no left padding) for now.
+compare both). A decoder-only spec's prompts are of one length (no left padding) for now; an
+encoder-decoder's source may be padded (forward takes its mask).
 """
 
 from __future__ import annotations
