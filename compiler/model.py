@@ -35,6 +35,7 @@ exported program keeps its own guards (the dims' ranges).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -254,10 +255,14 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         save_folder(self, os.fspath(save_directory))
 
     # -- generation ---------------------------------------------------------------------------------
-    # New tokens after `input_ids`, as Hugging Face's generate, its arguments by name: greedy, sampled
-    # or beam search, with a KV cache, processors, stopping criteria, a streamer, scores
-    # (compiler/generate/search.py; docs/generate.md).
-    generate = generate_tokens
+    # New tokens after `input_ids`, as Hugging Face's generate: greedy, sampled or beam search, with a
+    # KV cache, processors, stopping criteria, a streamer, scores (compiler/generate/search.py,
+    # docs/generate.md); its signature and docstring are search.generate's, every argument by name.
+    @functools.wraps(generate_tokens)
+    def generate(self, *args, **kwargs):
+        from . import generate as generation  # looked up at each call (a test may put another in its place)
+
+        return generation.generate(self, *args, **kwargs)
 
     # -- objectives ---------------------------------------------------------------------------------
     def loss(self, *args):
