@@ -333,6 +333,7 @@ def test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere(name):
     from tests.primitives.test_outlook_attention import OUTLOOK_SPEC
     from tests.primitives.test_latent_attention import spec as latent_spec
     from tests.language.test_video_axes import VIDEO
+    from tests.primitives.test_pooled_attention import POOLED_SPEC
 
     def labels(graph):
         return {n.op.label for n in graph.nodes() if not n.is_input}
@@ -342,7 +343,7 @@ def test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere(name):
                             labels(archspec.check_text(EVERY_OP).graph), labels(archspec.check_text(EVERYTHING).graph),
                             labels(archspec.check_text(OUTLOOK_SPEC).graph),
                             labels(archspec.check_text(latent_spec(", q_rank: 24")).graph),
-                            labels(archspec.check_text(VIDEO).graph))
+                            labels(archspec.check_text(VIDEO).graph), labels(archspec.check_text(POOLED_SPEC).graph))
     assert labels(archspec.check(str(ROOT / "specs" / f"{name}.yaml")).graph) <= elsewhere
 
 

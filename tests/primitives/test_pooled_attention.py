@@ -6,10 +6,13 @@ cal_rel_pos_type), a width change; the sub-layer (norm: pre) against the attenti
 `MultiScaleBlock` (norm1, shortcut_proj_attn from the normed input, the shortcut's max pool); the
 shapes, parameters and FLOPs (FlopCounterMode) the checker gives; the located errors for strides
 that do not divide the grid, an even kernel, class tokens, heads that do not divide the output
-width, a post-norm; the relative tables' resampling."""
+width, a post-norm; the relative tables' resampling. POOLED_SPEC takes the kind through export
+with a dynamic batch, ONNX Runtime, TensorRT's coverage and model.py (mvitv2_xt's and mvitv2_t's
+pipeline tests run in the slow tier: conftest.PIPELINE_ELSEWHERE, LARGER_SIBLINGS)."""
 
 from __future__ import annotations
 
+import importlib.util
 from functools import partial
 
 import pytest
@@ -18,7 +21,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
+from archspec.compiler.backends.export import example_inputs, export_program
+from archspec.compiler.backends.onnx import export_onnx
+from archspec.compiler.backends.source import standalone_source
 from archspec.core.errors import SpecError
+
+from tests.conftest import checks_tensorrt_coverage
 
 mvitv2 = pytest.importorskip("timm.models.mvitv2")
 
@@ -174,3 +182,57 @@ def test_bad_options_are_located_errors(grid, width, attention, cls_token, messa
         archspec.check_text(spec(grid, width, attention, cls_token))
     diagnostic = caught.value.diagnostics[0]
     assert message in diagnostic.message and diagnostic.path == "attn" and diagnostic.loc.line > 0
+
+
+# Every way the kind pools: keys coarser than the queries, the grid halved with the width doubled,
+# queries coarser than the keys, no pooling at all (kernel 1, stride 1); with its sub-layer and without.
+POOLED_SPEC = """
+name: pooled_ops
+inputs:
+  x: {shape: [B, 64, 16], grid: [8, 8]}
+graph:
+  - {id: first, from: x, attention: {kind: pooled, heads: 1, stride_kv: 4, scores: [decomposed]}}
+  - {id: strided, attention: {kind: pooled, heads: 2, dim: 32, stride_q: 2, stride_kv: 2, scores: [decomposed]}}
+  - {id: plain, attention: {kind: pooled, heads: 2, kernel: 1, residual_pooling: false}}
+  - {id: coarse_queries, from: first, attention: {kind: pooled, heads: 2, stride_q: 2, scores: [decomposed],
+                                                 norm: none, residual: false}}
+outputs: [plain, coarse_queries]
+"""
+
+
+def built_harness():
+    report = archspec.check_text(POOLED_SPEC)
+    return report, archspec.build_text(POOLED_SPEC).eval()
+
+
+def test_the_harness_exports_with_a_dynamic_batch_and_as_model_py(tmp_path):
+    from tests.lowering.test_lowering import run_without_archspec
+
+    report, model = built_harness()
+    assert [report.graph.type_of(n).grid for n in ("strided", "plain", "coarse_queries")] == [(4, 4)] * 3
+    program = export_program(model, report.graph)
+    args = example_inputs(report.graph, batch=5)  # not the batch it was traced with
+    with torch.no_grad():
+        for got, want in zip(program.module()(*args), model(*args), strict=True):
+            assert torch.allclose(got, want, atol=TOL)
+    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    gap = run_without_archspec(tmp_path, model, example_inputs(report.graph, batch=2), f"""
+        import torch, model
+        forward = model.{type(model).__name__}().eval()
+        forward.load_state_dict(torch.load("weights.pt", weights_only=True))
+    """)
+    assert gap == 0.0
+
+
+def test_the_harness_runs_in_onnxruntime_with_one_attention_op_a_node(tmp_path):
+    pytest.importorskip("onnxruntime")
+    report, model = built_harness()
+    result = export_onnx(model, report.graph, str(tmp_path / "model.onnx"), optimize=True)  # opset 23's Attention
+    assert result.max_difference is not None and result.max_difference < 1e-4  # at batch 3, traced at another
+    assert [(f.found, f.expected) for f in result.fusions if f.op == "Attention"] == [(4, 4)]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
+def test_tensorrt_converts_pooled_attention(tmp_path, capsys):
+    checks_tensorrt_coverage(POOLED_SPEC, tmp_path, capsys, batch="1:4:16")
