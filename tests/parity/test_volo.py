@@ -7,7 +7,7 @@ the maximum over the patches of the auxiliary head's.
 As in tests/parity/test_cait.py: the reference is built with pretrained=False, seeded noise is
 put on every parameter and on the BatchNorms' running statistics, its state dict is saved to a
 file and loaded with `archspec.build(spec, weights=FILE)` alone (the spec names
-specs/mappings/volo_d1_timm.yaml). Every run: a reduced VOLO (one block per stage, narrow, the
+specs/mappings/timm_volo.yaml). Every run: a reduced VOLO (one block per stage, narrow, the
 same structure: timm's VOLO class with those sizes and the spec `--set` to them) at 64 and at 96
 pixels (an odd 6x6 grid after the downsampling; the outlookers' 8x8 and 12x12 grids); the full
 model's parameter count. Slow tier: volo_d1_224 itself at 224 and at 256 (`img_size=256`, the
