@@ -13,8 +13,9 @@ checker) and the logits agree within 1e-5 (relative to outputs larger than 1).
 
 Every run: the small sibling mvitv2_xt (the same network at widths 32-256, one block a stage)
 against MultiScaleVit at that config, at 64 and at 96 (grids 24, 12, 6, 3), with FLOPs against
-FlopCounterMode, and a mapping that swaps a block's tables is seen. The slow tier: mvitv2_t itself
-(24,173,320 parameters at 224) at 224 and at 256.
+FlopCounterMode, a mapping that swaps a block's tables is seen, and the 64 checkpoint loads at
+96 with its tables resampled as timm's checkpoint_filter_fn resamples them. The slow tier:
+mvitv2_t itself (24,173,320 parameters at 224) at 224 and at 256.
 """
 
 from __future__ import annotations
@@ -104,6 +105,21 @@ def test_a_mapping_that_swaps_the_relative_tables_is_seen(pair_64, tmp_path):
     torch.save(state, tmp_path / "swapped.pt")
     swapped = archspec.build(SMALL, weights=str(tmp_path / "swapped.pt")).eval()
     assert pair_64.difference(swapped) > 100 * TOL
+
+
+def test_a_checkpoint_of_another_size_loads_as_timms_filter_resamples_it(pair_64, tmp_path):
+    """mvitv2_xt at 96 loads the 64 checkpoint, its relative tables resampled on loading (the
+    pooled kind's RESAMPLE fact), and equals timm's model at 96 given the same checkpoint through
+    its checkpoint_filter_fn (linear interpolation of every rel_pos table)."""
+    ref = small(96).eval()
+    ref.load_state_dict(mvitv2.checkpoint_filter_fn(dict(pair_64.ref.state_dict()), ref))
+    ours = archspec.build(SMALL, {"img": 96}, weights=str(pair_64.path)).eval()
+    table = "stages.0.blocks.0.attn.decomposed.rel_pos_h"
+    assert ours.get_parameter(table).shape[0] == 47 != pair_64.ours.get_parameter(table).shape[0]  # 2 * 24 - 1, 31
+    image = images(2, 96)
+    with torch.no_grad():
+        diff = close(ref(image), ours(image))
+    assert diff < TOL, diff
 
 
 @pytest.mark.slow
