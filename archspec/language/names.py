@@ -38,7 +38,7 @@ MODULE_ATTRIBUTES = frozenset("""
     register_buffer register_forward_hook register_forward_pre_hook register_full_backward_hook
     register_full_backward_pre_hook register_load_state_dict_post_hook register_load_state_dict_pre_hook
     register_module register_parameter register_state_dict_post_hook register_state_dict_pre_hook
-    requires_grad_ reset_classifier set_extra_state set_grad_checkpointing set_submodule shape_env
+    requires_grad_ reset_classifier save_pretrained set_extra_state set_grad_checkpointing set_submodule shape_env
     share_memory state_dict to to_empty to_folder train training type xpu zero_grad
 """.split())
 

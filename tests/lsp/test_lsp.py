@@ -163,8 +163,11 @@ def test_extends_goes_to_the_base_and_diagnostics_from_a_base_show_at_the_top():
     found = definition(a, **position_of(text, "extends:", 10))
     assert found.path == str(ROOT / "specs" / "swin_t.yaml")
     broken = analysis_of("swin_s.yaml", text.replace("depths: [2, 2, 18, 2]", "depths: [2, 2, 18, 2]\n  window: 9"))
-    (found,) = diagnostics(broken)
-    assert found.line == 0 and "swin_t.yaml:34:19" in found.message
+    (found,) = diagnostics(broken)  # the base reads the window this file wrote: shown at that line
+    assert found.line == broken.text.splitlines().index("  window: 9") and "at swin_t.yaml:34" in found.message
+    based = analysis_of("swin_s.yaml", text.replace("depths: [2, 2, 18, 2]", "depths: [2, 2, 18, 2]\n  img: 230"))
+    found = diagnostics(based)[0]  # at the base's `patch: ${patch}`, a value the base wrote: at the top
+    assert found.line == 0 and "swin_t.yaml:" in found.message and "patch" in found.message
 
 
 def test_yaml_and_schema_errors_are_located():

@@ -202,7 +202,7 @@ def test_1d_over_a_grid_keeps_the_grid_only_when_it_keeps_the_length():
 
 BAD = [  # (graph text, message, hint)
     (GRID + "  - {conv: {kernel: 3, groups: 3}}", "3 groups do not divide the 8 input channels",
-     "use a group count that divides 8 (1, 2, 4, 8)"),
+     "use a group count that divides 8 and passes the whole spec (1, 2, 4, 8)"),
     (GRID + "  - {conv: {kernel: 3, out: 10, groups: 4}}", "out 10 is not a multiple of the 4 groups",
      "use an out that is a multiple of 4 (8 or 12)"),
     (GRID + "  - {conv: {kernel: 5, dilation: 2}}",
