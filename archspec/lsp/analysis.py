@@ -37,7 +37,7 @@ from ..pipeline import Attempt, PartialCosting, attempt_document
 from ..primitives.infer import infer
 from ..report import human
 
-REFERENCE_KEYS = ("from", "tie")  # values that name nodes (besides `outputs`)
+REFERENCE_KEYS = ("from", "weights_of", "tie")  # values that name nodes (besides `outputs`)
 MOST_ROWS = 8
 
 
@@ -461,7 +461,7 @@ def definition(analysis: Analysis, line: int, character: int) -> Place | None:
     if not isinstance(text, str):
         return None
     item = path[:key_index]
-    if path[key_index] != "from":
+    if path[key_index] == "tie":
         item = item[:-1]  # `tie` sits under the op's mapping: the item is one level up
     return _resolve(composed, doc, item, text)
 

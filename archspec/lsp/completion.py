@@ -73,7 +73,7 @@ def _items(cursor: Cursor, spec: "Known", line: int) -> list[Completion]:
     keys = cursor.keys
     if cursor.expression is not None:
         return spec.params(_block_of(keys))
-    if keys[-1:] in (("from",), ("tie",)) or keys[-2:] in (("from", ITEM), ("tie", ITEM)):
+    if keys[-1:] in (("from",), ("tie",), ("weights_of",)) or keys[-2:] in (("from", ITEM), ("tie", ITEM)):
         return spec.nodes(line, _block_of(keys))
     if not keys:
         return [Completion(k, "key", "spec key") for k in _spec_keys()] if cursor.at_key else []

@@ -63,3 +63,12 @@ def test_hover_on_a_param_shows_its_value():
     assert ok.attempt.error is None
     assert hover(ok, **at("heads: 4", 1)) == "**heads** \u00b7 param\n\nvalue `4`"
     assert "parameter of block `layer`" in hover(ok, **at("${heads}", 3, 0))
+
+
+def test_definition_on_weights_of_goes_to_the_node():
+    text = TEXT.replace("  - {id: mlp, mlp: {ratio: 2}}\n", "  - {id: mlp, mlp: {ratio: 2}}\n"
+                        "  - {id: mlp2, weights_of: mlp, mlp: {ratio: 2}}\n")
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if "weights_of: mlp" in line)
+    found = definition(analyse(text, "/tmp/past_errors.yaml"), row, lines[row].index("weights_of: mlp") + 13)
+    assert (found.line, found.character) == (next(i for i, line in enumerate(lines) if "{id: mlp," in line), 4)
