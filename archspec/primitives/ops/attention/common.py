@@ -31,7 +31,6 @@ class AttentionParams(SublayerParams):
     proj_drop: Rate = 0.0
 
 
-def check_heads(p: AttentionParams, width: int) -> None:
 MergeHeads = Literal["head_major", "dim_major"]
 
 
@@ -42,6 +41,7 @@ def merge_heads_field():
                                            "channel's heads together (NesT)")
 
 
+def check_heads(p: AttentionParams, width: int) -> None:
     if width % p.heads:
         fits = [d for d in divisors(width) if d <= 64][-8:]
         raise RuleError(f"{p.heads} heads do not divide the width {width}", field="heads",
