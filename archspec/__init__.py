@@ -225,7 +225,7 @@ def create_model(name_or_path: str | os.PathLike, weights=None, num_classes: int
     spec's. For a seed or a mapping file, use archspec.build.
 
     timm's keywords (img_size, in_chans, drop_path_rate, drop_rate, global_pool) set the spec's
-    params where the spec declares them (its `# timm_args:` line, archspec/models.py): a keyword
+    params where the spec declares them (its `timm_args:` key, archspec/models.py): a keyword
     a spec does not declare, or that is no param of it, is a TypeError; pretrained=True a
     ValueError (no hub here: pass weights=). timm's model names go too ("vit_tiny_patch16_224"
     is vit_ti16, as `archspec models` lists them)."""

@@ -1,5 +1,5 @@
 """create_model the way timm's users call it (issue 39): timm's keywords set the spec's params
-where the spec declares them (its `# timm_args:` line), others are Python errors that say why,
+where the spec declares them (its `timm_args:` key), others are Python errors that say why,
 pretrained=True is refused in words, and timm's model names are the shipped specs' too."""
 
 from __future__ import annotations
