@@ -6,8 +6,10 @@
 The counts:
   crashes   outcomes starting with `crash` (a traceback, exit 3, an unexpected exception), and a
             worker that died (a segfault, or killed by the system)
-  hangs     cases over HANG_SECONDS, confirmed by running each again alone in a fresh worker;
-            a case the watchdog had to kill (over WATCHDOG_SECONDS) counts at once
+  hangs     cases over HANG_SECONDS of CPU time (the worker's own, one torch thread: on a machine
+            shared with other jobs the wall clock measures them too; the wall time is reported
+            beside), confirmed by running each again alone in a fresh worker; a case the watchdog
+            had to kill (over WATCHDOG_SECONDS of wall time: a wait burns no CPU) counts at once
   memory    cases whose process peaked over MEMORY_BYTES (the peak is reset before each case:
             /proc/self/clear_refs), confirmed alone as well; a worker over KILL_BYTES is killed
 """
@@ -163,18 +165,21 @@ def worker(seed: int, indices, scratch: str) -> None:
     os.chdir(specs)
     keep = set(os.listdir(specs))
     import archspec.compiler.lower  # noqa: F401 - warm: the first build must not look like a hang
+    import torch
+
+    torch.set_num_threads(1)  # the CPU time of a case is then about its wall time on an idle machine
 
     warm_up()
     for index in indices:
         case = cases.make_case(seed, index, files)
         peak_reset()
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         outcome = cases.run_case(case)
-        wall = time.perf_counter() - began
+        wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         peak = peak_bytes()
         clean(specs, keep)
         report.write(json.dumps({"index": index, "kind": case.kind, "outcome": outcome, "wall": round(wall, 4),
-                                 "peak": peak, "mutations": case.mutations}) + "\n")
+                                 "cpu": round(cpu, 4), "peak": peak, "mutations": case.mutations}) + "\n")
 
 
 # -- the watching side --------------------------------------------------------------------------------
@@ -235,7 +240,8 @@ class Watch:
                 return position + 1
 
     def lost(self, index: int, outcome: str) -> None:
-        result = {"index": index, "kind": "?", "outcome": outcome, "wall": None, "peak": None, "mutations": []}
+        result = {"index": index, "kind": "?", "outcome": outcome, "wall": None, "cpu": None, "peak": None,
+              "mutations": []}
         self.results.append(result)
         self.killed.append(result)
 
@@ -262,7 +268,7 @@ def confirm(seed: int, results: list[dict], tries: int = 3) -> tuple[list[dict],
     another process's doing), a memory blow-up one over MEMORY_BYTES every time. Returns
     (hangs, memory blow-ups), each with its fastest (lightest) run."""
     suspects = {r["index"]: r for r in results if r["outcome"].startswith(("hang", "memory")) or
-                (r["wall"] is not None and (r["wall"] > HANG_SECONDS or r["peak"] > MEMORY_BYTES))}
+                (r["wall"] is not None and (case_seconds(r) > HANG_SECONDS or r["peak"] > MEMORY_BYTES))}
     best: dict[int, list[dict]] = {index: [] for index in suspects}
     for _ in range(tries):
         todo = [i for i, runs in best.items() if not runs or all(slow(r) or heavy(r) for r in runs)]
@@ -270,14 +276,20 @@ def confirm(seed: int, results: list[dict], tries: int = 3) -> tuple[list[dict],
             break
         for again in Watch(seed).run(todo):
             best[again["index"]].append(again)
-    hangs = [min(runs, key=lambda r: r["wall"] or float("inf")) for runs in best.values() if all(slow(r) for r in runs)]
+    hangs = [min(runs, key=lambda r: case_seconds(r) if r["wall"] is not None else float("inf"))
+             for runs in best.values() if all(slow(r) for r in runs)]
     memory = [min(runs, key=lambda r: r["peak"] or float("inf")) for runs in best.values()
               if all(heavy(r) for r in runs)]
     return hangs, memory
 
 
+def case_seconds(result: dict) -> float:
+    """What a hang is judged by: the case's CPU time (its wall time in a run from before it was kept)."""
+    return result["cpu"] if result.get("cpu") is not None else result["wall"]
+
+
 def slow(result: dict) -> bool:
-    return result["outcome"].startswith("hang") or (result["wall"] is not None and result["wall"] > HANG_SECONDS)
+    return result["outcome"].startswith("hang") or (result["wall"] is not None and case_seconds(result) > HANG_SECONDS)
 
 
 def heavy(result: dict) -> bool:
@@ -288,7 +300,7 @@ def summary(seed: int, results: list[dict], hangs: list[dict], memory: list[dict
     from . import cases, mutators
 
     crashes = [r for r in results if r["outcome"].startswith("crash")]
-    slow = sorted((r for r in results if r["wall"] is not None), key=lambda r: -r["wall"])[:5]
+    slow = sorted((r for r in results if r["wall"] is not None), key=lambda r: -case_seconds(r))[:5]
     return {
         "seed": seed, "cases": len(results), "seconds": round(seconds),
         "crashes": len(crashes), "hangs_over_2s": len(hangs), "memory_over_1GB": len(memory),
@@ -299,10 +311,14 @@ def summary(seed: int, results: list[dict], hangs: list[dict], memory: list[dict
         "mutators": {name: sum(name in r["mutations"] for r in results) for name in mutators.SPEC_MUTATORS},
         "case_kinds": cases.KINDS,
         "peak_bytes": max((r["peak"] for r in results if r["peak"]), default=0),
-        "slowest": [{"case": f"{seed}:{r['index']}", "wall": r["wall"], "kind": r["kind"]} for r in slow],
-        "over_2s_before_confirming": sum(1 for r in results if r["wall"] is not None and r["wall"] > HANG_SECONDS),
+        "slowest": [{"case": f"{seed}:{r['index']}", "cpu": r.get("cpu"), "wall": r["wall"], "kind": r["kind"]}
+                    for r in slow],
+        "over_2s_before_confirming": sum(1 for r in results
+                                         if r["wall"] is not None and case_seconds(r) > HANG_SECONDS),
+        "wall_over_2s": sum(1 for r in results if r["wall"] is not None and r["wall"] > HANG_SECONDS),
         "crash_list": [{"case": f"{seed}:{r['index']}", "outcome": r["outcome"]} for r in crashes[:100]],
-        "hang_list": [{"case": f"{seed}:{r['index']}", "outcome": r["outcome"], "wall": r["wall"]} for r in hangs],
+        "hang_list": [{"case": f"{seed}:{r['index']}", "outcome": r["outcome"], "cpu": r.get("cpu"), "wall": r["wall"]}
+                      for r in hangs],
         "memory_list": [{"case": f"{seed}:{r['index']}", "peak": r["peak"]} for r in memory],
     }
 

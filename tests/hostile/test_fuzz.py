@@ -367,7 +367,8 @@ FUZZ_JOB_CASES = 200_000 if os.environ.get("ARCHSPEC_FUZZ_LONG") == "1" else \
     int(os.environ.get("ARCHSPEC_FUZZ_CASES", 200))
 
 
-NEWER_KINDS = ("extends", "mapping", "lsp")  # rarer kinds: the sample takes a few of each besides
+NEWER_KINDS = ("extends", "mapping", "lsp", "tensor_ops", "attention", "generate", "generate_cli")  # rarer kinds:
+# the sample takes a few of each besides
 
 
 def test_the_fuzz_job_finds_no_crash_no_hang_and_no_memory_blowup():
@@ -390,7 +391,8 @@ def test_the_fuzz_job_finds_no_crash_no_hang_and_no_memory_blowup():
 
 
 @pytest.mark.parametrize("kind, target", [("extends", "archspec.check"), ("mapping", "archspec.build_text"),
-                                          ("lsp", "archspec.lsp.analysis.hover")])
+                                          ("lsp", "archspec.lsp.analysis.hover"),
+                                          ("generate", "archspec.compiler.generate.generate")])
 def test_the_newer_fuzz_kinds_report_a_crash_as_a_crash(kind, target, monkeypatch, tmp_path):
     """What the watcher counts: an exception that is no SpecError out of an extends chain or a
     mapping file's load, and any exception out of the language server's analysis, is a crash."""
