@@ -51,10 +51,12 @@ class Costing(Interpreter):
             return NodeCost(c.params, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes)
         held = self.own_cost(self.graph.node(owner)).params
         if c.params != held:
-            raise NodeFailed(Diagnostic(f"this copy of a shared repeat would have {c.params:,} parameters, and "
-                                        f"{owner}, whose weights it uses, has {held:,}", node.loc, node.name,
-                                        hint="copies that share weights have the same parameter sizes: an option "
-                                             "that changes a size cannot depend on the repeat index"))
+            raise NodeFailed(Diagnostic(f"this node would have {c.params:,} parameters, and {owner}, whose weights "
+                                        f"it uses (a copy of a shared repeat, or weights_of), has {held:,}",
+                                        node.loc, node.name,
+                                        hint="nodes that share weights have the same parameter sizes: they read "
+                                             "inputs of the same width, and an option that changes a size cannot "
+                                             "depend on the repeat index"))
         return NodeCost(0, c.flops, node.type.nbytes(), c.buffer_bytes, c.score_bytes, owner)
 
 

@@ -164,3 +164,10 @@ def test_bad_references_are_located_errors(weights, says):
     problem = failure(text)
     assert says in problem.message
     assert problem.loc.line == line_of(text, "id: k2")
+
+
+def test_inputs_of_another_width_are_a_located_error():
+    text = tied().replace("  y: [B, 6, 32]", "  y: [B, 6, 48]")
+    problem = failure(text)
+    assert "would have 784 parameters, and k1, whose weights it uses" in problem.message and "has 528" in problem.message
+    assert problem.path == "k2" and problem.loc.line == line_of(text, "id: k2")
