@@ -9,8 +9,8 @@ What it optimises: the spec's objectives (`objectives:`; targets are drawn to fi
 type), else cross-entropy for a classify head (labels) or a language-model head (next token).
 Data: by default a small synthetic dataset drawn once from a seed (no downloads), cycled, so
 the loss goes down as the model fits it (a smoke run). --data trains on real data (data.py):
-a folder of train/ and val/ class folders (torchvision's ImageFolder, timm's transforms at the
-spec's image size; `pip install 'archspec-compiler[train]'`), a .npy/.bin token file (windows of the
+a folder of train/ and val/ class folders (torchvision's ImageFolder, transforms fit to the
+spec's image size, --aug; `pip install 'archspec-compiler[train]'`), a .npy/.bin token file (windows of the
 spec's sequence length, the last --val-fraction for validation), or module:function, your own
 torch Dataset (or (train, val) pair). Each step takes a global batch; under torchrun each
 process takes its share (the global batch must divide evenly), so one step under FSDP2 or DDP
@@ -30,6 +30,9 @@ equals one step in one process.
                       (default on the synthetic set); --warmup N linear warm-up steps (default 0)
     --clip-grad NORM  clip the gradients' global norm (default 1.0 with --data, else off; 0: off)
     --eval-every N    validate every N steps (default: each epoch) and at the end
+    --aug, --mixup A, --cutmix A, --smoothing E, --ema DECAY   the recipe (docs/training.md)
+    --save DIR/       keep last.pt, best.pt (by validation), epoch_N.pt (--save-every N) and
+                      metrics.jsonl (--metrics FILE elsewhere) in DIR
     --workers N       DataLoader worker processes (default 0: read in the training process)
 
 On CPU the processes talk over gloo. Progress is one line per step (rank 0; about 100 lines in
@@ -75,6 +78,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes, 0 to 64 (default 0)")
     parser.add_argument("--eval-every", type=int, default=None, metavar="STEPS",
                         help="validate every STEPS steps (default: each epoch) and at the end")
+    parser.add_argument("--aug", default=None, metavar="{none,basic,rand,trivial}",
+                        help="training augmentation of an image folder: none, basic (images <= 64 px: shift by up "
+                             "to 1/8 and flip; larger: timm's random-resized crop, flip, colour jitter), rand "
+                             "(basic + RandAugment), trivial (basic + TrivialAugment); default none up to 64 px, "
+                             "basic above")
+    parser.add_argument("--mixup", type=float, default=0.0, metavar="ALPHA", help="mixup alpha (timm's Mixup; 0: off)")
+    parser.add_argument("--cutmix", type=float, default=0.0, metavar="ALPHA", help="cutmix alpha (0: off)")
+    parser.add_argument("--smoothing", type=float, default=0.0, metavar="EPS",
+                        help="label smoothing of the training loss, 0 to below 1 (default 0)")
+    parser.add_argument("--ema", type=float, default=None, metavar="DECAY",
+                        help="keep an exponential moving average of the weights (e.g. 0.999), evaluated too")
+    parser.add_argument("--save-every", type=int, default=None, metavar="EPOCHS",
+                        help="with --save DIR/: also keep epoch_N.pt every EPOCHS epochs")
+    parser.add_argument("--metrics", metavar="FILE",
+                        help="a JSON line per evaluation (epoch, losses, top-1, lr, seconds); default "
+                             "DIR/metrics.jsonl with --save DIR/")
     parser.add_argument("--batch", type=int, default=8,
                         help="global batch per step, 1 to 1024 per process and within memory (default 8)")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate, finite and > 0 (default 1e-3)")
@@ -85,9 +104,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ddp", action="store_true", help="DistributedDataParallel (under torchrun)")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
     parser.add_argument("--checkpointing", action="store_true", help="activation checkpointing per block")
-    parser.add_argument("--save", metavar="FILE|DIR",
-                        help="save model and optimizer state at the end (under --fsdp: a sharded folder)")
-    parser.add_argument("--resume", metavar="FILE|DIR", help="resume from what --save wrote")
+    parser.add_argument("--save", metavar="FILE|DIR/",
+                        help="save model and optimizer state at the end (under --fsdp: a sharded folder); DIR/ "
+                             "(a trailing /) keeps last.pt each epoch, best.pt by validation and metrics.jsonl")
+    parser.add_argument("--resume", metavar="FILE|DIR",
+                        help="resume from what --save wrote (a checkpoint folder: its last.pt)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary at the end on stdout (progress stays on stderr)")
     parser.add_argument("--dump", metavar="FILE", help=argparse.SUPPRESS)
 

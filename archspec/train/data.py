@@ -1,9 +1,10 @@
 """Where a training run's samples come from (`--data`), read by well-kept libraries.
 
     (no --data)        the synthetic set: DATASET samples drawn once from the seed, cycled in order
-    --data DIR         DIR/train/CLASS/* and DIR/val/CLASS/*: torchvision's ImageFolder, with timm's
-                       transforms (timm.data.create_transform: random-resized crop and flip for
-                       training, resize and centre crop for validation) at the spec's image size
+    --data DIR         DIR/train/CLASS/* and DIR/val/CLASS/*: torchvision's ImageFolder, with
+                       transforms fit to the spec's image size (image_transform): up to 64 px
+                       no augmentation by default and never 8%-area crops (--aug basic: a shift
+                       and flip), larger timm's create_transform; --aug none/basic/rand/trivial
     --data FILE        a flat token file, as nanoGPT keeps them: .npy (1-D integers, numpy.load with
                        mmap) or .bin (raw uint16, numpy.memmap); windows of the spec's sequence length
                        (its largest), each with the next tokens as targets; the last --val-fraction
@@ -43,6 +44,7 @@ from .options import DATASET, TRAIN_EXTRA, Options, data_kind
 
 LABELS, NEXT = "__labels__", "__next__"
 KEYS = {LABELS: "label", NEXT: "next"}  # what a hook's dict items call them
+SMALL_IMAGE = 64  # px: inputs up to this size get shifts and flips, never 8%-area crops
 GOLDEN = 0x9E3779B97F4A7C15  # spreads (seed, epoch) over torch's seed range
 
 
@@ -145,14 +147,15 @@ def image_folders(options: Options, needs: Needs) -> Data:
         raise UsageError(f"--data {options.data}: an image folder trains a spec with a classify head and an image "
                          f"input [B, 3, H, W]; give a token file or module:function for this one")
     try:
-        from timm.data import create_transform
         from torchvision.datasets import ImageFolder
     except ImportError as exc:
         raise UsageError(f"--data with an image folder needs torchvision and timm ({exc}): {TRAIN_EXTRA}") from None
     size_hw = (size(needs.shape[1]), size(needs.shape[2]))
+    transforms = {True: image_transform(size_hw, options.aug, training=True),
+                  False: image_transform(size_hw, options.aug, training=False)}
     sets = {}
     for split, training in (("train", True), ("val", False)):
-        transform = create_transform(input_size=(3, *size_hw), is_training=training)
+        transform = transforms[training]
         folder = os.path.join(options.data, split)
         try:
             sets[split] = ImageFolder(folder, transform=transform, loader=load_image,
@@ -169,6 +172,56 @@ def image_folders(options: Options, needs: Needs) -> Data:
                     hint=f"add --set classes={len(classes)} (or the spec's param for its classes)")
     names = [needs.inputs[0], LABELS]
     return Data("images", Named(sets["train"], names), Named(sets["val"], names), classes)
+
+
+def default_aug(size_hw: tuple[int, int]) -> str:
+    """The augmentation a run takes without --aug: none up to SMALL_IMAGE px (no crop to scale
+    down, and shifts and flips do not suit every small-image set: digits and letters are not
+    mirror images; --aug basic asks for them), basic (timm's transforms) above."""
+    return "none" if max(size_hw) <= SMALL_IMAGE else "basic"
+
+
+def image_transform(size_hw: tuple[int, int], aug: str | None, training: bool):
+    """The transform of an image folder's samples at the model's input size (timm's train.py as
+    the reference, scaled to the images):
+
+        small (<= SMALL_IMAGE px)  training: resize to the input, then basic = shift by up to 1/8
+                                   (zero-padded random crop) and flip; validation: resize only;
+                                   without --aug: none
+        larger                     timm's create_transform: training basic = random-resized crop
+                                   (8% to 100% of the area), flip, colour jitter; validation:
+                                   resize and centre crop
+        rand / trivial             basic, then RandAugment (timm's rand-m9-mstd0.5-inc1) or
+                                   TrivialAugmentWide (torchvision)
+        none                       the validation transform
+    ImageNet's mean and std at every size."""
+    from timm.data import create_transform
+    from timm.data.constants import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+    from torchvision import transforms as T
+
+    aug = aug or default_aug(size_hw)
+    small = max(size_hw) <= SMALL_IMAGE
+    if not small and (not training or aug != "trivial"):
+        augment = {"rand": "rand-m9-mstd0.5-inc1"}.get(aug) if training else None
+        return create_transform(input_size=(3, *size_hw), is_training=training and aug != "none",
+                                auto_augment=augment)
+    finish = [T.ToTensor(), T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)]
+    if not small:  # trivial at a larger size: timm's crop and flip, then TrivialAugmentWide
+        from timm.data.transforms import RandomResizedCropAndInterpolation
+
+        return T.Compose([RandomResizedCropAndInterpolation(size_hw), T.RandomHorizontalFlip(),
+                          T.TrivialAugmentWide(), *finish])
+    steps = [T.Resize(size_hw)]
+    if training and aug != "none":
+        pad = max(1, min(size_hw) // 8)
+        steps += [T.RandomCrop(size_hw, padding=pad), T.RandomHorizontalFlip()]  # zero-padded, as CIFAR's
+        if aug == "rand":
+            from timm.data.auto_augment import rand_augment_transform
+
+            steps.append(rand_augment_transform("rand-m9-mstd0.5-inc1", {"img_mean": (124, 116, 104)}))
+        elif aug == "trivial":
+            steps.append(T.TrivialAugmentWide())
+    return T.Compose(steps + finish)
 
 
 def is_image_file(data: str, path: str) -> bool:

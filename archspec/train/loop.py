@@ -9,7 +9,9 @@ The batches come from data.py; each step sets the learning rate (schedule.py), c
 gradients' global norm when asked, and prints step/total, loss, lr, samples/s and the ETA
 (every step up to PROGRESS_LINES steps, else about PROGRESS_LINES times in all). A validation
 set is evaluated every --eval-every steps (default: at each epoch's end) and at the end: loss
-and top-1 for a classify head, loss and perplexity for an lm head.
+and top-1 for a classify head, loss and perplexity for an lm head. The recipe (recipe.py):
+mixup/cutmix and label smoothing of the training loss, an EMA of the weights evaluated beside
+the model, --save DIR/'s last/best/epoch_N checkpoints and the metrics file's lines.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from ..core.errors import UsageError, error
 from ..primitives.decoding import LOGITS, role_of
 from . import data as datasets, dcp
 from .batch_memory import check_batch_memory, size
-from .options import DATASET, Options
+from .options import DATASET, Options, resume_file
+from .recipe import Ema, Metrics, Mixing, check_recipe_fits, training_loss
 from .schedule import lr_factor
 from .state import Expected, read_resume, write_whole
 
@@ -136,6 +139,7 @@ class Trainer:
         self.model = build(o.spec, o.overrides, seed=o.seed).train()
         self.objective = Objective(self.model, self.report.graph)
         self.objective.model_for_losses = self.model
+        check_recipe_fits(o, self.objective.kind, len(self.report.graph.inputs()[0].type.shape))
         seed_everything(o.seed)  # augmentations, dropout, the loader's workers
         self.data = datasets.load_data(o, datasets.needs_of(self.report.graph, self.objective), self.synthetic())
         if o.checkpointing:
@@ -144,7 +148,17 @@ class Trainer:
         groups = self.param_groups()
         self.optimizer = (torch.optim.SGD(groups, lr=o.lr) if o.optimizer == "sgd" else
                           torch.optim.AdamW(groups, lr=o.lr))
+        self.resumed_ema = None
         self.start = self.load() if o.resume else 0
+        self.ema = Ema(self.model, o.ema) if o.ema else None
+        if self.ema is not None and self.resumed_ema is not None:
+            self.ema.load_state_dict(self.resumed_ema)
+        self.mixing = (Mixing(o, self.objective.classes, self.objective.inputs[0], datasets.LABELS)
+                       if o.mixing else None)
+        self.best, self.kept = self.previous_best(), []
+        if o.save_folder and self.world.rank == 0:
+            os.makedirs(o.save_folder, exist_ok=True)
+        self.metrics = Metrics(o.metrics_file) if o.metrics_file and self.world.rank == 0 else None
         if o.resume:
             self.say(f"resumed from {o.resume}: model and optimizer at step {self.start}")
         self.per_epoch = datasets.steps_per_epoch(self.data, o.batch)
@@ -193,14 +207,30 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = o.lr * lr_factor(step, self.end, o.warmup, o.schedule_name)
         self.optimizer.zero_grad(set_to_none=True)
+        if self.mixing is not None:
+            batch = self.mixing(batch)
         with self.autocast():
             outputs = self.network(*[batch[n] for n in self.objective.inputs])
-            loss = self.objective(outputs, batch)
+            loss = self.training_loss(outputs, batch)
         loss.backward()
         if o.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.network.parameters(), o.clip_norm)
         self.optimizer.step()
+        if self.ema is not None:
+            self.ema.update(self.model)
         return self.global_mean(loss.detach().float())
+
+    def training_loss(self, outputs, batch: dict) -> torch.Tensor:
+        """The objective, with --smoothing and mixup's soft targets where asked (validation: plain)."""
+        kind, smoothing = self.objective.kind, self.options.smoothing
+        if kind == "classify" and (smoothing or self.mixing is not None):
+            return training_loss(outputs, batch[datasets.LABELS], smoothing)
+        if kind == "lm" and smoothing:
+            if datasets.NEXT in batch:
+                return training_loss(outputs, batch[datasets.NEXT], smoothing)
+            ids = batch[self.objective.inputs[0]]
+            return training_loss(outputs[:, :-1], ids[:, 1:], smoothing)  # position t predicts token t + 1
+        return self.objective(outputs, batch)
 
     def autocast(self):
         return torch.autocast("cpu", dtype=torch.bfloat16) if self.options.bf16 else nullcontext()
@@ -219,7 +249,8 @@ class Trainer:
         batches = datasets.training_batches(self.data, o, self.start, self.end, self.world.rank, self.world.size)
         every = max(1, math.ceil((self.end - self.start) / PROGRESS_LINES))
         step = self.start
-        begin = time.perf_counter()
+        begin = self.since = time.perf_counter()
+        self.recent = []  # training losses since the last metrics line
         for batch in self.read(batches):
             loss = self.step(step, batch)
             if not math.isfinite(loss):
@@ -227,14 +258,24 @@ class Trainer:
             now = time.perf_counter()
             self.seconds.append(now - begin)
             self.losses.append(loss)
+            self.recent.append(loss)
             self.rates.append(self.optimizer.param_groups[0]["lr"])
             step += 1
             if (step - self.start) % every == 0 or step == self.end:
                 self.progress(step)
             if self.evaluation_due(step):
                 self.evaluate(step)
+            elif self.data.val is None and (step % self.per_epoch == 0 or step == self.end):
+                self.log_metrics(step, {})
+            if o.save_folder and (step % self.per_epoch == 0 or step == self.end):
+                self.keep(step)
             begin = time.perf_counter()
-        if o.save:
+        if self.metrics is not None:
+            self.metrics.close()
+        if o.save_folder:
+            self.say(f"kept {', '.join(dict.fromkeys(self.kept))} in {o.save_folder} (--resume "
+                     f"{o.save_folder} reads last.pt)")
+        elif o.save:
             self.save(self.end)
 
     def read(self, batches):
@@ -268,34 +309,43 @@ class Trainer:
         return step % every == 0 or step == self.end
 
     def evaluate(self, step: int) -> None:
-        """Loss (and top-1 or perplexity) over the whole validation set: each process evaluates
-        its share, and the sums are added up across processes."""
+        """Loss (and top-1 or perplexity) over the whole validation set, of the model and of its
+        moving average (--ema): each process evaluates its share, and the sums are added up."""
         shares = datasets.validation_batches(self.data, self.options, self.world.rank, self.world.size)
         if shares is None:
             return
+        total, correct, count = self.measure(shares, self.network, self.model)
+        self.record(step, total / max(count, 1), int(correct), int(count))
+        if self.ema is not None:
+            total, correct, count = self.measure(shares, self.ema.module, self.ema.module)
+            self.record_ema(step, total / max(count, 1), int(correct), int(count))
+        self.log_metrics(step, self.evals[-1])
+
+    def measure(self, shares, network, module) -> list[float]:
+        """(loss x samples, correct top-1 answers, samples) of `network` over the validation set."""
         sums = torch.zeros(3, dtype=torch.float64)  # loss x samples, correct, samples
-        self.model.eval()
+        training = module.training
+        module.eval()
         try:
             with torch.no_grad(), self.autocast():
                 ran = 0
                 for batch in self.read(shares.loader):
-                    sums += self.scored(batch)
+                    sums += self.scored(batch, network)
                     ran += 1
                 for _ in range(shares.forwards - ran):  # as many forwards as the other processes run
                     for batch in self.read(shares.filler):
-                        self.scored(batch)
+                        self.scored(batch, network)
         finally:
-            self.model.train()
+            module.train(training)
         if self.world.distributed:
             import torch.distributed as dist
 
             dist.all_reduce(sums)
-        total, correct, count = sums.tolist()
-        self.record(step, total / max(count, 1), int(correct), int(count))
+        return sums.tolist()
 
-    def scored(self, batch) -> torch.Tensor:
+    def scored(self, batch, network) -> torch.Tensor:
         """One validation batch: (its loss x its samples, correct top-1 answers, samples)."""
-        outputs = self.network(*[batch[n] for n in self.objective.inputs])
+        outputs = network(*[batch[n] for n in self.objective.inputs])
         n = batch[self.objective.inputs[0]].shape[0]
         correct = int((outputs.argmax(-1) == batch["__labels__"]).sum()) if self.objective.kind == "classify" else 0
         return torch.tensor([float(self.objective(outputs, batch)) * n, correct, n], dtype=torch.float64)
@@ -312,6 +362,77 @@ class Trainer:
                      f"  perplexity {result['perplexity']:.2f}" if "perplexity" in result else "")
             print(f"epoch {result['epoch']:g}  step {step}/{self.end}  val loss {loss:.4f}{extra}  ({count} samples)",
                   file=sys.stderr, flush=True)
+
+    def record_ema(self, step: int, loss: float, correct: int, count: int) -> None:
+        result = self.evals[-1]
+        result["ema_val_loss"] = loss
+        if self.objective.kind == "classify":
+            result["ema_top1"] = correct / max(count, 1)
+        elif self.objective.kind == "lm":
+            result["ema_perplexity"] = math.exp(min(loss, 700))
+        extra = (f"  top-1 {result['ema_top1']:.3f}" if "ema_top1" in result else
+                 f"  perplexity {result['ema_perplexity']:.2f}" if "ema_perplexity" in result else "")
+        self.say(f"epoch {result['epoch']:g}  step {step}/{self.end}  EMA val loss {loss:.4f}{extra}")
+
+    def log_metrics(self, step: int, evaluation: dict) -> None:
+        """A line of the metrics file (rank 0), and the best checkpoint when this one is better."""
+        now = time.perf_counter()
+        line = {"epoch": round(step / self.per_epoch, 2), "step": step,
+                "train_loss": sum(self.recent) / len(self.recent) if self.recent else None,
+                **{k: v for k, v in evaluation.items() if k not in ("step", "epoch", "val_samples")},
+                "lr": self.rates[-1] if self.rates else None, "seconds": round(now - self.since, 3)}
+        self.recent, self.since = [], now
+        if self.metrics is not None:
+            self.metrics.write(line)
+        if self.options.save_folder and evaluation:
+            self.keep_best(step, evaluation)
+
+    # -- checkpoints in --save DIR/ ---------------------------------------------------------------------
+    def metric_of(self, evaluation: dict) -> float:
+        """What best.pt is chosen by (higher is better): top-1, else minus the val loss; the EMA's
+        where --ema runs (as timm's train.py)."""
+        prefix = "ema_" if self.ema is not None else ""
+        if f"{prefix}top1" in evaluation:
+            return evaluation[f"{prefix}top1"]
+        return -evaluation[f"{prefix}val_loss"]
+
+    def previous_best(self) -> float | None:
+        """best.pt's metric where a resumed run keeps checkpoints in the folder it resumed from."""
+        if not (self.options.resume and self.options.save_folder):
+            return None
+        path = os.path.join(self.options.save_folder, "best.pt")
+        if not os.path.isfile(path):
+            return None
+        try:
+            metric = torch.load(path, map_location="cpu", weights_only=True).get("metric")
+        except Exception:  # noqa: BLE001 - an unreadable best.pt is replaced by this run's best
+            return None
+        return metric if isinstance(metric, float) else None
+
+    def keep_best(self, step: int, evaluation: dict) -> None:
+        metric = self.metric_of(evaluation)
+        if self.best is None or metric > self.best:
+            self.best = metric
+            self.write_checkpoint("best.pt", step, metric)
+
+    def keep(self, step: int) -> None:
+        """At an epoch's end (and the run's): last.pt, and epoch_N.pt every --save-every epochs."""
+        self.write_checkpoint("last.pt", step, None)
+        every, epoch = self.options.save_every, step // self.per_epoch
+        if every and step % self.per_epoch == 0 and epoch % every == 0:
+            self.write_checkpoint(f"epoch_{epoch}.pt", step, None)
+
+    def write_checkpoint(self, name: str, step: int, metric: float | None) -> None:
+        model, optimizer = self.full_state()
+        if self.world.rank != 0:
+            return
+        payload = {"model": model, "optimizer": optimizer, "step": step, "epoch": round(step / self.per_epoch, 2)}
+        if self.ema is not None:
+            payload["ema"] = self.ema.state_dict()
+        if metric is not None:
+            payload["metric"] = float(metric)
+        write_whole(os.path.join(self.options.save_folder, name), payload, "--save")
+        self.kept.append(name)
 
     def diverged(self, step: int, loss: float):
         """The error that stops a run whose loss is no longer finite."""
@@ -379,9 +500,11 @@ class Trainer:
         from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
                                                              set_optimizer_state_dict)
 
-        if os.path.isdir(self.options.resume):
+        path = resume_file(self.options.resume)
+        if os.path.isdir(path):
             return self.load_folder()
-        resumed = read_resume(self.options.resume, self.expected())
+        resumed = read_resume(path, self.expected())
+        self.resumed_ema = resumed.ema
         options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=False)
         set_model_state_dict(self.network, resumed.model, options=options)
         set_optimizer_state_dict(self.network, self.optimizer, resumed.optimizer, options=options)

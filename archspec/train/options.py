@@ -40,6 +40,9 @@ DEFAULT_CLIP = 1.0  # --clip-grad with --data; off on the synthetic set
 TOKEN_SUFFIXES = (".npy", ".bin")
 HOOK = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")  # module:function
 TRAIN_EXTRA = "pip install 'archspec-compiler[train]'"
+AUGMENTS = ("none", "basic", "rand", "trivial")  # --aug; None: chosen by the image size (data.py)
+MAX_MIX_ALPHA = 10.0  # --mixup / --cutmix: the Beta distribution's alpha
+CHECKPOINTS = ("last.pt", "best.pt")  # what --save DIR/ keeps, beside epoch_N.pt and metrics.jsonl
 
 
 @dataclass
@@ -69,6 +72,13 @@ class Options:
     clip_grad: float | None = None  # the gradients' largest global norm; 0: off; None: 1.0 with --data, else off
     workers: int = 0  # DataLoader worker processes
     eval_every: int | None = None  # steps between validations; None: once an epoch
+    aug: str | None = None  # none, basic, rand, trivial; None: by the image size (data.py)
+    mixup: float = 0.0  # timm.data.Mixup's mixup alpha (0: off)
+    cutmix: float = 0.0  # its cutmix alpha (0: off)
+    smoothing: float = 0.0  # label smoothing of the training loss
+    ema: float | None = None  # decay of an exponential moving average of the weights (None: off)
+    save_every: int | None = None  # with --save DIR/: also keep epoch_N.pt every N epochs
+    metrics: str | None = None  # a JSON-lines file, a line per evaluation (default DIR/metrics.jsonl)
 
     def __post_init__(self):
         if self.steps is None and self.epochs is None:
@@ -77,6 +87,21 @@ class Options:
     @property
     def schedule_name(self) -> str:
         return self.schedule or ("cosine" if self.data else "constant")
+
+    @property
+    def save_folder(self) -> str | None:
+        """The folder --save DIR/ keeps checkpoints in (None: --save FILE, or a sharded --fsdp folder)."""
+        return self.save if self.save is not None and not self.fsdp and is_checkpoint_folder(self.save) else None
+
+    @property
+    def metrics_file(self) -> str | None:
+        if self.metrics is not None:
+            return self.metrics
+        return os.path.join(self.save_folder, "metrics.jsonl") if self.save_folder else None
+
+    @property
+    def mixing(self) -> bool:
+        return self.mixup > 0 or self.cutmix > 0
 
     @property
     def clip_norm(self) -> float:
@@ -97,12 +122,22 @@ def check_options(options: Options) -> None:
     check_optimizer(options.optimizer)
     check_mode(options, processes)
     check_data_options(options)
+    check_recipe(options, processes)
     if options.data is not None:
         check_data(options.data)
     if options.resume is not None:
         check_resume(options.resume)
     if options.save is not None:
-        (check_save_folder if options.fsdp else check_writable)("--save", options.save)
+        if options.fsdp:
+            check_save_folder("--save", options.save)
+        elif options.save_folder:
+            check_checkpoint_folder(options.save)
+        else:
+            check_writable("--save", options.save)
+    if options.save_every is not None and not options.save_folder:
+        raise UsageError("--save-every keeps epoch_N.pt in a checkpoint folder: give --save DIR/ too (a trailing /)")
+    if options.metrics is not None:
+        check_writable("--metrics", options.metrics)
     if options.dump is not None:
         check_writable("--dump", options.dump)
 
@@ -176,6 +211,54 @@ def check_data_options(options: Options) -> None:
                                            not 1 <= options.eval_every <= MAX_STEPS):
         raise UsageError(f"--eval-every must be a whole number of steps from 1 to {MAX_STEPS:,}, "
                          f"got {options.eval_every!r}")
+
+
+def check_recipe(options: Options, processes: int) -> None:
+    """--aug, --mixup, --cutmix, --smoothing, --ema, --save-every in their ranges."""
+    if options.aug is not None and options.aug not in AUGMENTS:
+        raise UsageError(f"--aug must be one of {', '.join(AUGMENTS)}, got {options.aug!r}")
+    for flag, value in (("--mixup", options.mixup), ("--cutmix", options.cutmix)):
+        check_real(flag, value, f"a number from 0 (off) to {MAX_MIX_ALPHA:g}", lambda v: 0 <= v <= MAX_MIX_ALPHA)
+    if options.mixing and (options.batch // processes) % 2:
+        raise UsageError(f"--mixup/--cutmix mix each sample with another of its batch: --batch must be even per "
+                         f"process, got {options.batch // processes}")
+    if options.mixing and options.data is None:
+        raise UsageError("--mixup/--cutmix mix real images: give --data DIR (an image folder) or "
+                         "--data module:function")
+    check_real("--smoothing", options.smoothing, "a number from 0 (off) to below 1", lambda v: 0 <= v < 1)
+    if options.ema is not None:
+        check_real("--ema", options.ema, "a decay between 0 and 1, e.g. 0.999", lambda v: 0 < v < 1)
+        if options.fsdp:
+            raise UsageError("--ema keeps a whole copy of the weights; it runs in one process or under --ddp, "
+                             "not under --fsdp")
+    if options.save_every is not None and (not whole(options.save_every) or
+                                           not 1 <= options.save_every <= MAX_EPOCHS):
+        raise UsageError(f"--save-every must be a whole number of epochs from 1 to {MAX_EPOCHS:,}, "
+                         f"got {options.save_every!r}")
+
+
+def check_checkpoint_folder(path: str) -> None:
+    """--save DIR/: a folder to keep checkpoints in (made if absent) in a folder we may write."""
+    folder = path.rstrip(os.sep) or path
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"--save: {folder} exists and is not a folder; give a new folder, e.g. --save runs/")
+    if os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--save: cannot write into {folder}: permission denied")
+    check_parent_writable("--save", folder)
+
+
+def is_checkpoint_folder(path: str) -> bool:
+    """--save DIR/ (a trailing separator) or a folder an earlier run kept checkpoints in."""
+    return path.endswith(os.sep) or os.path.isdir(path) and any(
+        os.path.isfile(os.path.join(path, name)) for name in CHECKPOINTS)
+
+
+def resume_file(path: str) -> str:
+    """What --resume reads: a checkpoint folder's last.pt, else the path as given."""
+    last = os.path.join(path, "last.pt")
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, ".metadata")) and os.path.isfile(last):
+        return last
+    return path
 
 
 def data_kind(data: str) -> str:
@@ -267,7 +350,9 @@ def check_readable(flag: str, path: str) -> None:
 
 
 def check_resume(path: str) -> None:
-    """A file --save wrote, or a folder --save wrote under --fsdp (torch.distributed.checkpoint)."""
+    """A file --save wrote, a checkpoint folder (its last.pt), or a folder --save wrote under --fsdp
+    (torch.distributed.checkpoint)."""
+    path = resume_file(path)
     if os.path.isdir(path):
         if not os.path.isfile(os.path.join(path, ".metadata")):
             raise UsageError(f"--resume: {path} is a folder without .metadata; give the folder or file --save wrote")
@@ -300,8 +385,10 @@ def check_writable(flag: str, path: str) -> None:
     if not path or path.endswith(os.sep):
         raise UsageError(f"{flag}: {path!r} names no file; give a file name, e.g. {flag} state.pt")
     if os.path.isdir(path):
+        extra = f", or {path.rstrip(os.sep)}{os.sep} (a trailing /) to keep last, best and every --save-every " \
+                f"checkpoint there" if flag == "--save" else ""
         raise UsageError(f"{flag}: {path} is a folder; give a file name inside it, e.g. "
-                         f"{os.path.join(path, 'state.pt')}")
+                         f"{os.path.join(path, 'state.pt')}{extra}")
     if os.path.exists(path) and not os.path.isfile(path):
         raise UsageError(f"{flag}: {path} exists and is not a regular file (a pipe, socket or device)")
     check_parent_writable(flag, path)

@@ -1,9 +1,10 @@
 """A training run's state on disk: what --save writes and --resume reads back.
 
 The file is {"model": the model's state dict, "optimizer": the optimizer's state with parameters
-named as the model names them, "step": the steps taken}. It is written whole or not at all: into
-a temporary file beside the target, then put in place with os.replace, so a full disk leaves the
-old file (if any) as it was and no half-written one.
+named as the model names them, "step": the steps taken}, and "ema" (the weights' moving average,
+checked as the model's tensors) where --ema ran; --save DIR/ adds "epoch" and "metric". It is
+written whole or not at all: into a temporary file beside the target, then put in place with
+os.replace, so a full disk leaves the old file (if any) as it was and no half-written one.
 
 It is read with torch.load(weights_only=True), so it can hold tensors and plain containers only,
 never code. Before anything is loaded it is checked against this run's model and optimizer: the
@@ -57,6 +58,7 @@ class Resumed:
     model: dict
     optimizer: dict
     step: int
+    ema: dict | None = None  # the weights' moving average, where --ema saved one
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -108,7 +110,13 @@ def read_resume(path: str, expected: Expected) -> Resumed:
     check_layout(saved, path)
     check_model(saved["model"], expected, path)
     optimizer = checked_optimizer(saved["optimizer"], expected, path)
-    return Resumed(dict(saved["model"]), optimizer, checked_step(saved["step"], path))
+    ema = saved.get("ema")
+    if ema is not None:
+        if not isinstance(ema, Mapping):
+            raise fault(path, f"its 'ema' is a {type(ema).__name__}, not a mapping of names to tensors")
+        check_model(ema, expected, path)
+    return Resumed(dict(saved["model"]), optimizer, checked_step(saved["step"], path),
+                   dict(ema) if ema is not None else None)
 
 
 def load(path: str):
