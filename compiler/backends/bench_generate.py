@@ -164,7 +164,8 @@ def kv_cache_bytes(model: nn.Module, batch: int, length: int, dtype: torch.dtype
     decoder = decoder_of(model)
     for m, window in zip(decoder.attention, decoder.windows):
         slots = min(length, window) if window else length
-        total += 2 * batch * m.kv_heads * slots * m.head_dim * size
+        heads, key, value = m.cache_entry()  # what the layer caches per token (a latent layer: its latent)
+        total += batch * heads * slots * (key + value) * size
     return total
 
 

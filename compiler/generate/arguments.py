@@ -182,7 +182,8 @@ def needed_bytes(decoder, batch: int, prompt: int, max_new_tokens: int) -> int:
     for m in decoder.attention:
         window = getattr(m, "window", None)
         slots = min(length, window) if window else length
-        cache += 2 * batch * m.kv_heads * slots * m.head_dim * size
+        heads, key, value = m.cache_entry()  # what the layer caches per token (a latent layer: its latent)
+        cache += batch * heads * slots * (key + value) * size
     return cache + batch * length * 8 + SAMPLING_COPIES * batch * decoder.vocab * 4
 
 

@@ -147,3 +147,18 @@ def test_generate_caches_the_latent_not_the_expanded_keys(pair):
     layers = cached_layers(archspec.check(SPEC).graph)  # what `check` reports
     assert [(layer.kv_heads, layer.head_dim, layer.value_dim) for layer in layers] == [(1, 32, 16)] * 3
     assert summary(layers)["bytes_per_token"]["fp32"] == 3 * (32 + 16) * 4
+
+
+def test_generate_counts_the_latent_cache_before_allocating(pair):
+    """generate's memory check (and bench --generate's cache bytes) count what a latent layer
+    caches, 48 numbers per token: the bytes `check` reports per token, times the tokens."""
+    from archspec.compiler.backends.bench_generate import kv_cache_bytes
+    from archspec.compiler.generate.arguments import SAMPLING_COPIES, needed_bytes
+    from archspec.compiler.generate.driver import decoder_of
+
+    _, ours = pair
+    decoder = decoder_of(ours)
+    per_token = 3 * (32 + 16) * 4
+    sampling = 2 * 16 * 8 + SAMPLING_COPIES * 2 * VOCAB * 4  # the ids and the sampling buffers
+    assert needed_bytes(decoder, batch=2, prompt=10, max_new_tokens=6) - sampling == 2 * 16 * per_token
+    assert kv_cache_bytes(ours, batch=2, length=16, dtype=torch.float32) == 2 * 16 * per_token

@@ -124,16 +124,6 @@ class LatentAttention(CachedAttention, AttentionForm, Sublayer):
         """(heads, key width, value width) generate caches per token: the latent and the rotary key."""
         return 1, self.kv_rank, self.rope_dim
 
-    # generate's memory estimates (arguments.needed_bytes, backends/bench_generate.py) count
-    # 2 x kv_heads x head_dim numbers per token, as the sequence kinds cache: these give the
-    # latent's and rotary key's kv_rank + rope_dim (rounded up to even) that way, until they ask
-    # cache_entry()
-    kv_heads = 1
-
-    @property
-    def head_dim(self) -> int:
-        return (self.kv_rank + self.rope_dim + 1) // 2
-
 
 @lowering(LATENT)
 def lower(p, inputs, ctx):
