@@ -13,7 +13,8 @@ Layouts:
           reductions, ...) give unless told a layout; `dtype` says float or int64 (indices)
 
 `B` is the symbolic batch; a learned parameter has 1 there (it broadcasts). `B*k` is the batch with
-axes of k elements in all folded into it (a rearrange's `b t c h w -> (b t) c h w`): k rows a sample. Sequence lengths may be symbolic too (a `Sym` with a range).
+axes of k elements in all folded into it (a rearrange's `b t c h w -> (b t) c h w`): k rows a
+sample. Sequence lengths may be symbolic too (a `Sym` with a range).
 `origin` remembers how a grid came about (image 224, patch 4, merge 2: a GridOrigin) so that
 errors can explain a grid size and hints can name an input size that fits.
 """
