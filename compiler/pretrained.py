@@ -31,13 +31,13 @@ from archspec.core.errors import Loc, UsageError, error
 from archspec.core.ir import Graph
 from archspec.core.shipped import shipped_folder
 from archspec.core.types import BATCH
+from archspec.models import header_comment
 from archspec.primitives.cost import totals
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 CARD = "README.md"
 FORMAT = 1  # config.json's "archspec_folder" version
-HEADER_LINES = 12  # the spec file's leading comment lines quoted in the card
 
 
 @dataclass(frozen=True)
@@ -156,17 +156,6 @@ def table(head: tuple, rows: list) -> list[str]:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
     return [f"| {head[0]} | {head[1]} |", "|---|---|", *(f"| {cell(a)} | {cell(b)} |" for a, b in rows)]
-
-
-def header_comment(path: str) -> str:
-    """The spec file's leading comment lines, joined (it names the reference the spec equals)."""
-    lines = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.startswith("#") or len(lines) >= HEADER_LINES:
-                break
-            lines.append(line[1:].strip())
-    return " ".join(lines)
 
 
 # -- reading ----------------------------------------------------------------------------------------
