@@ -24,12 +24,12 @@ import re
 from dataclasses import dataclass
 
 from .core.errors import UsageError
-from .core.shipped import closest_names, looks_like_a_name, shipped_folder, shipped_names, shipped_spec
+from .core.shipped import (closest_names, header_comment, looks_like_a_name, shipped_folder, shipped_names,
+                           shipped_spec)
 from .language.param_types import TIMM_KEYWORDS as PARAM_KEYWORDS
 
 LOG = logging.getLogger("archspec")
 CLASSES = "classes"  # the param a shipped classifier's class count is (`classes: ${classes}`)
-HEADER_LINES = 12  # the leading comment lines read for a spec's paper and reference
 
 
 # -- names ---------------------------------------------------------------------------------------
@@ -123,17 +123,6 @@ def describe(name: str) -> ModelInfo:
         return ModelInfo(name, path, None, "", paper, same_as, exc.diagnostics[0].message)
     inputs = ", ".join(f"{k} {t.describe()}" for k, t in report.inputs.items())
     return ModelInfo(name, path, report.params, inputs, paper, same_as)
-
-
-def header_comment(path: str) -> str:
-    """The spec file's leading comment lines, joined into one text."""
-    lines = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.startswith("#") or len(lines) >= HEADER_LINES:
-                break
-            lines.append(line[1:].strip())
-    return " ".join(lines)
 
 
 def extended_spec(path: str) -> str | None:

@@ -29,9 +29,8 @@ import torch
 
 from archspec.core.errors import Loc, UsageError, error
 from archspec.core.ir import Graph
-from archspec.core.shipped import shipped_folder
+from archspec.core.shipped import header_comment, shipped_folder
 from archspec.core.types import BATCH
-from archspec.models import header_comment
 from archspec.primitives.cost import totals
 
 CONFIG = "config.json"

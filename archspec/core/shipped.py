@@ -89,3 +89,18 @@ def closest_names(word: str, count: int = 3) -> list[str]:
     import difflib  # only when a hint is wanted
 
     return difflib.get_close_matches(word, shipped_names(), n=count, cutoff=0.5)
+
+
+HEADER_LINES = 12  # the leading comment lines read for a spec's paper and reference
+
+
+def header_comment(path: str) -> str:
+    """The spec file's leading comment lines, joined into one text (they name the paper and the
+    reference the spec equals: `archspec models`, a model folder's card)."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("#") or len(lines) >= HEADER_LINES:
+                break
+            lines.append(line[1:].strip())
+    return " ".join(lines)
