@@ -31,7 +31,7 @@ from ...decoding import Mixes, register_decoding
 from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, check_heads, need_grid
-from .scores.base import ScoreSite, parse_scores
+from .scores.base import ScoreSite, check_bias_parts, parse_scores
 
 
 class PooledParams(AttentionParams):
@@ -110,13 +110,7 @@ class PooledAttentionOp(AttentionOp):
 
     def check_scores(self, p, inputs: list[TensorType]) -> None:
         """Each part adds a bias and fits the query and key grids."""
-        site = self.score_site(p, inputs)
-        for use in parse_scores(p.scores):
-            if use.part.explicit:
-                raise RuleError(f"pooled attention takes score parts that add a bias, and {use.part.name} "
-                                "changes the scores themselves", field="scores",
-                                hint=Remedy("use a bias part (decomposed) here"))
-            use.part.check(use.params, site)
+        check_bias_parts(p.scores, self.score_site(p, inputs), self.kind, "use a bias part (decomposed) here")
 
     def score_bytes(self, p, inputs: list[TensorType]) -> int:
         site = self.score_site(p, inputs)

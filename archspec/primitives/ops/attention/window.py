@@ -24,7 +24,7 @@ from ...counting import FLOAT_BYTES, INDEX_BYTES, attention_flops, linear_flops,
 from ...grids import divisors, grid_origin, nearest_input, origin_text
 from ...registry import register
 from .common import AttentionOp, AttentionParams, MergeHeads, merge_heads_field, need_grid
-from .scores.base import ScoreSite, parse_scores
+from .scores.base import ScoreSite, check_bias_parts, parse_scores
 from ...decoding import Mixes, register_decoding
 
 
@@ -185,13 +185,8 @@ class WindowAttentionOp(AttentionOp):
 
     def check_scores(self, p, inputs: list[TensorType]) -> None:
         """Each part fits the window; parts that write the scores out are not taken here."""
-        site = self.score_site(p, inputs)
-        for use in parse_scores(p.scores):
-            if use.part.explicit:
-                raise RuleError(f"{self.kind} attention takes score parts that add a bias, and {use.part.name} "
-                                "changes the scores themselves", field="scores",
-                                hint=Remedy("use a bias part (decomposed) here, or the part on global attention"))
-            use.part.check(use.params, site)
+        check_bias_parts(p.scores, self.score_site(p, inputs), self.kind,
+                         "use a bias part (decomposed) here, or the part on global attention")
 
     def windows(self, p, grid: tuple[int, int]) -> int:
         """How many windows tile the (padded) grid."""
