@@ -29,6 +29,9 @@ from ....decoding import Mixes
 from ....facts import Fact
 
 
+GRID_HINT = "patchify an image first, or declare the input's `grid: [H, W]`"
+
+
 @dataclass(frozen=True)
 class ScoreSite:
     """Where a part works: the attention's heads and head width, its query and key counts, and
@@ -60,6 +63,23 @@ class ScoreSite:
                             field="scores",
                             hint=Remedy("use the part on attention whose queries are the grid's tokens (global, "
                                         "window)"))
+
+    def grid_of_the_queries(self, needs: str, hint: str = GRID_HINT) -> tuple[int, int]:
+        """The (H, W) grid the queries lie on, for a part that `needs` one (e.g. "an offset table
+        needs"); RuleError at a site whose queries are not a grid's tokens or that has no grid."""
+        self.check_queries_on_the_grid(needs)
+        if self.grid is None:
+            raise RuleError(f"{needs} tokens on a grid, got {self.x.layout_name()} without one", field="scores",
+                            hint=Remedy(hint))
+        return self.grid
+
+    def check_keys_are_the_queries(self, needs: str, kinds: str = "global or window kinds") -> None:
+        """For a part that `needs` the keys on the queries' grid: self-attention, as many keys as queries."""
+        if self.keys != self.queries:
+            h, w = self.grid
+            raise RuleError(f"{needs} the keys on the queries' {h}x{w} grid, but there are {self.keys} keys for "
+                            f"{self.queries} queries", field="scores",
+                            hint=Remedy(f"use the part with self-attention ({kinds})"))
 
 
 class ScorePart:

@@ -31,20 +31,12 @@ class OffsetTablePart(ScorePart):
     explicit = False
 
     def check(self, p, site: ScoreSite) -> None:
-        site.check_queries_on_the_grid("an offset table needs")
-        if site.grid is None:
-            raise RuleError(f"an offset table needs tokens on a grid, got {site.x.layout_name()} without one",
-                            field="scores",
-                            hint=Remedy("patchify an image first, or declare the input's `grid: [H, W]`"))
-        h, w = site.grid
+        h, w = site.grid_of_the_queries("an offset table needs")
         if site.queries != h * w:
             raise RuleError(f"an offset table needs every query on the {h}x{w} grid, but there are {site.queries} "
                             "queries (class tokens have no place on it)", field="scores",
                             hint=Remedy("patchify without cls_token, or slice the class token off first"))
-        if site.keys != site.queries:
-            raise RuleError(f"an offset table needs the keys on the queries' {h}x{w} grid, but there are "
-                            f"{site.keys} keys for {site.queries} queries", field="scores",
-                            hint=Remedy("use the part with self-attention (global or window kinds)"))
+        site.check_keys_are_the_queries("an offset table needs")
 
     def cost(self, p, site: ScoreSite) -> Cost:
         """The table [heads, H·W]; no FLOPs (a lookup); the int64 index [N, N]."""

@@ -42,19 +42,11 @@ class RelativeTablePart(ScorePart):
     explicit = False
 
     def check(self, p, site: ScoreSite) -> None:
-        site.check_queries_on_the_grid("a relative position table needs")
-        if site.grid is None:
-            raise RuleError(f"a relative position table needs tokens on a grid, got {site.x.layout_name()} "
-                            "without one", field="scores",
-                            hint=Remedy("patchify an image first, or declare the input's `grid: [H, W]`"))
-        h, w = site.grid
+        h, w = site.grid_of_the_queries("a relative position table needs")
         prefix = 1 if p.class_tokens else 0
         if site.queries != h * w + prefix:
             raise RuleError(self._mismatch(p, site), field="scores", hint=Remedy(self._remedy(p, site)))
-        if site.keys != site.queries:
-            raise RuleError(f"a relative position table needs the keys on the queries' {h}x{w} grid, but there "
-                            f"are {site.keys} keys for {site.queries} queries", field="scores",
-                            hint=Remedy("use the part with self-attention (global or window kinds)"))
+        site.check_keys_are_the_queries("a relative position table needs")
 
     def _mismatch(self, p, site: ScoreSite) -> str:
         h, w = site.grid

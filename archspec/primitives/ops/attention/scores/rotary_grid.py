@@ -21,7 +21,7 @@ from pydantic import Field
 from ....base import Cost, Params, PositiveInt, RuleError
 from ....counting import FLOAT_BYTES
 from .....core.suggestions import Remedy
-from .base import ScorePart, ScoreSite, register_score
+from .base import GRID_HINT, ScorePart, ScoreSite, register_score
 
 
 class RotaryGridParams(Params):
@@ -64,16 +64,8 @@ class RotaryGridPart(ScorePart):
         self._check_dims(p, site)
 
     def _check_grid(self, site: ScoreSite) -> None:
-        site.check_queries_on_the_grid("2-D rotary positions need")
-        if site.grid is None:
-            raise RuleError(f"2-D rotary positions need tokens on a grid, got {site.x.layout_name()} without one",
-                            field="scores", hint=Remedy("patchify an image first, or declare the input's "
-                                                        "`grid: [H, W]`; 1-D positions are `rope_theta`"))
-        h, w = site.grid
-        if site.keys != site.queries:
-            raise RuleError(f"2-D rotary positions need the keys on the queries' {h}x{w} grid, but there are "
-                            f"{site.keys} keys for {site.queries} queries", field="scores",
-                            hint=Remedy("use the part with self-attention (global)"))
+        site.grid_of_the_queries("2-D rotary positions need", f"{GRID_HINT}; 1-D positions are `rope_theta`")
+        site.check_keys_are_the_queries("2-D rotary positions need", kinds="global")
 
     def _check_dims(self, p, site: ScoreSite) -> None:
         dims = rotated_dims(p, site)
