@@ -26,7 +26,9 @@ def spec_path(args, announce: bool = True) -> str:
     """The spec file SPEC names: a path, or else a shipped spec's name (archspec/models.py),
     which the command says on stderr (with `announce`); a usage error naming the closest
     shipped names when it is neither."""
-    from .models import not_found, resolve_spec, shipped_line
+    if os.path.isfile(args.spec):  # a file at that path is the spec (resolve_spec's first rule), no lookup
+        return args.spec
+    from .models import not_found, resolve_spec, shipped_line  # the shipped names: only for a name
 
     found = resolve_spec(args.spec)
     if found is None:

@@ -7,7 +7,6 @@ read). Each raises, or returns, a located error with the text and hint `check` s
 
 from __future__ import annotations
 
-import difflib
 
 from pydantic import ValidationError
 
@@ -95,6 +94,8 @@ def op_and_meta(raw, path: tuple, doc: Document, spec: SpecDoc) -> tuple[str, No
 
 
 def _unknown_op(op: str, known: list[str], where) -> SpecError:
+    import difflib  # only when a node is misspelt: keeps `archspec check` start-up short
+
     meta = difflib.get_close_matches(op, META_KEYS, n=1, cutoff=0.75)  # `mask` is not `as`
     if meta and not suggest(op, known):  # a misspelt node key (`fromm`), not an op
         return error(f"unknown key '{op}' in this node", where, hint=DidYouMean(op, meta[0]))
