@@ -137,3 +137,30 @@ def test_the_standalone_model_py_gives_the_same(tmp_path):
     x = torch.randn(2, 9, DIM)
     with torch.no_grad():
         assert torch.equal(again(x), model(x))
+
+
+@pytest.mark.parametrize("kind", ["sliding", "causal"])
+def test_sinks_run_as_one_sdpa_call_equal_to_the_written_out_form(kind, monkeypatch):
+    """Sinks alone stay fused: one SDPA call with a zero key and value per sink (sequence.py `sunk`),
+    equal to the written-out softmax with the sinks' column (`written_out`), with padded keys and a
+    score bias too."""
+    import torch.nn.functional as F
+
+    model = archspec.build_text(spec(kind)).eval()
+    model.load_state_dict(weights_of(reference(kind)))
+    attn = model.get_submodule("attn")
+    calls, sdpa = [], F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or sdpa(*a, **k))
+    x = torch.randn(2, 12, DIM)
+    with torch.no_grad():
+        model(x)
+    assert len(calls) == 1
+    generator = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, HEADS, 12, HEAD_DIM, generator=generator) for _ in range(3))
+    padding = torch.ones(2, 12, dtype=torch.long)
+    padding[1, :3] = 0  # a left-padded row
+    bias = torch.randn(2, HEADS, 12, 12, generator=generator)
+    with torch.no_grad():
+        for b, pad in ((None, None), (bias, padding)):
+            fused, written = attn.sunk(q, k, v, b, pad), attn.written_out(q, k, v, b, pad)
+            assert torch.allclose(fused, written, atol=1e-5, rtol=1e-5), (fused - written).abs().max()

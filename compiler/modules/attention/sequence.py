@@ -331,6 +331,32 @@ class SequenceAttention(AttentionForm, Sublayer):
             hasattr(part, "modify") and not hasattr(part, "after_softmax") and not hasattr(part, "sink_logit")
             for part in parts)
 
+    def sinks_alone(self) -> bool:
+        """Whether the only parts that change the scores are sinks (a `sink_logit` each): the
+        attention then stays one SDPA call (`sunk`)."""
+        steps = self.score_steps()
+        return bool(steps) and all(hasattr(part, "sink_logit") and not hasattr(part, "before_softmax")
+                                   and not hasattr(part, "after_softmax") for part in steps)
+
+    def sunk(self, q, k, v, bias, padding):
+        """The sinks inside one SDPA call: each sink is one more key whose key and value are zeros
+        (its score q·0 is 0) and whose column of the additive mask is the sink's logit, so the
+        softmax holds it in the denominator and it adds nothing to the output, as `scored` writes
+        out (GPT-OSS). q [B, h, N, d], k and v [B, h, M, d] (shared already) -> [B, h, N, d]."""
+        B, h, N, d = q.shape
+        M = k.shape[-2]
+        mask = self.additive_mask(N, M, padding, q.dtype, q.device)  # [B or 1, 1, N, M] or None
+        if bias is not None:
+            mask = bias.to(q.dtype) if mask is None else mask + bias
+        rows = (q.new_zeros(1, 1, N, M) if mask is None else mask).expand(B, h, N, M)  # [B, h, N, M]
+        sinks = [part.sink_logit().to(q.dtype).view(1, h, 1, 1).expand(B, h, N, 1)
+                 for part in self.score_steps()]  # each [B, h, N, 1]
+        mask = torch.cat([rows, *sinks], dim=-1)  # [B, h, N, M + sinks]
+        zeros = q.new_zeros(B, h, len(sinks), d)  # [B, h, sinks, d]
+        k, v = torch.cat([k, zeros], dim=-2), torch.cat([v, zeros.to(v.dtype)], dim=-2)  # [B, h, M + sinks, d]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self),
+                                              scale=self.scale)  # [B, h, N, d]
+
     def flexed(self, q, k, v, padding, tensors=()):
         """The attention as one flex_attention call: the parts' `modify` steps and the kind's mask
         (with the padded keys) as its score_mod, over the same q [B, h, N, d], k, v [B, h, M, d]."""
@@ -370,6 +396,8 @@ class SequenceAttention(AttentionForm, Sublayer):
         bias = self.position_bias(q, k, bias, tensors)
         if self.mixes_scores() and self.flexes(q, k, bias):
             x = self.flexed(q, k, v, padding, tensors)
+        elif self.sinks_alone() and not self.writes_out(k.shape[-2], q.dtype):
+            x = self.sunk(q, k, v, bias, padding)
         elif self.mixes_scores() or self.writes_out(k.shape[-2], q.dtype):
             x = self.written_out(q, k, v, bias, padding, tensors)
         else:
