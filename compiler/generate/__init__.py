@@ -1,5 +1,6 @@
 """Generating tokens with a built decoder-only spec: `generate(model, input_ids, ...)`
-(search.py; driver.py), Hugging Face's arguments and return value, with a key/value cache (cache.py),
+(search.py; driver.py), Hugging Face's arguments and return value, with a key/value cache (cache.py)
+handed to the model's decode graph as an argument (decode_graph.py),
 Hugging Face's sampling (sampling.py), logits processors and stopping criteria (processors.py),
 beam search (beam.py) and text through a tokenizer (tokenizer.py); every argument and the memory the call holds checked
 before anything is allocated (arguments.py)."""

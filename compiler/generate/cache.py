@@ -1,4 +1,5 @@
-"""The key/value cache generate() keeps while it runs (see compiler/generate/__init__.py).
+"""The caches generate() keeps while it runs (see compiler/generate/__init__.py), handed to the
+model as one object, an argument, never set on its modules.
 
 `DecodeState` is what every layer shares for one generate() call: the preallocated capacity
 (prompt + new tokens), which cache slots hold a real token (the attention mask, 0 for left
@@ -8,13 +9,20 @@ Face's: the attention mask's running count, 0 for padding).
 `KVCache` is one attention layer's cache: keys and values [B, h_kv, capacity, d] (only the
 key/value heads: grouped- and multi-query attention cache h_kv heads, and share them after
 reading), written at `start` and read up to the tokens seen so far; a sliding window shorter
-than the capacity keeps a ring buffer of its last `window` slots only. While generate() runs the
-driver sets it as the attention module's `kv_cache` (causal.py, sliding.py), and the module's
-attend() hands the work to `KVCache.attend`; outside generate() `kv_cache` is None and the
-forward is the ordinary one. A latent attention layer (attention/latent.py, DeepSeek's MLA)
-hands it to `KVCache.attend_latent`: its cache holds the latent [B, 1, capacity, kv_rank] as
-the keys and the rotated rotary key [B, 1, capacity, rope_dim] as the values, expanded to every
-head's keys and values at each step.
+than the capacity keeps a ring buffer of its last `window` slots only. A latent attention layer
+(attention/latent.py, DeepSeek's MLA) hands its work to `KVCache.attend_latent`: its cache holds
+the latent [B, 1, capacity, kv_rank] as the keys and the rotated rotary key [B, 1, capacity,
+rope_dim] as the values, expanded to every head's keys and values at each step; the other
+kinds (attention/common.py's CachedAttention: causal, sliding, alibi) to `KVCache.attend`.
+
+`DecodeCache` holds all of it for one call: the state, each cached layer's KVCache and each
+cross attention layer's projected memory (a KeptMemory), both by the layer's path, and an
+encoder-decoder's source-only outputs. The model's decode graph (decode_graph.py: a copy of its
+fx graph with one more input, `cache`) reads from it what each module needs and hands it over as
+an argument: a cached attention layer its KVCache (`cache=`), a cross attention layer its
+KeptMemory (`cache=`), an embedding the positions (`positions=`), a relative bias the whole
+cache (`cache=`, for the state's slots). Outside generate() nothing is handed and every forward
+is the ordinary one.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..modules.attention.cross import ProjectedMemory
 from ..modules.attention.scores.base import ScoreIndex
 from ..modules.attention.sequence import additive, later_or_outside
 
@@ -179,6 +188,58 @@ class KVCache:
         (repeated for the query heads that share them) -> [B, h, N, d]."""
         k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=module.scale)  # [B, h, N, d]
+
+
+class KeptMemory:
+    """One cross attention layer's keys and values of the memory (the encoder's output, the same
+    at every step), projected at the first call and kept; an exported step is given them."""
+
+    def __init__(self, projected: ProjectedMemory | None = None):
+        self.projected = projected
+
+    def project(self, module, memory: torch.Tensor) -> ProjectedMemory:
+        """module's keys and values of memory [B, M, C] -> [B, h_kv, M, d] each, the kept ones after the first call."""
+        if self.projected is None:
+            self.projected = ProjectedMemory(*module.memory_keys_values(memory))
+        return self.projected
+
+
+class DecodeCache:
+    """What one generate() call (or one exported step) keeps (see the module docstring):
+    `state` (a DecodeState, or an exported step's own: step.py, seq2seq_step.py, compiled.py),
+    each cached attention layer's KVCache and each cross attention layer's KeptMemory by the
+    layer's path, and the outputs of an encoder-decoder's source-only nodes by node name, each
+    computed at the first call. The decode graph reads each module's entry by its path and hands
+    it to the module (`attn_cache = cache.layer('layers.0.attn'); attn = self.attn(x, cache = attn_cache)`)."""
+
+    def __init__(self, state, layers: dict[str, KVCache], memories: dict[str, KeptMemory] | None = None,
+                 sources: dict[str, torch.Tensor] | None = None):
+        self.state, self.layers = state, layers
+        self.memories = {} if memories is None else memories
+        self.sources = {} if sources is None else sources
+
+    def layer(self, path: str) -> KVCache:
+        """The keys and values of the cached attention layer at `path`."""
+        return self.layers[path]
+
+    def memory(self, path: str) -> KeptMemory:
+        """The projected memory of the cross attention layer at `path` (empty until its first call)."""
+        return self.memories.setdefault(path, KeptMemory())
+
+    def positions(self) -> torch.Tensor:
+        """The current tokens' positions [B, count] (the embeddings')."""
+        return self.state.positions()
+
+    def source(self, name: str, module, *args, **kwargs):
+        """The output of the source-only node `name` (module(*args)), computed at the first call:
+        its inputs, the source, do not change while decoding."""
+        if name not in self.sources:
+            self.sources[name] = module(*args, **kwargs)
+        return self.sources[name]
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every cached layer's keys and values, layer by layer (the compiled step's inputs)."""
+        return [t for kv in self.layers.values() for t in (kv.keys, kv.values)]
 
 
 def rotate_at(rotary, q, k, positions):

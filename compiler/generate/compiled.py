@@ -10,8 +10,10 @@ the prefill filled (cache.py's KVCache: keys and values [B, h_kv, capacity or wi
 place, at a slot given as a tensor, and attends over every slot of them, the ones not yet
 written (or padded, or outside a sliding window) hidden by the mask. The positions are
 computed inside from the same tensors (SlotState), and KVCache.attend does the rest, one
-query's attention written as products and sums (one_query_attention). Only the prefill (a
-different length per prompt) stays eager. `StaticStep` is the module exported; the program
+query's attention written as products and sums (one_query_attention). The step calls the
+model's decode graph (decode_graph.py) with a DecodeCache of SlotCaches (those caches), as the eager
+steps call it with their KVCaches. Only the prefill (a different length per prompt) stays
+eager. `StaticStep` is the module exported; the program
 is compiled frozen, its linears oneDNN's on weights packed once. The tokens are the eager
 loop's in fp32 up to float rounding (oneDNN sums in another order than F.linear); in bf16 a
 long output may part from the eager one.
@@ -27,7 +29,7 @@ import torch.nn as nn
 
 from ..modules.attention.sequence import additive, later_or_outside
 from ..inductor.frozen import compile_frozen
-from .cache import DecodeState, KVCache
+from .cache import DecodeCache, DecodeState, KVCache
 
 
 class SlotState:
@@ -107,32 +109,29 @@ def one_query_attention(q, k, v, mask, scale: float | None) -> torch.Tensor:
 
 class StaticStep(nn.Module):
     """One decode step of a decoder-only model over its filled caches:
-    forward(ids [B, 1], slot [1], seen [B, capacity], keys and values of each layer) -> logits [B, vocab]."""
+    forward(ids [B, 1], slot [1], seen [B, capacity], keys and values of each layer) -> logits [B, vocab].
+    `model` is the model's decode graph (its modules at the model's paths)."""
 
     def __init__(self, decoder):
         super().__init__()
-        self.model = decoder.model
-        self.layers, self.embeds, self.output = decoder.attention, decoder.embeds, decoder.output
+        self.model = decoder.decoding
+        self.paths, self.output = decoder.paths, decoder.output  # each cached layer's path
         self.windows = decoder.windows  # each layer's sliding window (its DECODE fact), or None
 
     def forward(self, ids, slot, seen, *caches):
         state = SlotState(seen, slot)
-        positions = state.positions()  # [B, 1]
-        try:
-            for i, (module, window) in enumerate(zip(self.layers, self.windows)):
-                keys, values = caches[2 * i], caches[2 * i + 1]
-                ring = window is not None and keys.shape[2] == window < seen.shape[1]
-                module.kv_cache = SlotCache(state, keys, values, window, ring)
-            for embed in self.embeds:
-                embed.positions = positions
-            out = self.model(ids)
-        finally:  # back to the class defaults: the ordinary forward (torch.compile cannot replay a del)
-            for module in self.layers:
-                module.kv_cache = None
-            for embed in self.embeds:
-                embed.positions = None
+        out = self.model(ids, DecodeCache(state, self.slot_caches(state, caches)))
         out = out[self.output] if isinstance(out, (tuple, list)) else out
-        return out[:, -1, :].float()  # [B, vocab]
+        return out[:, -1, :].float()  # [B, 1, vocab] -> [B, vocab]
+
+    def slot_caches(self, state: SlotState, caches) -> dict:
+        """Each cached layer's SlotCache over its keys and values (caches[2i], caches[2i + 1])."""
+        layers = {}
+        for i, (path, window) in enumerate(zip(self.paths, self.windows)):
+            keys, values = caches[2 * i], caches[2 * i + 1]  # [B, h_kv, capacity or window, d]
+            ring = window is not None and keys.shape[2] == window < state.seen.shape[1]
+            layers[path] = SlotCache(state, keys, values, window, ring)
+        return layers
 
 
 class CompiledSteps:
@@ -148,7 +147,8 @@ class CompiledSteps:
     model lives. Calling a program checks no guards (torch.compile's took 0.2 ms a step)."""
 
     def __init__(self, decoder):
-        self.step = StaticStep(decoder).eval()
+        self.model = decoder.model  # whose weights and mode the programs froze (refresh)
+        self.step = StaticStep(decoder)  # in the model's mode (its weights_key): nothing of the model is set
         self.folder = tempfile.TemporaryDirectory(prefix="archspec-decode-step-")
         self.programs: dict[tuple[int, int], object] = {}
         self.made_for = None
@@ -160,7 +160,7 @@ class CompiledSteps:
     def refresh(self) -> None:
         """Forget the programs if the model's weights or mode, or torch's thread count (the
         kernels are compiled for it), changed since they were made."""
-        now = (torch.get_num_threads(), weights_key(self.step.model))
+        now = (torch.get_num_threads(), weights_key(self.model))
         if now != self.made_for:
             self.programs, self.made_for = {}, now
 
@@ -189,7 +189,3 @@ def weights_key(model: nn.Module) -> tuple:
     tensors = [*model.parameters(), *model.buffers()]
     return (model.training, *((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors))
 
-
-def filled_caches(decoder) -> list[torch.Tensor]:
-    """The keys and values the prefill wrote, layer by layer (the caches set by Decoder.cached)."""
-    return [t for module in decoder.attention for t in (module.kv_cache.keys, module.kv_cache.values)]

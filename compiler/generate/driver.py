@@ -3,22 +3,23 @@ spec, with Hugging Face's argument names and return value ([B, L + new] token id
 key/value cache.
 
 The prompt goes through the model once (the prefill), every later call brings one token per
-sequence (the decode steps); the attention layers keep their keys and values in a KVCache
-(cache.py) that the driver sets on them for the call only, and the embedding reads each
-token's position (Hugging Face's, from the attention mask: left-padded batches decode as
-theirs do). Outside generate() the model is untouched: its forward is the ordinary one.
+sequence (the decode steps). What the call keeps is one object, a DecodeCache (cache.py): each
+attention layer's keys and values (a KVCache), each cross attention layer's projected memory,
+the positions (Hugging Face's, from the attention mask: left-padded batches decode as theirs
+do). The Decoder calls the model's decode graph (decode_graph.py: a copy of its fx graph with
+one more input, `cache`), which reads from that object what each module needs and hands it over
+as an argument (a layer its KVCache, an embedding the positions); nothing is set on a module,
+and the model's own forward is the ordinary one, in and out of generate().
 
 A spec can generate when it returns the logits of an lm head and takes token ids alone
 (decoder-only: every attention causal, sliding, alibi or latent, so earlier tokens never see later ones) or
 source and target ids (encoder-decoder, as the 2017 Transformer: what reads the source alone,
 its embedding and encoder, runs once; on the target side attention is causal, sliding or alibi, or
 cross attention to the encoder's output, whose keys and values are projected at the first step
-and kept).
+and kept; the source side's outputs are computed at the first call and kept in the cache).
 """
 
 from __future__ import annotations
-
-import contextlib
 
 import torch
 
@@ -29,8 +30,9 @@ from ..modules.attention.cross import CrossAttention
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
-from .cache import DecodeState, KVCache
-from .compiled import CompiledSteps, filled_caches
+from .cache import DecodeCache, DecodeState, KVCache
+from .compiled import CompiledSteps
+from .decode_graph import Handoff, decode_graph
 from .sampling import Sampling
 
 CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal, "
@@ -40,8 +42,8 @@ CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and tak
 
 class Decoder:
     """What generate() needs of a built model, found once: its cached attention layers, its
-    embeddings, which output is the logits, its vocabulary and its longest sequence. A spec
-    that cannot generate is refused here, in words (CAN_GENERATE)."""
+    embeddings, which output is the logits, its vocabulary, its longest sequence and its decode
+    graph (`decoding`). A spec that cannot generate is refused here, in words (CAN_GENERATE)."""
 
     def __init__(self, model):
         self.model = model
@@ -61,8 +63,10 @@ class Decoder:
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
             raise refusal(f"'{node}': {why}" if node else why)
-        self.source_only, self.target_side = split_by_target(model, facts.inputs[-1])
+        self.source_side, self.target_side = split_by_target(model, facts.inputs[-1])
         self.attention = [cache_holder(model, path) for path, _ in facts.cached]
+        paths = {id(m): path for path, m in model.named_modules()}  # id(module) -> its dotted path
+        self.paths = [paths[id(m)] for m in self.attention]  # the cache's keys: each layer's module path
         self.windows = [window for _, window in facts.cached]  # each layer's sliding window (DECODE), or None
         self.biases = [m for top in self.target_side for m in top.modules() if isinstance(m, RelativeBias)]
         if any(m.score_bias for m in self.attention) and not self.biases:
@@ -70,10 +74,31 @@ class Decoder:
                           "computes, so generate cannot place it at the cached positions")
         self.embeds = [m for top in self.target_side for m in top.modules() if isinstance(m, TokenEmbed)]
         self.cross = [m for top in self.target_side for m in top.modules() if isinstance(m, CrossAttention)]
+        self.cross_paths = [paths[id(m)] for m in self.cross]
         self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
         self.min_length, self.max_length = sequence_range(model, len(facts.inputs) - 1)
         self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
+        self.decoding = self.decode_copy(model, paths)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
+
+    def decode_copy(self, model, paths: dict[int, str]):
+        """The model's decode graph (decode_graph.py): it hands the cached attention layers their
+        KVCache, the cross attention layers their kept memory, the embeddings the positions and
+        the relative biases the whole cache, on the target side. `paths`: id(module) -> its path."""
+        readers = {id(m): Handoff(path, method="layer", keyed=True) for m, path in zip(self.attention, self.paths)}
+        readers |= {id(m): Handoff(path, method="memory", keyed=True) for m, path in zip(self.cross, self.cross_paths)}
+        readers |= {id(m): Handoff(paths[id(m)]) for m in self.biases}
+        readers |= {id(m): Handoff(paths[id(m)], "positions", "positions") for m in self.embeds}
+        copied, unreached = decode_graph(model, readers, self.source_side)
+        if unreached:
+            raise refusal(f"'{unreached[0]}' reads the decode cache, but the module that calls it is not a group "
+                          "whose graph can hand it on")
+        return copied
+
+    def new_cache(self, state: DecodeState) -> DecodeCache:
+        """The cache of one generate() call: an empty KVCache for each cached layer (a ring for a
+        sliding window shorter than the capacity) by its path, nothing projected or computed yet."""
+        return DecodeCache(state, {path: KVCache(state, w) for path, w in zip(self.paths, self.windows)})
 
     @staticmethod
     def find_logits(model):
@@ -86,53 +111,23 @@ class Decoder:
                           "alone or plus a `param`)")
         return found[0], module
 
-    def logits(self, ids: torch.Tensor, state: DecodeState, source=None) -> torch.Tensor:
-        """The last position's logits [B, vocab] in float32, for ids [B, count] in the state's
+    def logits(self, ids: torch.Tensor, cache: DecodeCache, source=None) -> torch.Tensor:
+        """The last position's logits [B, vocab] in float32, for ids [B, count] in the cache's
         current slots (after the source inputs of an encoder-decoder spec: a tuple)."""
-        positions = state.positions()
-        for embed in self.embeds:
-            embed.positions = positions
-        out = self.model(ids) if source is None else self.model(*source, ids)
+        out = self.decoding(ids, cache) if source is None else self.decoding(*source, ids, cache)
         out = out[self.output] if isinstance(out, (tuple, list)) else out
-        return out[:, -1, :].float()
+        return out[:, -1, :].float()  # [B, count, vocab] -> [B, vocab]
 
-    def stepper(self, compile: bool):
-        """The function each decode step after the prefill calls, (ids [B, 1], state, source) ->
-        logits [B, vocab]: `logits`, or the model's compiled step over the filled caches."""
+    def stepper(self, compile: bool, cache: DecodeCache):
+        """The function each decode step after the prefill calls, (ids [B, 1], cache, source) ->
+        logits [B, vocab]: `logits`, or the model's compiled step over the cache the prefill filled."""
         if not compile:
             return self.logits
         if self.compiled is None:
             self.compiled = CompiledSteps(self)
         self.compiled.refresh()
-        caches = filled_caches(self)
-        return lambda ids, state, source: self.compiled.run(ids, state, caches)
-
-    @contextlib.contextmanager
-    def cached(self, state: DecodeState):
-        """The cache set on every attention layer (and positions on the embeddings) for the block
-        only: a KVCache on each causal, sliding or alibi one, a place for the memory's keys and values
-        on each cross attention; the positions logits() sets on the embeddings are taken off after."""
-        with contextlib.ExitStack() as stack:
-            for modules, name, values in (
-                    (self.attention, "kv_cache", [KVCache(state, w) for w in self.windows]),
-                    (self.cross, "memory_cache", [{} for _ in self.cross]),
-                    (self.biases, "decode_state", [state] * len(self.biases)),
-                    (self.source_only, "forward", [computed_once(m.forward) for m in self.source_only]),
-                    (self.embeds, "positions", [None] * len(self.embeds))):
-                stack.enter_context(set_on(modules, name, values))
-            yield
-
-
-@contextlib.contextmanager
-def set_on(modules, name: str, values):
-    """`name` set on each module (an instance attribute) for the block, taken off after."""
-    try:
-        for module, value in zip(modules, values):
-            module.__dict__[name] = value
-        yield
-    finally:
-        for module in modules:
-            module.__dict__.pop(name, None)
+        caches = cache.tensors()
+        return lambda ids, cache, source: self.compiled.run(ids, cache.state, caches)
 
 
 def cache_holder(model, path: str) -> CachedAttention:
@@ -148,31 +143,23 @@ def refusal(why: str):
     return error(f"this spec cannot generate: {why}", hint=CAN_GENERATE)
 
 
-def split_by_target(model, target: str) -> tuple[list, list]:
-    """The model's top-level modules (source-only, target-side): those whose inputs do not
+def split_by_target(model, target: str) -> tuple[dict[str, bool], list]:
+    """({name: computed once?} of the model's top-level call_module nodes whose inputs do not
     depend on the target ids (an encoder-decoder's source embedding and encoder: computed once
-    per generate), and those that do (where the cache is)."""
-    depends, source_only, target_side = set(), [], []
+    per generate, unless their module is also called on the target side), the modules of the
+    nodes that do, where the cache is)."""
+    depends, source_side, target_side = set(), [], []
     for node in model.graph.nodes:
         if (node.op == "placeholder" and node.name == target) or any(a in depends for a in node.all_input_nodes):
             depends.add(node)
         if node.op == "call_module" and node.all_input_nodes:  # a param or constant, reading nothing, is neither
             module = model.get_submodule(node.target)
-            (target_side if node in depends else source_only).append(module)
+            if node in depends:
+                target_side.append(module)
+            else:
+                source_side.append((node.name, module))
     shared = {id(m) for m in target_side}  # a module called on both sides is never computed once
-    return [m for m in source_only if id(m) not in shared], target_side
-
-
-def computed_once(forward):
-    """forward, run at the first call only (its inputs, the source ids, do not change while decoding)."""
-    kept = []
-
-    def once(*args, **kwargs):
-        if not kept:
-            kept.append(forward(*args, **kwargs))
-        return kept[0]
-
-    return once
+    return {name: id(m) not in shared for name, m in source_side}, target_side
 
 
 def longest_sequence(model, index: int = 0) -> int | None:
@@ -294,9 +281,8 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
         streamer.put(input_ids.cpu())
     tokens = [input_ids]
     if max_new_tokens > 0:
-        with decoder.cached(state):
-            decode(decoder, state, (input_ids, source), max_new_tokens, sampling, eos, pad, tokens, streamer,
-                   generator, compile)
+        decode(decoder, decoder.new_cache(state), (input_ids, source), max_new_tokens, sampling, eos, pad, tokens,
+               streamer, generator, compile)
     if streamer is not None:
         streamer.end()
     return torch.cat(tokens, dim=1)
@@ -319,16 +305,16 @@ def compiled_capacity(needed: int, longest: int | None) -> int:
     return max(needed, min(rounded, longest)) if longest else rounded
 
 
-def decode(decoder, state, prompt, max_new_tokens, sampling, eos, pad, tokens, streamer, generator,
+def decode(decoder, cache, prompt, max_new_tokens, sampling, eos, pad, tokens, streamer, generator,
            compile=False) -> None:
     """The prefill, then one decode step per new token, appending each step's tokens [B, 1] to
-    `tokens`. `prompt`: (the target's first ids, the source ids or None); `compile`: the decode
-    steps through the model's compiled step."""
+    `tokens`. `cache`: the call's DecodeCache; `prompt`: (the target's first ids, the source ids
+    or None); `compile`: the decode steps through the model's compiled step."""
     input_ids, source = prompt
     unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     eos_ids = torch.tensor(eos, device=input_ids.device)
-    logits = decoder.logits(input_ids, state, source)
-    next_logits = decoder.stepper(compile)
+    logits = decoder.logits(input_ids, cache, source)
+    next_logits = decoder.stepper(compile, cache)
     for step in range(max_new_tokens):
         chosen = sampling.choose(logits, generator)  # [B]
         if eos:
@@ -339,5 +325,5 @@ def decode(decoder, state, prompt, max_new_tokens, sampling, eos, pad, tokens, s
             streamer.put(chosen.cpu())
         if step + 1 == max_new_tokens or (eos and not bool(unfinished.any())):
             return
-        state.advance()
-        logits = next_logits(chosen[:, None], state, source)
+        cache.state.advance()
+        logits = next_logits(chosen[:, None], cache, source)

@@ -128,24 +128,24 @@ def decode(decoder, prompt, mask, source, max_new_tokens, processors, stopping, 
     sequences, scores = prompt, [] if output_scores else None
     unfinished = torch.ones(prompt.shape[0], dtype=torch.bool, device=prompt.device)
     if max_new_tokens > 0:
-        with decoder.cached(state):
-            logits = decoder.logits(prompt, state, source)
-            next_logits = decoder.stepper(compile)
-            for step in range(max_new_tokens):
-                processed = processors(sequences, logits)  # [B, vocab]
-                if scores is not None:
-                    scores.append(sampling.warp(processed) if sampling.do_sample else processed)
-                chosen = sampling.choose(processed, generator)  # [B]
-                if stopping.pads:
-                    chosen = torch.where(unfinished, chosen, torch.full_like(chosen, pad))
-                sequences = torch.cat([sequences, chosen[:, None]], dim=1)
-                if streamer is not None:
-                    streamer.put(chosen.cpu())
-                unfinished = unfinished & ~stopping(sequences, tuple(scores) if scores is not None else None)
-                if step + 1 == max_new_tokens or not bool(unfinished.any()):
-                    break
-                state.advance()
-                logits = next_logits(chosen[:, None], state, source)
+        cache = decoder.new_cache(state)
+        logits = decoder.logits(prompt, cache, source)
+        next_logits = decoder.stepper(compile, cache)
+        for step in range(max_new_tokens):
+            processed = processors(sequences, logits)  # [B, vocab]
+            if scores is not None:
+                scores.append(sampling.warp(processed) if sampling.do_sample else processed)
+            chosen = sampling.choose(processed, generator)  # [B]
+            if stopping.pads:
+                chosen = torch.where(unfinished, chosen, torch.full_like(chosen, pad))
+            sequences = torch.cat([sequences, chosen[:, None]], dim=1)  # [B, L] -> [B, L + 1]
+            if streamer is not None:
+                streamer.put(chosen.cpu())
+            unfinished = unfinished & ~stopping(sequences, tuple(scores) if scores is not None else None)
+            if step + 1 == max_new_tokens or not bool(unfinished.any()):
+                break
+            state.advance()
+            logits = next_logits(chosen[:, None], cache, source)
     if streamer is not None:
         streamer.end()
     return sequences, tuple(scores) if scores is not None else None

@@ -10,14 +10,16 @@ Optimum names its seq2seq ONNX files.
                         past_key_values.{i}.encoder.key|value  [B, h_kv, S, d] ...)
         -> (logits [B, N, vocab], present.{i}.decoder.key|value [B, h_kv, P + N, d] ...)
 
-The encoder runs once per source (EncoderStep: the model run on the source with a one-token
-target, each cross attention keeping what it projected; export drops the decoder's dead ops).
-Every decoder step then takes those keys and values as inputs: the cross attention layers read
-them from their `memory_cache`, and the modules that read the source alone (its embedding, the
-encoder) are not run at all (`skipped`: their output, which nothing then reads, is a zero
-tensor). A target is never padded (it begins with the decoder start id), so its positions are
-P .. P + N - 1; T5's relative position biases are placed there (relative_bias.py's
-`decode_state`). The first call has an empty past (P = 0, the start id); `export_seq2seq`
+Both call the model's decode graph (decode_graph.py) with a DecodeCache (cache.py), as
+generate() does. The encoder runs once per source (EncoderStep: the decode graph run on the
+source with a one-token target, the cache keeping what each cross attention projected; export
+drops the decoder's dead ops). Every decoder step then takes those keys and values as inputs,
+given to the cross attention layers as the cache's projected memories, and the nodes that read
+the source alone (its embedding, the encoder) are not run at all: the cache holds their
+outputs already (`skipped_sources`: a zero tensor each, which nothing then reads). A target is
+never padded (it begins with the decoder start id), so its positions are P .. P + N - 1; T5's
+relative position biases are placed there (relative_bias.py reads the cache's state). The
+first call has an empty past (P = 0, the start id); `export_seq2seq`
 traces one program with the past of length 1 or more and one with it empty, and
 `export_seq2seq_onnx` writes the same three as ONNX files (the traces are one list, `seq2seq_traces`).
 """
@@ -27,8 +29,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..modules.attention.cross import ProjectedMemory
 from ..modules.attention.sequence import additive, later_or_outside
-from .driver import Decoder, set_on
+from .cache import DecodeCache, DecodeState, KeptMemory
+from .driver import Decoder
 from .step import ExplicitCache
 
 
@@ -52,13 +56,15 @@ class TargetState:
 
 
 class Seq2SeqProgram(nn.Module):
-    """An encoder-decoder model and its Decoder (driver.py), which the two programs read."""
+    """An encoder-decoder model's Decoder (driver.py), which the two programs read, and its decode
+    graph (`model`, at the model's paths)."""
 
     def __init__(self, model):
         super().__init__()
-        self.model, self.decoder = model, Decoder(model)
+        self.decoder = Decoder(model)
         if not self.decoder.encoder_decoder:
             raise NotImplementedError("these programs are an encoder-decoder's; step.py has the decoder-only ones")
+        self.model = self.decoder.decoding
 
 
 class EncoderStep(Seq2SeqProgram):
@@ -70,10 +76,10 @@ class EncoderStep(Seq2SeqProgram):
         return inputs, [f"encoder.{i}.{kind}" for i in range(len(self.decoder.cross)) for kind in ("key", "value")]
 
     def forward(self, *source):
-        kept = [{} for _ in self.decoder.cross]
-        with set_on(self.decoder.cross, "memory_cache", kept):
-            self.model(*source, source[0][:, :1])  # a one-token target: the decoder's ops are dead
-        return tuple(t for found in kept for t in (found["keys"], found["values"]))
+        target = source[0][:, :1]  # a one-token target: the decoder's ops are dead
+        cache = self.decoder.new_cache(DecodeState(torch.ones_like(target), 1))
+        self.model(*source, target, cache)
+        return tuple(t for path in self.decoder.cross_paths for t in cache.memory(path).projected)  # [B, h_kv, S, d]
 
 
 class Seq2SeqStep(Seq2SeqProgram):
@@ -95,24 +101,23 @@ class Seq2SeqStep(Seq2SeqProgram):
         own, _ = self.layers()
         past, encoder = rest[: 2 * own], rest[2 * own:]
         state = TargetState(past[0].shape[2], input_ids.shape[1], input_ids.shape[0], input_ids.device)
-        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], window)
-                  for i, window in enumerate(self.decoder.windows)]
-        kept = [{"keys": encoder[2 * i], "values": encoder[2 * i + 1]} for i in range(len(self.decoder.cross))]
-        source = encoder[0][:, 0, :, 0].long()  # [B, S]: stands for the source ids, which nothing reads
-        nothing = encoder[0].new_zeros(input_ids.shape[0], source.shape[1], 1)  # [B, S, 1]
         d = self.decoder
-        with set_on(d.attention, "kv_cache", caches), set_on(d.cross, "memory_cache", kept), \
-                set_on(d.biases, "decode_state", [state] * len(d.biases)), \
-                set_on(d.embeds, "positions", [state.positions()] * len(d.embeds)), \
-                set_on(d.source_only, "forward", [skipped(nothing)] * len(d.source_only)):
-            out = self.model(source, *([mask] if mask is not None else []), input_ids)
+        layers = {path: ExplicitCache(state, past[2 * i], past[2 * i + 1], window)
+                  for i, (path, window) in enumerate(zip(d.paths, d.windows))}
+        memories = {path: KeptMemory(ProjectedMemory(encoder[2 * i], encoder[2 * i + 1]))
+                    for i, path in enumerate(d.cross_paths)}
+        source = encoder[0][:, 0, :, 0].long()  # [B, S]: stands for the source ids, which nothing reads
+        cache = DecodeCache(state, layers, memories, skipped_sources(d, encoder[0], input_ids.shape[0]))
+        out = self.model(source, *([mask] if mask is not None else []), input_ids, cache)
         logits = out[d.output] if isinstance(out, (tuple, list)) else out
-        return (logits, *[t for c in caches for t in (c.keys, c.values)])
+        return (logits, *cache.tensors())  # [B, N, vocab], each layer's [B, h_kv, P + N, d]
 
 
-def skipped(result):
-    """A forward that runs nothing and gives `result` (a source-only module inside a decoder step)."""
-    return lambda *args, **kwargs: result
+def skipped_sources(decoder: Decoder, keys: torch.Tensor, batch: int) -> dict:
+    """The outputs of the nodes computed once from the source, as a decoder step's cache holds them:
+    a zero tensor [B, S, 1] each, which nothing reads (the cross attention reads its memories)."""
+    nothing = keys.new_zeros(batch, keys.shape[2], 1)  # [B, S, 1]
+    return {name: nothing for name, once in decoder.source_side.items() if once}
 
 
 # -- export ----------------------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ the single-token decode step (N = 1, P the tokens so far); `export_decode_step` 
 files share), the batch and the cache or prompt length dynamic.
 Where generate() keeps a preallocated cache (cache.py), this one is explicit state: the caller
 keeps the present keys and values and passes them back, so the exported program has no hidden
-mutation.
+mutation. The step calls the model's decode graph (decode_graph.py) with a DecodeCache of
+ExplicitCaches, as generate() calls it with its KVCaches; the module is that graph, at the
+model's paths (`model.layers.0.attn...`), so the program names its weights as the model does.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.sequence import additive, later_or_outside
-from .cache import KVCache
-from .driver import Decoder, set_on
+from .cache import DecodeCache, KVCache
+from .driver import Decoder
 
 
 class StepState:
@@ -31,6 +33,16 @@ class StepState:
     def __init__(self, attention_mask: torch.Tensor, position_ids: torch.Tensor, queries: int):
         self.attention_mask, self.position_ids, self.queries = attention_mask, position_ids, queries
         self._masks: dict = {}
+
+    @property
+    def end(self) -> int:
+        """The slots after this step, P + N."""
+        return self.attention_mask.shape[1]
+
+    @property
+    def start(self) -> int:
+        """This step's first slot, P (a relative bias places its queries there)."""
+        return self.end - self.queries
 
     def positions(self) -> torch.Tensor:
         return self.position_ids
@@ -69,14 +81,15 @@ class ExplicitCache(KVCache):
 
 
 class DecodeStep(nn.Module):
-    """A decoder-only model with its cache as inputs and outputs (see the module docstring)."""
+    """A decoder-only model with its cache as inputs and outputs (see the module docstring);
+    `model` is its decode graph."""
 
     def __init__(self, model):
         super().__init__()
-        self.model = model
         self.decoder = Decoder(model)
         if self.decoder.encoder_decoder:
             raise NotImplementedError("the exported decode step covers decoder-only specs")
+        self.model = self.decoder.decoding
 
     def cache_shapes(self, batch: int, length: int) -> list[tuple[int, ...]]:
         """The shape of each past key and value, layer by layer: [B, h_kv, length, d] (a latent
@@ -96,13 +109,11 @@ class DecodeStep(nn.Module):
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         state = StepState(attention_mask, position_ids, input_ids.shape[1])
-        caches = [ExplicitCache(state, past[2 * i], past[2 * i + 1], window)
-                  for i, window in enumerate(self.decoder.windows)]
-        with set_on(self.decoder.attention, "kv_cache", caches), \
-                set_on(self.decoder.embeds, "positions", [position_ids] * len(self.decoder.embeds)):
-            out = self.model(input_ids)
+        cache = DecodeCache(state, {path: ExplicitCache(state, past[2 * i], past[2 * i + 1], window)
+                                    for i, (path, window) in enumerate(zip(self.decoder.paths, self.decoder.windows))})
+        out = self.model(input_ids, cache)
         logits = out[self.decoder.output] if isinstance(out, (tuple, list)) else out
-        return (logits, *[t for c in caches for t in (c.keys, c.values)])
+        return (logits, *cache.tensors())  # [B, N, vocab], each layer's [B, h_kv, P + N, d]
 
 
 def example_step(step: DecodeStep, batch: int = 2, past: int = 5):

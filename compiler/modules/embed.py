@@ -26,7 +26,9 @@ def sinusoid_table(length: int, dim: int):
 
 
 class TokenEmbed(nn.Module):
-    positions = None  # while generate() decodes: the tokens' positions [B, L] (else 0..L-1)
+    """Token ids [B, L] -> [B, L, dim]. The positions are 0..L-1, or `positions` [B, L] where the
+    forward is given them (generate's decode graph: the tokens' positions in a decode step, or
+    in a left-padded prompt; compiler/generate/cache.py)."""
 
     def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None, pos_offset=0):
         super().__init__()
@@ -44,14 +46,14 @@ class TokenEmbed(nn.Module):
             if table is not None:
                 nn.init.normal_(table.weight, std=0.02)
 
-    def forward(self, ids, types=None):
+    def forward(self, ids, types=None, positions=None):
         x = self.tokens(ids)  # [B, L] -> [B, L, dim]
         if self.types is not None:
             x = x + self.types(types)
         if self.scale is not None:
             x = x * self.scale
-        if self.positions is not None:
-            return self.at_positions(x)
+        if positions is not None:
+            return self.at_positions(x, positions)
         if self.pos is not None:
             x = x + self.pos.weight[self.pos_offset: self.pos_offset + ids.shape[1]]  # [L, dim]
         if self.pos_table is not None:
@@ -60,13 +62,13 @@ class TokenEmbed(nn.Module):
             x = self.drop(x)
         return x
 
-    def at_positions(self, x):
-        """The position embeddings of `positions` added (generate(): a cached decode step or a
-        left-padded prompt), then dropout."""
+    def at_positions(self, x, positions):
+        """The position embeddings of `positions` [B, L] added (generate(): a cached decode step
+        or a left-padded prompt), then dropout."""
         if self.pos is not None:
-            x = x + self.pos(self.positions + self.pos_offset)  # [B, L, dim]
+            x = x + self.pos(positions + self.pos_offset)  # [B, L, dim]
         if self.pos_table is not None:
-            x = x + self.pos_table[self.positions]
+            x = x + self.pos_table[positions]  # [B, L, dim]
         return self.drop(x) if self.drop is not None else x
 
 

@@ -52,14 +52,14 @@ class RelativeBias(nn.Module):
         self.register_buffer("bucket", relative_buckets(distances, bidirectional, buckets, max_distance),
                              persistent=False)  # [2R + 1] int64
 
-    decode_state = None  # while generate() decodes: its DecodeState (the queries are its current slots)
-
-    def forward(self, x, keys=None):
+    def forward(self, x, keys=None, cache=None):
+        """`cache`: generate's decode cache (compiler/generate/cache.py), handed to a bias of the
+        decoder's self-attention: the queries are then its current slots, the keys every slot so far."""
         q_len = x.shape[1]
         k_len = q_len if keys is None else keys.shape[1]
         first = 0
-        if self.decode_state is not None and keys is None:  # the new tokens over every token so far
-            first, k_len = self.decode_state.start, self.decode_state.end
+        if cache is not None and keys is None:  # the new tokens over every token so far
+            first, k_len = cache.state.start, cache.state.end
         queries = torch.arange(first, first + q_len, device=x.device).unsqueeze(1)  # [N, 1]
         memory = torch.arange(k_len, device=x.device).unsqueeze(0)  # [1, M]
         distance = (memory - queries).clamp(-self.reach, self.reach) + self.reach  # [N, M], 0..2R

@@ -43,20 +43,21 @@ class Sublayer(nn.Module):
             h = self.layer_scale(h)
         return self.drop_path(h) if self.drop_path is not None else h
 
-    def normed_body(self, x, *extra):
-        """The body with the norms the place puts around it (all but post's, which follows the add)."""
+    def normed_body(self, x, *extra, **options):
+        """The body with the norms the place puts around it (all but post's, which follows the add).
+        `options`: keywords for the body (generate's `cache`, compiler/generate/cache.py)."""
         if self.place == "pre":
-            return self.body(self.norm(x), *extra)
+            return self.body(self.norm(x), *extra, **options)
         if self.place == "res_post":
-            return self.norm(self.body(x, *extra))
+            return self.norm(self.body(x, *extra, **options))
         if self.place == "sandwich":
-            return self.post_norm(self.body(self.norm(x), *extra))
-        return self.body(x, *extra)
+            return self.post_norm(self.body(self.norm(x), *extra, **options))
+        return self.body(x, *extra, **options)
 
-    def forward(self, x, *extra):
+    def forward(self, x, *extra, **options):
         if self.place == "post":
-            return self.norm(x + self.branch(self.body(x, *extra)))
-        h = self.branch(self.normed_body(x, *extra))
+            return self.norm(x + self.branch(self.body(x, *extra, **options)))
+        h = self.branch(self.normed_body(x, *extra, **options))
         return x + h if self.residual else h
 
 

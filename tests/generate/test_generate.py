@@ -11,6 +11,8 @@ ids as our own model decoded without a cache (the whole sequence through forward
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn as nn
@@ -18,6 +20,7 @@ import torch.nn.functional as F
 
 import archspec
 from archspec.compiler.generate import generate
+from archspec.compiler.modules.attention.common import CachedAttention
 from archspec.compiler.weights.load import load_weights
 from archspec.core.errors import SpecError
 
@@ -74,6 +77,25 @@ def pair(request):
 
 def prompt(batch: int, length: int, seed: int) -> torch.Tensor:
     return torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@contextlib.contextmanager
+def handed_caches(model):
+    """{attention module: the KVCache generate hands it}, the latest call's: each cached layer's
+    `cache` argument (the decode graph's cache.layer(path)), watched by hooks."""
+    held = {}
+
+    def watch(module, args, kwargs):
+        if kwargs.get("cache") is not None:
+            held[module] = kwargs["cache"]
+
+    hooks = [m.register_forward_pre_hook(watch, with_kwargs=True) for m in model.modules()
+             if isinstance(m, CachedAttention)]
+    try:
+        yield held
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def left_padded() -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,15 +167,15 @@ def test_the_cache_holds_only_the_key_value_heads():
     ours = archspec.build(str(ROOT / "specs" / "llama.yaml"), LLAMA_SMALL).eval()
     seen = []
 
-    class Watch:
-        def put(self, tokens):
-            seen.extend(tuple(m.kv_cache.keys.shape) for m in ours.modules() if "kv_cache" in m.__dict__
-                        and m.kv_cache.keys is not None)
+    with handed_caches(ours) as held:
+        class Watch:
+            def put(self, tokens):
+                seen.extend(tuple(c.keys.shape) for c in held.values() if c.keys is not None)
 
-        def end(self):
-            pass
+            def end(self):
+                pass
 
-    generate(ours, prompt(2, 5, seed=4), max_new_tokens=3, streamer=Watch())
+        generate(ours, prompt(2, 5, seed=4), max_new_tokens=3, streamer=Watch())
     assert seen and set(seen) == {(2, 2, 5 + 3, 16)}  # [B, kv_heads, prompt + new, head_dim]
 
 
@@ -209,15 +231,16 @@ def test_check_counts_a_sliding_windows_ring_buffer():
 def test_sliding_window_keeps_a_ring_buffer_of_the_window_only():
     ours, shapes = sliding_llama(), []
 
-    class Watch:
-        def put(self, tokens):
-            shapes.extend(tuple(m.kv_cache.keys.shape) for m in ours.modules() if "kv_cache" in m.__dict__)
+    with handed_caches(ours) as held:
+        class Watch:
+            def put(self, tokens):
+                shapes.extend(tuple(c.keys.shape) for c in held.values())
 
-        def end(self):
-            pass
+            def end(self):
+                pass
 
-    ids, mask = left_padded()
-    out = generate(ours, ids, max_new_tokens=12, attention_mask=mask, streamer=Watch())
+        ids, mask = left_padded()
+        out = generate(ours, ids, max_new_tokens=12, attention_mask=mask, streamer=Watch())
     assert set(shapes) == {(3, 2, 5, 16)}  # [B, kv_heads, window, head_dim], not prompt + new
     start = int((mask[1] == 0).sum())  # a left-padded row decodes as alone
     assert torch.equal(out[1:2, start:], uncached_greedy(ours, ids[1:2, start:], 12))
@@ -360,17 +383,10 @@ def test_check_reports_the_decoders_cache_of_an_encoder_decoder():
 
 def test_checks_cache_size_is_what_generate_allocates():
     ours = archspec.build(str(ROOT / "specs" / "llama.yaml"), LLAMA_SMALL).eval()
-    held = []
-
-    class Measure:
-        def put(self, tokens):
-            held[:] = [m.kv_cache for m in ours.modules() if "kv_cache" in m.__dict__]
-
-        def end(self):
-            pass
-
-    generate(ours, prompt(1, 5, seed=9), max_new_tokens=3, streamer=Measure())
-    allocated = sum(c.keys.nbytes + c.values.nbytes for c in held) // (5 + 3)  # per slot, at batch 1
+    with handed_caches(ours) as held:
+        generate(ours, prompt(1, 5, seed=9), max_new_tokens=3)
+    assert len(held) == 2  # both layers
+    allocated = sum(c.keys.nbytes + c.values.nbytes for c in held.values()) // (5 + 3)  # per slot, at batch 1
     reported = archspec.check(str(ROOT / "specs" / "llama.yaml"), LLAMA_SMALL).to_json()["kv_cache"]
     assert allocated == reported["bytes_per_token"]["fp32"]
 

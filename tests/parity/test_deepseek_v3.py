@@ -137,10 +137,10 @@ def test_generate_caches_the_latent_not_the_expanded_keys(pair):
     _, ours = pair
     decoder = decoder_of(ours)
     prompt = ids(2, 5, VOCAB)
-    state = DecodeState(torch.ones_like(prompt), 9)
-    with torch.no_grad(), decoder.cached(state):
-        decoder.logits(prompt, state)
-        shapes = [(tuple(m.kv_cache.keys.shape), tuple(m.kv_cache.values.shape)) for m in decoder.attention]
+    cache = decoder.new_cache(DecodeState(torch.ones_like(prompt), 9))
+    with torch.no_grad():
+        decoder.logits(prompt, cache)
+    shapes = [(tuple(cache.layer(p).keys.shape), tuple(cache.layer(p).values.shape)) for p in decoder.paths]
     assert shapes == [((2, 1, 9, 32), (2, 1, 9, 16))] * 3
     from archspec.primitives.kv_cache import cached_layers, summary
 

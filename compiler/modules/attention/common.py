@@ -1,6 +1,6 @@
 """What the attention modules share: dropout on the attention weights only in training,
-PVT's convolution init, the constructor arguments every kind takes, and the key/value cache
-hook of the kinds generate() can decode with (`CachedAttention`)."""
+PVT's convolution init, the constructor arguments every kind takes, and the body of the kinds
+generate() can decode with, which takes its key/value cache as an argument (`CachedAttention`)."""
 
 from __future__ import annotations
 
@@ -37,16 +37,16 @@ def common_args(p, width: int) -> dict:
 
 
 class CachedAttention:
-    """A self-attention kind that generate() can decode with (compiler/generate/): while it
-    runs, `kv_cache` is a KVCache and attention reads and writes it; otherwise it is None and
-    attend() is the kind's own, unchanged."""
+    """A self-attention kind that generate() can decode with (compiler/generate/): its forward
+    takes `cache`, this layer's keys and values so far (compiler/generate/cache.py's KVCache,
+    handed to it by the model's decode graph), and then attends through it; without one, the
+    kind's own body, unchanged."""
 
-    kv_cache = None
-
-    def attend(self, x, memory=None, padding=None, bias=None, tensors=()):
-        if self.kv_cache is None:
-            return super().attend(x, memory, padding, bias, tensors)
-        return self.kv_cache.attend(self, x, bias, tensors)
+    def body(self, x, *extra, cache=None):
+        if cache is None:
+            return super().body(x, *extra)
+        bias, _ = self.split_extra(extra)  # the cache's mask hides the padded keys
+        return cache.attend(self, x, bias, self.parts_tensors(extra))
 
     def cache_entry(self) -> tuple[int, int, int]:
         """(heads, key width, value width) of what generate caches per token: the key/value heads."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import torch
+
 from archspec.primitives.ops.attention.cross import CROSS
 
 from ...facts import KEEPS, register_facts
@@ -9,32 +13,40 @@ from ...lowering_rules import lowering
 from .sequence import SequenceAttention, make_sequence_attention
 
 
-class CrossAttention(SequenceAttention):
-    """Queries from x, keys and values (projected by `kv`) from `memory`."""
+class ProjectedMemory(NamedTuple):
+    """The memory's keys and values, projected once ([B, h_kv, M, d] each): what generate's
+    decode cache keeps for a cross attention layer (compiler/generate/cache.py) and hands it
+    in place of the memory at every step."""
 
-    memory_cache = None  # while generate() decodes: a dict keeping the memory's keys and values
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+class CrossAttention(SequenceAttention):
+    """Queries from x, keys and values (projected by `kv`) from `memory`. Its forward takes
+    `cache`, where generate keeps this layer's projected memory (compiler/generate/cache.py's
+    KeptMemory): then the memory (the encoder's output, the same at every step) is projected at
+    the first step only."""
 
     def __init__(self, dim, heads, learned_query=False, **kwargs):
         super().__init__(dim, heads, fused=False, **kwargs)
         self.learned_query = learned_query  # the queries are a param (batch 1), asked of each sample's memory
 
-    def forward(self, x, memory, *extra):
+    def forward(self, x, memory, *extra, cache=None):
         if self.learned_query:  # SigLIP's attention-pool probe: one learned query per sample
             x = x.expand(memory.shape[0], -1, -1)  # [1, N, C] -> [B, N, C]
-        return super().forward(x, memory, *extra)
+        return super().forward(x, memory, *extra, cache=cache)
 
     def project(self, x, memory=None):
-        """As SequenceAttention's; while generate() decodes, the memory (the encoder's output,
-        the same at every step) is projected at the first step only and kept."""
-        if self.memory_cache is None or memory is None:
-            return super().project(x, memory)
-        if "keys" not in self.memory_cache:
-            self.memory_cache["keys"], self.memory_cache["values"] = self.memory_keys_values(memory)
-        kept = self.memory_cache
-        return self.queries(x), kept["keys"], kept["values"]  # [B, h, N, d], 2 x [B, h_kv, M, d]
+        """As SequenceAttention's; a memory already projected (ProjectedMemory) is used as it is."""
+        if isinstance(memory, ProjectedMemory):
+            return self.queries(x), memory.keys, memory.values  # [B, h, N, d], 2 x [B, h_kv, M, d]
+        return super().project(x, memory)
 
-    def body(self, x, memory, *extra):
+    def body(self, x, memory, *extra, cache=None):
         bias, padding = self.split_extra(extra)
+        if cache is not None:
+            memory = cache.project(self, memory)  # projected at the first step only: 2 x [B, h_kv, M, d]
         return self.attend(x, memory, padding, bias)
 
 

@@ -6,9 +6,10 @@ DeepseekV3Attention computes it.
     expand   kv_b(c) -> each head's k_nope [B, h, M, nope] and v [B, h, M, v_dim]; k = [k_nope, k_rope]
 
 Rotary positions turn the rope parts of q and k only. The attention is one SDPA call (the value
-width may differ from the key's), causal. While generate() runs, `kv_cache` holds the latent and
-the rotary key, not the expanded keys and values (compiler/generate/cache.py:
-KVCache.attend_latent), and the keys and values are expanded from it at every step.
+width may differ from the key's), causal. When generate() hands the forward its cache (`cache`,
+a KVCache), it holds the latent and the rotary key, not the expanded keys and values
+(compiler/generate/cache.py: KVCache.attend_latent), and the keys and values are expanded from
+it at every step.
 """
 
 from __future__ import annotations
@@ -101,8 +102,6 @@ class LatentAttention(CachedAttention, AttentionForm, Sublayer):
 
     # -- forward ------------------------------------------------------------------------------
     def attend(self, x):
-        if self.kv_cache is not None:
-            return self.kv_cache.attend_latent(self, x)
         q_nope, q_rope = self.queries(x)
         c, k_rope = self.latent(x)
         q_rope, k_rope = self.rotary(q_rope, k_rope)  # positions 0..N-1
@@ -117,7 +116,9 @@ class LatentAttention(CachedAttention, AttentionForm, Sublayer):
             out = self.sdpa(q, k, v, causal=True)  # [B, h, N, v]
         return self.merge(out)
 
-    def body(self, x):
+    def body(self, x, cache=None):
+        if cache is not None:  # generate's KVCache: this layer's latent and rotary keys so far
+            return cache.attend_latent(self, x)
         return self.attend(x)
 
     def cache_entry(self) -> tuple[int, int, int]:
