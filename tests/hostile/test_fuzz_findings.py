@@ -100,3 +100,15 @@ def test_nodes_under_is_the_prefix_rule():
     paths = {"a", "a.b", "ab", "x", "q"}
     expected = {p: [n for n in names if n == p or n.startswith(p + ".")] for p in paths}
     assert nodes_under(paths, names) == expected
+
+
+def test_linear_over_an_axis_of_symbolic_size_is_a_located_error():
+    """fuzz case 19:22411: a mean over the last axis of [B, L, 4] leaves [B, L]; a linear on it
+    crashed check (exit 3, `int // Sym` in its FLOPs) where its weight would be [dim, L]."""
+    text = ("name: t\ndims: {L: [1, 64]}\ninputs:\n  y: [B, L, 4]\ngraph:\n"
+            "  - {id: t0, from: y, reduce: {fn: mean, keepdim: false}}\n"
+            "  - {id: t1, from: t0, linear: {dim: 4}}\noutputs: [t1]\n")
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.check_text(text)
+    message = str(caught.value)
+    assert "t1" in message and "size L" in message and "fixed width" in message and ":7:" in message, message

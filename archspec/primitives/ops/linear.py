@@ -35,6 +35,10 @@ class LinearOp(Op):
         if len(x.shape) < 2:  # [B]: the last axis is the batch, which a linear map must not mix
             raise RuleError(f"linear maps the last axis, and {x.layout_name()} has only its batch axis",
                             hint="keep a feature axis (an einsum's output 'b c', a rearrange 'b -> b 1')")
+        if not isinstance(x.shape[-1], int):  # a weight [dim, L] would change with the input
+            raise RuleError(f"linear maps the last axis, and here that axis has size {x.shape[-1]}, which changes "
+                            "with the input: a linear map's weights need a fixed width",
+                            hint="map an axis of fixed size: reduce or rearrange the sequence axis away first")
         return replace(x, shape=tuple(x.shape[:-1]) + (p.dim,))  # [..., C] -> [..., dim]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
