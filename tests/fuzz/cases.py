@@ -311,13 +311,24 @@ def build_what_checked(text: str, forward: bool = False) -> str:
     return "ok"
 
 
+FORWARD_BUDGET = 1 << 30  # run.py's MEMORY_BYTES: a forward check counts above this is not run
+
+
 def run_forward(model, text: str) -> str:
+    """The model once on example inputs at batch 2, unless check's own estimate of that run (its
+    outputs and the largest attention's score matrices, budget.needed_bytes) is over FORWARD_BUDGET:
+    a 65,536-token attention that writes its scores out needs 34 GB, which check says (fuzz case
+    19:41590); the worker's memory watch then measures archspec's allocations against that estimate."""
     import torch
 
     import archspec
+    from archspec.budget import needed_bytes
     from archspec.compiler.backends.export import example_inputs
 
-    graph = archspec.check_text(text).graph
+    report = archspec.check_text(text)
+    if needed_bytes(report, runs_model=True, scores=True) > FORWARD_BUDGET:
+        return "over_budget"
+    graph = report.graph
     try:
         with torch.no_grad():
             model.eval()(*example_inputs(graph, batch=2))
