@@ -107,6 +107,31 @@ def run_capturing(model, args, names=None, grad: bool = False):
     return out, captured
 
 
+def build_counted(text: str, seed: int = 0):
+    """(check's report, the built model in eval mode) of a spec text, the module's parameter count
+    equal to the checker's."""
+    import archspec
+
+    report = archspec.check_text(text)
+    model = archspec.build_text(text, seed=seed).eval()
+    assert sum(p.numel() for p in model.parameters()) == report.params, "checker and module disagree on params"
+    return report, model
+
+
+def checks_shapes(report, model, args, sizes: dict | None = None, dtypes: bool = False):
+    """Every node's module gives the checker's shape (read with forward hooks): a symbolic size is
+    read from `sizes` by name (default: B, the first input's batch); with `dtypes` the checker's
+    dtype too."""
+    _, outputs = run_capturing(model, args)
+    assert outputs
+    sizes = {"B": args[0].shape[0]} if sizes is None else sizes
+    for name, out in outputs.items():
+        node_type = report.graph.type_of(name)
+        assert list(out.shape) == [sizes.get(str(d), d) for d in node_type.shape], name
+        if dtypes:
+            assert str(out.dtype) == f"torch.{node_type.dtype}", name
+
+
 @functools.lru_cache(maxsize=1)
 def built(path: str):
     """(report, GraphModule) of a spec, built once per spec (the last one is cached)."""

@@ -25,26 +25,15 @@ from archspec.cli import EXIT_SPEC, main
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import ROOT, perturb_constants, run_capturing
+from tests.conftest import ROOT, build_counted, checks_shapes, perturb_constants, run_capturing
 
 TOL = 1e-5
 WIDTH, HEADS, HIDDEN = 16, 2, 32
 
 
 def build(text: str, seed: int = 0):
-    report = archspec.check_text(text)
-    model = archspec.build_text(text, seed=seed).eval()
-    assert sum(p.numel() for p in model.parameters()) == report.params, "checker and module disagree on params"
+    report, model = build_counted(text, seed)
     return report, perturb_constants(model, seed)
-
-
-def checks_shapes(report, model, args):
-    """Every node's module gives the checker's shape (read with forward hooks)."""
-    _, outputs = run_capturing(model, args)
-    assert outputs
-    for name, out in outputs.items():
-        expected = [args[0].shape[0] if str(d) == "B" else d for d in report.graph.type_of(name).shape]
-        assert list(out.shape) == expected, name
 
 
 def counted_flops(model, x) -> int:

@@ -19,9 +19,9 @@ from archspec.compiler.backends.export import dynamic_shapes, export_program
 from archspec.compiler.backends.onnx import export_onnx
 from archspec.primitives.decoding import NO_TOKENS, Mixes, decode_of
 
-from tests.primitives.test_every_op import build
 
-from tests.conftest import checks_tensorrt_coverage
+
+from tests.conftest import build_counted, checks_tensorrt_coverage
 
 MASK = """
 name: causal_mask
@@ -58,7 +58,7 @@ def reference(x):
 
 @pytest.fixture(scope="module")
 def built():
-    return build(MASK)
+    return build_counted(MASK)
 
 
 def test_one_build_runs_at_two_lengths_with_the_right_values(built):

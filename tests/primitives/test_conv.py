@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import archspec
 from archspec.compiler.backends.export import example_inputs, export_program, max_abs_difference, other_lengths
 
-from tests.conftest import ROOT, run_capturing
+from tests.conftest import ROOT, build_counted, checks_shapes
 
 TOL = 1e-5
 
@@ -45,23 +45,6 @@ inputs:
   x: [B, L, 8]
 graph:
 """
-
-
-def build(text: str):
-    report = archspec.check_text(text)
-    model = archspec.build_text(text, seed=0).eval()
-    assert sum(p.numel() for p in model.parameters()) == report.params, "checker and module disagree on params"
-    return report, model
-
-
-def checks_shapes(report, model, args):
-    """Every node's module gives the checker's shape (read with forward hooks); symbolic sizes
-    are the batch and the inputs' lengths."""
-    _, outputs = run_capturing(model, args)
-    sizes = {"B": args[0].shape[0], "L": args[0].shape[1]}
-    for name, out in outputs.items():
-        expected = [sizes[str(d)] if str(d) in sizes else d for d in report.graph.type_of(name).shape]
-        assert list(out.shape) == expected, name
 
 
 def counted_flops(model, args) -> int:
@@ -97,18 +80,18 @@ IMAGE_CASES = {  # conv params -> F.conv2d keyword arguments
 @pytest.mark.parametrize("case", IMAGE_CASES)
 def test_2d_on_an_image_is_conv2d(case):
     params, torch_args = IMAGE_CASES[case]
-    report, model = build(IMAGE + f"  - {{id: c, conv: {params}}}\n")
+    report, model = build_counted(IMAGE + f"  - {{id: c, conv: {params}}}\n")
     x = torch.randn(2, 4, 12, 10)
     weight, bias = weights(model.c)
     with torch.no_grad():
         assert torch.allclose(model(x), F.conv2d(x, weight, bias, **torch_args), atol=TOL)
     assert report.graph.type_of("c").layout == "image"
-    checks_shapes(report, model, (x,))
+    checks_shapes(report, model, (x,), {"B": x.shape[0], "L": x.shape[1]})
     assert counted_flops(model, (x,)) == report.flops
 
 
 def test_out_defaults_to_the_input_channels():
-    report, _ = build(IMAGE + "  - {id: c, conv: {kernel: 3}}\n")
+    report, _ = build_counted(IMAGE + "  - {id: c, conv: {kernel: 3}}\n")
     assert report.graph.type_of("c").shape[1:] == (4, 10, 8)
     assert report.params == 4 * 4 * 9 + 4
 
@@ -122,7 +105,7 @@ def as_image(tokens, grid):
 
 def test_position_generator_on_tokens_is_a_conv_and_an_add():
     """PVT v2 / CPVT: x + dwconv(x) on the token grid, tokens in and tokens out."""
-    report, model = build(GRID + """
+    report, model = build_counted(GRID + """
   - {id: pos, conv: {kernel: 3, padding: same, groups: depthwise}}
   - {id: out, from: [patch, pos], add: {}}
 """)
@@ -133,12 +116,12 @@ def test_position_generator_on_tokens_is_a_conv_and_an_add():
         weight, bias = weights(model.pos)
         conv = F.conv2d(as_image(tokens, (8, 6)), weight, bias, padding=1, groups=8)  # [2, 8, 8, 6]
         assert torch.allclose(model(image), tokens + conv.flatten(2).transpose(1, 2), atol=TOL)
-    checks_shapes(report, model, (image,))
+    checks_shapes(report, model, (image,), {"B": image.shape[0], "L": image.shape[1]})
     assert counted_flops(model, (image,)) == report.flops
 
 
 def test_strided_conv_on_tokens_gives_the_new_grid():
-    report, model = build(GRID + "  - {id: down, conv: {out: 12, kernel: 3, stride: 2, padding: 1, dilation: 2}}\n")
+    report, model = build_counted(GRID + "  - {id: down, conv: {out: 12, kernel: 3, stride: 2, padding: 1, dilation: 2}}\n")
     out = report.graph.type_of("down")
     assert out.layout == "tokens" and out.grid == (3, 2) and out.shape[1:] == (6, 12)
     assert str(out.origin) == "image 32x24 / patch 4 / conv 3/2"
@@ -148,7 +131,7 @@ def test_strided_conv_on_tokens_gives_the_new_grid():
         weight, bias = weights(model.down)
         conv = F.conv2d(as_image(tokens, (8, 6)), weight, bias, stride=2, padding=1, dilation=2)  # [2, 12, 3, 2]
         assert torch.allclose(model(image), conv.flatten(2).transpose(1, 2), atol=TOL)
-    checks_shapes(report, model, (image,))
+    checks_shapes(report, model, (image,), {"B": image.shape[0], "L": image.shape[1]})
     assert counted_flops(model, (image,)) == report.flops
 
 
@@ -158,7 +141,7 @@ def test_strided_conv_on_tokens_gives_the_new_grid():
 def test_causal_depthwise_1d_reads_no_later_token():
     """Mamba's short convolution: depthwise, (kernel - 1) * dilation zeros on the left only."""
     conv = "{dim: 1, kernel: 4, dilation: 2, causal: true, groups: depthwise}"
-    report, model = build(SEQUENCE + f"  - {{id: c, conv: {conv}}}\n")
+    report, model = build_counted(SEQUENCE + f"  - {{id: c, conv: {conv}}}\n")
     assert report.graph.type_of("c").shape[1:] == report.graph.type_of("x").shape[1:]  # [L, 8]
     x = torch.randn(2, 11, 8)
     weight, bias = weights(model.c)
@@ -169,13 +152,13 @@ def test_causal_depthwise_1d_reads_no_later_token():
         later = x.clone()
         later[:, 7:] += 1.0
         assert torch.equal(model(later)[:, :7], out[:, :7])
-    checks_shapes(report, model, (x,))
+    checks_shapes(report, model, (x,), {"B": x.shape[0], "L": x.shape[1]})
     longest = torch.randn(1, 64, 8)  # the checker costs the longest sequence
     assert counted_flops(model, (longest,)) == report.flops
 
 
 def test_strided_1d_on_a_fixed_length():
-    report, model = build("""
+    report, model = build_counted("""
 name: s
 inputs:
   x: [B, 20, 8]
@@ -188,7 +171,7 @@ graph:
     with torch.no_grad():
         expected = F.conv1d(x.transpose(1, 2), weight, bias, stride=3, padding=2, groups=2).transpose(1, 2)
         assert torch.allclose(model(x), expected, atol=TOL)
-    checks_shapes(report, model, (x,))
+    checks_shapes(report, model, (x,), {"B": x.shape[0], "L": x.shape[1]})
     assert counted_flops(model, (x,)) == report.flops
 
 
@@ -268,7 +251,7 @@ outputs: [down, causal]
 
 
 def test_export_takes_any_batch_and_length():
-    report, model = build(EVERYTHING)
+    report, model = build_counted(EVERYTHING)
     program = export_program(model, report.graph).module()
     for batch, lengths in ((1, None), (3, other_lengths(report.graph))):
         args = example_inputs(report.graph, batch=batch, lengths=lengths)
@@ -280,7 +263,7 @@ def test_onnx_runtime_agrees_with_eager(tmp_path):
     onnxruntime = pytest.importorskip("onnxruntime")
     from archspec.compiler.backends.onnx import export_onnx
 
-    report, model = build(EVERYTHING)
+    report, model = build_counted(EVERYTHING)
     path = str(tmp_path / "model.onnx")
     export_onnx(model, report.graph, path, verify=False)
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])

@@ -24,25 +24,9 @@ from archspec.primitives.axes_notation import AxesError, parse_equation, parse_p
 from archspec.primitives.ops.einsum import contraction_flops
 from archspec.primitives.ops.rearrange import RearrangeParams, rearranged_grid
 
-from tests.conftest import checks_tensorrt_coverage, run_capturing
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage
 
 TOL = 1e-5
-
-
-def build(text: str, seed: int = 0):
-    report = archspec.check_text(text)
-    model = archspec.build_text(text, seed=seed).eval()
-    assert sum(p.numel() for p in model.parameters()) == report.params, "checker and module disagree on params"
-    return report, model
-
-
-def checks_shapes(report, model, args):
-    """Every node's module gives the checker's shape (read with forward hooks)."""
-    _, outputs = run_capturing(model, args)
-    assert outputs
-    for name, out in outputs.items():
-        expected = [args[0].shape[0] if str(d) == "B" else d for d in report.graph.type_of(name).shape]
-        assert list(out.shape) == expected, name
 
 
 def counted_flops(model, *args) -> int:
@@ -117,7 +101,7 @@ ATTENTION_SCORES = spec("""\
 
 
 def test_multi_head_attention_scores_equal_the_torch_reference():
-    report, model = build(ATTENTION_SCORES)
+    report, model = build_counted(ATTENTION_SCORES)
     x = torch.randn(3, 6, 16)
     q = (x @ model.q.weight.t() + model.q.bias).view(3, 6, 2, 8).transpose(1, 2)  # [B, H, N, D]
     k = (x @ model.k.weight.t() + model.k.bias).view(3, 6, 2, 8).transpose(1, 2)
@@ -140,7 +124,7 @@ outputs: [chain, swapped, summed, outer]
 
 
 def test_three_inputs_one_input_and_an_outer_product():
-    report, model = build(THREE_WAY)
+    report, model = build_counted(THREE_WAY)
     x = torch.randn(2, 6, 16)
     chain, swapped, summed, outer = model(x)
     a, m = model.a.value[0], model.m.value[0]  # the params' batch of 1 broadcasts
@@ -192,7 +176,7 @@ outputs: [merged, picture, flat]
 
 
 def test_rearranged_tokens_keep_the_grid_for_the_grid_ops():
-    report, model = build(GRID_OPS)
+    report, model = build_counted(GRID_OPS)
     types = {name: report.graph.type_of(name) for name in ("patches", "pixels", "again", "merged", "flat")}
     assert (types["patches"].layout, types["patches"].grid, types["patches"].shape[1:]) == ("tokens", (4, 4), (16, 48))
     assert (types["pixels"].layout, types["pixels"].shape[1:]) == ("image", (8, 4, 4))
@@ -235,7 +219,7 @@ def test_an_image_row_written_1_is_no_grid():
 
 
 def test_heads_split_and_size_one_axes():
-    report, model = build(spec("""\
+    report, model = build_counted(spec("""\
   - {id: heads, rearrange: {pattern: "b n (h d) -> b h n d", sizes: {d: 4}}}
   - {id: back, rearrange: {pattern: "b h n d -> b n 1 (h d)"}}
   - {id: squeezed, rearrange: {pattern: "b n 1 c -> b c n"}}
@@ -252,7 +236,7 @@ outputs: [heads, back, squeezed]
 
 def test_a_symbolic_length_moves_but_does_not_split():
     text = "name: t\ndims:\n  L: [1, 32]\ninputs:\n  x: [B, L, 8]\ngraph:\n"
-    report, model = build(text + '  - {rearrange: {pattern: "b l (h d) -> b h l d", sizes: {h: 2}}}\n')
+    report, model = build_counted(text + '  - {rearrange: {pattern: "b l (h d) -> b h l d", sizes: {h: 2}}}\n')
     x = torch.randn(2, 5, 8)
     assert torch.equal(model(x), x.view(2, 5, 2, 4).transpose(1, 2))
     with pytest.raises(archspec.SpecError, match="dimension 1 has the symbolic size L"):
@@ -274,7 +258,7 @@ def test_exported_with_a_dynamic_image_size_the_grids_follow():
     """The grid a rearrange cuts, the one a merge halves, and the one the next rearrange reads
     from the tokens all follow the image (TOKEN_GRID), here at sizes it was not built for."""
     text = spec(PATCH_GRID, "  image: [B, 3, 16, 16]\n")
-    report, model = build(text)
+    report, model = build_counted(text)
     program = export_program(model, report.graph, size_range=SizeRange(16, 64, 8))
     for height, width in ((32, 24), (48, 64)):
         eager = archspec.build_text(text.replace("16, 16]", f"{height}, {width}]"), seed=0).eval()
@@ -371,7 +355,7 @@ outputs: [scores, chain, pixels]
 
 
 def test_the_ops_export_with_a_dynamic_batch():
-    report, model = build(EVERY_USE)
+    report, model = build_counted(EVERY_USE)
     program = export_program(model, report.graph)
     args = (torch.randn(5, 6, 16), torch.randn(5, 3, 8, 8))  # not the batch it was traced with
     with torch.no_grad():
@@ -382,7 +366,7 @@ def test_the_ops_export_with_a_dynamic_batch():
 
 def test_the_ops_in_onnx_match_onnxruntime(tmp_path):
     pytest.importorskip("onnxruntime")
-    report, model = build(EVERY_USE)
+    report, model = build_counted(EVERY_USE)
     result = export_onnx(model, report.graph, str(tmp_path / "model.onnx"))
     assert result.max_difference is not None and result.max_difference < 1e-4  # at batch 3, traced at another
 

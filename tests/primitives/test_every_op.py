@@ -18,28 +18,12 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import archspec
 from archspec.cli import EXIT_SPEC, main
-from archspec.compiler.backends.export import example_inputs, export_program
+from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import checks_tensorrt_coverage, run_capturing
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage
 
 TOL = 1e-5
-
-
-def build(text: str, seed: int = 0):
-    report = archspec.check_text(text)
-    model = archspec.build_text(text, seed=seed).eval()
-    assert sum(p.numel() for p in model.parameters()) == report.params, "checker and module disagree on params"
-    return report, model
-
-
-def checks_shapes(report, model, args):
-    """Every node's module gives the checker's shape (read with forward hooks)."""
-    _, outputs = run_capturing(model, args)
-    assert outputs
-    for name, out in outputs.items():
-        expected = [args[0].shape[0] if str(d) == "B" else d for d in report.graph.type_of(name).shape]
-        assert list(out.shape) == expected, name
 
 
 def spec(graph: str, inputs: str = "  x: [B, 6, 8]\n", params: str = "") -> str:
@@ -51,7 +35,7 @@ def spec(graph: str, inputs: str = "  x: [B, 6, 8]\n", params: str = "") -> str:
 
 def test_a_logit_soft_cap_is_scale_tanh_scale():
     """Gemma 2's soft-capping, c * tanh(x / c), from the ops and the tanh activation."""
-    report, model = build(spec(params="params:\n  cap: 30.0\n", graph="""
+    report, model = build_counted(spec(params="params:\n  cap: 30.0\n", graph="""
   - {id: down, scale: {factor: "${1 / cap}"}}
   - {id: squash, activation: {fn: tanh}}
   - {id: capped, scale: {factor: "${cap}"}}
@@ -65,7 +49,7 @@ def test_a_logit_soft_cap_is_scale_tanh_scale():
 
 def test_scale_undoes_t5s_folded_query_scale():
     """T5 folds 1/sqrt(d) into its query weights; a scale by sqrt(d) gives the plain queries back."""
-    _, model = build(spec(params="params:\n  d: 64\n", graph="""
+    _, model = build_counted(spec(params="params:\n  d: 64\n", graph="""
   - {id: folded, scale: {factor: "${d ** -0.5}"}}
   - {id: plain, scale: {factor: "${d ** 0.5}"}}
 """))
@@ -76,7 +60,7 @@ def test_scale_undoes_t5s_folded_query_scale():
 
 def test_gemma_rms_norm_by_hand():
     """Gemma's RMSNorm, x / sqrt(mean(x**2) + eps) * (1 + w), from power, reduce, shift, divide."""
-    report, model = build(spec(params="params:\n  eps: 1.0e-6\n", graph="""
+    report, model = build_counted(spec(params="params:\n  eps: 1.0e-6\n", graph="""
   - {id: w, param: {shape: [8], init: normal, std: 0.5}}
   - {id: gain, shift: {value: 1}}
   - {id: square, from: x, power: {exponent: 2}}
@@ -95,7 +79,7 @@ def test_gemma_rms_norm_by_hand():
 
 
 def test_subtract_and_divide_broadcast():
-    report, model = build(spec(inputs="  x: [B, 6, 8]\n  y: [B, 1, 8]\n", graph="""
+    report, model = build_counted(spec(inputs="  x: [B, 6, 8]\n  y: [B, 1, 8]\n", graph="""
   - {id: d, from: [x, y], subtract: {}}
   - {id: back, from: [y, x], subtract: {}}
   - {id: q, from: [d, back], divide: {}}
@@ -161,7 +145,7 @@ REFERENCE = {"mean": lambda x, axes, keep: x.mean(axes, keep), "sum": lambda x, 
 def test_reduce_computes_fn_and_keeps_the_layout_only_where_it_fits(source, fn, axes, keepdim, layout, shape, grid,
                                                                     prefix):
     node = f"{{id: r, from: {source}, reduce: {{fn: {fn}, axes: {axes}, keepdim: {str(keepdim).lower()}}}}}"
-    report, model = build(GRID + f"  - {node}\noutputs: [r, cls, img]\n")
+    report, model = build_counted(GRID + f"  - {node}\noutputs: [r, cls, img]\n")
     out = report.graph.type_of("r")
     assert (out.layout, out.shape[1:], out.grid, out.prefix) == (layout, shape, grid, prefix)
     image = torch.randn(2, 3, 16, 16)
@@ -182,7 +166,7 @@ outputs: [over_channels, over_tokens]
 
 
 def test_reduce_on_integers_keeps_them_but_refuses_a_mean():
-    report, model = build(spec(inputs="  ids: {shape: [B, 6], dtype: int64}\n",
+    report, model = build_counted(spec(inputs="  ids: {shape: [B, 6], dtype: int64}\n",
                                graph="  - {id: most, reduce: {fn: max, axes: [1]}}\n"))
     assert report.graph.type_of("most").dtype == "int64" and report.graph.type_of("most").layout == "tensor"
     ids = torch.randint(0, 50, (3, 6))
@@ -195,7 +179,7 @@ def test_reduce_on_integers_keeps_them_but_refuses_a_mean():
 
 
 def test_softmax_along_an_axis():
-    report, model = build(spec(graph="""
+    report, model = build_counted(spec(graph="""
   - {id: last, softmax: {}}
   - {id: over_tokens, from: x, softmax: {axis: 1}}
 outputs: [last, over_tokens]
@@ -212,7 +196,7 @@ outputs: [last, over_tokens]
 
 
 def test_constants_are_buffers_that_broadcast():
-    report, model = build(spec(inputs="  x: [B, 3, 4, 4]\n", graph="""
+    report, model = build_counted(spec(inputs="  x: [B, 3, 4, 4]\n", graph="""
   - {id: one_half, constant: {shape: [4], value: 0.5}}
   - {id: eye, constant: {shape: [3, 4, 4], fill: eye}}
   - {id: ones, constant: {shape: [4, 1], fill: ones}}
@@ -240,7 +224,7 @@ def test_what_is_made_from_constants_keeps_a_batch_of_1():
     """A conv, pool or pad of a constant is no more per-sample than the constant: the checker says
     [1, ...] as the module gives (user trial 13: a conv of a constant was typed [B, ...], and a
     concat with the image passed the check and failed in torch)."""
-    report, model = build(spec(inputs="  image: [B, 3, 8, 8]\n", graph="""
+    report, model = build_counted(spec(inputs="  image: [B, 3, 8, 8]\n", graph="""
   - {id: c, constant: {shape: [4, 8, 8], fill: index, along: -1}}
   - {id: c_image, rearrange: {pattern: "b c h w -> b c h w", as: image}}
   - {id: proj, conv: {out: 3, kernel: 1}}
@@ -336,7 +320,7 @@ def every_op_reference(model, x):
 
 
 def test_every_op_against_its_definition_and_flop_counter():
-    report, model = build(EVERY_OP)
+    report, model = build_counted(EVERY_OP)
     x = torch.randn(2, 8, 8)
     for got, want in zip(model(x), every_op_reference(model, x), strict=True):
         assert torch.allclose(got, want, atol=TOL)
@@ -349,7 +333,7 @@ def test_every_op_against_its_definition_and_flop_counter():
 
 
 def test_every_op_exports_with_a_dynamic_batch():
-    report, model = build(EVERY_OP)
+    report, model = build_counted(EVERY_OP)
     program = export_program(model, report.graph)
     x = torch.randn(5, 8, 8)  # not the batch it was traced with
     with torch.no_grad():
@@ -359,7 +343,7 @@ def test_every_op_exports_with_a_dynamic_batch():
 
 def test_every_op_in_onnx_matches_onnxruntime(tmp_path):
     pytest.importorskip("onnxruntime")
-    report, model = build(EVERY_OP)
+    report, model = build_counted(EVERY_OP)
     result = export_onnx(model, report.graph, str(tmp_path / "model.onnx"))
     assert result.max_difference is not None and result.max_difference < 1e-4  # at batch 3, traced at another
 

@@ -18,8 +18,8 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import checks_tensorrt_coverage, run_capturing
-from tests.primitives.test_every_op import build
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage
+
 
 EXPAND = """
 name: expand_ops
@@ -53,17 +53,9 @@ def reference(model, x, y):
             rows * y, x)
 
 
-def checks_shapes(report, model, args, sizes):
-    """Every node's module gives the checker's shape, symbolic sizes read from `sizes`."""
-    _, outputs = run_capturing(model, args)
-    for name, out in outputs.items():
-        expected = [sizes.get(str(d), d) for d in report.graph.type_of(name).shape]
-        assert list(out.shape) == expected, name
-
-
 @pytest.mark.parametrize("batch, length", [(2, 7), (3, 12)])
 def test_against_tensor_expand(batch, length):
-    report, model = build(EXPAND)
+    report, model = build_counted(EXPAND)
     x, y = inputs(batch, length)
     for name, got, want in zip(report.outputs, model(x, y), reference(model, x, y), strict=True):
         assert got.shape == want.shape and torch.equal(got, want), name
@@ -98,7 +90,7 @@ outputs: [per_sample, as_tokens, cls_b]
 
 
 def test_params_flops_and_no_copy():
-    report, model = build(EXPAND)
+    report, model = build_counted(EXPAND)
     counter = FlopCounterMode(display=False)
     with counter:
         out = model(*inputs(1))
@@ -107,7 +99,7 @@ def test_params_flops_and_no_copy():
 
 
 def test_exports_with_a_dynamic_batch_and_length():
-    report, model = build(EXPAND)
+    report, model = build_counted(EXPAND)
     program = export_program(model, report.graph)
     for args in (inputs(5, 9), inputs(3, 17)):  # neither the batch nor the length it was traced with
         with torch.no_grad():
@@ -118,7 +110,7 @@ def test_exports_with_a_dynamic_batch_and_length():
 def test_onnx_matches_onnxruntime(tmp_path):
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    report, model = build(EXPAND)
+    report, model = build_counted(EXPAND)
     path = str(tmp_path / "model.onnx")
     result = export_onnx(model, report.graph, path)
     assert result.max_difference is not None and result.max_difference < 1e-4  # at another batch and length
@@ -127,7 +119,7 @@ def test_onnx_matches_onnxruntime(tmp_path):
 
 def test_onnxruntime_at_two_lengths(tmp_path):
     ort = pytest.importorskip("onnxruntime")
-    report, model = build(EXPAND)
+    report, model = build_counted(EXPAND)
     path = str(tmp_path / "model.onnx")
     export_onnx(model, report.graph, path)
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])

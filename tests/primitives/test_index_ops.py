@@ -21,17 +21,9 @@ import archspec
 from archspec.compiler.backends.export import example_inputs, export_program
 from archspec.compiler.lower import lower
 
-from tests.conftest import run_capturing
+from tests.conftest import build_counted, checks_shapes
 
 TOL = 1e-5
-
-
-def build(text: str, seed: int = 0):
-    """(report, model) with the checker's parameter count and FLOPs equal to the module's."""
-    report = archspec.check_text(text)
-    model = archspec.build_text(text, seed=seed).eval()
-    assert sum(p.numel() for p in model.parameters()) == report.params, "checker and module disagree on params"
-    return report, model
 
 
 def flops_of(model, args) -> int:
@@ -40,17 +32,6 @@ def flops_of(model, args) -> int:
     with counter, torch.no_grad():
         model(*[a[:1] for a in args])
     return counter.get_total_flops()
-
-
-def checks_shapes(report, model, args):
-    """Every node's module gives the checker's shape and dtype (read with forward hooks)."""
-    _, outputs = run_capturing(model, args)
-    assert outputs
-    for name, out in outputs.items():
-        node_type = report.graph.type_of(name)
-        expected = [args[0].shape[0] if str(d) == "B" else d for d in node_type.shape]
-        assert list(out.shape) == expected, name
-        assert str(out.dtype) == f"torch.{node_type.dtype}", name
 
 
 # -- MAE's random masking ------------------------------------------------------------------------
@@ -81,7 +62,7 @@ def hf_random_masking(x, noise, ratio=0.75):
 
 
 def test_mae_random_masking_equals_hugging_face():
-    report, model = build(MASKING)
+    report, model = build_counted(MASKING)
     x, noise = torch.randn(3, 16, 8), torch.rand(3, 16)
     kept, mask, restore = model(x, noise)
     ref_kept, ref_mask, ref_restore = hf_random_masking(x, noise)
@@ -89,7 +70,7 @@ def test_mae_random_masking_equals_hugging_face():
     assert torch.equal(mask, ref_mask) and mask.dtype == torch.float32
     assert torch.equal(restore, ref_restore) and restore.dtype == torch.int64
     assert report.graph.type_of("kept").grid is None
-    checks_shapes(report, model, (x, noise))
+    checks_shapes(report, model, (x, noise), dtypes=True)
     assert report.params == 0 and report.flops == flops_of(model, (x, noise)) == 0
 
 
@@ -98,7 +79,7 @@ def test_mae_embeddings_are_patchify_then_gather_with_skip_prefix():
     transformers = pytest.importorskip("transformers")
     from transformers.models.vit_mae.modeling_vit_mae import ViTMAEEmbeddings
 
-    report, model = build("""
+    report, model = build_counted("""
 name: mae_embeddings
 inputs:
   image: [B, 3, 16, 16]
@@ -122,12 +103,12 @@ outputs: [kept, mask, restore]
         for got, want in zip(model(image, noise), reference(image, noise)):
             assert torch.equal(got, want)
     assert report.params == sum(p.numel() for p in reference.parameters())
-    checks_shapes(report, model, (image, noise))
+    checks_shapes(report, model, (image, noise), dtypes=True)
 
 
 def test_the_restore_direction_puts_kept_tokens_back_in_place():
     """MAE's decoder: cat(kept, filler) gathered by ids_restore has each kept token at its place."""
-    report, model = build(MASKING.replace("  noise: [B, 16]", "  noise: [B, 16]\n  fill: [B, 12, 8]")
+    report, model = build_counted(MASKING.replace("  noise: [B, 16]", "  noise: [B, 16]\n  fill: [B, 12, 8]")
                           .replace("outputs: [kept, mask, restore]", """\
   - {id: joined, from: [kept, fill], concat: {}}
   - {id: unshuffled, from: [joined, restore], gather: {}}
@@ -135,13 +116,13 @@ outputs: [unshuffled, mask]"""))
     x, noise = torch.randn(2, 16, 8), torch.rand(2, 16)
     unshuffled, mask = model(x, noise, torch.zeros(2, 12, 8))
     assert torch.equal(unshuffled, x * (1 - mask).unsqueeze(-1))
-    checks_shapes(report, model, (x, noise, torch.zeros(2, 12, 8)))
+    checks_shapes(report, model, (x, noise, torch.zeros(2, 12, 8)), dtypes=True)
 
 
 # -- each op against its definition -----------------------------------------------------------------
 
 def test_argsort_descending_of_a_float_sequence_and_of_ids():
-    report, model = build("""
+    report, model = build_counted("""
 name: a
 inputs:
   scores: [B, 10]
@@ -155,7 +136,7 @@ outputs: [down, up]
     down, up = model(scores, ids)
     assert torch.equal(scores.gather(1, down), scores.sort(dim=1, descending=True).values)
     assert torch.equal(ids.gather(1, up), torch.arange(10).expand(2, 10))  # the inverse permutation
-    checks_shapes(report, model, (scores, ids))
+    checks_shapes(report, model, (scores, ids), dtypes=True)
 
 
 GRID = """
@@ -169,7 +150,7 @@ graph:
 
 
 def test_gather_keeps_the_class_token_in_front_with_skip_prefix():
-    report, model = build(GRID + "  - {id: kept, from: [patch, index], gather: {count: 5, skip_prefix: true}}\n")
+    report, model = build_counted(GRID + "  - {id: kept, from: [patch, index], gather: {count: 5, skip_prefix: true}}\n")
     image, index = torch.randn(2, 3, 16, 16), torch.stack([torch.randperm(16)[:6] for _ in range(2)])
     patches = model.patch(image)  # [2, 17, 8]: class token, then 4x4 patches
     picked = torch.stack([patches[b, 1:][index[b, :5]] for b in range(2)])  # [2, 5, 8]
@@ -177,7 +158,7 @@ def test_gather_keeps_the_class_token_in_front_with_skip_prefix():
     out = report.graph.type_of("kept")
     assert out.prefix == 1 and out.grid is None and out.shape[1:] == (6, 8)
     assert report.graph.node("kept").op.value_range(report.graph.node("kept").params, 1, _context(report, "kept")) == 16
-    checks_shapes(report, model, (image, index))
+    checks_shapes(report, model, (image, index), dtypes=True)
 
 
 def _context(report, name):
@@ -187,7 +168,7 @@ def _context(report, name):
 
 
 def test_scatter_places_tokens_and_keeps_the_grid_of_what_it_fills():
-    report, model = build(GRID + """
+    report, model = build_counted(GRID + """
   - {id: grid, slice: {start: 1}}
   - {id: kept, from: [grid, index], gather: {}}
   - {id: first, from: [grid, index], gather: {count: 4}}
@@ -206,14 +187,14 @@ outputs: [placed, back]
     assert torch.equal(placed, expected)
     assert torch.equal(back, patches)  # gathered tokens put back where they came from
     assert report.graph.type_of("back") == report.graph.type_of("patch")  # the 4x4 grid and the class token
-    checks_shapes(report, model, (image, index))
+    checks_shapes(report, model, (image, index), dtypes=True)
 
 
 @pytest.mark.parametrize("op,python", [("lt", lambda a, v: a < v), ("le", lambda a, v: a <= v),
                                        ("gt", lambda a, v: a > v), ("ge", lambda a, v: a >= v),
                                        ("eq", lambda a, v: a == v), ("ne", lambda a, v: a != v)])
 def test_compare_gives_zeros_and_ones(op, python):
-    report, model = build(f"""
+    report, model = build_counted(f"""
 name: c
 inputs:
   x: [B, 6, 8]
@@ -229,7 +210,7 @@ outputs: [m, masked, f]
     assert torch.equal(m, python(ids, 3).long()) and report.graph.type_of("m").layout == "ids"
     assert torch.equal(f, python(x, 0.25).float()) and report.graph.type_of("f").layout == "tensor"
     assert torch.allclose(masked, torch.where(m.bool().unsqueeze(-1), model.masked.token, x), atol=TOL)
-    checks_shapes(report, model, (x, ids))
+    checks_shapes(report, model, (x, ids), dtypes=True)
 
 
 # -- located errors -----------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import checks_tensorrt_coverage, perturb_constants
-from tests.primitives.test_every_op import TOL, build, checks_shapes
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage, perturb_constants
+from tests.primitives.test_every_op import TOL
 
 NORMS = """
 name: norm_options
@@ -43,7 +43,7 @@ outputs: [ln2d, ln2d_no_bias, ln_no_bias, ln, bn2d_no_bias, bn_tokens_no_bias, b
 
 
 def built():
-    report, model = build(NORMS)
+    report, model = build_counted(NORMS)
     return report, perturb_constants(model).eval()
 
 

@@ -16,25 +16,9 @@ import torch.nn.functional as F
 import archspec
 from archspec.compiler.backends.export import example_inputs
 
-from tests.conftest import run_capturing
+from tests.conftest import build_counted, checks_shapes
 
 TOL = 1e-5
-
-
-def build(text: str, seed: int = 0):
-    report = archspec.check_text(text)
-    model = archspec.build_text(text, seed=seed).eval()
-    assert sum(p.numel() for p in model.parameters()) == report.params, "checker and module disagree on params"
-    return report, model
-
-
-def checks_shapes(report, model, args):
-    """Every node's module gives the checker's shape (read with forward hooks)."""
-    _, outputs = run_capturing(model, args)
-    assert outputs
-    for name, out in outputs.items():
-        expected = [args[0].shape[0] if str(d) == "B" else d for d in report.graph.type_of(name).shape]
-        assert list(out.shape) == expected, name
 
 
 TOKENS = """
@@ -47,7 +31,7 @@ graph:
 
 
 def test_add_and_multiply_broadcast():
-    report, model = build(TOKENS + """
+    report, model = build_counted(TOKENS + """
   - {id: s, from: [x, y], add: {}}
   - {id: p, param: {shape: [8], init: normal}}
   - {id: m, from: [s, p], multiply: {}}
@@ -65,7 +49,7 @@ def test_shapes_that_do_not_broadcast_are_refused():
 
 
 def test_concat_slice_select():
-    report, model = build(TOKENS + """
+    report, model = build_counted(TOKENS + """
   - {id: both, from: [x, y], concat: {along: tokens}}
   - {id: middle, slice: {start: 4, stop: 9}}
   - {id: wide, from: [x, y], concat: {along: channels}}
@@ -90,7 +74,7 @@ graph:
 
 
 def test_learned_tokens_join_the_prefix_and_slicing_them_off_keeps_the_grid():
-    report, model = build(GRID + """
+    report, model = build_counted(GRID + """
   - {id: cls, tokens: {count: 1}}
   - {id: reg, tokens: {count: 2, at: 1}}
   - {id: grid, slice: {start: 3}}
@@ -110,7 +94,7 @@ def test_learned_tokens_join_the_prefix_and_slicing_them_off_keeps_the_grid():
 
 
 def test_to_tokens_pixel_shuffle_and_linear():
-    report, model = build(GRID + """
+    report, model = build_counted(GRID + """
   - {id: img, to_image: {}}
   - {id: up, pixel_shuffle: {factor: 2}}
   - {id: tok, to_tokens: {}}
@@ -128,7 +112,7 @@ def test_to_tokens_pixel_shuffle_and_linear():
 
 
 def test_mask_token_replaces_masked_positions_only():
-    report, model = build("""
+    report, model = build_counted("""
 name: m
 inputs:
   image: [B, 3, 16, 16]
@@ -155,7 +139,7 @@ graph:
 
 
 def test_rms_norm_and_layer_scale():
-    report, model = build(TOKENS + """
+    report, model = build_counted(TOKENS + """
   - {id: n, from: x, norm: {kind: rms, eps: 1.0e-6}}
   - {id: mlp, mlp: {hidden: 16, norm_kind: rms, layer_scale: 0.5}}
 """)
@@ -175,7 +159,7 @@ def test_rms_norm_and_layer_scale():
 
 
 def test_gated_mlp_is_swiglu():
-    _, model = build(TOKENS + "  - {id: mlp, from: x, mlp: {hidden: 12, act: silu, gated: true, bias: false, "
+    _, model = build_counted(TOKENS + "  - {id: mlp, from: x, mlp: {hidden: 12, act: silu, gated: true, bias: false, "
                               "norm: none}}\n")
     x = torch.randn(2, 6, 8)
     gate, up = model.mlp.fc1.weight[:12], model.mlp.fc1.weight[12:]
@@ -220,7 +204,7 @@ def rotate(t, dims, theta):
 @pytest.mark.parametrize("kind, mask", [("global", None), ("causal", "causal"), ("sliding", "sliding")])
 def test_sequence_attention_with_gqa_rope_and_padding(kind, mask):
     window = ", window: 3" if kind == "sliding" else ""
-    _, model = build(f"""
+    _, model = build_counted(f"""
 name: a
 dims: {{L: [1, 16]}}
 inputs:
@@ -247,7 +231,7 @@ graph:
 
 
 def test_qk_norm_and_qv_biases():
-    _, model = build("""
+    _, model = build_counted("""
 name: a
 inputs:
   x: [B, 5, 16]
@@ -282,7 +266,7 @@ def test_causal_attention_over_image_patches_needs_saying_so():
 
 
 def test_token_type_embeddings_and_the_pooler():
-    _, model = build("""
+    _, model = build_counted("""
 name: b
 inputs:
   ids: {shape: [B, 6], dtype: int64}
@@ -300,7 +284,7 @@ outputs: [embed, pool]
 
 
 def test_distilled_head_averages_in_eval_and_gives_both_in_training():
-    _, model = build(GRID.replace("dim: 8}", "dim: 8, cls_token: 2}") + "  - {id: head, head: {kind: distilled, "
+    _, model = build_counted(GRID.replace("dim: 8}", "dim: 8, cls_token: 2}") + "  - {id: head, head: {kind: distilled, "
                                                                      "classes: 3}}\n")
     image = torch.randn(2, 3, 16, 16)
     tokens = model.patch(image)
@@ -323,7 +307,7 @@ outputs: [rec]
 objectives:
   - {id: l1, from: [rec, image, mask], loss: {kind: masked_l1}}
 """
-    report, model = build(text)
+    report, model = build_counted(text)
     assert (report.params, report.flops) == (plain.params, plain.flops)
     image, mask = torch.randn(2, 3, 16, 16), torch.randint(0, 2, (2, 4, 4))
     prediction = model(image, mask)

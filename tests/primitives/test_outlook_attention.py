@@ -24,8 +24,8 @@ from archspec.compiler.backends.onnx_fusions import fusion_of
 from archspec.primitives.decoding import DECODE, ROLE, Mixes
 from archspec.primitives.ops.attention.outlook import OUTLOOK
 
-from tests.conftest import checks_tensorrt_coverage
-from tests.primitives.test_every_op import TOL, build, checks_shapes
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage
+from tests.primitives.test_every_op import TOL
 
 volo = pytest.importorskip("timm.models.volo")
 
@@ -77,7 +77,7 @@ def inputs(batch: int = 2):
 
 
 def test_against_timm_outlook_attention():
-    _, model = build(OUTLOOK_SPEC)
+    _, model = build_counted(OUTLOOK_SPEC)
     perturbed(model)
     x, odd = inputs()
     outs = dict(zip(("strided", "dense", "odd_grid", "block"), model(x, odd)))
@@ -96,7 +96,7 @@ def test_against_timm_outlook_attention():
 
 def test_a_wrong_stride_is_seen():
     """The comparison can fail: timm's module with stride 1 where the node has 2 differs."""
-    _, model = build(OUTLOOK_SPEC)
+    _, model = build_counted(OUTLOOK_SPEC)
     perturbed(model)
     x, odd = inputs()
     with torch.no_grad():
@@ -105,7 +105,7 @@ def test_a_wrong_stride_is_seen():
 
 
 def test_shapes_params_and_flops():
-    report, model = build(OUTLOOK_SPEC)
+    report, model = build_counted(OUTLOOK_SPEC)
     x, odd = inputs(1)
     checks_shapes(report, model, (x, odd))
     per_node = {name: sum(p.numel() for p in getattr(model, name).parameters()) for name in ("strided", "dense")}
@@ -128,7 +128,7 @@ def test_facts():
 
 
 def test_exports_with_a_dynamic_batch():
-    report, model = build(OUTLOOK_SPEC)
+    report, model = build_counted(OUTLOOK_SPEC)
     program = export_program(model, report.graph)
     x, odd = inputs(5)  # not the batch it was traced with
     with torch.no_grad():
@@ -139,7 +139,7 @@ def test_exports_with_a_dynamic_batch():
 def test_onnx_matches_onnxruntime(tmp_path):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    report, model = build(OUTLOOK_SPEC)
+    report, model = build_counted(OUTLOOK_SPEC)
     result = export_onnx(model, report.graph, str(tmp_path / "model.onnx"))
     assert result.max_difference is not None and result.max_difference < 1e-4  # at batch 3, traced at another
 

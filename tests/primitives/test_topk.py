@@ -18,10 +18,9 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.primitives.test_every_op import TOL, build, checks_shapes
-from tests.primitives.test_index_ops import checks_shapes as checks_shapes_and_dtypes
+from tests.primitives.test_every_op import TOL
 
-from tests.conftest import checks_tensorrt_coverage
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage
 
 TOPK = """
 name: topk_ops
@@ -61,12 +60,12 @@ def reference(model, x, noise):
 
 
 def test_against_torch_topk():
-    report, model = build(TOPK)
+    report, model = build_counted(TOPK)
     x, noise = inputs()
     for name, got, want in zip(report.outputs, model(x, noise), reference(model, x, noise), strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape, name
         assert torch.allclose(got, want, atol=TOL) if got.is_floating_point() else torch.equal(got, want), name
-    checks_shapes_and_dtypes(report, model, (x, noise))
+    checks_shapes(report, model, (x, noise), dtypes=True)
 
 
 def test_the_types():
@@ -86,7 +85,7 @@ def test_the_values_of_a_token_grid_keep_the_grid():
 
 
 def test_params_and_flops():
-    report, model = build(TOPK)
+    report, model = build_counted(TOPK)
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model(*inputs(1))
@@ -95,7 +94,7 @@ def test_params_and_flops():
 
 
 def test_exports_with_a_dynamic_batch():
-    report, model = build(TOPK)
+    report, model = build_counted(TOPK)
     program = export_program(model, report.graph)
     args = inputs(5)  # not the batch it was traced with
     with torch.no_grad():
@@ -106,7 +105,7 @@ def test_exports_with_a_dynamic_batch():
 def test_onnx_matches_onnxruntime(tmp_path):
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    report, model = build(TOPK)
+    report, model = build_counted(TOPK)
     path = str(tmp_path / "model.onnx")
     result = export_onnx(model, report.graph, path)
     assert result.max_difference is not None and result.max_difference < 1e-4  # at batch 3, traced at another
@@ -121,7 +120,7 @@ def test_tensorrt_converts_topk(tmp_path, capsys):
 def test_k_may_be_an_expression_and_reach_a_symbolic_length():
     text = ("name: s\nparams: {experts: 8, top: 2}\ndims:\n  L: [4, 64]\ninputs:\n  x: [B, L, 8]\ngraph:\n"
             "  - {id: a, topk: {k: '${top}'}}\n  - {id: b, from: x, topk: {k: 4, axis: 1}}\noutputs: [a, b]\n")
-    report, model = build(text)
+    report, model = build_counted(text)
     x = torch.randn(2, 9, 8)
     a, b = model(x)
     assert torch.equal(b, torch.topk(x, 4, dim=1).values) and torch.equal(a, torch.topk(x, 2).values)

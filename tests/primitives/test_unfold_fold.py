@@ -19,9 +19,9 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.primitives.test_every_op import TOL, build, checks_shapes
+from tests.primitives.test_every_op import TOL
 
-from tests.conftest import checks_tensorrt_coverage
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage
 
 FOLDS = """
 name: fold_ops
@@ -53,7 +53,7 @@ def reference(model, image):
 
 
 def test_against_torch_unfold_and_fold():
-    report, model = build(FOLDS)
+    report, model = build_counted(FOLDS)
     image = torch.randn(2, 8, 6, 6)
     for name, got, want in zip(report.outputs, model(image), reference(model, image), strict=True):
         assert got.shape == want.shape and torch.allclose(got, want, atol=TOL), name
@@ -79,7 +79,7 @@ def test_a_constant_stays_a_batch_of_1():
 
 
 def test_params_and_flops():
-    report, model = build(FOLDS)
+    report, model = build_counted(FOLDS)
     counter = FlopCounterMode(display=False)
     with counter:
         model(torch.randn(1, 8, 6, 6))
@@ -88,7 +88,7 @@ def test_params_and_flops():
 
 
 def test_exports_with_a_dynamic_batch():
-    report, model = build(FOLDS)
+    report, model = build_counted(FOLDS)
     program = export_program(model, report.graph)
     image = torch.randn(5, 8, 6, 6)  # not the batch it was traced with
     with torch.no_grad():
@@ -99,7 +99,7 @@ def test_exports_with_a_dynamic_batch():
 def test_onnx_matches_onnxruntime(tmp_path):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    report, model = build(FOLDS)
+    report, model = build_counted(FOLDS)
     result = export_onnx(model, report.graph, str(tmp_path / "model.onnx"))
     assert result.max_difference is not None and result.max_difference < 1e-4  # at batch 3, traced at another
 
