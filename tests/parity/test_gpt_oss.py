@@ -20,11 +20,11 @@ import pytest
 import torch
 
 import archspec
-from archspec.compiler.generate import generate
 
 from tests.conftest import ROOT, scratch
-from tests.generate.test_generate import left_padded, one_thread  # noqa: F401
-from tests.parity.test_vocabulary import TOL, close, ids, perturb_everything
+from tests.generate.test_generate import one_thread  # noqa: F401
+from tests.parity.causal_lm import greedy_equal, logits_equal, padded_logits_equal
+from tests.parity.test_vocabulary import perturb_everything
 
 pytest.importorskip("transformers")
 
@@ -76,34 +76,12 @@ def test_parameter_counts(pair):
 
 @pytest.mark.parametrize("length", [12, 40])
 def test_logits_match(pair, length):
-    ref, ours = pair
-    input_ids = ids(2, length, VOCAB)
-    with torch.no_grad():
-        expected, got = ref(input_ids=input_ids).logits, ours(input_ids)
-    assert close(expected, got) < TOL, close(expected, got)
+    logits_equal(*pair, length, VOCAB)
 
 
 def test_logits_on_a_left_padded_batch(pair):
-    ref, ours = pair
-    input_ids, mask = left_padded()
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as generate numbers them
-    with torch.no_grad():
-        expected = ref(input_ids=input_ids, attention_mask=mask, position_ids=positions).logits
-        for row in range(input_ids.shape[0]):
-            real = mask[row].bool()
-            got = ours(input_ids[row, real][None])[0]
-            assert close(expected[row, real], got) < TOL, (row, close(expected[row, real], got))
+    padded_logits_equal(*pair)
 
 
 def test_greedy_equals_hugging_faces_at_batch_1_and_on_a_left_padded_batch(pair, one_thread):  # noqa: F811
-    ref, ours = pair
-    prompt = torch.randint(1, VOCAB, (1, 7), generator=torch.Generator().manual_seed(6))
-    with torch.no_grad():
-        expected = ref.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=NEW, do_sample=False,
-                                pad_token_id=0)
-    out = generate(ours, prompt, max_new_tokens=NEW)
-    assert out.shape == (1, 7 + NEW) and torch.equal(out, expected)  # past the window: the sliding layers' ring
-    input_ids, mask = left_padded()
-    with torch.no_grad():
-        expected = ref.generate(input_ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False, pad_token_id=0)
-    assert torch.equal(generate(ours, input_ids, max_new_tokens=NEW, attention_mask=mask), expected)
+    greedy_equal(*pair, new=NEW, vocab=VOCAB)  # past the window: the sliding layers' ring
