@@ -128,8 +128,8 @@ def _main(argv: list[str] | None) -> int:
 def run() -> None:
     """The console entry point: main(), then exit without tearing the interpreter down.
 
-    Everything is written and flushed by then; skipping the teardown (freeing networkx's and
-    pydantic's objects one by one) saves about a third of `archspec check`'s time.
+    Everything is written and flushed by then; the teardown (freeing networkx's objects one by
+    one) is time an exiting command need not spend.
     """
     code = main()
     try:

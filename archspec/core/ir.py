@@ -45,7 +45,7 @@ INPUT = _Input()
 class Node:
     name: str  # dotted path: stages.2.blocks.1.attn
     op: Any  # a primitive kind (archspec.primitives.base.Op), or INPUT
-    params: Any  # a frozen pydantic model; None for graph inputs
+    params: Any  # a frozen declared model (core/declared.py); None for graph inputs
     loc: Loc | None = None
     param_locs: Mapping[str, Loc] = field(default_factory=dict, compare=False)
     from_loc: Loc | None = None

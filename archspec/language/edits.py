@@ -84,15 +84,14 @@ def write_graph(out: Document, edited: list) -> None:
 @functools.cache
 def _edits_model():
     """The schema of the three edit keys, as SpecDoc gives them."""
-    from pydantic import create_model
+    from ..core.declared import create_model
 
     fields = {key: (SpecDoc.model_fields[key].annotation, SpecDoc.model_fields[key]) for key in EDITS}
     return create_model("SpecEdits", __base__=StrictSpecModel, **fields)
 
 
 def _check_edit_form(child: Document, keys: list[str]) -> None:
-    from pydantic import ValidationError
-
+    from ..core.declared import ValidationError
     from .validation import diagnostics_from
 
     edits = {key: child.data[key] for key in keys}

@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import ValidationError
-
+from ..core.declared import ValidationError
 from ..core.errors import Collector, Loc, SpecError, error, warning
 from ..core.ir import INPUT, Graph, GroupInfo, Node, Output
 from ..primitives import plugins

@@ -7,9 +7,7 @@ read). Each raises, or returns, a located error with the text and hint `check` s
 
 from __future__ import annotations
 
-
-from pydantic import ValidationError
-
+from ..core.declared import ValidationError
 from ..core.errors import SpecError, error
 from ..core.ir import Graph
 from ..core.words import DidYouMean, did_you_mean, one_of

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
+from ..core.declared import ValidationError
 from ..core.errors import SpecError, error
 from ..core.words import did_you_mean, one_of
 from ..primitives import registry
@@ -60,7 +59,7 @@ def node_params(primitive: str, values: Any, doc: Document, base: tuple, node_pa
         raise error(f"{primitive} takes a mapping of parameters", doc.loc(base), hint=f"e.g. `- {primitive}: {{...}}`")
     op = op_for(primitive, values, doc, base, node_path)
     try:
-        return op, op.adapter.validate_python(values)
+        return op, op.Params.model_validate(values)
     except ValidationError as exc:
         what = f"{primitive} (kind {op.kind})" if op.kind else primitive
         raise SpecError(diagnostics_from(exc, values, doc, base, op.Params, what, node_path,

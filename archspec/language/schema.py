@@ -1,5 +1,5 @@
-"""The spec document's structure as pydantic models (validation.py turns their errors into
-located, plain-language diagnostics).
+"""The spec document's structure as declared models (core/declared.py; validation.py turns
+their errors into located, plain-language diagnostics).
 
 Nodes of `graph` and of blocks are validated in expand (a node's op may be a user's block,
 and its parameters may hold `${...}` expressions that are evaluated first); this module
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from ..core.declared import Field, Model
 
 FORMAT_VERSION = 1
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -18,8 +18,8 @@ NAME_RULE = "letters, digits and _, not starting with a digit"
 Name = Annotated[str, Field(pattern=IDENTIFIER)]  # a key that names something: letters, digits, _
 
 
-class StrictSpecModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True, defer_build=True)
+class StrictSpecModel(Model):
+    model_config = {"populate_by_name": True}  # `from_` is also found by its alias `from`
 
 
 class InputDecl(StrictSpecModel):

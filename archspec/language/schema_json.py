@@ -19,8 +19,7 @@ import json
 import re
 from typing import Any
 
-from pydantic import TypeAdapter
-
+from ..core.declared import pydantic_model
 from ..primitives import registry
 from .loader import Document
 from .schema import META_KEYS, BlockDef, NodeMeta, SpecDoc
@@ -68,7 +67,7 @@ def _kind_schemas(primitive: str, defs: dict) -> list[dict]:
     for op in registry.ops():
         if op.primitive != primitive:
             continue
-        schema = TypeAdapter(op.Params).json_schema(ref_template=REF)
+        schema = pydantic_model(op.Params).model_json_schema(ref_template=REF)
         for def_name, sub in schema.pop("$defs", {}).items():
             _allow_expressions(sub)
             defs[def_name] = sub
@@ -115,7 +114,7 @@ def spec_json_schema(doc: Document | None = None) -> dict[str, Any]:
     may use only its own blocks, with their parameters."""
     defs: dict[str, Any] = {"Expression": EXPRESSION}
     node_props: dict[str, Any] = {name: _primitive_schema(name, defs) for name in registry.primitives()}
-    meta = NodeMeta.model_json_schema(ref_template=REF, by_alias=True)
+    meta = pydantic_model(NodeMeta).model_json_schema(ref_template=REF, by_alias=True)
     node_props.update(meta["properties"])
     node_props[GROUP] = {"type": "array", "items": {"$ref": "#/$defs/Node"}, "description": "an inline group"}
     defs["Node"] = {
@@ -128,11 +127,11 @@ def spec_json_schema(doc: Document | None = None) -> dict[str, Any]:
     }
     if doc is not None:
         _only_these_blocks(defs["Node"], doc)
-    top = SpecDoc.model_json_schema(ref_template=REF)
+    top = pydantic_model(SpecDoc).model_json_schema(ref_template=REF)
     for def_name, sub in top.pop("$defs", {}).items():
         defs[def_name] = sub
     top["properties"]["graph"]["items"] = {"$ref": "#/$defs/Node"}
-    block = BlockDef.model_json_schema(ref_template=REF)
+    block = pydantic_model(BlockDef).model_json_schema(ref_template=REF)
     block["properties"]["graph"]["items"] = {"$ref": "#/$defs/Node"}
     defs["BlockDef"] = block
     # A spec that `extends` another inherits name, inputs and graph: only a standalone spec needs them.

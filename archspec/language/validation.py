@@ -1,7 +1,8 @@
-"""pydantic's validation errors turned into located, plain-language diagnostics: one per
-offending value, pointing at the value (or the key) in the YAML, with a hint where one helps.
+"""Validation errors (core/declared.py words them as pydantic does) turned into located,
+plain-language diagnostics: one per offending value, pointing at the value (or the key) in the
+YAML, with a hint where one helps.
 
-`diagnostics_from` groups pydantic's errors by the value they are about, drops those another
+`diagnostics_from` groups the errors by the value they are about, drops those another
 error explains (a misspelt key explains the "missing" key it was meant to be; a union
 member's "not a list" beside a real problem inside the value), and asks the explainers below,
 in order, to word each group.
@@ -13,8 +14,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
-
+from ..core.declared import Model, ValidationError
 from ..core.errors import Diagnostic
 from ..core.words import DidYouMean, did_you_mean, one_of
 from .loader import Document
@@ -56,7 +56,7 @@ def describe_value(value: Any) -> str:
 
 
 def _data_path(loc: tuple, data: Any, err_type: str = "") -> tuple[tuple, bool]:
-    """The part of a pydantic error loc that indexes into the data (drops union member labels),
+    """The part of an error loc that indexes into the data (drops union member labels),
     and whether the error is about a mapping's key (rather than its value)."""
     path, node, is_key = [], data, False
     for i, part in enumerate(loc):
@@ -80,7 +80,9 @@ def _members(annotation: Any) -> tuple:
 
 
 def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    """A declared Model, or a pydantic model (compiler/weights/mapping_file.py's): both say their
+    fields in `model_fields`."""
+    return isinstance(annotation, type) and (issubclass(annotation, Model) or hasattr(annotation, "model_fields"))
 
 
 def _step(annotation: Any, part: Any) -> Any:
@@ -107,7 +109,7 @@ def _model_holding(model: Any, path: tuple) -> Any:
 
 
 def field_names(model: Any) -> list[str]:
-    if isinstance(model, type) and issubclass(model, BaseModel):
+    if _is_model(model):
         return [f.alias or name for name, f in model.model_fields.items()]
     return []
 
@@ -273,7 +275,7 @@ def _explain(g: _ValueErrors) -> Diagnostic:
 def diagnostics_from(exc: ValidationError, data: Any, doc: Document, base: tuple, model: Any, what: str = "",
                      node_path: str | None = None,
                      elsewhere: Callable[[str], str | None] | None = None) -> list[Diagnostic]:
-    """Turn one pydantic ValidationError into plain diagnostics, one per offending value.
+    """Turn one ValidationError into plain diagnostics, one per offending value.
 
     `elsewhere(key)` may name where an unknown top-level key belongs (another kind of the
     same primitive)."""

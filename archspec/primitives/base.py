@@ -18,22 +18,19 @@ torch file; no switch elsewhere names it.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Protocol, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-
+from ..core.declared import Field, Model
 from ..core.suggestions import Advice, GridOrigin, InputAdvice, Note, Suggestion
 from ..core.types import TensorType
 
 # -- parameter models --------------------------------------------------------------------------
 
 
-class Params(BaseModel):
-    """Base of every primitive's parameters: strict types, unknown keys rejected, frozen."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+class Params(Model):
+    """Base of every primitive's parameters: strict types, unknown keys rejected, frozen
+    (core/declared.py; a plugin's op declares its fields with this module's `Field`)."""
 
 
 class NoParams(Params):  # an op that takes no parameters (add, to_image, ...): any key is unknown
@@ -210,10 +207,6 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<op {self.label}>"
-
-    @functools.cached_property
-    def adapter(self) -> TypeAdapter:
-        return TypeAdapter(self.Params)
 
     # -- rules -------------------------------------------------------------------------------
     def reads(self, p) -> tuple[str, ...]:

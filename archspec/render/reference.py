@@ -1,7 +1,7 @@
 """The reference tables of specs/README.md, generated from the ops' typed params.
 
 Every option of every primitive, kind and score part, with its type, default and description,
-is read from the pydantic Params models the checker validates with (as MLIR generates op docs
+is read from the declared Params models the checker validates with (as MLIR generates op docs
 from ODS), through the listing `archspec primitives --json` prints. specs/README.md holds the
 tables between markers that name the primitives each block covers:
 

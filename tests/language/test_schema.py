@@ -1,5 +1,5 @@
-"""The spec schema: the JSON Schema `archspec schema` prints for editors, and the pydantic
-validation whose errors become plain, located diagnostics."""
+"""The spec schema: the JSON Schema `archspec schema` prints for editors, and the declared
+models' validation (archspec/core/declared.py) whose errors become plain, located diagnostics."""
 
 from __future__ import annotations
 
@@ -120,10 +120,10 @@ def test_schema_requires_name_inputs_graph_unless_extending(validator):
 
 def test_the_checker_and_the_schema_agree_on_every_shipped_spec():
     for path in SPECS:
-        validate(compose_path(str(path)))  # raises SpecError if pydantic disagrees
+        validate(compose_path(str(path)))  # raises SpecError if the checker disagrees
 
 
-# -- pydantic errors as diagnostics ------------------------------------------------------------
+# -- validation errors as diagnostics ----------------------------------------------------------
 
 
 def diags(text: str):

@@ -3,8 +3,7 @@ input: `ids_shuffle = argsort(noise)`, and inverts a permutation: `ids_restore =
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import TensorType, ids
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register

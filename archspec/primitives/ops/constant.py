@@ -29,8 +29,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import BATCH, DTYPE_BYTES, Sym, TensorType, tensor
 from ..base import Cost, MAX_SIZE, Op, Params, PositiveInt, RuleError
 from ..registry import register

@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal, Union
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.suggestions import Divides, GridOrigin, Remedy
 from ...core.types import Sym, TensorType, grid_tokens, image, tokens
 from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError

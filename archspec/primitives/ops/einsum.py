@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import Field, field_validator
-
+from ...core.declared import Field, field_validator
 from ...core.types import BATCH, TensorType, batch_factor, dim_value, tensor
 from ..axes_notation import AxesError, Equation, Side, input_terms, parse_equation
 from ..base import Cost, Op, Params, RuleError

@@ -33,8 +33,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Literal, Optional
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import BATCH, TensorType, ids, tensor
 from ..activations import Function, described
 from ..base import NoParams, Op, Params, Rate, RuleError, no_cost, require_float

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, Rate, RuleError
 from ..counting import FLOAT_BYTES

@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Union
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import BATCH, Sym, TensorType
 from ..base import Cost, MAX_SIZE, Op, Params, RuleError
 from ..decoding import TOKENWISE, register_decoding

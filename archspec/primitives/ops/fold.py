@@ -8,8 +8,7 @@ output_size). L must be the number of blocks that fit that image.
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import Sym, TensorType
 from ..base import Op, PositiveSize, RuleError, no_cost, size_pair
 from ..decoding import Mixes, register_decoding

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.suggestions import GridOrigin
 from ...core.types import TensorType, grid_tokens, image
 from ..base import NoParams, Op, Params, PositiveInt, PositiveSize, RuleError, no_cost, size_pair

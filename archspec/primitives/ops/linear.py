@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import TensorType
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..counting import linear_flops, linear_params

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import TensorType
 from ..activations import MlpActivation
 from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import TensorType
 from ..base import NonNegInt, Op, Params, PositiveSize, RuleError, no_cost, size_pair
 from ..decoding import Mixes, register_decoding

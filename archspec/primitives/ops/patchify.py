@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.suggestions import Divides, InputMultiple, Remedy
 from ...core.types import TensorType, grid_tokens
 from ..base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, Rate, RuleError

@@ -3,8 +3,7 @@ to pixels, e.g. SimMIM's decoder output to an image."""
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import TensorType, image
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.suggestions import Remedy
 from ...core.types import TensorType
 from ..base import NonNegSize, Op, Params, PositiveSize, RuleError, no_cost, size_pair

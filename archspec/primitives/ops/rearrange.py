@@ -31,8 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.suggestions import GridOrigin
 from ...core.types import Sym, TensorType, batch_factor, batch_times
 from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern

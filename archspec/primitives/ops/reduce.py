@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import TensorType, tensor, vector
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register

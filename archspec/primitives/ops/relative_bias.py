@@ -16,8 +16,7 @@ every layer of a stack, is how T5 shares the table of its first layer with all t
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.suggestions import Remedy
 from ...core.types import DTYPE_BYTES, TensorType, dim_value, tensor
 from ..base import Cost, Op, Params, PositiveInt, RuleError

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.suggestions import Remedy
 from ...core.types import DTYPE_BYTES, TensorType, tensor
 from ..base import Cost, Op, Params, PositiveInt, PositiveSize, RuleError, size_pair

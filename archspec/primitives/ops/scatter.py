@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import BATCH, TensorType
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register

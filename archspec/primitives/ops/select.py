@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import Sym, TensorType, vector
 from ..base import Cost, MAX_SIZE, Op, Params, RuleError
 from ..registry import register

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal, Union
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
 from ..registry import register

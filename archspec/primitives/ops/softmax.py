@@ -3,8 +3,7 @@ a router's weights)."""
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import TensorType
 from ..base import Op, Params, no_cost, require_float
 from ..decoding import TOKENWISE, Mixes, register_decoding

@@ -3,8 +3,7 @@ tokens). They join the prefix: a grid after them is kept."""
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import Sym, TensorType, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
 from ..registry import register

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import Sym, TensorType, ids, tensor, with_channels
 from ..base import MAX_SIZE, Cost, Op, Params, PositiveInt, RuleError
 from ..decoding import TOKENWISE, Mixes, register_decoding

@@ -13,8 +13,7 @@ Columns are ordered as torch's: channel-major, then the kernel's rows and column
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ...core.declared import Field
 from ...core.types import Sym, TensorType, tensor
 from ..base import NonNegSize, Op, Params, PositiveSize, RuleError, no_cost, size_pair
 from ..decoding import Mixes, register_decoding

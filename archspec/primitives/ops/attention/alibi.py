@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType
 from ...base import RuleError
 from ...registry import register

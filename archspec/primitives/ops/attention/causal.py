@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import Sym, TensorType, dim_value
 from ....core.words import plural
 from ....core.suggestions import Divides, Remedy

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
 from ...base import Cost, PositiveInt, RuleError

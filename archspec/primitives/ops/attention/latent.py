@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
 from ...base import Cost, Eps, PositiveInt, RuleError, sublayer_params

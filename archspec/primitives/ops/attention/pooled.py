@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.suggestions import Divides, Remedy
 from ....core.types import TensorType, grid_tokens
 from ...base import Cost, Eps, PositiveInt, RuleError

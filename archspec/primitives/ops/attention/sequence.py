@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
 from ...base import Cost, Eps, PositiveInt, RuleError

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType
 from ...base import PositiveInt, RuleError

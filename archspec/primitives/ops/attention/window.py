@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import Field, field_validator
-
+from ....core.declared import Field, field_validator
 from ....core.suggestions import Divides, GridOrigin, Remedy, Setting
 from ....core.types import TensorType, dim_value
 from ...base import Cost, NonNegInt, PositiveInt, RuleError

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType, vector
 from ...base import Cost, Eps, Op, Params, PositiveInt
 from ...counting import linear_flops, linear_params, norm_params

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType, matrix
 from ...base import Cost, Op, Params, RuleError
 from ...counting import linear_flops

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType, dim_value, tokens, vector
 from ...base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, RuleError
 from ...counting import linear_flops, linear_params, norm_params

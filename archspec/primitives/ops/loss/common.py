@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType, scalar
 from ...base import Cost, Op, Params
 from ...dtypes import READS, ANY

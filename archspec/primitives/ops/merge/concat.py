@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.suggestions import SizeRemedy
 from ....core.types import TensorType, grid_tokens
 from ...base import Cost, Eps, Op, Params, PositiveInt, RuleError

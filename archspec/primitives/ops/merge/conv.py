@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType, grid_tokens
 from ...base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, RuleError
 from ...counting import norm_params

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
-
+from ....core.declared import Field
 from ....core.types import TensorType
 from ...base import RuleError
 

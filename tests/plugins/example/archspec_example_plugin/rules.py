@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
 from archspec.core.types import TensorType, vector
-from archspec.primitives.base import Cost, Op, Params, PositiveInt, RuleError
+from archspec.primitives.base import Cost, Field, Op, Params, PositiveInt, RuleError
 from archspec.primitives.counting import linear_flops, linear_params
 from archspec.primitives.registry import register
 from archspec.primitives.decoding import CLASSES, TOKENWISE, Mixes, register_decoding

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, ClassVar
 
-from pydantic import TypeAdapter, ValidationError
-
+from .....core.declared import ValidationError
 from .....core.suggestions import Remedy
 from .....core.types import TensorType
 from ....base import Cost, RuleError
@@ -172,7 +171,7 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
         if not isinstance(given, dict):
             raise RuleError(f"score part {name!r} takes a mapping of options, got {given!r}", field="scores")
         try:
-            params = TypeAdapter(part.Params).validate_python(given)
+            params = part.Params.model_validate(given)
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(str(x) for x in first["loc"])

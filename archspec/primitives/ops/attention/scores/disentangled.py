@@ -19,8 +19,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field
-
+from .....core.declared import Field
 from ....base import Cost, NonNegInt, Params, PositiveInt, RuleError
 from ....counting import linear_flops, linear_params
 from ....decoding import Mixes

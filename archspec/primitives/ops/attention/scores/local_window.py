@@ -7,8 +7,7 @@ fused SDPA with an additive mask.
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from .....core.declared import Field
 from ....base import Params, PositiveInt, RuleError
 from ....decoding import Mixes
 from .....core.suggestions import Remedy

@@ -25,8 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
-
+from .....core.declared import Field
 from ....base import Params, RuleError
 from .....core.suggestions import Remedy
 from .base import DECODES, ScorePart, ScoreSite, register_score, register_score_decoding

@@ -11,8 +11,7 @@ attention stays one fused SDPA.
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from .....core.declared import Field
 from ....base import Cost, Params, RuleError
 from ....counting import INDEX_BYTES
 from .....core.suggestions import Remedy

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
+from .....core.declared import Field
 from ....base import Cost, Params, PositiveInt, RuleError
 from ....counting import FLOAT_BYTES
 from .....core.suggestions import Remedy

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
+from .....core.declared import Field
 from ....base import Params
 from .base import DECODES, ScorePart, register_score, register_score_decoding
 
