@@ -47,6 +47,7 @@ this file (tied weights stored once, which safetensors' load_model fills in).
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
