@@ -90,7 +90,7 @@ def _score_parts() -> list[dict]:
     """The parts a `scores:` option takes (archspec/primitives/ops/attention/scores/)."""
     from ...primitives.ops.attention.scores.base import known_parts
 
-    return [{"part": name, "doc": " ".join(part.doc.split("\n\n")[0].split()), "fused": not part.explicit,
+    return [{"part": name, "doc": " ".join(part.doc.split("\n\n")[0].split()), "fused": part.fused,
              "options": [_option(n, f) for n, f in part.Params.model_fields.items()]}
             for name, part in sorted(known_parts().items())]
 

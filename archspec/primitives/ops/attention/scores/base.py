@@ -87,7 +87,13 @@ class ScorePart:
 
     name: ClassVar[str]
     Params: ClassVar[type[Params]]
-    explicit: ClassVar[bool] = False  # changes the scores themselves (no fused kernel)
+    explicit: ClassVar[bool] = False  # changes the scores themselves (a kind that only adds a bias refuses it)
+
+    @property
+    def fused(self) -> bool:
+        """Whether sequence attention keeps one fused kernel with this part (every part that only adds a
+        bias or masks; `sinks` too, as a zero key whose mask column is its logit)."""
+        return not self.explicit
 
     def check(self, p, site: ScoreSite) -> None:
         """RuleError when the part does not fit the attention."""

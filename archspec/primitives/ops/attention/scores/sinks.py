@@ -5,9 +5,12 @@ For a query with scores s_1 .. s_M over its keys and head h's sink logit z_h, th
 
     exp(s_j) / (exp(z_h) + sum_k exp(s_k))
 
-so a query may give less than all of its attention to the keys (the rest goes to no value). The
-part writes the attention out (softmax over [scores, sink], the sink column dropped), after the
-mask; it decodes with generate()'s cache unchanged (the sink reads no key).
+so a query may give less than all of its attention to the keys (the rest goes to no value). Sequence
+attention keeps one fused SDPA call: each sink is one more key whose key and value are zeros and
+whose column of the additive mask is the sink's logit (compiler/modules/attention/sequence.py
+`sunk`); with other parts that change the scores it is written out (softmax over [scores, sink], the
+sink column dropped), after the mask. It decodes with generate()'s cache unchanged (the sink reads
+no key).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ class SinksParams(Params):
 
 class SinksPart(ScorePart):
     """A learned logit per head in each query's softmax denominator (GPT-OSS's attention sinks):
-    weights exp(s_j) / (exp(sink_h) + Σ exp(s_k)). Written out."""
+    weights exp(s_j) / (exp(sink_h) + Σ exp(s_k)). One fused SDPA call (a zero key and value per
+    sink); written out beside parts that change the scores."""
 
     name = "sinks"
     Params = SinksParams
-    explicit = True
+    explicit = True  # window kinds, whose kernel only adds a bias, refuse it
+    fused = True
 
     def cost(self, p, site: ScoreSite) -> Cost:
         """One logit per head; the extra softmax column's FLOPs are not counted (as the softmax's)."""
