@@ -19,6 +19,16 @@ from archspec.core.types import BATCH, Sym, batch_factor
 
 from tests.conftest import NO_ARCHSPEC, built, run_capturing
 
+FP32 = 1e-5  # two fp32 programs of the same model agree to this, relative to the outputs' scale
+
+
+def scale_of(outputs) -> float:
+    """The outputs' largest magnitude, at least 1: the same sums ordered otherwise differ in proportion
+    (SAM's image embeddings reach 5, and its export differs from eager by 1.07e-5 there)."""
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    return max(1.0, max(float(o.detach().float().abs().max()) for o in outputs))
+
+
 class TestPipeline:
     @pytest.mark.pipeline  # a larger sibling's in the slow tier: its small sibling runs the same ops
     def test_shapes_match_the_modules_outputs(self, spec_path):
@@ -73,7 +83,8 @@ class TestPipeline:
         torch._dynamo.reset()
         compiled = torch.compile(gm.eval(), fullgraph=True, backend="aot_eager")
         with torch.no_grad():
-            assert max_abs_difference(compiled(*args), gm(*args)) < 1e-5
+            expected = gm(*args)
+            assert max_abs_difference(compiled(*args), expected) < FP32 * scale_of(expected)
 
     @pytest.mark.pipeline
     def test_export_dynamic_batch_and_reload(self, spec_path, tmp_path):
@@ -85,13 +96,16 @@ class TestPipeline:
         for batch, lengths in ((1, None), (3, other)):
             args = example_inputs(report.graph, batch=batch, lengths=lengths)
             with torch.no_grad():
-                assert max_abs_difference(program.module()(*args), gm.eval()(*args)) < 1e-5
-        gap = run_without_archspec(tmp_path, gm, example_inputs(report.graph, batch=3, lengths=other), f"""
+                expected = gm.eval()(*args)
+                assert max_abs_difference(program.module()(*args), expected) < FP32 * scale_of(expected)
+        args = example_inputs(report.graph, batch=3, lengths=other)
+        gap = run_without_archspec(tmp_path, gm, args, f"""
             import torch
             program = torch.export.load({str(path)!r})
             forward = program.module()
         """)
-        assert gap < 1e-5
+        with torch.no_grad():
+            assert gap < FP32 * scale_of(gm(*args))
 
     @pytest.mark.pipeline
     def test_standalone_source_runs_without_archspec(self, spec_path, tmp_path):
