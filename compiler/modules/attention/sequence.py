@@ -299,11 +299,10 @@ class SequenceAttention(AttentionForm, Sublayer):
                     else part.before_softmax(scores)
         if mask is not None:
             scores = scores + mask
-        sinks = [part.sink_logit() for part in parts if hasattr(part, "sink_logit")]  # each [h]
+        B, h, N, _ = scores.shape
+        sinks = sink_columns(parts, B, h, N, scores.dtype)  # each [B, h, N, 1]
         if sinks:
-            B, h, N, _ = scores.shape
-            columns = [s.to(scores.dtype).view(1, h, 1, 1).expand(B, h, N, 1) for s in sinks]
-            scores = torch.cat([scores, *columns], dim=-1)  # [B, h, N, M + sinks]
+            scores = torch.cat([scores, *sinks], dim=-1)  # [B, h, N, M + sinks]
         weights = softmax_written(scores) if self.written else scores.softmax(dim=-1)  # form.py: why
         if sinks:
             weights = weights[..., : weights.shape[-1] - len(sinks)]  # [B, h, N, M]: the sinks' columns dropped
@@ -349,8 +348,7 @@ class SequenceAttention(AttentionForm, Sublayer):
         if bias is not None:
             mask = bias.to(q.dtype) if mask is None else mask + bias
         rows = (q.new_zeros(1, 1, N, M) if mask is None else mask).expand(B, h, N, M)  # [B, h, N, M]
-        sinks = [part.sink_logit().to(q.dtype).view(1, h, 1, 1).expand(B, h, N, 1)
-                 for part in self.score_steps()]  # each [B, h, N, 1]
+        sinks = sink_columns(self.score_steps(), B, h, N, q.dtype)  # each [B, h, N, 1]
         mask = torch.cat([rows, *sinks], dim=-1)  # [B, h, N, M + sinks]
         zeros = q.new_zeros(B, h, len(sinks), d)  # [B, h, sinks, d]
         k, v = torch.cat([k, zeros], dim=-2), torch.cat([v, zeros.to(v.dtype)], dim=-2)  # [B, h, M + sinks, d]
@@ -412,6 +410,12 @@ class SequenceAttention(AttentionForm, Sublayer):
         else:
             x = self.proj(merge_heads(x, self.merge_heads))  # [B, h, N, d] -> [B, N, d*h]
         return self.proj_drop(x) if self.proj_drop is not None else x
+
+
+def sink_columns(parts, B, h, N, dtype) -> list:
+    """Each sink part's logit [h] among `parts` as one more score column [B, h, N, 1] (GPT-OSS), in order."""
+    return [part.sink_logit().to(dtype).view(1, h, 1, 1).expand(B, h, N, 1)  # [h] -> [B, h, N, 1]
+            for part in parts if hasattr(part, "sink_logit")]
 
 
 class SelfAttention(SequenceAttention):

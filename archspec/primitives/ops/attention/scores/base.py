@@ -187,7 +187,6 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
     return uses
 
 
-
 def check_bias_parts(entries: list[Any], site: ScoreSite, kind: str, hint: str) -> None:
     """For a kind whose kernel only adds a bias to the scores (window, shifted, pooled): each part
     of `entries` fits `site`, and a part that changes the scores themselves is a RuleError."""
@@ -196,6 +195,7 @@ def check_bias_parts(entries: list[Any], site: ScoreSite, kind: str, hint: str) 
             raise RuleError(f"{kind} attention takes score parts that add a bias, and {use.part.name} "
                             "changes the scores themselves", field="scores", hint=Remedy(hint))
         use.part.check(use.params, site)
+
 
 # -- how a part decodes: a fact registered from the part's own file ------------------------------
 
