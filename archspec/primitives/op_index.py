@@ -85,11 +85,12 @@ MODULES = (  # the files it was made from: where they differ, registry.py import
     'unfold',
 )
 
-OPS = {  # primitive -> kind (None: a primitive without kinds) -> module
+OPS = {  # primitive (or a dotted family of parts) -> kind or part (None: no kinds) -> module
     'activation': {None: 'elementwise'},
     'add': {None: 'elementwise'},
     'argsort': {None: 'argsort'},
     'attention': {'alibi': 'attention.alibi', 'causal': 'attention.causal', 'class': 'attention.class_', 'cross': 'attention.cross', 'global': 'attention.global_', 'latent': 'attention.latent', 'linear_sra': 'attention.linear_sra', 'outlook': 'attention.outlook', 'pooled': 'attention.pooled', 'shifted': 'attention.shifted', 'sliding': 'attention.sliding', 'sra': 'attention.sra', 'window': 'attention.window'},
+    'attention.scores': {'decomposed': 'attention.scores.decomposed', 'disentangled': 'attention.scores.disentangled', 'local_window': 'attention.scores.local_window', 'mod': 'attention.scores.mod', 'offset_table': 'attention.scores.offset_table', 'relative_table': 'attention.scores.relative_table', 'rotary_grid': 'attention.scores.rotary_grid', 'sinks': 'attention.scores.sinks', 'softcap': 'attention.scores.softcap', 'talking_heads': 'attention.scores.talking_heads'},
     'clamp': {None: 'elementwise'},
     'compare': {None: 'elementwise'},
     'concat': {None: 'concat'},

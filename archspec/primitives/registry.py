@@ -36,6 +36,7 @@ class RegistryError(Exception):
 
 
 def register(op: Op) -> Op:
+    """Record `op` (an Op, or a part of one: `op.primitive` a dotted family, `op.kind` its name)."""
     if _REGISTERING_FOR:  # a plugin's kind of a built-in primitive is checked against all the built-in kinds
         load_primitive(op.primitive)
     kinds = _OPS.setdefault(op.primitive, {})
@@ -124,8 +125,15 @@ def _kinds_of(primitive: str) -> dict[str | None, object]:
     return found
 
 
+def is_part_family(name: str) -> bool:
+    """Whether `name` registers parts of a primitive (`attention.scores`), not a primitive."""
+    return "." in name
+
+
 def primitives() -> list[str]:
-    return sorted(set(_index()) | set(_OPS))  # not the import order, which depends on what was imported first
+    """The primitives a node can name (not the part families), in name order (not the import
+    order, which depends on what was imported first)."""
+    return sorted(p for p in set(_index()) | set(_OPS) if not is_part_family(p))
 
 
 def has_kinds(primitive: str) -> bool:
@@ -156,7 +164,27 @@ def op(primitive: str, kind: str | None = None) -> Op:
 
 
 def ops() -> list[Op]:
-    """Every registered op, primitive by primitive and kind by kind, in name order."""
+    """Every registered op, primitive by primitive and kind by kind, in name order (not the parts)."""
+    return [o for o in _entries() if not is_part_family(o.primitive)]
+
+
+def parts(family: str) -> dict[str, object]:
+    """The parts registered under `family` (`attention.scores`), by name in name order: the
+    built-in ones (their files imported once) and those plugins registered."""
+    load_primitive(family)
+    return dict(sorted(_OPS.get(family, {}).items()))
+
+
+def part(family: str, name: str):
+    """The part of `family` called `name` (importing the file that registers it alone), or None."""
+    try:
+        return op(family, name)
+    except KeyError:
+        return None
+
+
+def _entries() -> list:
+    """Every registered op and part, in name order."""
     load_builtins()
     return [_OPS[p][k] for p in sorted(_OPS) for k in sorted(_OPS[p], key=lambda k: k or "")]
 
@@ -168,7 +196,7 @@ def index_source() -> str:
     found: dict[str, dict[str | None, str]] = {}
     defaults = {}
     prefix = OPS_PACKAGE + "."
-    for o in ops():
+    for o in _entries():
         module = _MODULE_OF[o.primitive, o.kind]
         if o.plugin is not None or not module.startswith(prefix):
             continue
@@ -180,7 +208,7 @@ def index_source() -> str:
              'reads it, tests/primitives/test_op_index.py checks it)."""', "",
              "MODULES = (  # the files it was made from: where they differ, registry.py imports them all"]
     lines += [f"    {m!r}," for m in modules]
-    lines += [")", "", "OPS = {  # primitive -> kind (None: a primitive without kinds) -> module"]
+    lines += [")", "", "OPS = {  # primitive (or a dotted family of parts) -> kind or part (None: no kinds) -> module"]
     lines += [f"    {p!r}: {{{', '.join(f'{k!r}: {m!r}' for k, m in kinds.items())}}}," for p, kinds in found.items()]
     lines += ["}", "", "DEFAULTS = {  # primitive -> the kind a node gets when it names none"]
     lines += [f"    {p!r}: {k!r}," for p, k in defaults.items()]

@@ -1,6 +1,6 @@
 """How a score part's module is made and placed.
 
-Each part file registers a maker against the rule-side part object:
+Each part file registers a maker against the rule-side part object (its SCORE_MODULE fact):
 
     @score_module(TALKING_HEADS)
     def make_talking_heads(p, site):
@@ -23,7 +23,9 @@ import torch
 import torch.nn as nn
 
 from archspec.core.discovery import import_modules
+from archspec.primitives.facts import Fact
 from archspec.primitives.ops.attention.scores.base import ScorePart, ScoreSite, parse_scores
+
 
 class ScoreIndex:
     """The indices of the scores [B, h, N, M] a part with `reads_index = True` is given with them
@@ -56,15 +58,27 @@ def batch_and_head(q) -> tuple:
             torch.arange(q.shape[1], device=q.device).view(1, -1, 1, 1))
 
 
-_MAKERS: dict[str, Callable] = {}
 _FOUND = False  # the part files of this folder imported
 
 
+def _load_makers(part=None) -> None:
+    """Import the part files of this folder (each registers its maker here), not the whole
+    lowering discovery: this module is one that discovery imports."""
+    global _FOUND
+    if not _FOUND:
+        _FOUND = True
+        import_modules(__package__)
+
+
+SCORE_MODULE = Fact("SCORE_MODULE", "the score part's torch module: a function (params, ScoreSite) -> nn.Module",
+                    "the part's torch file (compiler/modules/attention/scores/<part>.py), with @score_module(PART)",
+                    load=_load_makers)
+
+
 def score_module(part: ScorePart):
+    """Register the decorated function as `part`'s SCORE_MODULE (its maker)."""
     def register(maker: Callable) -> Callable:
-        if part.name in _MAKERS:
-            raise ValueError(f"score part {part.name!r} has two torch makers")
-        _MAKERS[part.name] = maker
+        SCORE_MODULE.register(part, maker)
         return maker
     return register
 
@@ -81,18 +95,8 @@ def score_part_names(p) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _load_makers() -> None:
-    """Import the part files of this folder (each registers its maker here), not the whole
-    lowering discovery: this module is one that discovery imports."""
-    global _FOUND
-    if not _FOUND:
-        _FOUND = True
-        import_modules(__package__)
-
-
 def install_score_parts(module: nn.Module, p, site: ScoreSite) -> nn.Module:
     """Make each part's module and place it in `module` under its name."""
-    _load_makers()
     for name, use in zip(score_part_names(p), parse_scores(p.scores)):
-        module.add_module(name, _MAKERS[use.part.name](use.params, site))
+        module.add_module(name, SCORE_MODULE.of(use.part)(use.params, site))
     return module

@@ -1,29 +1,31 @@
-"""What a score part is, and the registry of them.
+"""What a score part is.
 
 A sequence attention node lists its parts under `scores:`, in order:
 
     - attention: {kind: global, heads: 4, scores: [talking_heads]}
     - attention: {kind: global, heads: 12, scores: [{decomposed: {}}]}
 
-Each part is one `ScorePart` object in one file of this package (found by discovery, like the
-ops), with its parameter model, its shape rule and its cost; its torch module registers against
-the same object from compiler/modules/attention/scores/. A part either adds a bias to the
-scores (`explicit = False`: lowering passes it to one fused `scaled_dot_product_attention` as
-its additive mask) or changes the scores themselves (`explicit = True`: talking heads, soft-
-capping; lowering writes the attention out, softmax(q·k^T · scale + bias) · v, with the part's
-steps before and after the softmax).
+Each part is one `ScorePart` object in one file of this package, named after it, with its
+parameter model, its shape rule and its cost. It registers in the op registry
+(archspec/primitives/registry.py) under the family `attention.scores` and its name, so a spec's
+parts are found by name through the op index (check imports the parts a spec uses, not all of
+them); its facts (SCORE_DECODE below, the torch side's SCORE_MODULE) are registered against the
+object. A part either adds a bias to the scores (`explicit = False`: lowering passes it to one
+fused `scaled_dot_product_attention` as its additive mask) or changes the scores themselves
+(`explicit = True`: talking heads, soft-capping; lowering writes the attention out,
+softmax(q·k^T · scale + bias) · v, with the part's steps before and after the softmax).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any, ClassVar
 
 from .....core.declared import ValidationError
 from .....core.suggestions import Remedy
 from .....core.types import TensorType
 from ....base import Cost, RuleError
+from .... import registry
 from ....decoding import Mixes
 from ....facts import Fact
 
@@ -81,13 +83,24 @@ class ScoreSite:
                             hint=Remedy(f"use the part with self-attention ({kinds})"))
 
 
+SCORES = "attention.scores"  # the registry's family of the score parts
+
+
 class ScorePart:
     """One score part. Subclass it, set `name`, `Params`, `explicit`, override `check` and
-    `cost`, and `register_score` an instance."""
+    `cost`, and `registry.register` an instance."""
 
+    primitive: ClassVar[str] = SCORES  # where the registry keeps it (a family no node can name)
     name: ClassVar[str]
     Params: ClassVar[type[Params]]
     explicit: ClassVar[bool] = False  # changes the scores themselves (a kind that only adds a bias refuses it)
+    default: ClassVar[bool] = False  # (the registry's question of a kind: never for a part)
+    plugin: str | None = None  # the plugin that registered it (set by the registry); None: built in
+
+    @property
+    def kind(self) -> str:
+        """Its key in the registry's family: its name."""
+        return self.name
 
     @property
     def fused(self) -> bool:
@@ -113,28 +126,9 @@ class ScorePart:
         return f"<score part {self.name}>"
 
 
-SCORE_PARTS: dict[str, ScorePart] = {}
-
-
-def register_score(part: ScorePart) -> ScorePart:
-    if part.name in SCORE_PARTS:
-        raise ValueError(f"score part {part.name!r} is registered twice")
-    SCORE_PARTS[part.name] = part
-    return part
-
-
-_PARTS_LOADED: list[bool] = []
-
-
 def known_parts() -> dict[str, ScorePart]:
-    """Every score part: this folder's files imported once (not every op: check stays quick), and
-    those plugins registered."""
-    if not _PARTS_LOADED:
-        from .....core.discovery import import_modules
-
-        _PARTS_LOADED.append(True)
-        import_modules(__package__)
-    return SCORE_PARTS
+    """Every score part by name: the built-in ones and those plugins registered."""
+    return registry.parts(SCORES)
 
 
 @dataclass(frozen=True)
@@ -146,15 +140,8 @@ class ScoreUse:
 
 
 def part_named(name: str) -> ScorePart | None:
-    """The score part called `name`, or None. A built-in part's file is named after it, so that
-    file alone is imported (check imports the parts a spec uses, not all of them); any other name
-    is looked up among every part, plugins included."""
-    if name not in SCORE_PARTS and name.isidentifier() and name != "base":
-        from importlib.util import find_spec
-
-        if find_spec(f"{__package__}.{name}") is not None:
-            import_module(f"{__package__}.{name}")
-    return SCORE_PARTS.get(name) or known_parts().get(name)
+    """The score part called `name` (its file alone imported), or None."""
+    return registry.part(SCORES, name) if isinstance(name, str) else None
 
 
 def parse_scores(entries: list[Any]) -> list[ScoreUse]:
@@ -170,7 +157,7 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
         else:
             raise RuleError(f"scores entry {i + 1} must be a part name or a one-key mapping {{part: {{...}}}}",
                             field="scores", hint=Remedy(f"e.g. scores: [{', '.join(sorted(known_parts()))}]"))
-        part = part_named(name) if isinstance(name, str) else None
+        part = part_named(name)
         if part is None:
             raise RuleError(f"unknown score part {name!r}", field="scores",
                             hint=Remedy(f"the score parts are: {', '.join(sorted(known_parts()))}"))

@@ -21,7 +21,8 @@ from __future__ import annotations
 from ....base import Cost, Params, RuleError
 from ....counting import INDEX_BYTES
 from .....core.suggestions import Remedy
-from .base import ScorePart, ScoreSite, register_score
+from ....registry import register
+from .base import ScorePart, ScoreSite
 
 
 class DecomposedParams(Params):
@@ -63,7 +64,7 @@ class DecomposedPart(ScorePart):
         return Cost(params, flops, INDEX_BYTES * (h * key_h + w * key_w))
 
 
-DECOMPOSED = register_score(DecomposedPart())
+DECOMPOSED = register(DecomposedPart())
 
 from ....decoding import Mixes  # noqa: E402  (beside the registration it serves)
 from .base import register_score_decoding  # noqa: E402

@@ -24,7 +24,8 @@ from ....base import Cost, NonNegInt, Params, PositiveInt, RuleError
 from ....counting import linear_flops, linear_params
 from ....decoding import Mixes
 from .....core.suggestions import Remedy
-from .base import ScorePart, ScoreSite, register_score, register_score_decoding
+from ....registry import register
+from .base import ScorePart, ScoreSite, register_score_decoding
 
 
 class DisentangledParams(Params):
@@ -95,6 +96,6 @@ class DisentangledPart(ScorePart):
         return Cost(params, flops)
 
 
-DISENTANGLED = register_score(DisentangledPart())
+DISENTANGLED = register(DisentangledPart())
 register_score_decoding(DISENTANGLED, Mixes("its terms are gathered from relative positions of the whole sequence "
                                             "(not cached yet)"))

@@ -11,7 +11,8 @@ from .....core.declared import Field
 from ....base import Params, PositiveInt, RuleError
 from ....decoding import Mixes
 from .....core.suggestions import Remedy
-from .base import ScorePart, ScoreSite, register_score, register_score_decoding
+from ....registry import register
+from .base import ScorePart, ScoreSite, register_score_decoding
 
 
 class LocalWindowParams(Params):
@@ -34,7 +35,7 @@ class LocalWindowPart(ScorePart):
                             hint=Remedy("use it on global attention (or another sequence kind)"))
 
 
-LOCAL_WINDOW = register_score(LocalWindowPart())
+LOCAL_WINDOW = register(LocalWindowPart())
 register_score_decoding(LOCAL_WINDOW, Mixes(
     "generate builds its cache's mask from the attention's kind alone, and a window of later tokens is no "
     "causal one (on causal attention, kind: sliding with window: window // 2 + 1 is the same layer)"))

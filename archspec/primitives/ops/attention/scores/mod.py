@@ -28,7 +28,8 @@ from typing import Any
 from .....core.declared import Field
 from ....base import Params, RuleError
 from .....core.suggestions import Remedy
-from .base import DECODES, ScorePart, ScoreSite, register_score, register_score_decoding
+from ....registry import register
+from .base import DECODES, ScorePart, ScoreSite, register_score_decoding
 
 INDICES = ("b", "h", "q", "k")  # FlexAttention's b, h, q_idx, kv_idx
 SCORE = "score"
@@ -178,5 +179,5 @@ class ModPart(ScorePart):
         parse_steps(p, site)
 
 
-MOD = register_score(ModPart())
+MOD = register(ModPart())
 register_score_decoding(MOD, DECODES)  # element-wise; q and k are positions while decoding

@@ -15,7 +15,8 @@ from ....base import Cost, Params, RuleError
 from ....counting import INDEX_BYTES
 from ....decoding import Mixes
 from .....core.suggestions import Remedy
-from .base import ScorePart, ScoreSite, register_score, register_score_decoding
+from ....registry import register
+from .base import ScorePart, ScoreSite, register_score_decoding
 
 
 class OffsetTableParams(Params):
@@ -44,6 +45,6 @@ class OffsetTablePart(ScorePart):
         return Cost(site.heads * h * w, 0, INDEX_BYTES * site.queries * site.keys)
 
 
-OFFSET_TABLE = register_score(OffsetTablePart())
+OFFSET_TABLE = register(OffsetTablePart())
 register_score_decoding(OFFSET_TABLE, Mixes("its table is over the offsets of a fixed grid, not positions of a "
                                             "sequence that grows a token at a time"))

@@ -15,7 +15,8 @@ from .....core.declared import Field
 from ....base import Cost, Params, RuleError
 from ....counting import INDEX_BYTES
 from .....core.suggestions import Remedy
-from .base import ScorePart, ScoreSite, register_score
+from ....registry import register
+from .base import ScorePart, ScoreSite
 
 CLASS_ROWS = 3  # class -> token, token -> class, class -> class
 
@@ -69,7 +70,7 @@ class RelativeTablePart(ScorePart):
         return Cost(table_rows(site.grid, p.class_tokens) * site.heads, 0, INDEX_BYTES * site.queries * site.keys)
 
 
-RELATIVE_TABLE = register_score(RelativeTablePart())
+RELATIVE_TABLE = register(RelativeTablePart())
 
 from ....decoding import Mixes  # noqa: E402  (beside the registration it serves)
 from .base import register_score_decoding  # noqa: E402

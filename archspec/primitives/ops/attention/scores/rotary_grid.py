@@ -20,7 +20,8 @@ from .....core.declared import Field
 from ....base import Cost, Params, PositiveInt, RuleError
 from ....counting import FLOAT_BYTES
 from .....core.suggestions import Remedy
-from .base import GRID_HINT, ScorePart, ScoreSite, register_score
+from ....registry import register
+from .base import GRID_HINT, ScorePart, ScoreSite
 
 
 class RotaryGridParams(Params):
@@ -81,7 +82,7 @@ class RotaryGridPart(ScorePart):
         return Cost(0, 0, FLOAT_BYTES * 2 * h * w * rotated_dims(p, site))
 
 
-ROTARY_GRID = register_score(RotaryGridPart())
+ROTARY_GRID = register(RotaryGridPart())
 
 from ....decoding import Mixes  # noqa: E402  (beside the registration it serves)
 from .base import register_score_decoding  # noqa: E402

@@ -16,7 +16,8 @@ no key).
 from __future__ import annotations
 
 from ....base import Cost, Params
-from .base import DECODES, ScorePart, ScoreSite, register_score, register_score_decoding
+from ....registry import register
+from .base import DECODES, ScorePart, ScoreSite, register_score_decoding
 
 
 class SinksParams(Params):
@@ -38,5 +39,5 @@ class SinksPart(ScorePart):
         return Cost(site.heads, 0)
 
 
-SINKS = register_score(SinksPart())
+SINKS = register(SinksPart())
 register_score_decoding(SINKS, DECODES)  # reads no key: the same column at every step

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .....core.declared import Field
 from ....base import Params
-from .base import DECODES, ScorePart, register_score, register_score_decoding
+from ....registry import register
+from .base import DECODES, ScorePart, register_score_decoding
 
 
 class SoftcapParams(Params):
@@ -20,5 +21,5 @@ class SoftcapPart(ScorePart):
     explicit = True
 
 
-SOFTCAP = register_score(SoftcapPart())
+SOFTCAP = register(SoftcapPart())
 register_score_decoding(SOFTCAP, DECODES)  # elementwise on each score: the cached scores are the same

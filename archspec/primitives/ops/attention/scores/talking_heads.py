@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ....base import Cost, Params
 from ....decoding import Mixes
-from .base import ScorePart, ScoreSite, register_score, register_score_decoding
+from ....registry import register
+from .base import ScorePart, ScoreSite, register_score_decoding
 
 
 class TalkingHeadsParams(Params):
@@ -26,7 +27,7 @@ class TalkingHeadsPart(ScorePart):
         return Cost(params, flops)
 
 
-TALKING_HEADS = register_score(TalkingHeadsPart())
+TALKING_HEADS = register(TalkingHeadsPart())
 register_score_decoding(TALKING_HEADS, Mixes(
     "talking heads mix the weights across heads after the softmax, with a bias, so a key the mask hides (a "
     "later token) gets that bias as its weight: the forward reads later tokens, which a cache never holds"))
