@@ -194,6 +194,9 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
     for _, module in made:
         if _is_ours(type(module)):
             _dependencies(type(module), classes)
+        for value in module._archspec_args.values():  # an argument that is an object of ours (a mask rule)
+            if _is_ours(type(value)):
+                _dependencies(type(value), classes)
     groups, group_of = _group_classes(gm)
     ties = []
     seen_ids: dict[int, str] = {}

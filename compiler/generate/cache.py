@@ -13,7 +13,8 @@ than the capacity keeps a ring buffer of its last `window` slots only. A latent 
 (attention/latent.py, DeepSeek's MLA) hands its work to `KVCache.attend_latent`: its cache holds
 the latent [B, 1, capacity, kv_rank] as the keys and the rotated rotary key [B, 1, capacity,
 rope_dim] as the values, expanded to every head's keys and values at each step; the other
-kinds (attention/common.py's CachedAttention: causal, sliding, alibi) to `KVCache.attend`.
+kinds (attention/sequence.py's SelfAttention whose mask rule decodes: causal, sliding, alibi) to
+`KVCache.attend`.
 
 `DecodeCache` holds all of it for one call: the state, each cached layer's KVCache and each
 cross attention layer's projected memory (a KeptMemory), both by the layer's path, and an
@@ -32,7 +33,7 @@ import torch.nn.functional as F
 
 from ..modules.attention.cross import ProjectedMemory
 from ..modules.attention.scores.base import ScoreIndex
-from ..modules.attention.sequence import additive, later_or_outside
+from ..modules.attention.kernel import additive, later_or_outside
 
 
 class DecodeState:
@@ -147,13 +148,15 @@ class KVCache:
             q, k = rotate_at(module.rotary, q, k, self.state.positions())
         q, k = module.rotate_parts(q, k)  # parts that turn q and k (none that decodes yet)
         k, v, mask = self.store(k, v)
-        if hasattr(module, "cached_bias"):  # ALiBi: distances between the positions (no window, so no ring)
-            mask = mask + module.cached_bias(self.state.positions(), self.state.key_positions(), q.dtype)
+        keys = module.kernel.keys
+        if keys.adds_bias:  # ALiBi: distances between the positions (no window, so no ring)
+            positions, key_positions = self.state.positions(), self.state.key_positions()  # [B, N], [B, M]
+            mask = mask + keys.bias(positions[:, None, :, None], key_positions[:, None, None, :], q.dtype)  # [B, h, N, M]
         if module.mixes_scores():  # score parts (their SCORE_DECODE said they decode): the forward's steps
             k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
             bias = module.position_bias(q, k, bias)
             index = ScoreIndex.of_positions(q, self.state.positions(), self.key_positions(k.shape[2]), tensors)
-            out = module.scored(q, k, v, bias, mask, index)  # [B, h, N, d]
+            out = module.kernel.scored(q, k, v, bias, mask, index, module.parts())  # [B, h, N, d]
         else:
             bias = module.position_bias(q, k, bias)
             if bias is not None:

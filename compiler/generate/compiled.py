@@ -27,7 +27,7 @@ import tempfile
 import torch
 import torch.nn as nn
 
-from ..modules.attention.sequence import additive, later_or_outside
+from ..modules.attention.kernel import additive, later_or_outside
 from ..inductor.frozen import compile_frozen
 from .cache import DecodeCache, DecodeState, KVCache
 

@@ -25,7 +25,7 @@ import torch
 
 from archspec.core.errors import error
 
-from ..modules.attention.common import CachedAttention
+from ..modules.attention.common import takes_cache
 from ..modules.attention.cross import CrossAttention
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
@@ -130,12 +130,12 @@ class Decoder:
         return lambda ids, cache, source: self.compiled.run(ids, cache.state, caches)
 
 
-def cache_holder(model, path: str) -> CachedAttention:
+def cache_holder(model, path: str):
     """The module under node `path` that takes a KVCache (the attention body inside its sub-layer)."""
-    found = [m for m in model.get_submodule(path).modules() if isinstance(m, CachedAttention)]
+    found = [m for m in model.get_submodule(path).modules() if takes_cache(m)]
     if len(found) != 1:
         raise refusal(f"'{path}' decodes with a cache of its keys and values (its op's DECODE fact), but its module "
-                      f"holds {len(found)} attention bodies that take one (a CachedAttention)")
+                      f"holds {len(found)} attention bodies that take one (modules.attention.common.takes_cache)")
     return found[0]
 
 

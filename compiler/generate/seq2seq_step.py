@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.cross import ProjectedMemory
-from ..modules.attention.sequence import additive, later_or_outside
+from ..modules.attention.kernel import additive, later_or_outside
 from .cache import DecodeCache, DecodeState, KeptMemory
 from .driver import Decoder
 from .step import ExplicitCache

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..modules.attention.sequence import additive, later_or_outside
+from ..modules.attention.kernel import additive, later_or_outside
 from .cache import DecodeCache, KVCache
 from .driver import Decoder
 

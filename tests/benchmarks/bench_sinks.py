@@ -15,7 +15,7 @@ import time
 import torch
 
 import archspec
-from archspec.compiler.modules.attention.sequence import SequenceAttention
+from archspec.compiler.modules.attention.kernel import AttentionKernel
 
 SPEC = """
 name: bench_sinks
@@ -44,7 +44,7 @@ def main() -> None:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"{cpu}, torch {torch.__version__}, {args.threads} threads, {args.rounds} interleaved rounds, median")
     print(f"{'tokens':>7} {'fused (SDPA) ms':>16} {'written out ms':>15} {'fused/written':>14} {'max |diff|':>11}")
-    fused_path = SequenceAttention.sinks_alone
+    fused_path = AttentionKernel.sinks_alone
     for n, repeats in ((256, 20), (1024, 4)):
         model = archspec.build_text(SPEC.format(n=n), seed=0).eval()
         with torch.no_grad():
@@ -54,14 +54,14 @@ def main() -> None:
         outs = {}
         for _ in range(args.rounds):
             for name in times:
-                SequenceAttention.sinks_alone = fused_path if name == "fused" else (lambda self: False)
+                AttentionKernel.sinks_alone = fused_path if name == "fused" else (lambda self, parts: False)
                 try:
                     timed(model, x, 1)  # warm
                     times[name].append(timed(model, x, repeats))
                     with torch.no_grad():
                         outs[name] = model(x)
                 finally:
-                    SequenceAttention.sinks_alone = fused_path
+                    AttentionKernel.sinks_alone = fused_path
         fused, written = statistics.median(times["fused"]), statistics.median(times["written"])
         diff = (outs["fused"] - outs["written"]).abs().max().item()
         print(f"{n:>7} {fused:>16.3f} {written:>15.3f} {fused / written:>14.2f} {diff:>11.2e}")

@@ -120,7 +120,7 @@ with torch.no_grad():
     plain = ids
     for _ in range(5):
         plain = torch.cat([plain, model(plain)[:, -1].argmax(-1, keepdim=True)], dim=1)
-layers = [name for name, m in model.named_modules() if type(m).__name__ == "CausalSelfAttention"]
+layers = [name for name, m in model.named_modules() if getattr(m, "takes_cache", False)]
 batch = torch.export.Dim("batch", min=1, max=8)
 program = torch.export.export(model, (ids,), dynamic_shapes=({0: batch},))
 wider = torch.randint(0, 50, (3, 5))

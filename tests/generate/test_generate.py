@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 import archspec
 from archspec.compiler.generate import generate
-from archspec.compiler.modules.attention.common import CachedAttention
+from archspec.compiler.modules.attention.common import takes_cache
 from archspec.compiler.weights.load import load_weights
 from archspec.core.errors import SpecError
 
@@ -90,7 +90,7 @@ def handed_caches(model):
             held[module] = kwargs["cache"]
 
     hooks = [m.register_forward_pre_hook(watch, with_kwargs=True) for m in model.modules()
-             if isinstance(m, CachedAttention)]
+             if takes_cache(m)]
     try:
         yield held
     finally:

@@ -160,8 +160,11 @@ def geometric_slopes(heads: int) -> torch.Tensor:
     return torch.tensor([2 ** (-8 * (i + 1) / heads) for i in range(heads)])
 
 
-def alibi_modules(model: nn.Module) -> list[nn.Module]:
-    found = [m for m in model.modules() if isinstance(getattr(m, "slopes", None), torch.Tensor)]
+def alibi_kernels(model: nn.Module) -> list[nn.Module]:
+    """The attention kernels whose mask rule is ALiBi's."""
+    from archspec.compiler.modules.attention.alibi import AlibiMask
+
+    found = [m for m in model.modules() if isinstance(getattr(m, "keys", None), AlibiMask)]
     assert found
     return found
 
@@ -171,9 +174,20 @@ def with_geometric_slopes(pair: Pair) -> nn.Module:
     model = pair.build()
     heads = pair.ref.config.n_head
     assert not math.log2(heads).is_integer()
-    for module in alibi_modules(model):
-        module.slopes.copy_(geometric_slopes(heads).view(heads, 1, 1))
+    for kernel in alibi_kernels(model):
+        kernel.keys = GeometricAlibi(heads)
     return model
+
+
+def GeometricAlibi(heads: int):
+    """ALiBi's rule with the slopes 2^(-8i/n) at any n."""
+    from archspec.compiler.modules.attention.alibi import AlibiMask
+
+    class Geometric(AlibiMask):
+        def slopes(self, device=None):
+            return geometric_slopes(self.heads).to(device)
+
+    return Geometric(heads)
 
 
 def edited(old: str, new: str) -> Callable[[Pair], nn.Module]:
@@ -397,7 +411,7 @@ def test_alibi_slopes_are_the_references(heads):
 
     theirs = build_alibi_tensor(torch.ones(1, 2), heads, torch.float32)[:, 0, 1]  # slope * distance 1
     model = archspec.build(ROOT / "specs" / "bloom.yaml", {"dim": 8 * heads, "heads": heads, "layers": 1})
-    for module in alibi_modules(model):
-        torch.testing.assert_close(module.slopes.flatten(), theirs, rtol=1e-6, atol=0)
+    for kernel in alibi_kernels(model):
+        torch.testing.assert_close(kernel.keys.slopes(), theirs, rtol=1e-6, atol=0)
     geometric = torch.allclose(geometric_slopes(heads), theirs, rtol=1e-6, atol=0)
     assert geometric == math.log2(heads).is_integer()

@@ -83,12 +83,12 @@ def test_a_softcap_and_a_per_head_bias_as_steps_equal_torch_by_hand():
 
 def test_under_torch_compile_the_steps_run_as_flex_attentions_score_mod(monkeypatch):
     pytest.importorskip("torch.nn.attention.flex_attention")
-    from archspec.compiler.modules.attention import sequence
+    from archspec.compiler.modules.attention import kernel
 
     model = capped_bias_model()
     flexed = []
-    original = sequence.SequenceAttention.flexed
-    monkeypatch.setattr(sequence.SequenceAttention, "flexed",
+    original = kernel.AttentionKernel.flexed
+    monkeypatch.setattr(kernel.AttentionKernel, "flexed",
                         lambda self, *a, **k: flexed.append(1) or original(self, *a, **k))
     x = torch.randn(2, 24, DIM)
     torch._dynamo.reset()

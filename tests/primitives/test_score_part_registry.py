@@ -38,7 +38,7 @@ def test_a_part_registered_twice_is_an_error():
 
 
 def test_every_score_part_has_its_torch_module_registered_against_it():
-    from compiler.modules.attention.scores.base import SCORE_MODULE
+    from archspec.compiler.modules.attention.scores.base import SCORE_MODULE
 
     for part in known_parts().values():
         assert callable(SCORE_MODULE.of(part)), part

@@ -10,7 +10,7 @@ from archspec.primitives.ops.attention.alibi import ALIBI
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
-from .common import CachedAttention
+from .kernel import AllKeys, later_or_outside
 from .sequence import SelfAttention, make_sequence_attention
 
 
@@ -27,33 +27,32 @@ def alibi_slopes(heads: int) -> list[float]:
     return powers(below) + powers(2 * below)[0::2][: heads - below]
 
 
-class AlibiAttention(CachedAttention, SelfAttention):
-    """Token i attends to tokens 0..i, each score lowered by slope_h * (i - j)."""
+class AlibiMask(AllKeys):
+    """kind=alibi: token i sees tokens 0..i, each score lowered by slope_h * (i - j)."""
 
-    def __init__(self, dim, heads, **kwargs):
-        super().__init__(dim, heads, **kwargs)
-        self.register_buffer("slopes", torch.tensor(alibi_slopes(heads)).view(heads, 1, 1), persistent=False)
+    hides_some = decodes = adds_bias = True
 
-    def mask(self, q_len, k_len, padding, dtype, device):
-        i = torch.arange(q_len, device=device)[:, None]
-        j = torch.arange(k_len, device=device)[None, :]
-        bias = -(self.slopes * (i - j).to(self.slopes.dtype)).to(dtype)  # [h, L, L]
-        hidden = j > i  # [L, L]: later keys are hidden
-        if padding is not None:
-            hidden = hidden | (padding == 0)[:, None, None, :]  # [B, 1, L, L]
-        return bias.masked_fill(hidden, torch.finfo(dtype).min), False
+    def __init__(self, heads: int):
+        self.heads = heads
 
-    def cached_bias(self, query_positions, key_positions, dtype):
-        """While generate() decodes: the biases [B, h, N, M] of queries and keys at these positions
-        ([B, N], [B, M]: Hugging Face's, from the attention mask, so a left-padded row is biased
-        as it would be alone), added to the cache's mask."""
-        distance = query_positions[:, None, :, None] - key_positions[:, None, None, :]  # [B, 1, N, M]
-        return -(self.slopes * distance.to(self.slopes.dtype)).to(dtype)  # [B, h, N, M]
+    def hides(self, query, key):
+        return later_or_outside(query, key)  # later keys are hidden
+
+    def slopes(self, device=None):
+        """The heads' slopes [h], float32."""
+        return torch.tensor(alibi_slopes(self.heads), device=device)
+
+    def bias(self, query, key, dtype):
+        """-slope_h * (query - key): [h, N, M] at indices [N, 1] and [1, M]; while generate() decodes,
+        [B, h, N, M] at the positions [B, 1, N, 1] and [B, 1, 1, M] (Hugging Face's, from the
+        attention mask, so a left-padded row is biased as it would be alone)."""
+        slopes = self.slopes(query.device).view(-1, 1, 1)  # [h] -> [h, 1, 1]
+        return -(slopes * (query - key).to(slopes.dtype)).to(dtype)  # [h, N, M] or [B, h, N, M]
 
 
 @lowering(ALIBI)
 def lower(p, inputs, ctx):
-    return make_sequence_attention(AlibiAttention, ALIBI, p, inputs)
+    return make_sequence_attention(SelfAttention, ALIBI, p, inputs, keys=AlibiMask(p.heads))
 
 
 register_facts(ALIBI, grid=KEEPS, classifier=None, resample=None)

@@ -16,7 +16,7 @@ class ClassAttention(SequenceAttention):
     """The class tokens attend to every token; out: the class tokens [B, prefix, C]."""
 
     def __init__(self, dim, heads, prefix=1, **kwargs):
-        super().__init__(dim, heads, fused=False, **kwargs)
+        super().__init__(dim, heads, memory_width=dim, **kwargs)
         self.prefix = prefix
 
     def body(self, x, *extra):

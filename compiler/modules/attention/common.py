@@ -1,6 +1,6 @@
 """What the attention modules share: dropout on the attention weights only in training,
-PVT's convolution init, the constructor arguments every kind takes, and the body of the kinds
-generate() can decode with, which takes its key/value cache as an argument (`CachedAttention`)."""
+PVT's convolution init, the heads' merge, the constructor arguments every kind takes, and which
+modules generate() hands a key/value cache (`takes_cache`)."""
 
 from __future__ import annotations
 
@@ -36,18 +36,7 @@ def common_args(p, width: int) -> dict:
                 proj_drop=p.proj_drop)
 
 
-class CachedAttention:
-    """A self-attention kind that generate() can decode with (compiler/generate/): its forward
-    takes `cache`, this layer's keys and values so far (compiler/generate/cache.py's KVCache,
-    handed to it by the model's decode graph), and then attends through it; without one, the
-    kind's own body, unchanged."""
-
-    def body(self, x, *extra, cache=None):
-        if cache is None:
-            return super().body(x, *extra)
-        bias, _ = self.split_extra(extra)  # the cache's mask hides the padded keys
-        return cache.attend(self, x, bias, self.parts_tensors(extra))
-
-    def cache_entry(self) -> tuple[int, int, int]:
-        """(heads, key width, value width) of what generate caches per token: the key/value heads."""
-        return self.kv_heads, self.head_dim, self.head_dim
+def takes_cache(module) -> bool:
+    """Whether generate() hands `module`'s forward a KVCache (`cache`): an attention body whose
+    `takes_cache` says so (self-attention whose mask rule decodes, latent attention)."""
+    return bool(getattr(module, "takes_cache", False))

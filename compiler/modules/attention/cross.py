@@ -29,7 +29,7 @@ class CrossAttention(SequenceAttention):
     the first step only."""
 
     def __init__(self, dim, heads, learned_query=False, **kwargs):
-        super().__init__(dim, heads, fused=False, **kwargs)
+        super().__init__(dim, heads, **kwargs)
         self.learned_query = learned_query  # the queries are a param (batch 1), asked of each sample's memory
 
     def forward(self, x, memory, *extra, cache=None):
@@ -52,9 +52,8 @@ class CrossAttention(SequenceAttention):
 
 @lowering(CROSS)
 def lower(p, inputs, ctx):
-    kv_dim = inputs[1].channels if inputs[1].channels != inputs[0].channels else None  # kdim (Perceiver)
     return make_sequence_attention(CrossAttention, CROSS, p, inputs, learned_query=inputs[0].shape[0] == 1,
-                                   kv_dim=kv_dim)
+                                   memory_width=inputs[1].channels)  # kdim where it differs (Perceiver)
 
 
 register_facts(CROSS, grid=KEEPS, classifier=None, resample=None)

@@ -25,13 +25,16 @@ from ...lowering_rules import lowering
 from ..common import Linear, make, trunc_normal_linears
 from ..norms import RMSNorm
 from ..sublayer import Sublayer, sublayer_args
-from .common import CachedAttention, attention_dropout
+from .common import attention_dropout
 from .form import AttentionForm, written_attention
-from .sequence import Rotary, additive, later_or_outside, yarn_args
+from .kernel import additive, later_or_outside
+from .sequence import Rotary, yarn_args
 
 
-class LatentAttention(CachedAttention, AttentionForm, Sublayer):
+class LatentAttention(AttentionForm, Sublayer):
     """Multi-head latent attention as a sub-layer (see the module docstring)."""
+
+    takes_cache = True  # generate() hands the forward its KVCache (of the latent)
 
     score_bias = False  # reads no score bias input (generate asks every cached layer)
 

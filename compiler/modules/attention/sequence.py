@@ -1,7 +1,10 @@
 """The torch side the sequence kinds (global, causal, sliding, cross) share: the projections
 (a fused qkv, or q and kv for cross attention), grouped-query attention, separate q/v biases,
-query/key normalisation, rotary position embeddings and a key-padding mask. Each kind
-subclasses `SequenceAttention` and says which keys a query may see (`mask`).
+query/key normalisation, rotary position embeddings and a key-padding mask, around the
+attention kernel (kernel.py), which holds no parameter. A kind is not a subclass: the self-
+attention kinds (global, causal, sliding, alibi) are one `SelfAttention` given the kind's mask
+rule (kernel.py's AllKeys, causal.py's CausalMask, ...), and generate() hands a kind whose rule
+decodes its key/value cache as an argument (`cache`).
 
 Rotary embeddings follow the rotate-half convention of GPT-NeoX and Hugging Face's Llama:
 dimension d pairs with d + rope_dims/2, over the first rope_dims dims of each head, with
@@ -26,10 +29,10 @@ from archspec.primitives.ops.attention.sequence import score_tensors
 from ..common import Linear, make, trunc_normal_linears
 from ..norms import RMSNorm
 from ..sublayer import Sublayer, sublayer_args
-from .common import attention_dropout, common_args, merge_heads
-from .form import AttentionForm, softmax_written
+from .common import common_args, merge_heads
+from .kernel import AllKeys, AttentionKernel
 from .scores.rotary_grid import turn_halves, turn_pairs
-from .scores.base import ScoreIndex, install_score_parts, score_part_names
+from .scores.base import install_score_parts, score_part_names
 
 
 class Rotary(nn.Module):
@@ -92,37 +95,17 @@ def yarn_frequencies(dims, theta, factor, original_length=4096, beta_fast=32.0, 
     return inv_freq, float(attention_factor)
 
 
-def hidden_keys(padding):
-    """A 0/1 key-padding mask [B, M] -> True where a key is hidden, shaped [B, 1, 1, M]."""
-    return (padding == 0)[:, None, None, :]
-
-
-def later_or_outside(query, key, window=None):
-    """True where a key may not be seen by a query: it comes later, or (with a window) `window`
-    or more places before it. `query` and `key`: broadcastable slot indices (e.g. [N, 1], [1, M])."""
-    hidden = key > query
-    return hidden if window is None else hidden | (key <= query - window)
-
-
-def additive(hidden, dtype):
-    """A boolean 'hidden' mask -> an additive mask: 0 where seen, the dtype's minimum where
-    hidden (a row with every key hidden then attends uniformly instead of giving NaN)."""
-    return torch.zeros(hidden.shape, dtype=dtype, device=hidden.device).masked_fill(hidden, torch.finfo(dtype).min)
-
-
-class SequenceAttention(AttentionForm, Sublayer):
-    """Multi-head attention over a sequence, as a sub-layer; subclasses choose the mask."""
-
-    causal = False  # the kind's mask is the plain causal one: SDPA's is_causal when nothing else is masked
+class SequenceAttention(Sublayer):
+    """Multi-head attention over a sequence, as a sub-layer: the projections and the score parts
+    around the attention kernel (`kernel`, given `keys`, the kind's mask rule). `memory_width`:
+    None for one qkv projection of x, or the width of the memory the keys and values come from."""
 
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, kv_heads=None,
-                 qk_norm="none", qk_norm_eps=1e-6, rope_theta=None, rope_dims=None, rope_interleaved=False,
-                 rope_yarn=None,
-                 fused=True, head_dim=None,
-                 scale=None, score_bias=False, score_parts=(), score_tensors=0, kv_dim=None,
-                 merge_heads="head_major", **sublayer):
+                 qk_norm="none", qk_norm_eps=1e-6, rotary=None, memory_width=None, head_dim=None, scale=None,
+                 score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
+                 **sublayer):
         super().__init__(dim, **sublayer)
-        self.heads, self.kv_heads, self.attn_drop = heads, kv_heads or heads, attn_drop
+        self.heads, self.kv_heads = heads, kv_heads or heads
         self.head_dim = head_dim or dim // heads
         self.scale = scale  # None: 1/sqrt(head_dim)
         self.merge_heads = merge_heads  # the heads' outputs as (heads, head_dim), or (head_dim, heads): NesT
@@ -132,11 +115,11 @@ class SequenceAttention(AttentionForm, Sublayer):
         inner, kv_width = self.head_dim * heads, self.head_dim * self.kv_heads
         self.widths = (inner, kv_width, kv_width)
         bias = qkv_bias is True
-        if fused:
+        if memory_width is None:  # queries, keys and values of x: one projection
             self.qkv = Linear(dim, inner + 2 * kv_width, bias=bias)
-        else:  # queries from one stream, keys and values from another (cross attention)
+        else:  # queries of x, keys and values of a memory this wide (cross and class attention; kdim)
             self.q = Linear(dim, inner, bias=bias)
-            self.kv = Linear(kv_dim or dim, 2 * kv_width, bias=bias)  # kv_dim: the memory's width (kdim)
+            self.kv = Linear(memory_width, 2 * kv_width, bias=bias)
         if qkv_bias == "qv":  # biases for queries and values only
             self.q_bias = nn.Parameter(torch.zeros(inner))
             self.register_buffer("k_bias", torch.zeros(kv_width), persistent=False)
@@ -150,8 +133,8 @@ class SequenceAttention(AttentionForm, Sublayer):
         else:
             self.q_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
             self.k_norm = nn.LayerNorm(self.head_dim, eps=qk_norm_eps)
-        self.rotary = Rotary(rope_dims or self.head_dim, rope_theta, rope_interleaved,
-                             rope_yarn) if rope_theta is not None else None
+        self.rotary = Rotary(**{"dims": self.head_dim, **rotary}) if rotary is not None else None
+        self.kernel = AttentionKernel(keys or AllKeys(), scale, attn_drop)
         self.proj = Linear(inner, dim, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else None
         trunc_normal_linears(self)
@@ -193,48 +176,13 @@ class SequenceAttention(AttentionForm, Sublayer):
         group = self.heads // h_kv
         return t[:, :, None].expand(B, h_kv, group, M, d).reshape(B, self.heads, M, d)  # [B, h, M, d]
 
-    def hidden(self, q_len, k_len, device):
-        """True where query i may not see key j ([q_len, k_len]), or None: every key is seen."""
-        i = torch.arange(q_len, device=device)[:, None]
-        j = torch.arange(k_len, device=device)[None, :]
-        return self.hides(i, j)  # [q_len, k_len] or None
+    def parts(self) -> tuple:
+        """The score part modules, in order (the kernel is given them at each call)."""
+        return tuple(getattr(self, name) for name in self.score_parts)
 
-    def hides(self, query, key):
-        """The kind's mask (hidden_at) and the parts' (`hides`: local_window), True where the key is
-        hidden from the query, at broadcastable indices; None: every key is seen."""
-        hidden = self.hidden_at(query, key)
-        for part in self.masking_parts():
-            found = part.hides(query, key)
-            hidden = found if hidden is None else hidden | found
-        return hidden
-
-    def masking_parts(self) -> list:
-        return [getattr(self, name) for name in self.score_parts if hasattr(getattr(self, name), "hides")]
-
-    def hidden_at(self, query, key):
-        """The kind's mask as a function of the indices (broadcastable tensors): True where the
-        key is hidden from the query, or None: every key is seen. flex_attention's score_mod asks
-        it at each score (sequence.py: flexed); a kind whose mask is more than this overrides
-        `mask` and `flex_mask` (alibi)."""
-        return None
-
-    def mask(self, q_len, k_len, padding, dtype, device):
-        """(attn_mask, is_causal) for SDPA: the kind's own mask and the padded keys, together."""
-        hidden = self.hidden(q_len, k_len, device)
-        if padding is None:
-            if hidden is None or (self.causal and not self.masking_parts()):
-                return None, hidden is not None  # SDPA's own causal mask
-            return additive(hidden, dtype), False
-        padded = hidden_keys(padding)  # [B, 1, 1, M]
-        if hidden is None:  # one row per query, as ONNX Runtime's Attention op requires of a mask
-            return additive(padded.expand(-1, -1, q_len, -1), dtype), False  # [B, 1, N, M]
-        return additive(padded | hidden, dtype), False  # [B, 1, N, M]
-
-    def additive_mask(self, q_len, k_len, padding, dtype, device):
-        """The kind's mask and the padded keys as one additive mask (SDPA's causal flag made
-        explicit), or None."""
-        attn_mask, is_causal = self.mask(q_len, k_len, padding, dtype, device)
-        return additive(self.hidden(q_len, k_len, device), dtype) if is_causal else attn_mask
+    def mixes_scores(self) -> bool:
+        """Whether a part changes the scores themselves (the attention is then not plain SDPA)."""
+        return self.kernel.mixes_scores(self.parts())
 
     def split_extra(self, extra):
         """The inputs after the token streams -> (score bias or None, padding mask or None); the
@@ -250,8 +198,7 @@ class SequenceAttention(AttentionForm, Sublayer):
 
     def rotate_parts(self, q, k):
         """q and k turned by the score parts that rotate them (2-D rotary positions), in order."""
-        for name in self.score_parts:
-            part = getattr(self, name)
+        for part in self.parts():
             if hasattr(part, "rotate"):
                 q, k = part.rotate(q, k)  # [B, h, N, d], [B, h_kv, M, d]: shapes kept
         return q, k
@@ -259,127 +206,11 @@ class SequenceAttention(AttentionForm, Sublayer):
     def position_bias(self, q, k, bias, tensors=()):
         """The additive score biases: the bias input and the parts' biases ([B, h, N, M]), or None; a
         part with `reads_tensors` (disentangled) is also given the named tensors and this module."""
-        for name in self.score_parts:
-            part = getattr(self, name)
+        for part in self.parts():
             if hasattr(part, "bias"):
                 b = part.bias(q, k, tensors, self) if getattr(part, "reads_tensors", False) else part.bias(q, k)
                 bias = b if bias is None else bias + b
         return bias
-
-    def score_steps(self) -> list:
-        """The parts that change the scores themselves (`before_softmax` / `after_softmax`, or a
-        `sink_logit` column in the softmax), in order: the attention is then written out."""
-        parts = [getattr(self, name) for name in self.score_parts]
-        return [part for part in parts if hasattr(part, "before_softmax") or hasattr(part, "sink_logit")]
-
-    def mixes_scores(self) -> bool:
-        return bool(self.score_steps())
-
-    def written_out(self, q, k, v, bias, padding, tensors=()):
-        """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax (see `scored`),
-        the kind's mask and the padded keys hidden, the indices those of the slots."""
-        mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, q.dtype, q.device)
-        return self.scored(q, k, v, bias, mask, ScoreIndex.of_slots(q, k, tensors))
-
-    def scored(self, q, k, v, bias, mask, index):
-        """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax, in their
-        order, and the mask added after those before it (timm TalkingHeadAttn's, Gemma 2's soft-cap
-        order); a part's `sink_logit` [h] joins the softmax as one more column, dropped after it
-        (GPT-OSS's sinks). q [B, h, N, d], k and v [B, h, M, d] (shared already), mask [B or 1,
-        1 or h, N, M] or None, index: the ScoreIndex of the scores (slots, or positions while
-        generate decodes). Shared by the forward and generate's cache (compiler/generate/cache.py)."""
-        scale = self.head_dim ** -0.5 if self.scale is None else self.scale
-        scores = (q * scale) @ k.transpose(-2, -1)  # [B, h, N, M]
-        if bias is not None:
-            scores = scores + bias
-        parts = self.score_steps()
-        for part in parts:
-            if hasattr(part, "before_softmax"):
-                scores = part.before_softmax(scores, index) if getattr(part, "reads_index", False) \
-                    else part.before_softmax(scores)
-        if mask is not None:
-            scores = scores + mask
-        B, h, N, _ = scores.shape
-        sinks = sink_columns(parts, B, h, N, scores.dtype)  # each [B, h, N, 1]
-        if sinks:
-            scores = torch.cat([scores, *sinks], dim=-1)  # [B, h, N, M + sinks]
-        weights = softmax_written(scores) if self.written else scores.softmax(dim=-1)  # form.py: why
-        if sinks:
-            weights = weights[..., : weights.shape[-1] - len(sinks)]  # [B, h, N, M]: the sinks' columns dropped
-        for part in parts:
-            if hasattr(part, "after_softmax"):
-                weights = part.after_softmax(weights)
-        weights = F.dropout(weights, attention_dropout(self))
-        return weights @ v  # [B, h, N, d]
-
-    def flexes(self, q, k, bias) -> bool:
-        """Whether the parts run fused, as flex_attention's score_mod: under torch.compile (not
-        torch.export, whose ONNX and TensorRT targets have no such kernel), with no score bias and
-        no dropout, and every part an element-wise `modify` of the score (softcap, mod). Inductor's
-        CPU kernel (torch 2.14) takes static sizes and heads of 16 or more: it fails to compile at a
-        dynamic length (a C++ error) or a head of 8 (no kernel), so those stay written out."""
-        if not torch.compiler.is_compiling() or torch.compiler.is_exporting() or self.written:
-            return False
-        if q.device.type == "cpu" and (self.head_dim < 16 or not all(
-                isinstance(size, int) for size in (*q.shape, *k.shape))):
-            return False
-        if type(self).mask is not SequenceAttention.mask:
-            return False  # a mask of its own beyond hidden_at (alibi's biases): written out
-        parts = self.score_steps()
-        return bias is None and attention_dropout(self) == 0 and all(
-            hasattr(part, "modify") and not hasattr(part, "after_softmax") and not hasattr(part, "sink_logit")
-            for part in parts)
-
-    def sinks_alone(self) -> bool:
-        """Whether the only parts that change the scores are sinks (a `sink_logit` each): the
-        attention then stays one SDPA call (`sunk`)."""
-        steps = self.score_steps()
-        return bool(steps) and all(hasattr(part, "sink_logit") and not hasattr(part, "before_softmax")
-                                   and not hasattr(part, "after_softmax") for part in steps)
-
-    def sunk(self, q, k, v, bias, padding):
-        """The sinks inside one SDPA call: each sink is one more key whose key and value are zeros
-        (its score q·0 is 0) and whose column of the additive mask is the sink's logit, so the
-        softmax holds it in the denominator and it adds nothing to the output, as `scored` writes
-        out (GPT-OSS). q [B, h, N, d], k and v [B, h, M, d] (shared already) -> [B, h, N, d]."""
-        B, h, N, d = q.shape
-        M = k.shape[-2]
-        mask = self.additive_mask(N, M, padding, q.dtype, q.device)  # [B or 1, 1, N, M] or None
-        if bias is not None:
-            mask = bias.to(q.dtype) if mask is None else mask + bias
-        rows = (q.new_zeros(1, 1, N, M) if mask is None else mask).expand(B, h, N, M)  # [B, h, N, M]
-        sinks = sink_columns(self.score_steps(), B, h, N, q.dtype)  # each [B, h, N, 1]
-        mask = torch.cat([rows, *sinks], dim=-1)  # [B, h, N, M + sinks]
-        zeros = q.new_zeros(B, h, len(sinks), d)  # [B, h, sinks, d]
-        k, v = torch.cat([k, zeros], dim=-2), torch.cat([v, zeros.to(v.dtype)], dim=-2)  # [B, h, M + sinks, d]
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self),
-                                              scale=self.scale)  # [B, h, N, d]
-
-    def flexed(self, q, k, v, padding, tensors=()):
-        """The attention as one flex_attention call: the parts' `modify` steps and the kind's mask
-        (with the padded keys) as its score_mod, over the same q [B, h, N, d], k, v [B, h, M, d]."""
-        from torch.nn.attention.flex_attention import flex_attention
-
-        from torch.nn.attention.flex_attention import create_block_mask
-
-        parts = self.score_steps()
-        named = [dict(zip(getattr(part, "tensors", ()), tensors)) for part in parts]
-        lowest = torch.finfo(q.dtype).min
-
-        def score_mod(score, b, h, q_idx, kv_idx):
-            for part, found in zip(parts, named):
-                score = part.modify(score, b, h, q_idx, kv_idx, found)
-            if padding is None:
-                return score
-            return torch.where(padding[b, kv_idx] == 0, lowest, score)  # a padded key
-
-        def mask_mod(b, h, q_idx, kv_idx):  # the kind's and the parts' masks, from the indices
-            return ~self.hides(q_idx, kv_idx)
-
-        masked = type(self).hidden_at is not SequenceAttention.hidden_at or self.masking_parts()
-        blocks = create_block_mask(mask_mod, None, None, q.shape[-2], k.shape[-2], device=q.device) if masked else None
-        scale = self.head_dim ** -0.5 if self.scale is None else self.scale
-        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # [B, h, N, d]
 
     # -- forward ------------------------------------------------------------------------------
     def attend(self, x, memory=None, padding=None, bias=None, tensors=()):
@@ -392,19 +223,7 @@ class SequenceAttention(AttentionForm, Sublayer):
         q, k = self.rotate_parts(q, k)
         k, v = self.share_kv(k), self.share_kv(v)
         bias = self.position_bias(q, k, bias, tensors)
-        if self.mixes_scores() and self.flexes(q, k, bias):
-            x = self.flexed(q, k, v, padding, tensors)
-        elif self.sinks_alone() and not self.writes_out(k.shape[-2], q.dtype):
-            x = self.sunk(q, k, v, bias, padding)
-        elif self.mixes_scores() or self.writes_out(k.shape[-2], q.dtype):
-            x = self.written_out(q, k, v, bias, padding, tensors)
-        else:
-            attn_mask, is_causal = self.mask(N, k.shape[-2], padding, q.dtype, x.device)
-            if bias is not None:
-                mask = self.additive_mask(N, k.shape[-2], padding, q.dtype, x.device)
-                attn_mask, is_causal = (bias.to(q.dtype) if mask is None else mask + bias), False
-            x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=attention_dropout(self),
-                                               is_causal=is_causal, scale=self.scale)
+        x = self.kernel(q, k, v, bias, padding, self.parts(), tensors)  # [B, h, N, d]
         if self.merge_heads == "head_major":
             x = self.proj(x.transpose(1, 2).reshape(B, N, -1))  # [B, h, N, d] -> [B, N, h*d]
         else:
@@ -412,26 +231,40 @@ class SequenceAttention(AttentionForm, Sublayer):
         return self.proj_drop(x) if self.proj_drop is not None else x
 
 
-def sink_columns(parts, B, h, N, dtype) -> list:
-    """Each sink part's logit [h] among `parts` as one more score column [B, h, N, 1] (GPT-OSS), in order."""
-    return [part.sink_logit().to(dtype).view(1, h, 1, 1).expand(B, h, N, 1)  # [h] -> [B, h, N, 1]
-            for part in parts if hasattr(part, "sink_logit")]
-
-
 class SelfAttention(SequenceAttention):
-    """Queries, keys and values from one sequence."""
+    """Queries, keys and values from one sequence, the keys each query sees by the kind's rule
+    (`keys`). Where the rule decodes (causal, sliding, alibi), generate() hands the forward
+    `cache`, this layer's keys and values so far (compiler/generate/cache.py's KVCache), and the
+    attention runs through it."""
 
-    def body(self, x, *extra):
+    @property
+    def takes_cache(self) -> bool:
+        return self.kernel.keys.decodes
+
+    def body(self, x, *extra, cache=None):
         bias, padding = self.split_extra(extra)
+        if cache is not None:  # the cache's mask hides the padded keys
+            return cache.attend(self, x, bias, self.parts_tensors(extra))
         return self.attend(x, padding=padding, bias=bias, tensors=self.parts_tensors(extra))
+
+    def cache_entry(self) -> tuple[int, int, int]:
+        """(heads, key width, value width) of what generate caches per token: the key/value heads."""
+        return self.kv_heads, self.head_dim, self.head_dim
 
 
 def sequence_args(p, width: int) -> dict:
     """The constructor arguments the sequence options add."""
-    return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, rope_theta=p.rope_theta,
-                rope_dims=p.rope_dims, rope_interleaved=p.rope_interleaved, rope_yarn=yarn_args(p),
+    return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, rotary=rotary_args(p),
                 head_dim=p.head_dim, scale=p.scale,
                 score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)))
+
+
+def rotary_args(p) -> dict | None:
+    """Rotary's keywords (Rotary's; its dims the head width unless the node gives rope_dims), or None: no rotary."""
+    if p.rope_theta is None:
+        return None
+    dims = {"dims": p.rope_dims} if p.rope_dims is not None else {}
+    return dict(theta=p.rope_theta, **dims, interleaved=p.rope_interleaved, yarn=yarn_args(p))
 
 
 def yarn_args(p) -> dict | None:

@@ -14,8 +14,8 @@ from typing import Literal
 
 from archspec.compiler.facts import CLASSIFIER, KEEPS, TOKEN_GRID, register_facts
 from archspec.compiler.lowering_rules import lowering
-from archspec.compiler.modules.attention.causal import CausalSelfAttention
-from archspec.compiler.modules.attention.sequence import make_sequence_attention
+from archspec.compiler.modules.attention.causal import CausalMask
+from archspec.compiler.modules.attention.sequence import SelfAttention, make_sequence_attention
 from archspec.primitives.decoding import ROLE, SelfCache, register_decoding
 from archspec.primitives.ops.attention.causal import CausalAttentionOp, CausalParams
 from archspec.primitives.registry import register
@@ -49,7 +49,7 @@ register_decoding(TOY_CAUSAL, SelfCache())
 ROLE.register(TOY_FORGETFUL, None)
 
 for op in (TOY_CAUSAL, TOY_FORGETFUL):
-    lowering(op)(lambda p, inputs, ctx, op=op: make_sequence_attention(CausalSelfAttention, op, p, inputs))
+    lowering(op)(lambda p, inputs, ctx, op=op: make_sequence_attention(SelfAttention, op, p, inputs, keys=CausalMask()))
 register_facts(TOY_CAUSAL, grid=KEEPS, classifier=None, resample=None)
 TOKEN_GRID.register(TOY_FORGETFUL, KEEPS)
 CLASSIFIER.register(TOY_FORGETFUL, None)

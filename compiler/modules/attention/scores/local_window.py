@@ -1,5 +1,5 @@
 """score part local_window (torch): hides the keys more than window // 2 places from the query,
-either side (Hugging Face's ModernBertAttention local mask); SequenceAttention.hides joins it to
+either side (Hugging Face's ModernBertAttention local mask); AttentionKernel.hides (kernel.py) joins it to
 the kind's mask, for SDPA's additive mask, the written-out attention and flex_attention alike."""
 
 from __future__ import annotations

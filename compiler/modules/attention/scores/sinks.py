@@ -1,5 +1,5 @@
 """score part sinks (torch): a learned logit per head, `sinks` [heads] (Hugging Face's
-GptOssAttention name), that SequenceAttention.scored joins to each query's softmax as one more
+GptOssAttention name), that AttentionKernel.scored (kernel.py) joins to each query's softmax as one more
 column and drops after it."""
 
 from __future__ import annotations
