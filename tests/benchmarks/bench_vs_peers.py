@@ -57,6 +57,10 @@ MODELS = {  # spec: (timm name, image size)
 PEERS = ["timm eager", "timm compile", "timm compile frozen", "timm onnx", "timm compile reduce-overhead",
          "timm compile max-autotune", "timm aoti"]  # the best of those measured is the best peer
 OURS = ["archspec eager", "archspec compile", "archspec onnx", "archspec aoti"]
+CPU_PATHS = {"timm eager", "timm compile", "timm compile frozen", "timm onnx", "archspec eager", "archspec compile",
+             "archspec onnx", "archspec aoti"}
+CUDA_PATHS = {"timm eager", "timm compile", "timm compile reduce-overhead", "timm compile max-autotune", "timm aoti",
+              "archspec eager", "archspec compile", "archspec aoti"}  # no ONNX Runtime CUDA provider here
 CUDA_PROBE_SIZE = 8192  # a 2048^3 matmul is over in microseconds on a data-centre GPU: launch-bound
 STARTED = time.perf_counter()
 
@@ -341,7 +345,8 @@ def complete(row: dict) -> bool:
 
 
 def markdown(rows: list[dict], header: str) -> str:
-    columns = [p for p in PEERS + OURS if any(p in row["paths"] for row in rows)]  # the paths measured
+    cuda = any(row.get("device", "cpu").startswith("cuda") for row in rows)
+    columns = [p for p in PEERS + OURS if p in (CUDA_PATHS if cuda else CPU_PATHS)]  # an unmeasured one shows —
     titles = {"timm onnx": "timm → ORT", "archspec onnx": "archspec ORT", "archspec aoti": "archspec AOTI",
               "timm aoti": "timm AOTI", "timm compile reduce-overhead": "timm CUDA graphs"}
     cells = lambda row: [milliseconds(row['paths'][n]['median_ms']) if n in row["paths"] else "—"  # noqa: E731

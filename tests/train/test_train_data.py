@@ -437,7 +437,8 @@ def test_two_fsdp_processes_validate_as_one_does(image_spec, tmp_path_factory):
     make_shapes(folder, classes=3, train=4, val=3, size=16, seed=2)
     flags = ("--data", folder, "--set", "classes=3", "--steps", "2", "--lr", "1e-12")  # the same weights in both
     alone, pair = run_train(image_spec, *flags), run_train(image_spec, *flags, "--fsdp", processes=2)
-    assert alone.returncode == 0 and pair.returncode == 0, (alone.stderr[-2000:], pair.stderr[-2000:])
+    assert alone.returncode == 0 and pair.returncode == 0, (  # the pair's head too: a rank's own error comes first
+        alone.stderr[-2000:], pair.stderr[:4000], pair.stderr[-2000:])
     one, two = json.loads(alone.stdout)["evals"], json.loads(pair.stdout)["evals"]
     assert [e["val_samples"] for e in one] == [e["val_samples"] for e in two] == [9]
     assert two[0]["val_loss"] == pytest.approx(one[0]["val_loss"], abs=1e-4) and two[0]["top1"] == one[0]["top1"]
