@@ -151,7 +151,8 @@ class KVCache:
         rule = module.kernel.keys  # the kind's mask rule
         if rule.adds_bias:  # ALiBi: distances between the positions (no window, so no ring)
             positions, key_positions = self.state.positions(), self.state.key_positions()  # [B, N], [B, M]
-            mask = mask + rule.bias(positions[:, None, :, None], key_positions[:, None, None, :], q.dtype)  # [B, h, N, M]
+            mask = mask + rule.bias(positions[:, None, :, None], key_positions[:, None, None, :], q.dtype,
+                                    module.kernel.table)  # [B, h, N, M]
         if module.mixes_scores():  # score parts (their SCORE_DECODE said they decode): the forward's steps
             k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
             bias = module.position_bias(q, k, bias)

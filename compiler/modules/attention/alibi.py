@@ -38,16 +38,15 @@ class AlibiMask(AllKeys):
     def hides(self, query, key):
         return later_or_outside(query, key)  # later keys are hidden
 
-    def slopes(self, device=None):
-        """The heads' slopes [h], float32."""
-        return torch.tensor(alibi_slopes(self.heads), device=device)
+    def table(self):
+        """The heads' slopes [h, 1, 1] (float32; the kernel's buffer, cast with the model)."""
+        return torch.tensor(alibi_slopes(self.heads)).view(self.heads, 1, 1)
 
-    def bias(self, query, key, dtype):
-        """-slope_h * (query - key): [h, N, M] at indices [N, 1] and [1, M]; while generate() decodes,
-        [B, h, N, M] at the positions [B, 1, N, 1] and [B, 1, 1, M] (Hugging Face's, from the
-        attention mask, so a left-padded row is biased as it would be alone)."""
-        slopes = self.slopes(query.device).view(-1, 1, 1)  # [h] -> [h, 1, 1]
-        return -(slopes * (query - key).to(slopes.dtype)).to(dtype)  # [h, N, M] or [B, h, N, M]
+    def bias(self, query, key, dtype, table=None):
+        """-slope_h * (query - key), `table` the slopes: [h, N, M] at indices [N, 1] and [1, M]; while
+        generate() decodes, [B, h, N, M] at the positions [B, 1, N, 1] and [B, 1, 1, M] (Hugging
+        Face's, from the attention mask, so a left-padded row is biased as it would be alone)."""
+        return -(table * (query - key).to(table.dtype)).to(dtype)  # [h, N, M] or [B, h, N, M]
 
 
 @lowering(ALIBI)

@@ -47,8 +47,8 @@ def additive(hidden, dtype):
 class AllKeys:
     """A kind's mask rule (FlexAttention's mask_mod): which keys a query sees, as a function of
     their indices. This one: every key (global, cross and class attention). A rule holds no
-    tensor; its constructor arguments are its attributes, and its repr constructs it again
-    (model.py)."""
+    tensor (its `table`, if any, is the kernel's buffer); its constructor arguments are its
+    attributes, and its repr constructs it again (model.py)."""
 
     causal = False  # the plain causal mask: SDPA's is_causal when nothing else is masked
     hides_some = False  # `hides` can hide a key
@@ -59,9 +59,15 @@ class AllKeys:
         """True where the key is hidden from the query, at broadcastable indices; None: every key is seen."""
         return None
 
-    def bias(self, query, key, dtype):
+    def table(self):
+        """A tensor the rule reads at every call (ALiBi's slopes), made once: the kernel keeps it as
+        its non-persistent buffer `table` (it moves and casts with the model, and is no state), and
+        gives it back to `bias`. None: none."""
+        return None
+
+    def bias(self, query, key, dtype, table=None):
         """An additive bias of the query and key indices ([h, N, M], or [B, h, N, M] at positions
-        [B, 1, N, 1] and [B, 1, 1, M]), or None."""
+        [B, 1, N, 1] and [B, 1, 1, M]), or None; `table`: the kernel's copy of `table()`."""
         return None
 
     def __repr__(self) -> str:
@@ -76,6 +82,7 @@ class AttentionKernel(AttentionForm, nn.Module):
     def __init__(self, keys: AllKeys, scale=None, attn_drop=0.0):
         super().__init__()
         self.keys, self.scale, self.attn_drop = keys, scale, attn_drop
+        self.register_buffer("table", keys.table(), persistent=False)  # the rule's tensor, or None
 
     def extra_repr(self) -> str:
         return f"keys={self.keys!r}, scale={self.scale}, attn_drop={self.attn_drop}"
@@ -101,9 +108,7 @@ class AttentionKernel(AttentionForm, nn.Module):
     # -- which keys are seen ------------------------------------------------------------------
     def hidden(self, q_len, k_len, device, parts=()):
         """True where query i may not see key j ([q_len, k_len]), or None: every key is seen."""
-        i = torch.arange(q_len, device=device)[:, None]
-        j = torch.arange(k_len, device=device)[None, :]
-        return self.hides(i, j, parts)  # [q_len, k_len] or None
+        return self.hides(*slots(q_len, k_len, device), parts)  # [q_len, k_len] or None
 
     def hides(self, query, key, parts=()):
         """The kind's mask and the parts' (`hides`: local_window), True where the key is hidden
@@ -116,11 +121,10 @@ class AttentionKernel(AttentionForm, nn.Module):
 
     def mask(self, q_len, k_len, padding, dtype, device, parts=()):
         """(attn_mask, is_causal) for SDPA: the kind's own mask (and bias) and the padded keys, together."""
-        hidden = self.hidden(q_len, k_len, device, parts)
+        i, j = slots(q_len, k_len, device)  # [N, 1], [1, M]
+        hidden = self.hides(i, j, parts)  # [N, M] or None
         if self.keys.adds_bias:  # ALiBi: the distances' bias, the hidden keys at the dtype's minimum
-            i = torch.arange(q_len, device=device)[:, None]
-            j = torch.arange(k_len, device=device)[None, :]
-            bias = self.keys.bias(i, j, dtype)  # [h, N, M]
+            bias = self.keys.bias(i, j, dtype, self.table)  # [h, N, M]
             if padding is not None:
                 hidden = hidden_keys(padding) if hidden is None else hidden | hidden_keys(padding)  # [B, 1, N, M]
             return (bias if hidden is None else bias.masked_fill(hidden, torch.finfo(dtype).min)), False
@@ -251,6 +255,11 @@ class AttentionKernel(AttentionForm, nn.Module):
         masked = self.keys.hides_some or masking_parts(parts)
         blocks = create_block_mask(mask_mod, None, None, q.shape[-2], k.shape[-2], device=q.device) if masked else None
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=self.scale)  # [B, h, N, d]
+
+
+def slots(q_len, k_len, device):
+    """The query and key slot indices, [q_len, 1] and [1, k_len]."""
+    return torch.arange(q_len, device=device)[:, None], torch.arange(k_len, device=device)[None, :]
 
 
 def masking_parts(parts) -> list:
