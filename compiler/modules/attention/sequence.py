@@ -1,4 +1,4 @@
-"""The torch side the sequence kinds (global, causal, sliding, cross) share: the projections
+"""The torch side the sequence kinds (global, causal, sliding, alibi, cross, class) share: the projections
 (a fused qkv, or q and kv for cross attention), grouped-query attention, separate q/v biases,
 query/key normalisation, rotary position embeddings and a key-padding mask, around the
 attention kernel (kernel.py), which holds no parameter. A kind is not a subclass: the self-
