@@ -2,9 +2,9 @@
 q, k and v already projected, normalised, rotated and shared among the query heads, in
 FlexAttention's model: which keys a query sees is the kind's mask rule (`AllKeys`, and the
 kinds' rules in causal.py, sliding.py, alibi.py), what changes the scores are the score parts,
-and one kernel runs them. It holds no parameter or buffer (the attention module around it holds
-the projections and the parts, so their state-dict keys are the module's own), and it chooses
-the kernel per call:
+and one kernel runs them. It holds no parameter and no state (the attention module around it
+holds the projections and the parts, so their state-dict keys are the module's own; a rule's
+table, ALiBi's slopes, is its non-persistent buffer), and it chooses the kernel per call:
 
 - one F.scaled_dot_product_attention call (bias parts and masks as its additive mask; the plain
   causal mask as its is_causal),
