@@ -1,5 +1,5 @@
 """Attention sinks (`scores: [sinks]`, GPT-OSS) in eager: one SDPA call with a zero key and value
-per sink (sequence.py `sunk`, the path taken) against the written-out softmax with the sinks'
+per sink (kernel.py `sunk`, the path taken) against the written-out softmax with the sinks'
 column (`written_out`, the path before), ms per forward, one process, the two interleaved, at
 two lengths. fp32, CPU, batch 1, one causal layer of 8 heads of 64 (2 key/value heads), rotary.
 

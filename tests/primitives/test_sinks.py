@@ -141,7 +141,7 @@ def test_the_standalone_model_py_gives_the_same(tmp_path):
 
 @pytest.mark.parametrize("kind", ["sliding", "causal"])
 def test_sinks_run_as_one_sdpa_call_equal_to_the_written_out_form(kind, monkeypatch):
-    """Sinks alone stay fused: one SDPA call with a zero key and value per sink (sequence.py `sunk`),
+    """Sinks alone stay fused: one SDPA call with a zero key and value per sink (kernel.py `sunk`),
     equal to the written-out softmax with the sinks' column (`written_out`), with padded keys and a
     score bias too."""
     import torch.nn.functional as F

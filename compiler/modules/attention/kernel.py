@@ -98,8 +98,9 @@ class AttentionKernel(AttentionForm, nn.Module):
             return self.sunk(q, k, v, bias, padding, parts)
         if self.mixes_scores(parts) or self.writes_out(M, q.dtype):
             return self.written_out(q, k, v, bias, padding, parts, tensors)
-        attn_mask, is_causal = self.mask(N, M, padding, q.dtype, q.device, parts)
-        if bias is not None:
+        if bias is None:
+            attn_mask, is_causal = self.mask(N, M, padding, q.dtype, q.device, parts)
+        else:  # the bias joins the mask made explicit
             mask = self.additive_mask(N, M, padding, q.dtype, q.device, parts)
             attn_mask, is_causal = (bias.to(q.dtype) if mask is None else mask + bias), False
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=attention_dropout(self),

@@ -1,6 +1,6 @@
 """score part mod (torch): the spec's steps over the score, its indices and named tensors, each op
 one torch function from the table below (never eval), run as the part's `before_softmax` and,
-under torch.compile, as flex_attention's score_mod (sequence.py)."""
+under torch.compile, as flex_attention's score_mod (kernel.py)."""
 
 from __future__ import annotations
 

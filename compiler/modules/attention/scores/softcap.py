@@ -20,7 +20,7 @@ class Softcap(nn.Module):
         return torch.tanh(scores / self.cap) * self.cap
 
     def modify(self, score, b, h, q, k, tensors):
-        """The same, as flex_attention's score_mod sees it (sequence.py: flexed)."""
+        """The same, as flex_attention's score_mod sees it (kernel.py: flexed)."""
         return self.before_softmax(score)
 
 

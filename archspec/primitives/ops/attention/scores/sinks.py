@@ -7,7 +7,7 @@ For a query with scores s_1 .. s_M over its keys and head h's sink logit z_h, th
 
 so a query may give less than all of its attention to the keys (the rest goes to no value). Sequence
 attention keeps one fused SDPA call: each sink is one more key whose key and value are zeros and
-whose column of the additive mask is the sink's logit (compiler/modules/attention/sequence.py
+whose column of the additive mask is the sink's logit (compiler/modules/attention/kernel.py
 `sunk`); with other parts that change the scores it is written out (softmax over [scores, sink], the
 sink column dropped), after the mask. It decodes with generate()'s cache unchanged (the sink reads
 no key).
