@@ -21,6 +21,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # fewer, and the tests that read a hint's sizes would depend on the load.
 os.environ.setdefault("ARCHSPEC_HINT_SECONDS", "5")
 
+# Compiled decode steps are not kept on disk (compiler/generate/kept_steps.py) unless a test asks:
+# each test that compiles one compiles it, and none writes to the user's ~/.cache.
+os.environ["ARCHSPEC_CACHE"] = "off"
+
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))

@@ -29,7 +29,7 @@ import torch
 from archspec.core.ir import Graph
 
 from .export import example_inputs, max_abs_difference
-from .isa import Isa, read_isa
+from archspec.core.isa import Isa, read_isa
 from .out_of_memory import ran_out_of_memory
 from .precision import DTYPES, cast_model, measure_deviation
 from .registry import get as get_target, targets

@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .isa import Isa, read_isa
+from archspec.core.isa import Isa, read_isa
 from .precision import cast_model
 from .timing import PeakMemory, machine_description
 
@@ -208,6 +208,7 @@ class GenerateRow:
     cache_bytes: int
     peak_growth: int | None
     compile_seconds: float | None = None  # the compile target's first (untimed) generate()
+    compile_how: str | None = None  # its step "made" then, or "loaded" (kept on disk by an earlier run)
 
     @property
     def label(self) -> str:
@@ -232,6 +233,7 @@ class GenerateRow:
     def to_json(self) -> dict:
         early, late = self.positions
         return {"precision": self.precision, "target": self.target, "compile_s": self.compile_seconds,
+                "compile_how": self.compile_how,
                 "prompt": self.prompt, "new_tokens": self.new_tokens,
                 "prefill_ms": self.prefill * 1e3, "early_position": early, "late_position": late,
                 "ms_per_token_early": self.early * 1e3, "ms_per_token_late": self.late * 1e3,
@@ -270,10 +272,11 @@ class GenerateBench:
                   "rounds; /floor = ms/tok over it",
                   "ms/tok: mean over all decode steps; tokens/s = 1000 / ms/tok; @N: median of the steps around "
                   "position N; peak RSS +MB: growth of the peak resident set over the row's first generate()"]
-        made = [f"{r.label} {r.compile_seconds:.1f} s" for r in self.rows if r.compile_seconds is not None]
+        made = [f"{r.label} {r.compile_seconds:.1f} s, {r.compile_how}" for r in self.rows
+                if r.compile_seconds is not None]
         if made:
-            lines.append("compile: generate(compile=True), the decode step made once before the rounds (" +
-                         ", ".join(made) + ")")
+            lines.append("compile: generate(compile=True), the decode step made once before the rounds, or loaded "
+                         "where an earlier run kept it (" + ", ".join(made) + ")")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -289,6 +292,7 @@ class DecodePath:
     model: nn.Module
     weights: list[torch.Tensor]
     compile_seconds: float | None = None
+    compile_how: str | None = None
     runs: list[list[float]] = field(default_factory=list)
     floors: list[float] = field(default_factory=list)
     peak: int | None = None
@@ -308,7 +312,10 @@ def warm_up(path: DecodePath, ids: torch.Tensor, new_tokens: int) -> None:
     start = time.perf_counter()
     decode_steps(path.model, ids, new_tokens, compile=path.target == "compile")
     if path.target == "compile":
+        from ..generate import decoder_of
+
         path.compile_seconds = time.perf_counter() - start
+        path.compile_how = ", ".join(sorted(set(decoder_of(path.model).compiled.how.values())))
 
 
 def run_round(paths: list[DecodePath], ids: torch.Tensor, new_tokens: int, first: bool) -> None:
@@ -343,7 +350,7 @@ def summarise(path: DecodePath, prompt: int, new_tokens: int) -> GenerateRow:
         weights_bytes=tensor_bytes(path.model.parameters()),
         cache_bytes=kv_cache_bytes(path.model, 1, cache_length(path, prompt + new_tokens),
                                    next(path.model.parameters()).dtype),
-        peak_growth=path.peak, compile_seconds=path.compile_seconds)
+        peak_growth=path.peak, compile_seconds=path.compile_seconds, compile_how=path.compile_how)
 
 
 def bench_generate(model: nn.Module, precisions: list[str], prompt: int = 8, new_tokens: int = 64, rounds: int = 5,

@@ -243,7 +243,7 @@ def onnxruntime_session(path_or_bytes, threads: int | None = None, optimization:
 
 def machine_description() -> str:
     """One line: CPU model, cores, the vector extensions that matter here (isa.py), torch and ORT versions."""
-    from .isa import read_isa
+    from archspec.core.isa import read_isa
 
     isa = read_isa()
     try:

@@ -84,7 +84,7 @@ def check_mask(attention_mask, input_ids) -> None:
 
 def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temperature=None, top_k=None,
                     top_p=None, eos_token_id=None, pad_token_id=None, attention_mask=None,
-                    decoder_start_token_id=None, streamer=None, generator=None, compile=False,
+                    decoder_start_token_id=None, streamer=None, generator=None, compile=None,
                     repetition_penalty=None, no_repeat_ngram_size=None, min_new_tokens=None, stopping_criteria=None,
                     stop_strings=None, tokenizer=None, num_beams=1, length_penalty=1.0, early_stopping=False,
                     return_dict_in_generate=False, output_scores=False) -> None:
@@ -93,9 +93,12 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
                      tokenizer)
     check_beams(num_beams, length_penalty, early_stopping, streamer, attention_mask, compile, decoder.encoder_decoder)
     for name, value in (("return_dict_in_generate", return_dict_in_generate), ("output_scores", output_scores),
-                        ("do_sample", do_sample), ("compile", compile)):
+                        ("do_sample", do_sample)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {describe(value)}")
+    if compile is not None and not isinstance(compile, bool):
+        raise TypeError(f"compile must be True, False or None (a kept compiled step where there is one), got "
+                        f"{describe(compile)}")
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
         raise ValueError("input_ids must be a LongTensor [batch, length]")
     if input_ids.shape[0] == 0:

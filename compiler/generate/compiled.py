@@ -3,7 +3,7 @@
 An eager decode step runs the model's Python, module by module, for every token: at batch 1
 that overhead is most of the step once the weights stream fast (bf16). Here the single-token
 step is one AOTInductor program, made once per model, batch and cache capacity (CompiledSteps),
-and called for every token after the prefill.
+kept on disk for later processes (kept_steps.py), and called for every token after the prefill.
 
 For that the step must keep one shape from token to token, so it reads and writes the caches
 the prefill filled (cache.py's KVCache: keys and values [B, h_kv, capacity or window, d]) in
@@ -28,8 +28,9 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.kernel import additive, later_or_outside
-from ..inductor.frozen import compile_frozen
+from ..inductor.frozen import compile_frozen, load_frozen
 from .cache import DecodeCache, DecodeState, KVCache
+from .kept_steps import KeptSteps, cache_root
 
 
 class SlotState:
@@ -136,8 +137,9 @@ class StaticStep(nn.Module):
 
 class CompiledSteps:
     """The decode step of one model as AOTInductor programs, one per batch size and cache
-    capacity, each made at the first compiled generate() that needs it and kept while the
-    model's weights and mode stay as they were (`refresh`, at each generate()).
+    capacity, each made at the first compiled generate() that needs it (or loaded from the
+    ones kept on disk, kept_steps.py) and held while the model's weights and mode stay as they
+    were (`refresh`, at each generate()).
 
     Each program is StaticStep exported and compiled frozen (inductor's freezing, grad off):
     the weights are its constants, each linear's packed once into oneDNN's blocked layout for
@@ -150,7 +152,10 @@ class CompiledSteps:
         self.model = decoder.model  # whose weights and mode the programs froze (refresh)
         self.step = StaticStep(decoder)  # in the model's mode (its weights_key): nothing of the model is set
         self.folder = tempfile.TemporaryDirectory(prefix="archspec-decode-step-")
+        root = cache_root()
+        self.kept = KeptSteps(self.model, root) if root is not None else None
         self.programs: dict[tuple[int, int], object] = {}
+        self.how: dict[tuple[int, int], str] = {}  # "made" or "loaded" (from the kept ones), by shape
         self.made_for = None
         self.made = 0  # programs made so far: each its own package file
 
@@ -162,7 +167,17 @@ class CompiledSteps:
         kernels are compiled for it), changed since they were made."""
         now = (torch.get_num_threads(), weights_key(self.model))
         if now != self.made_for:
-            self.programs, self.made_for = {}, now
+            self.programs, self.how, self.made_for = {}, {}, now
+
+    def ready(self, batch: int, slots: int) -> bool:
+        """A program for this batch and cache capacity is held, or kept on disk for these weights."""
+        self.refresh()
+        return (batch, slots) in self.programs or self.kept_path(batch, slots) is not None
+
+    def kept_path(self, batch: int, slots: int):
+        if self.kept is None:
+            return None
+        return self.kept.find(batch, slots, self.made_for[0], self.made_for[1])
 
     def run(self, ids: torch.Tensor, state: DecodeState, caches: list[torch.Tensor]) -> torch.Tensor:
         """Logits [B, vocab] of one token per sequence (ids [B, 1]) at the state's current slot,
@@ -171,21 +186,31 @@ class CompiledSteps:
         shape = (ids.shape[0], state.seen.shape[1])  # batch, capacity: every input's shape follows
         program = self.programs.get(shape)
         if program is None:
-            program = self.programs[shape] = self.make(inputs)
+            program = self.programs[shape] = self.load(shape, inputs)
         return program(*inputs)
 
-    def make(self, inputs: tuple) -> object:
-        """StaticStep at these inputs' shapes, exported, compiled frozen by AOTInductor and loaded."""
+    def load(self, shape: tuple[int, int], inputs: tuple) -> object:
+        """The program kept for this shape, or one made now (and kept, unless ARCHSPEC_CACHE=off)."""
+        path = self.kept_path(*shape)
+        self.how[shape] = "loaded" if path is not None else "made"
+        if path is None:
+            path = self.make(inputs)
+            if self.kept is not None:
+                path = self.kept.keep(path, self.kept.path(*shape, self.made_for[0], self.made_for[1]))
+        return load_frozen(str(path))
+
+    def make(self, inputs: tuple) -> str:
+        """StaticStep at these inputs' shapes, exported and compiled frozen by AOTInductor: its package file."""
         path = os.path.join(self.folder.name, f"step{self.made}.pt2")
         self.made += 1
         with torch.no_grad():
             program = torch.export.export(self.step, inputs, strict=False)
-        return torch._inductor.aoti_load_package(compile_frozen(program, path))
+        return compile_frozen(program, path)
 
 
 def weights_key(model: nn.Module) -> tuple:
     """What the frozen programs copied from the model: each parameter's and buffer's storage,
-    version and dtype, and whether it trains."""
+    version and dtype, and whether each module trains."""
     tensors = [*model.parameters(), *model.buffers()]
-    return (model.training, *((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors))
-
+    modes = tuple(m.training for m in model.modules())
+    return (modes, *((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors))

@@ -123,11 +123,15 @@ class Decoder:
         logits [B, vocab]: `logits`, or the model's compiled step over the cache the prefill filled."""
         if not compile:
             return self.logits
+        steps, caches = self.compiled_steps(), cache.tensors()
+        return lambda ids, cache, source: steps.run(ids, cache.state, caches)
+
+    def compiled_steps(self) -> CompiledSteps:
+        """The model's compiled decode steps (made at the first call), refreshed for its weights now."""
         if self.compiled is None:
             self.compiled = CompiledSteps(self)
         self.compiled.refresh()
-        caches = cache.tensors()
-        return lambda ids, cache, source: self.compiled.run(ids, cache.state, caches)
+        return self.compiled
 
 
 def cache_holder(model, path: str):
@@ -288,13 +292,33 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     return torch.cat(tokens, dim=1)
 
 
+def chosen_compile(model, compile: bool | None, input_ids, max_new_tokens: int, num_beams: int = 1) -> bool:
+    """`compile` as given, or for None (generate's default): whether a compiled step for this
+    batch and length is held or kept on disk (kept_steps.py), where the call can take one."""
+    if compile is not None:
+        return compile
+    decoder = decoder_of(model)
+    if num_beams > 1 or compile_refusal(decoder) is not None:
+        return False
+    slots = compiled_capacity(input_ids.shape[1] + max_new_tokens, decoder.max_length)
+    return decoder.compiled_steps().ready(input_ids.shape[0], slots)
+
+
+def compile_refusal(decoder: Decoder, option: str = "compile=True") -> str | None:
+    """Why the decode step `option` (compile=True, --compile) does not cover this spec, or None."""
+    if decoder.encoder_decoder:
+        return f"{option} covers decoder-only specs; {decoder.name} is an encoder-decoder: leave it out"
+    if decoder.biases:
+        return (f"{option} does not cover relative position biases yet ({decoder.name} has a relative_bias node): "
+                "leave it out")
+    return None
+
+
 def check_compilable(decoder: Decoder, option: str = "compile=True") -> None:
     """ValueError, in words, for a spec whose decode step `option` (compile=True, --compile) does not cover."""
-    if decoder.encoder_decoder:
-        raise ValueError(f"{option} covers decoder-only specs; {decoder.name} is an encoder-decoder: leave it out")
-    if decoder.biases:
-        raise ValueError(f"{option} does not cover relative position biases yet ({decoder.name} has a "
-                         "relative_bias node): leave it out")
+    refusal = compile_refusal(decoder, option)
+    if refusal is not None:
+        raise ValueError(refusal)
 
 
 def compiled_capacity(needed: int, longest: int | None) -> int:

@@ -19,7 +19,7 @@ import torch
 
 from .beam import beam_search
 from .cache import DecodeState
-from .driver import as_list, check_compilable, compiled_capacity, decoder_of
+from .driver import as_list, check_compilable, chosen_compile, compiled_capacity, decoder_of
 from .driver import generate as plain_generate
 from .processors import Processors, Stopping
 from .sampling import Sampling
@@ -50,7 +50,7 @@ class GenerateOutput:
 def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float | None = None,
              top_k: int | None = None, top_p: float | None = None, eos_token_id=None, pad_token_id: int | None = None,
              attention_mask=None, decoder_start_token_id: int | None = None, streamer=None,
-             generator: torch.Generator | None = None, compile: bool = False,
+             generator: torch.Generator | None = None, compile: bool | None = None,
              repetition_penalty: float | None = None, no_repeat_ngram_size: int | None = None,
              min_new_tokens: int | None = None, stopping_criteria=None, stop_strings=None, tokenizer=None,
              num_beams: int = 1, length_penalty: float = 1.0, early_stopping: bool | str = False,
@@ -74,10 +74,15 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     output_scores                          .sequences_scores) instead of the ids
     streamer                               put(tokens), end(): the prompt, then each step's tokens
     generator                              the torch.Generator sampling draws from
-    compile                                the decode steps as one AOTInductor program (compiled.py)
+    compile                                True: the decode steps as one AOTInductor program
+                                           (compiled.py), made at the first call for a batch and
+                                           length (seconds) and kept on disk (kept_steps.py);
+                                           None (default): through a kept or held one where one
+                                           fits the call, eagerly otherwise; False: eagerly
 
     An encoder-decoder spec takes the source as input_ids (and its padding as attention_mask)
     and returns the target, [B, 1 + new], beginning with decoder_start_token_id."""
+    compile = chosen_compile(model, compile, input_ids, max_new_tokens, num_beams)
     beams = num_beams > 1
     extras = (repetition_penalty not in (None, 1.0) or no_repeat_ngram_size or min_new_tokens or stopping_criteria
               or stop_strings or return_dict_in_generate or beams)

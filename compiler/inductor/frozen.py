@@ -23,3 +23,9 @@ def compile_frozen(program: torch.export.ExportedProgram, path: str) -> str:
     """`program` compiled by AOTInductor, frozen, into the package at `path` (a .pt2 file)."""
     with quiet_cpp_extension(), torch.no_grad():
         return torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=FROZEN)
+
+
+def load_frozen(path: str):
+    """The package at `path` loaded (torch's "No CUDA runtime is found" advice kept quiet)."""
+    with quiet_cpp_extension():
+        return torch._inductor.aoti_load_package(path)

@@ -406,7 +406,7 @@ def main() -> None:
         parser.error("fp16 runs on CUDA (--device cuda); on a CPU use bf16")
     args.batches = args.batches or ([1, 8, 64] if args.device == "cuda" else [1, 8])
     torch.set_num_threads(args.threads)
-    from archspec.compiler.backends.isa import read_isa
+    from archspec.core.isa import read_isa
     from archspec.compiler.backends.timing import machine_description, reuse_freed_memory
 
     machine, isa = machine_description(), read_isa()

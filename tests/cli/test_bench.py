@@ -121,7 +121,7 @@ ARM = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd bf16 sve\nCPU imp
 
 
 def test_the_isa_line_names_the_cpu_and_what_it_has_for_bf16_and_int8():
-    from archspec.compiler.backends.isa import parse_cpuinfo
+    from archspec.core.isa import parse_cpuinfo
 
     spr = parse_cpuinfo(SAPPHIRE_RAPIDS)
     assert spr.line() == ("Intel(R) Xeon(R) Platinum 8480+; ISA: AVX2, AVX-512, AVX512-BF16, AVX512-VNNI, AMX-BF16, "
@@ -139,7 +139,7 @@ def test_the_isa_line_names_the_cpu_and_what_it_has_for_bf16_and_int8():
 
 def test_each_row_is_a_percentage_of_the_probe_of_its_own_precision():
     from archspec.compiler.backends.bench import BenchResult, Row, Variant, probe_precision, probe_share
-    from archspec.compiler.backends.isa import parse_cpuinfo
+    from archspec.core.isa import parse_cpuinfo
 
     assert probe_share(2e9, 0.01, 4e11) == pytest.approx(0.5)  # 200 GFLOP/s of a 400 GFLOP/s probe
     assert probe_share(2e9, 0.01, None) is None and probe_share(0.0, 0.01, 4e11) is None

@@ -12,7 +12,7 @@ interleaved rounds (the order rotating, so that the machine's slow spells fall o
 throughput, peak memory (growth of the resident set over the first calls), and the model's
 FLOP rate as a percentage of the rate of a matmul probe of the row's own precision (fp32 or
 bf16), measured in the same rounds. The first line names the CPU and its extensions (AVX-512,
-AVX512-BF16, AMX: compiler/backends/isa.py), in --json under "isa", so that figures from
+AVX512-BF16, AMX: archspec/core/isa.py), in --json under "isa", so that figures from
 different machines are read for what they are. Lower precisions
 and exported targets also show their deviation from fp32 eager (max |difference|, and top-1
 agreement on random inputs for classifiers). ONNX Runtime runs archspec's optimised graph

@@ -14,11 +14,14 @@ and the new tokens are printed as text. Beam search (--num-beams) prints its bes
 that cannot generate (no lm head, attention that sees later tokens, other inputs than ids) is
 an error saying why (exit 1); ids outside the vocabulary and more tokens than the spec's longest
 sequence are usage errors (exit 2), before any decoding. --compile runs the decode steps as one
-AOTInductor program compiled first (seconds; worth it for long outputs; decoder-only specs).
+AOTInductor program compiled first (seconds; worth it for long outputs; decoder-only specs) and
+kept on disk (docs/generate.md); without it a kept one is used where it fits, and --no-compile
+decodes eagerly whatever is kept.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 
@@ -59,9 +62,10 @@ def add_arguments(parser) -> None:
                         help="an encoder-decoder spec (transformer_base): --ids is the source, and the target "
                              "begins with this id")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and of sampling (default 0)")
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the decode step first (AOTInductor, frozen; seconds before the first token, "
-                             "faster per token after; decoder-only specs)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="compile the decode step (AOTInductor, frozen; seconds before the first token, "
+                             "faster per token after; decoder-only specs) and keep it on disk; by default a kept "
+                             "one is used where it fits, --no-compile never")
 
 
 def prompt_ids(text: str) -> list[int]:
@@ -179,9 +183,7 @@ def run(args) -> int:
     except (ValueError, TypeError) as exc:
         raise UsageError(cli_words(str(exc))) from None
     generator = torch.Generator().manual_seed(args.seed) if args.do_sample else None
-    if args.compile:
-        print("... --compile: the decode step is compiled after the first token (seconds, once per length "
-              "bucket and batch)", file=sys.stderr, flush=True)
+    say_compile(model, decoder, input_ids, args)
     streamer = (TextStreamer(tokenizer) if tokenizer is not None else PrintTokens()) if args.num_beams == 1 else None
     out = generate(model, input_ids, max_new_tokens=args.max_new_tokens, do_sample=args.do_sample,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, eos_token_id=args.eos,
@@ -192,3 +194,21 @@ def run(args) -> int:
         new = out[0, (1 if decoder.encoder_decoder else input_ids.shape[1]):].tolist()
         print(tokenizer.decode(new) if tokenizer is not None else " ".join(map(str, new)), flush=True)
     return 0
+
+
+def say_compile(model, decoder, input_ids, args) -> None:
+    """On stderr: whether the decode steps run through a compiled step, and whether it is made now or kept."""
+    from ...compiler.generate.driver import chosen_compile, compiled_capacity
+    from ...compiler.generate.kept_steps import cache_root
+
+    if not chosen_compile(model, args.compile, input_ids, args.max_new_tokens, args.num_beams):
+        return
+    slots = compiled_capacity(input_ids.shape[1] + args.max_new_tokens, decoder.max_length)
+    steps = decoder.compiled_steps()
+    if steps.ready(input_ids.shape[0], slots):
+        print(f"... the decode step compiled before, loaded ({cache_root()}; --no-compile: eager)",
+              file=sys.stderr, flush=True)
+        return
+    kept = "kept in " + str(cache_root()) if steps.kept is not None else "not kept: ARCHSPEC_CACHE=off"
+    print(f"... --compile: the decode step is compiled after the first token (seconds, once per length bucket and "
+          f"batch; {kept})", file=sys.stderr, flush=True)
