@@ -38,9 +38,9 @@ from typing import Callable
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from archspec.core.isa import Isa, read_isa
+from ..inductor.matvec import floor_pass, packed_floor_pass, weight_matrices  # noqa: F401  (weight_matrices: tests)
 from .precision import cast_model
 from .timing import PeakMemory, machine_description
 
@@ -68,75 +68,8 @@ class StepTimes:
         return [b - a for a, b in zip(self.stamps, self.stamps[1:])]
 
 
-def weight_matrices(model: nn.Module) -> list[torch.Tensor]:
-    """Every weight matrix a decoded token is multiplied by: 2-D parameters, but embedding
-    tables (a token reads one row of them), except a table that is also the tied lm head."""
-    from ..modules.embed import TokenEmbed
-
-    tables = {id(m.tokens.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.tokens is not None}
-    tables |= {id(m.pos.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.pos is not None}
-    found, seen = [], set()
-    for m in model.modules():
-        for p in m.parameters(recurse=False):
-            if p.dim() == 2 and id(p) not in seen and (id(p) not in tables or not isinstance(m, nn.Embedding)):
-                seen.add(id(p))
-                found.append(p.detach())
-    for m in model.modules():  # a tied head multiplies by the token table
-        table = getattr(m, "table", None)
-        if isinstance(table, nn.Embedding) and id(table.weight) not in seen:
-            seen.add(id(table.weight))
-            found.append(table.weight.detach())
-    return found
-
-
 def tensor_bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def floor_pass(weights: list[torch.Tensor]) -> Callable[[], float]:
-    """A function timing one batch-1 pass of matrix-vector products over `weights` (in their
-    own dtype) with F.linear, in seconds."""
-    inputs = [torch.randn(1, w.shape[1], dtype=w.dtype, device=w.device) for w in weights]
-
-    def once() -> float:
-        with torch.no_grad():
-            start = time.perf_counter()
-            for x, w in zip(inputs, weights):
-                F.linear(x, w)
-            return time.perf_counter() - start
-
-    return once
-
-
-def packed_products(weights: list[torch.Tensor]) -> Callable[[list[torch.Tensor]], list[torch.Tensor]] | None:
-    """The same matrix-vector products on weights packed once into oneDNN's blocked layout for
-    one row (what inductor's freezing makes of a linear), or None where oneDNN cannot run them
-    (not a CPU, no oneDNN, a dtype other than float32 and bfloat16)."""
-    if not all(w.device.type == "cpu" and w.dtype in (torch.float32, torch.bfloat16) for w in weights) or not (
-            torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()):
-        return None
-    packed = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
-
-    def products(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "") for x, p in zip(inputs, packed)]
-
-    return products
-
-
-def packed_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None:
-    """floor_pass on the weights packed for oneDNN (packed_products), or None where it cannot run."""
-    products = packed_products(weights)
-    if products is None:
-        return None
-    inputs = [torch.randn(1, w.shape[1], dtype=w.dtype) for w in weights]
-
-    def once() -> float:
-        with torch.no_grad():
-            start = time.perf_counter()
-            products(inputs)
-            return time.perf_counter() - start
-
-    return once
 
 
 def floor_seconds(weights: list[torch.Tensor], passes: int = FLOOR_PASSES) -> float:

@@ -13,10 +13,10 @@ computed inside from the same tensors (SlotState), and KVCache.attend does the r
 query's attention written as products and sums (one_query_attention). The step calls the
 model's decode graph (decode_graph.py) with a DecodeCache of SlotCaches (those caches), as the eager
 steps call it with their KVCaches. Only the prefill (a different length per prompt) stays
-eager. `StaticStep` is the module exported; the program
-is compiled frozen, its linears oneDNN's on weights packed once. The tokens are the eager
-loop's in fp32 up to float rounding (oneDNN sums in another order than F.linear); in bf16 a
-long output may part from the eager one.
+eager. `StaticStep` is the module exported; the program is compiled frozen, its linears
+oneDNN's on weights packed once where that is the faster way on this machine (CompiledSteps.make).
+The tokens are the eager loop's in fp32 up to float rounding (oneDNN may sum in another order
+than F.linear); in bf16 a long output may part from the eager one.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import torch.nn as nn
 
 from ..modules.attention.kernel import additive, later_or_outside
 from ..inductor.frozen import compile_frozen, load_frozen
+from ..inductor.matvec import packing_pays, weight_matrices
 from .cache import DecodeCache, DecodeState, KVCache
 from .kept_steps import KeptSteps, cache_root
 
@@ -143,8 +144,8 @@ class CompiledSteps:
 
     Each program is StaticStep exported and compiled frozen (inductor's freezing, grad off):
     the weights are its constants, each linear's packed once into oneDNN's blocked layout for
-    one row, which streams the weights about twice as fast as F.linear's matrix-vector products
-    (bench_generate.py's floor). The frozen copy is why a change of the weights (or of train /
+    one row where that streams them faster than F.linear's matrix-vector products (about twice
+    as fast in bf16; in fp32 on an AMD EPYC, not on an Intel Xeon without AMX: `make`). The frozen copy is why a change of the weights (or of train /
     eval mode) makes the programs again; it also holds the weights a second time while the
     model lives. Calling a program checks no guards (torch.compile's took 0.2 ms a step)."""
 
@@ -200,12 +201,16 @@ class CompiledSteps:
         return load_frozen(str(path))
 
     def make(self, inputs: tuple) -> str:
-        """StaticStep at these inputs' shapes, exported and compiled frozen by AOTInductor: its package file."""
+        """StaticStep at these inputs' shapes, exported and compiled frozen by AOTInductor: its
+        package file. Its linears' weights are packed for oneDNN only where that multiplies them
+        by a vector faster than F.linear on this machine, in their dtype (matvec.py: on an Intel
+        Xeon without AMX fp32 runs faster unpacked, bf16 packed)."""
         path = os.path.join(self.folder.name, f"step{self.made}.pt2")
         self.made += 1
         with torch.no_grad():
             program = torch.export.export(self.step, inputs, strict=False)
-        return compile_frozen(program, path)
+            packed = packing_pays(weight_matrices(self.model))
+        return compile_frozen(program, path, {"cpp.weight_prepack": packed})
 
 
 def weights_key(model: nn.Module) -> tuple:

@@ -19,10 +19,12 @@ from ..quiet import quiet_cpp_extension
 FROZEN = {"freezing": True}
 
 
-def compile_frozen(program: torch.export.ExportedProgram, path: str) -> str:
-    """`program` compiled by AOTInductor, frozen, into the package at `path` (a .pt2 file)."""
+def compile_frozen(program: torch.export.ExportedProgram, path: str, options: dict | None = None) -> str:
+    """`program` compiled by AOTInductor, frozen, into the package at `path` (a .pt2 file);
+    `options`: more of inductor's settings (the decode step's `cpp.weight_prepack`)."""
     with quiet_cpp_extension(), torch.no_grad():
-        return torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=FROZEN)
+        return torch._inductor.aoti_compile_and_package(program, package_path=path,
+                                                        inductor_configs=FROZEN | (options or {}))
 
 
 def load_frozen(path: str):

@@ -111,7 +111,7 @@ def test_positions_and_windows():
 def test_the_packed_floor_computes_the_products_the_plain_one_does(dtype):
     """The floor's second pass (weights packed for oneDNN) multiplies by the same matrices:
     its products equal F.linear's, so the faster of the two is a floor of the same work."""
-    from archspec.compiler.backends.bench_generate import packed_products
+    from archspec.compiler.inductor.matvec import packed_products
 
     generator = torch.Generator().manual_seed(0)
     weights = [torch.randn(n, k, generator=generator).to(dtype) for n, k in ((48, 32), (32, 96), (1000, 32))]

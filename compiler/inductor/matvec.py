@@ -1,0 +1,104 @@
+"""Batch-1 matrix-vector products over a model's weight matrices, two ways: F.linear on the
+weights as they are (MKL's or oneDNN's GEMV, as torch dispatches it), and oneDNN on weights
+packed once into its blocked layout for one row (what inductor's freezing makes of a linear
+when it prepacks). Which is faster depends on the CPU and the dtype: on an Intel Xeon without
+AMX, fp32 gpt2's matrices took 17.0 ms through F.linear and 20.8 ms packed, bf16 17.1 and 11.9;
+on an AMD EPYC the packed fp32 pass streamed 34-61 GiB/s, F.linear 16-25. So the compiled decode
+step (generate/compiled.py) times both on its model's matrices before it compiles and prepacks
+only where packing is faster (`packing_pays`); `archspec bench --generate` takes the faster as
+its floor (backends/bench_generate.py).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CHOICE_PASSES = 5  # timed passes of each way when choosing; their medians are compared
+
+
+def weight_matrices(model: nn.Module) -> list[torch.Tensor]:
+    """Every weight matrix a decoded token is multiplied by: 2-D parameters, but embedding
+    tables (a token reads one row of them), except a table that is also the tied lm head."""
+    from ..modules.embed import TokenEmbed
+
+    tables = {id(m.tokens.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.tokens is not None}
+    tables |= {id(m.pos.weight) for m in model.modules() if isinstance(m, TokenEmbed) and m.pos is not None}
+    found, seen = [], set()
+    for m in model.modules():
+        for p in m.parameters(recurse=False):
+            if p.dim() == 2 and id(p) not in seen and (id(p) not in tables or not isinstance(m, nn.Embedding)):
+                seen.add(id(p))
+                found.append(p.detach())
+    for m in model.modules():  # a tied head multiplies by the token table
+        table = getattr(m, "table", None)
+        if isinstance(table, nn.Embedding) and id(table.weight) not in seen:
+            seen.add(id(table.weight))
+            found.append(table.weight.detach())
+    return found
+
+
+def floor_pass(weights: list[torch.Tensor]) -> Callable[[], float]:
+    """A function timing one batch-1 pass of matrix-vector products over `weights` (in their
+    own dtype) with F.linear, in seconds."""
+    inputs = [torch.randn(1, w.shape[1], dtype=w.dtype, device=w.device) for w in weights]
+
+    def once() -> float:
+        with torch.no_grad():
+            start = time.perf_counter()
+            for x, w in zip(inputs, weights):
+                F.linear(x, w)
+            return time.perf_counter() - start
+
+    return once
+
+
+def packed_products(weights: list[torch.Tensor]) -> Callable[[list[torch.Tensor]], list[torch.Tensor]] | None:
+    """The same matrix-vector products on weights packed once into oneDNN's blocked layout for
+    one row (what inductor's freezing makes of a linear), or None where oneDNN cannot run them
+    (not a CPU, no oneDNN, a dtype other than float32 and bfloat16)."""
+    if not all(w.device.type == "cpu" and w.dtype in (torch.float32, torch.bfloat16) for w in weights) or not (
+            torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()):
+        return None
+    packed = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
+
+    def products(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "") for x, p in zip(inputs, packed)]
+
+    return products
+
+
+def packed_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None:
+    """floor_pass on the weights packed for oneDNN (packed_products), or None where it cannot run."""
+    products = packed_products(weights)
+    if products is None:
+        return None
+    inputs = [torch.randn(1, w.shape[1], dtype=w.dtype) for w in weights]
+
+    def once() -> float:
+        with torch.no_grad():
+            start = time.perf_counter()
+            products(inputs)
+            return time.perf_counter() - start
+
+    return once
+
+
+def packing_pays(weights: list[torch.Tensor], passes: int = CHOICE_PASSES) -> bool:
+    """Whether oneDNN on packed weights runs one pass of matrix-vector products over `weights`
+    faster than F.linear (each the median of `passes` after a warm-up pass); False where oneDNN
+    cannot run them."""
+    packed = packed_floor_pass(weights)
+    if packed is None or not weights:
+        return False
+    plain = floor_pass(weights)
+    medians = []
+    for once in (plain, packed):
+        once()
+        medians.append(statistics.median(once() for _ in range(passes)))
+    return medians[1] < medians[0]
