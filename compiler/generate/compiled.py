@@ -14,7 +14,7 @@ query's attention written as products and sums (one_query_attention). The step c
 model's decode graph (decode_graph.py) with a DecodeCache of SlotCaches (those caches), as the eager
 steps call it with their KVCaches. Only the prefill (a different length per prompt) stays
 eager. `StaticStep` is the module exported; the program is compiled frozen, its linears
-oneDNN's on weights packed once where that is the faster way on this machine (CompiledSteps.make).
+oneDNN's on weights packed once, where that is the faster way on this machine (CompiledSteps.make).
 The tokens are the eager loop's in fp32 up to float rounding (oneDNN may sum in another order
 than F.linear); in bf16 a long output may part from the eager one.
 """
@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.kernel import additive, later_or_outside
-from ..inductor.frozen import compile_frozen, load_frozen
+from ..inductor.frozen import compile_frozen, compile_unpacked, load_frozen
 from ..inductor.matvec import packing_pays, weight_matrices
 from .cache import DecodeCache, DecodeState, KVCache
 from .kept_steps import KeptSteps, cache_root
@@ -142,10 +142,10 @@ class CompiledSteps:
     ones kept on disk, kept_steps.py) and held while the model's weights and mode stay as they
     were (`refresh`, at each generate()).
 
-    Each program is StaticStep exported and compiled frozen (inductor's freezing, grad off):
-    the weights are its constants, each linear's packed once into oneDNN's blocked layout for
-    one row where that streams them faster than F.linear's matrix-vector products (about twice
-    as fast in bf16; in fp32 on an AMD EPYC, not on an Intel Xeon without AMX: `make`). The frozen copy is why a change of the weights (or of train /
+    Each program is StaticStep exported and compiled, the weights its constants; frozen
+    (inductor's freezing, grad off), each linear's weight packed once into oneDNN's blocked
+    layout for one row, where that streams them faster than F.linear's matrix-vector products
+    (about twice as fast in bf16; in fp32 on an AMD EPYC, not on an Intel Xeon without AMX: `make`). The frozen copy is why a change of the weights (or of train /
     eval mode) makes the programs again; it also holds the weights a second time while the
     model lives. Calling a program checks no guards (torch.compile's took 0.2 ms a step)."""
 
@@ -202,15 +202,16 @@ class CompiledSteps:
 
     def make(self, inputs: tuple) -> str:
         """StaticStep at these inputs' shapes, exported and compiled frozen by AOTInductor: its
-        package file. Its linears' weights are packed for oneDNN only where that multiplies them
-        by a vector faster than F.linear on this machine, in their dtype (matvec.py: on an Intel
-        Xeon without AMX fp32 runs faster unpacked, bf16 packed)."""
+        package file. Its linears' weights are packed for oneDNN where packed weights are
+        multiplied by a vector faster than by F.linear on this machine, in their dtype (matvec.py:
+        on an Intel Xeon without AMX fp32 runs faster unpacked, bf16 packed), and otherwise left
+        as they are, compiled in a process of its own (frozen.compile_unpacked says why)."""
         path = os.path.join(self.folder.name, f"step{self.made}.pt2")
         self.made += 1
         with torch.no_grad():
             program = torch.export.export(self.step, inputs, strict=False)
             packed = packing_pays(weight_matrices(self.model))
-        return compile_frozen(program, path, {"cpp.weight_prepack": packed})
+        return compile_frozen(program, path) if packed else compile_unpacked(program, path)
 
 
 def weights_key(model: nn.Module) -> tuple:

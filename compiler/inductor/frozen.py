@@ -12,6 +12,10 @@ the option with grad on changes nothing.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import torch
 
 from ..quiet import quiet_cpp_extension
@@ -21,7 +25,8 @@ FROZEN = {"freezing": True}
 
 def compile_frozen(program: torch.export.ExportedProgram, path: str, options: dict | None = None) -> str:
     """`program` compiled by AOTInductor, frozen, into the package at `path` (a .pt2 file);
-    `options`: more of inductor's settings (the decode step's `cpp.weight_prepack`)."""
+    `options`: inductor's settings over FROZEN (the decode step's {"freezing": False} where
+    packed weights do not pay: generate/compiled.py)."""
     with quiet_cpp_extension(), torch.no_grad():
         return torch._inductor.aoti_compile_and_package(program, package_path=path,
                                                         inductor_configs=FROZEN | (options or {}))
@@ -31,3 +36,34 @@ def load_frozen(path: str):
     """The package at `path` loaded (torch's "No CUDA runtime is found" advice kept quiet)."""
     with quiet_cpp_extension():
         return torch._inductor.aoti_load_package(path)
+
+
+def compile_unpacked(program: torch.export.ExportedProgram, path: str) -> str:
+    """compile_frozen with inductor's weight packing off (`cpp.weight_prepack`: linears as
+    F.linear's products on the weights as they are, the rest frozen), in a process of its own.
+
+    Not in this one: inductor registers its packing patterns once per process, at the first
+    frozen compile, as that compile's setting says; a compile with packing off there left every
+    later compile of the process unpacked (a bf16 decode step after an fp32 one: 1.5x slower),
+    and one with packing on made the setting do nothing afterwards. The program goes to the
+    other process as a torch.export file beside `path`, removed after."""
+    exported = path + ".exported.pt2"
+    torch.export.save(program, exported)
+    try:
+        command = [sys.executable, "-m", __name__, exported, path, str(torch.get_num_threads())]
+        done = subprocess.run(command, capture_output=True, text=True)
+    finally:
+        os.remove(exported)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()] or [f"exit code {done.returncode}"]
+        raise RuntimeError(f"compiling the program (weight packing off) failed in its own process: {lines[-1][:300]}")
+    return path
+
+
+def main(exported: str, path: str, threads: str) -> None:
+    torch.set_num_threads(int(threads))
+    compile_frozen(torch.export.load(exported), path, {"cpp.weight_prepack": False})
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -4,8 +4,8 @@ packed once into its blocked layout for one row (what inductor's freezing makes 
 when it prepacks). Which is faster depends on the CPU and the dtype: on an Intel Xeon without
 AMX, fp32 gpt2's matrices took 17.0 ms through F.linear and 20.8 ms packed, bf16 17.1 and 11.9;
 on an AMD EPYC the packed fp32 pass streamed 34-61 GiB/s, F.linear 16-25. So the compiled decode
-step (generate/compiled.py) times both on its model's matrices before it compiles and prepacks
-only where packing is faster (`packing_pays`); `archspec bench --generate` takes the faster as
+step (generate/compiled.py) times both on its model's matrices before it compiles, and compiles
+frozen (inductor packs the weights) only where packing is faster (`packing_pays`); `archspec bench --generate` takes the faster as
 its floor (backends/bench_generate.py).
 """
 
@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-CHOICE_PASSES = 5  # timed passes of each way when choosing; their medians are compared
+CHOICE_ROUNDS = 7  # timed rounds of both ways when choosing; their medians are compared
 
 
 def weight_matrices(model: nn.Module) -> list[torch.Tensor]:
@@ -89,16 +89,16 @@ def packed_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None
     return once
 
 
-def packing_pays(weights: list[torch.Tensor], passes: int = CHOICE_PASSES) -> bool:
+def packing_pays(weights: list[torch.Tensor], rounds: int = CHOICE_ROUNDS) -> bool:
     """Whether oneDNN on packed weights runs one pass of matrix-vector products over `weights`
-    faster than F.linear (each the median of `passes` after a warm-up pass); False where oneDNN
-    cannot run them."""
+    faster than F.linear: the medians of `rounds` rounds, each one pass of both ways, after two
+    warm-up rounds (a fresh process's first F.linear calls are slow); False where oneDNN cannot
+    run them."""
     packed = packed_floor_pass(weights)
     if packed is None or not weights:
         return False
     plain = floor_pass(weights)
-    medians = []
-    for once in (plain, packed):
-        once()
-        medians.append(statistics.median(once() for _ in range(passes)))
-    return medians[1] < medians[0]
+    for _ in range(2):
+        plain(), packed()
+    times = [(plain(), packed()) for _ in range(rounds)]
+    return statistics.median(t[1] for t in times) < statistics.median(t[0] for t in times)

@@ -201,3 +201,45 @@ def test_check_reports_t5s_decoder_cache_and_its_source_cache():
     cache = archspec.check(str(ROOT / "specs" / "t5_small.yaml")).to_json()["kv_cache"]
     assert [layer["path"] for layer in cache["layers"]] == [f"decoder.layers.{i}.self_attn" for i in range(6)]
     assert len(cache["cross_layers"]["layers"]) == 6 and cache["bytes_per_token"]["fp32"] == 6 * 2 * 8 * 64 * 4
+
+
+# -- packed or not: the faster way on this machine, whatever compiled before in the process ------------
+
+
+def linears_in(steps) -> dict[str, int]:
+    """How many of the packages' linears are oneDNN's on packed weights, and how many are plain
+    matrix products, read from the C++ that AOTInductor wrote into each package."""
+    import glob
+    import zipfile
+
+    counts = {"packed": 0, "plain": 0}
+    for path in glob.glob(f"{steps.folder.name}/*.pt2"):
+        with zipfile.ZipFile(path) as package:
+            for name in package.namelist():
+                if name.endswith(".wrapper.cpp"):
+                    code = package.read(name).decode()
+                    counts["packed"] += code.count("aoti_torch_cpu__linear_pointwise(")
+                    counts["packed"] += code.count("aoti_torch_cpu__linear_pointwise_binary(")
+                    counts["plain"] += code.count("aoti_torch_cpu_addmm_out(") + code.count("aoti_torch_cpu_mm_out(")
+    return counts
+
+
+def test_an_unpacked_step_does_not_leave_later_ones_unpacked(monkeypatch):
+    """Where packed weights do not pay (fp32 on an Intel Xeon without AMX) the step compiles
+    with inductor's packing off, in a process of its own: inductor registers its packing
+    patterns once per process, so a compile with packing off here left a later bf16 step
+    unpacked. Both ways give the eager tokens."""
+    from archspec.compiler.generate import compiled, decoder_of
+
+    ids = prompt(1, 5, seed=2)
+    monkeypatch.setattr(compiled, "packing_pays", lambda weights: False)
+    plain = built("llama", LLAMA_SMALL)
+    assert torch.equal(generate(plain, ids, max_new_tokens=6, compile=True),
+                       generate(plain, ids, max_new_tokens=6, compile=False))
+    counts = linears_in(decoder_of(plain).compiled)
+    assert counts["packed"] == 0 and counts["plain"] > 0, counts
+    monkeypatch.setattr(compiled, "packing_pays", lambda weights: True)
+    packed = built("llama", LLAMA_SMALL).to(torch.bfloat16)
+    generate(packed, ids, max_new_tokens=6, compile=True)
+    counts = linears_in(decoder_of(packed).compiled)
+    assert counts["packed"] > 0, counts
