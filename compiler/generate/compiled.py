@@ -210,8 +210,8 @@ class CompiledSteps:
         self.made += 1
         with torch.no_grad():
             program = torch.export.export(self.step, inputs, strict=False)
-            packed = packing_pays(weight_matrices(self.model))
-        return compile_frozen(program, path) if packed else compile_unpacked(program, path)
+            packed = packing_pays(weight_matrices(self.model))  # None: not a question here (a GPU)
+        return compile_unpacked(program, path) if packed is False else compile_frozen(program, path)
 
 
 def weights_key(model: nn.Module) -> tuple:

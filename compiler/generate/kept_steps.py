@@ -16,13 +16,13 @@ the weights it was made from (frozen, compiled.py), so it is found by everything
                    and each module's train or eval mode
     the call       batch, cache slots and torch's thread count
 
-The first three name a folder, looked for first: the weights are hashed (a few seconds a GB)
-only where a folder for this code, model and machine exists, so a model never compiled costs
-generate() a directory lookup. Not seen: a module changed by hand after the build (an attribute
-set on it), and weights written through `.data` after the digest was taken (torch counts no
-change there, and the digest is kept while weights_key stays); build the model again instead. A program is written beside its place and
-renamed into it, so a killed process leaves no half file and two that make the same one leave
-one of theirs. The folder keeps at most $ARCHSPEC_CACHE_GB (20 by default) of programs: past
+The first three name a folder, looked for first: the weights are hashed (about 1.3 s a GB
+here) only where a folder for this code, model and machine exists, so a model never compiled
+costs generate() a directory lookup. Not seen: a module changed by hand after the build (an
+attribute set on it), and weights written through `.data` after the digest was taken (torch
+counts no change there, and the digest is kept while weights_key stays); build the model again
+instead. A program is written beside its place and renamed into it, so a killed process leaves
+no half file and two that make the same one leave one of theirs. The folder keeps at most $ARCHSPEC_CACHE_GB (20 by default) of programs: past
 that, those used longest ago are removed.
 """
 

@@ -25,8 +25,7 @@ FROZEN = {"freezing": True}
 
 def compile_frozen(program: torch.export.ExportedProgram, path: str, options: dict | None = None) -> str:
     """`program` compiled by AOTInductor, frozen, into the package at `path` (a .pt2 file);
-    `options`: inductor's settings over FROZEN (the decode step's {"freezing": False} where
-    packed weights do not pay: generate/compiled.py)."""
+    `options`: inductor's settings over FROZEN (compile_unpacked's process turns packing off)."""
     with quiet_cpp_extension(), torch.no_grad():
         return torch._inductor.aoti_compile_and_package(program, package_path=path,
                                                         inductor_configs=FROZEN | (options or {}))

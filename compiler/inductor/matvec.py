@@ -3,10 +3,10 @@ weights as they are (MKL's or oneDNN's GEMV, as torch dispatches it), and oneDNN
 packed once into its blocked layout for one row (what inductor's freezing makes of a linear
 when it prepacks). Which is faster depends on the CPU and the dtype: on an Intel Xeon without
 AMX, fp32 gpt2's matrices took 17.0 ms through F.linear and 20.8 ms packed, bf16 17.1 and 11.9;
-on an AMD EPYC the packed fp32 pass streamed 34-61 GiB/s, F.linear 16-25. So the compiled decode
-step (generate/compiled.py) times both on its model's matrices before it compiles, and compiles
-frozen (inductor packs the weights) only where packing is faster (`packing_pays`); `archspec bench --generate` takes the faster as
-its floor (backends/bench_generate.py).
+on an AMD EPYC the packed fp32 pass streamed 34-61 GiB/s, F.linear 16-25. So the compiled
+decode step (generate/compiled.py) times both on its model's matrices before it compiles, and
+lets inductor pack the weights only where packing is faster (`packing_pays`); `archspec bench
+--generate` takes the faster as its floor (backends/bench_generate.py).
 """
 
 from __future__ import annotations
@@ -89,14 +89,14 @@ def packed_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None
     return once
 
 
-def packing_pays(weights: list[torch.Tensor], rounds: int = CHOICE_ROUNDS) -> bool:
+def packing_pays(weights: list[torch.Tensor], rounds: int = CHOICE_ROUNDS) -> bool | None:
     """Whether oneDNN on packed weights runs one pass of matrix-vector products over `weights`
     faster than F.linear: the medians of `rounds` rounds, each one pass of both ways, after two
-    warm-up rounds (a fresh process's first F.linear calls are slow); False where oneDNN cannot
-    run them."""
-    packed = packed_floor_pass(weights)
-    if packed is None or not weights:
-        return False
+    warm-up rounds (a fresh process's first F.linear calls are slow). None where oneDNN cannot
+    run them (no weights, not on the CPU, another dtype): inductor's own choice stands."""
+    packed = packed_floor_pass(weights) if weights else None
+    if packed is None:
+        return None
     plain = floor_pass(weights)
     for _ in range(2):
         plain(), packed()

@@ -243,3 +243,11 @@ def test_an_unpacked_step_does_not_leave_later_ones_unpacked(monkeypatch):
     generate(packed, ids, max_new_tokens=6, compile=True)
     counts = linears_in(decoder_of(packed).compiled)
     assert counts["packed"] > 0, counts
+
+
+def test_packing_is_no_question_where_onednn_cannot_run_the_weights():
+    from archspec.compiler.inductor.matvec import packing_pays
+
+    assert packing_pays([]) is None
+    assert packing_pays([torch.randn(8, 4, dtype=torch.float64)]) is None  # oneDNN packs fp32 and bf16 only
+    assert packing_pays([torch.randn(64, 32)]) is not None  # fp32 on the CPU: timed, either may win
