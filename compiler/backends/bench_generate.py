@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 
 from archspec.core.isa import Isa, read_isa
-from ..inductor.matvec import floor_pass, packed_floor_pass, weight_matrices  # noqa: F401  (weight_matrices: tests)
+from ..inductor.matvec import floor_pass, packed_floor_pass, weight_matrices
 from .precision import cast_model
 from .timing import PeakMemory, machine_description
 

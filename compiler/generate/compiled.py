@@ -171,8 +171,8 @@ class CompiledSteps:
             self.programs, self.how, self.made_for = {}, {}, now
 
     def ready(self, batch: int, slots: int) -> bool:
-        """A program for this batch and cache capacity is held, or kept on disk for these weights."""
-        self.refresh()
+        """A program for this batch and cache capacity is held, or kept on disk for these weights
+        (as they were at the last refresh: Decoder.compiled_steps refreshes)."""
         return (batch, slots) in self.programs or self.kept_path(batch, slots) is not None
 
     def kept_path(self, batch: int, slots: int):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shutil
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -158,24 +159,10 @@ class KeptSteps:
         """Move the program file `made` into `place` (a rename within the folder), then trim the folder."""
         place.parent.mkdir(parents=True, exist_ok=True)
         partial = place.with_name(f".{place.name}.{os.getpid()}.partial")
-        if same_device(made, place.parent):
-            os.replace(made, partial)
-        else:
-            copy_file(made, partial)
+        shutil.move(made, partial)  # a rename, or a copy from another file system
         os.replace(partial, place)
         trim(self.root, limit_bytes(), keep=place)
         return place
-
-
-def same_device(path: str, folder: Path) -> bool:
-    return os.stat(path).st_dev == os.stat(folder).st_dev
-
-
-def copy_file(source: str, target: Path) -> None:
-    import shutil
-
-    shutil.copyfile(source, target)
-    os.remove(source)
 
 
 def trim(root: Path, limit: int, keep: Path) -> None:
