@@ -15,8 +15,9 @@ set up kernels), per precision, target and round: one greedy generate() of `new_
 `prompt` tokens, each step's time taken between the streamer's put() calls (the first step is
 the prefill, with the first choice), and the floor: one batch-1 matrix-vector product over every
 weight matrix a token passes through (each Linear, the lm head; an embedding table is a row
-read and is left out, unless it is also the tied head), in the row's precision, the faster of
-F.linear on the weights as they are and oneDNN on the weights packed for it (floor_seconds).
+read and is left out, unless it is also the tied head), in the row's precision, the fastest of
+F.linear on the weights as they are, oneDNN on the weights packed for it and, on the compile
+target, the products compiled as its step compiles them (Floor).
 Decoding one token at batch 1 is memory-bound: it cannot beat streaming its weights once, which
 is the floor.
 
@@ -40,7 +41,7 @@ import torch
 import torch.nn as nn
 
 from archspec.core.isa import Isa, read_isa
-from ..inductor.matvec import floor_pass, packed_floor_pass, weight_matrices
+from ..inductor.matvec import floor_pass, packed_floor_pass, tuned_floor_pass, weight_matrices
 from .precision import cast_model
 from .timing import PeakMemory, machine_description
 
@@ -72,19 +73,25 @@ def tensor_bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def floor_seconds(weights: list[torch.Tensor], passes: int = FLOOR_PASSES) -> float:
-    """The floor of one token: the faster of two ways to multiply every matrix by a vector once,
-    F.linear on the weights as they are and oneDNN on the weights packed for it (on this
-    AMD EPYC the packed pass streamed 34-61 GiB/s, F.linear 16-25), each the median of `passes`
-    passes after a warm-up one."""
-    medians = []
-    for make in (floor_pass, packed_floor_pass):
-        once = make(weights)
-        if once is None:
-            continue
-        once()
-        medians.append(statistics.median(once() for _ in range(passes)))
-    return min(medians)
+class Floor:
+    """The floor of one token: the fastest way to multiply every matrix by a vector once, of
+    F.linear on the weights as they are, oneDNN on the weights packed for it (on an AMD EPYC the
+    packed pass streamed 34-61 GiB/s, F.linear 16-25) and, with `tuned` (where the compiled decode
+    step is timed: it may take them), one program of them compiled as that step compiles its
+    linears (inductor's own C++ GEMM kernels where faster than oneDNN's: matvec.tuned_floor_pass,
+    compiled here once)."""
+
+    def __init__(self, weights: list[torch.Tensor], tuned: bool = False):
+        makers = (floor_pass, packed_floor_pass) + ((tuned_floor_pass,) if tuned else ())
+        self.passes = [once for once in (make(weights) for make in makers) if once is not None]
+
+    def seconds(self, passes: int = FLOOR_PASSES) -> float:
+        """The fastest way's median of `passes` passes, each way after a warm-up pass."""
+        medians = []
+        for once in self.passes:
+            once()
+            medians.append(statistics.median(once() for _ in range(passes)))
+        return min(medians)
 
 
 def kv_cache_bytes(model: nn.Module, batch: int, length: int, dtype: torch.dtype) -> int:
@@ -201,7 +208,8 @@ class GenerateBench:
                          f"{r.floor_ratio:6.2f}x {r.weights_bytes / 2**20:10.1f} {r.cache_bytes / 2**20:11.2f} "
                          f"{peak:>12}")
         lines += ["floor: one batch-1 matrix-vector product over every weight matrix a token passes through, in the "
-                  "row's precision, the faster of F.linear and oneDNN on weights packed for it, timed in the same "
+                  "row's precision, the fastest of F.linear, oneDNN on weights packed for it and (compile rows) the "
+                  "products compiled as the compiled step compiles them, timed in the same "
                   "rounds; /floor = ms/tok over it",
                   "ms/tok: mean over all decode steps; tokens/s = 1000 / ms/tok; @N: median of the steps around "
                   "position N; peak RSS +MB: growth of the peak resident set over the row's first generate()"]
@@ -224,6 +232,7 @@ class DecodePath:
     target: str
     model: nn.Module
     weights: list[torch.Tensor]
+    floor: Floor
     compile_seconds: float | None = None
     compile_how: str | None = None
     runs: list[list[float]] = field(default_factory=list)
@@ -236,7 +245,8 @@ def prepare(model: nn.Module, precision: str, target: str, casts: dict) -> Decod
     if precision not in casts:
         casts[precision] = model if precision == "fp32" else cast_model(model, precision).eval()
     low = casts[precision]
-    return DecodePath(precision, target, low, weight_matrices(low))
+    weights = weight_matrices(low)
+    return DecodePath(precision, target, low, weights, Floor(weights, tuned=target == "compile"))
 
 
 def warm_up(path: DecodePath, ids: torch.Tensor, new_tokens: int) -> None:
@@ -261,7 +271,7 @@ def run_round(paths: list[DecodePath], ids: torch.Tensor, new_tokens: int, first
         if first:
             path.peak = peak.stop()
         path.runs.append(steps)
-        path.floors.append(floor_seconds(path.weights))
+        path.floors.append(path.floor.seconds())
 
 
 def cache_length(path: DecodePath, tokens: int) -> int:

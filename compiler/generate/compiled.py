@@ -13,10 +13,12 @@ computed inside from the same tensors (SlotState), and KVCache.attend does the r
 query's attention written as products and sums (one_query_attention). The step calls the
 model's decode graph (decode_graph.py) with a DecodeCache of SlotCaches (those caches), as the eager
 steps call it with their KVCaches. Only the prefill (a different length per prompt) stays
-eager. `StaticStep` is the module exported; the program is compiled frozen, its linears
-oneDNN's on weights packed once, where that is the faster way on this machine (CompiledSteps.make).
-The tokens are the eager loop's in fp32 up to float rounding (oneDNN may sum in another order
-than F.linear); in bf16 a long output may part from the eager one.
+eager. `StaticStep` is the module exported; the program is compiled frozen, its linears on
+weights packed once (oneDNN's, or inductor's own C++ GEMM kernels, the faster at each shape),
+where packing is the faster way on this machine (CompiledSteps.make), and it takes greedy
+decoding's argmax itself. The tokens are the eager loop's in fp32 up to float rounding (packed
+products may sum in another order than F.linear); in bf16 a long output may part from the
+eager one.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.kernel import additive, later_or_outside
-from ..inductor.frozen import compile_frozen, compile_unpacked, load_frozen
+from ..inductor.frozen import TUNED_LINEARS, FrozenProgram, compile_frozen, compile_unpacked, load_frozen
 from ..inductor.matvec import packing_pays, weight_matrices
 from .cache import DecodeCache, DecodeState, KVCache
 from .kept_steps import KeptSteps, cache_root
@@ -111,7 +113,8 @@ def one_query_attention(q, k, v, mask, scale: float | None) -> torch.Tensor:
 
 class StaticStep(nn.Module):
     """One decode step of a decoder-only model over its filled caches:
-    forward(ids [B, 1], slot [1], seen [B, capacity], keys and values of each layer) -> logits [B, vocab].
+    forward(ids [B, 1], slot [1], seen [B, capacity], keys and values of each layer) -> (logits
+    [B, vocab], their argmax [B]: greedy decoding's choice, taken in the program).
     `model` is the model's decode graph (its modules at the model's paths)."""
 
     def __init__(self, decoder):
@@ -124,7 +127,8 @@ class StaticStep(nn.Module):
         state = SlotState(seen, slot)
         out = self.model(ids, DecodeCache(state, self.slot_caches(state, caches)))
         out = out[self.output] if isinstance(out, (tuple, list)) else out
-        return out[:, -1, :].float()  # [B, 1, vocab] -> [B, vocab]
+        logits = out[:, -1, :].float()  # [B, 1, vocab] -> [B, vocab]
+        return logits, first_best(logits)  # [B, vocab], [B]
 
     def slot_caches(self, state: SlotState, caches) -> dict:
         """Each cached layer's SlotCache over its keys and values (caches[2i], caches[2i + 1])."""
@@ -136,6 +140,15 @@ class StaticStep(nn.Module):
         return layers
 
 
+def first_best(logits: torch.Tensor) -> torch.Tensor:
+    """logits.argmax(-1) [B] of logits [B, vocab] (the first of equal best, the first NaN where
+    there is one), as two vectorised passes: inductor's argmax loop took 50 us over 32,000 logits."""
+    vocab = logits.shape[-1]
+    best = logits.amax(dim=-1, keepdim=True)  # [B, 1]: NaN where a logit is NaN
+    index = torch.arange(vocab, device=logits.device)  # [vocab]
+    return torch.where((logits == best) | (logits != logits), index, vocab).amin(dim=-1)  # [B]: x != x where NaN
+
+
 class CompiledSteps:
     """The decode step of one model as AOTInductor programs, one per batch size and cache
     capacity, each made at the first compiled generate() that needs it (or loaded from the
@@ -143,11 +156,12 @@ class CompiledSteps:
     were (`refresh`, at each generate()).
 
     Each program is StaticStep exported and compiled, the weights its constants; frozen
-    (inductor's freezing, grad off), each linear's weight packed once into oneDNN's blocked
-    layout for one row, where that streams them faster than F.linear's matrix-vector products
-    (about twice as fast in bf16; in fp32 on an AMD EPYC, not on an Intel Xeon without AMX: `make`). The frozen copy is why a change of the weights (or of train /
-    eval mode) makes the programs again; it also holds the weights a second time while the
-    model lives. Calling a program checks no guards (torch.compile's took 0.2 ms a step)."""
+    (inductor's freezing, grad off), each linear's weight packed once for one row, where that
+    streams them faster than F.linear's matrix-vector products (about twice as fast in bf16; in
+    fp32 on an AMD EPYC, not on an Intel Xeon without AMX: `make`). The frozen copy is why a
+    change of the weights (or of train / eval mode) makes the programs again; it also holds the
+    weights a second time while the model lives. Calling a program checks no guards
+    (torch.compile's took 0.2 ms a step)."""
 
     def __init__(self, decoder):
         self.model = decoder.model  # whose weights and mode the programs froze (refresh)
@@ -155,7 +169,7 @@ class CompiledSteps:
         self.folder = tempfile.TemporaryDirectory(prefix="archspec-decode-step-")
         root = cache_root()
         self.kept = KeptSteps(self.model, root) if root is not None else None
-        self.programs: dict[tuple[int, int], object] = {}
+        self.programs: dict[tuple[int, int], FrozenProgram] = {}
         self.how: dict[tuple[int, int], str] = {}  # "made" or "loaded" (from the kept ones), by shape
         self.made_for = None
         self.made = 0  # programs made so far: each its own package file
@@ -180,9 +194,9 @@ class CompiledSteps:
             return None
         return self.kept.find(batch, slots, self.made_for[0], self.made_for[1])
 
-    def run(self, ids: torch.Tensor, state: DecodeState, caches: list[torch.Tensor]) -> torch.Tensor:
-        """Logits [B, vocab] of one token per sequence (ids [B, 1]) at the state's current slot,
-        the caches written in place."""
+    def run(self, ids: torch.Tensor, state: DecodeState, caches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits [B, vocab], their argmax [B]) of one token per sequence (ids [B, 1]) at the
+        state's current slot, the caches written in place."""
         inputs = (ids, torch.tensor([state.start], device=ids.device), state.seen, *caches)
         shape = (ids.shape[0], state.seen.shape[1])  # batch, capacity: every input's shape follows
         program = self.programs.get(shape)
@@ -190,7 +204,7 @@ class CompiledSteps:
             program = self.programs[shape] = self.load(shape, inputs)
         return program(*inputs)
 
-    def load(self, shape: tuple[int, int], inputs: tuple) -> object:
+    def load(self, shape: tuple[int, int], inputs: tuple) -> FrozenProgram:
         """The program kept for this shape, or one made now (and kept, unless ARCHSPEC_CACHE=off)."""
         path = self.kept_path(*shape)
         self.how[shape] = "loaded" if path is not None else "made"
@@ -202,16 +216,20 @@ class CompiledSteps:
 
     def make(self, inputs: tuple) -> str:
         """StaticStep at these inputs' shapes, exported and compiled frozen by AOTInductor: its
-        package file. Its linears' weights are packed for oneDNN where packed weights are
-        multiplied by a vector faster than by F.linear on this machine, in their dtype (matvec.py:
-        on an Intel Xeon without AMX fp32 runs faster unpacked, bf16 packed), and otherwise left
-        as they are, compiled in a process of its own (frozen.compile_unpacked says why)."""
+        package file. Its linears' weights are packed where oneDNN multiplies packed weights by a
+        vector faster than F.linear does on this machine, in their dtype (matvec.py: on an Intel
+        Xeon without AMX fp32 runs faster unpacked, bf16 packed), each linear then oneDNN's or
+        inductor's own C++ GEMM kernel, whichever the compile timed faster at its shape
+        (frozen.TUNED_LINEARS: 3 s more a distinct shape); otherwise the weights are left as they
+        are, compiled in a process of its own (frozen.compile_unpacked says why)."""
         path = os.path.join(self.folder.name, f"step{self.made}.pt2")
         self.made += 1
         with torch.no_grad():
             program = torch.export.export(self.step, inputs, strict=False)
             packed = packing_pays(weight_matrices(self.model))  # None: not a question here (a GPU)
-        return compile_unpacked(program, path) if packed is False else compile_frozen(program, path)
+        if packed is False:
+            return compile_unpacked(program, path)
+        return compile_frozen(program, path, TUNED_LINEARS if packed else None)
 
 
 def weights_key(model: nn.Module) -> tuple:

@@ -120,9 +120,10 @@ class Decoder:
 
     def stepper(self, compile: bool, cache: DecodeCache):
         """The function each decode step after the prefill calls, (ids [B, 1], cache, source) ->
-        logits [B, vocab]: `logits`, or the model's compiled step over the cache the prefill filled."""
+        (logits [B, vocab], their argmax [B] or None): `logits`, or the model's compiled step
+        over the cache the prefill filled (which takes the argmax in its program)."""
         if not compile:
-            return self.logits
+            return lambda ids, cache, source: (self.logits(ids, cache, source), None)
         steps, caches = self.compiled_steps(), cache.tensors()
         return lambda ids, cache, source: steps.run(ids, cache.state, caches)
 
@@ -337,10 +338,10 @@ def decode(decoder, cache, prompt, max_new_tokens, sampling, eos, pad, tokens, s
     input_ids, source = prompt
     unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     eos_ids = torch.tensor(eos, device=input_ids.device)
-    logits = decoder.logits(input_ids, cache, source)
+    logits, best = decoder.logits(input_ids, cache, source), None
     next_logits = decoder.stepper(compile, cache)
     for step in range(max_new_tokens):
-        chosen = sampling.choose(logits, generator)  # [B]
+        chosen = sampling.choose(logits, generator, best)  # [B]
         if eos:
             chosen = torch.where(unfinished, chosen, torch.full_like(chosen, pad))
             unfinished = unfinished & ~torch.isin(chosen, eos_ids)
@@ -350,4 +351,4 @@ def decode(decoder, cache, prompt, max_new_tokens, sampling, eos, pad, tokens, s
         if step + 1 == max_new_tokens or (eos and not bool(unfinished.any())):
             return
         cache.state.advance()
-        logits = next_logits(chosen[:, None], cache, source)
+        logits, best = next_logits(chosen[:, None], cache, source)

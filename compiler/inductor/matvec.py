@@ -5,19 +5,25 @@ when it prepacks). Which is faster depends on the CPU and the dtype: on an Intel
 AMX, fp32 gpt2's matrices took 17.0 ms through F.linear and 20.8 ms packed, bf16 17.1 and 11.9;
 on an AMD EPYC the packed fp32 pass streamed 34-61 GiB/s, F.linear 16-25. So the compiled
 decode step (generate/compiled.py) times both on its model's matrices before it compiles, and
-lets inductor pack the weights only where packing is faster (`packing_pays`); `archspec bench
---generate` takes the faster as its floor (backends/bench_generate.py).
+lets inductor pack the weights only where packing is faster (`packing_pays`). Where it packs, the
+step offers inductor's own C++ GEMM kernels beside oneDNN's (frozen.TUNED_LINEARS), a third way
+(`tuned_floor_pass`); `archspec bench --generate` takes the fastest of the three as its floor
+(backends/bench_generate.py).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
 import time
 from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .frozen import TUNED_LINEARS, compile_frozen, load_frozen
 
 CHOICE_ROUNDS = 7  # timed rounds of both ways when choosing; their medians are compared
 
@@ -85,6 +91,37 @@ def packed_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None
             start = time.perf_counter()
             products(inputs)
             return time.perf_counter() - start
+
+    return once
+
+
+class Products(nn.Module):
+    """Each weight matrix times its own vector: forward(x_1 [1, in_1], ...) -> [y_1 [1, out_1], ...]."""
+
+    def __init__(self, weights: list[torch.Tensor]):
+        super().__init__()
+        self.weights = nn.ParameterList([nn.Parameter(w, requires_grad=False) for w in weights])
+
+    def forward(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        return [F.linear(x, w) for x, w in zip(inputs, self.weights)]  # [1, in] -> [1, out] each
+
+
+def tuned_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None:
+    """floor_pass as one AOTInductor program compiled as the decode step compiles its linears
+    where it packs them (frozen, each product oneDNN's or inductor's own C++ GEMM kernel, the
+    faster at its shape: frozen.TUNED_LINEARS; a compile of some seconds a distinct shape), or
+    None where oneDNN cannot run the weights (packed_products)."""
+    if packed_products(weights) is None:
+        return None
+    inputs = tuple(torch.randn(1, w.shape[1], dtype=w.dtype) for w in weights)
+    with tempfile.TemporaryDirectory(prefix="archspec-floor-") as folder, torch.no_grad():
+        program = torch.export.export(Products(weights).eval(), inputs, strict=False)
+        products = load_frozen(compile_frozen(program, os.path.join(folder, "products.pt2"), TUNED_LINEARS))
+
+    def once() -> float:
+        start = time.perf_counter()
+        products(*inputs)
+        return time.perf_counter() - start
 
     return once
 

@@ -11,8 +11,9 @@ Per round, every path of every precision once, the order rotating:
                compiled frozen in a warm-up run before the rounds (compiler/generate/compiled.py)
   floor        one batch-1 matrix-vector product over every matrix a token passes through (each
                Linear, the lm head; the embedding is a row read, left out), in the row's
-               precision, the faster of F.linear and oneDNN on weights packed for one row: what
-               a decode step costs if it only streamed its weights once
+               precision, the fastest of F.linear, oneDNN on weights packed for one row and the
+               products compiled as the compiled step compiles its linears (inductor's C++ GEMM
+               kernels where faster): what a decode step costs if it only streamed its weights once
                (compiler/backends/bench_generate.py, as `archspec bench --generate`)
   hf eager     transformers' model.generate(ids, ...) (its default attention and cache)
   hf static+compile
@@ -52,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from archspec.compiler.backends.bench_generate import (  # noqa: E402
-    StepTimes, around, decode_steps, floor_seconds, weight_matrices)
+    Floor, StepTimes, around, decode_steps, weight_matrices)
 from archspec.compiler.backends.precision import DTYPES, cast_model  # noqa: E402
 from archspec.compiler.backends.timing import PeakMemory  # noqa: E402
 
@@ -120,7 +121,8 @@ def runners_of(spec: str, precisions: list[str], ids, new, log) -> tuple[dict, d
         log(f"{spec} {precision}: compiling archspec's decode step (warm-up run)")
         decode_steps(ours, ids, new, compile=True)
         runners[(precision, "archspec compile")] = lambda ours=ours: decode_steps(ours, ids, new, compile=True)
-        runners[(precision, "floor")] = lambda weights=weights: (None, [floor_seconds(weights)])
+        floor = Floor(weights, tuned=True)  # its compiled pass made here, once
+        runners[(precision, "floor")] = lambda floor=floor: (None, [floor.seconds()])
         runners[(precision, "hf eager")] = lambda ref=ref: hf_generate(ref, ids, new)
         log(f"{spec} {precision}: compiling Hugging Face's static-cache forward (warm-up run)")
         static = static_compiled(ref, ids, new)

@@ -143,7 +143,8 @@ def timm_aoti_runner(spec: str, precision: str, reference, x: torch.Tensor, work
         started = time.perf_counter()
         with torch.inference_mode():
             program = torch.export.export(reference, (x,))
-        torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs={"freezing": True})
+        with torch.no_grad():  # inductor freezes only with grad off: outside, "freezing" changed nothing
+            torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs={"freezing": True})
         log(f"  timm AOTInductor package compiled in {time.perf_counter() - started:.0f} s")
     compiled = torch._inductor.aoti_load_package(path)
     return torch_runner(compiled, x, device)

@@ -207,20 +207,25 @@ def test_check_reports_t5s_decoder_cache_and_its_source_cache():
 
 
 def linears_in(steps) -> dict[str, int]:
-    """How many of the packages' linears are oneDNN's on packed weights, and how many are plain
-    matrix products, read from the C++ that AOTInductor wrote into each package."""
+    """How many of the packages' linears run on packed weights (oneDNN's, or inductor's own C++
+    GEMM kernels, which pack them for themselves), and how many are plain matrix products, read
+    from the C++ that AOTInductor wrote into each package."""
     import glob
+    import re
     import zipfile
 
     counts = {"packed": 0, "plain": 0}
     for path in glob.glob(f"{steps.folder.name}/*.pt2"):
         with zipfile.ZipFile(path) as package:
-            for name in package.namelist():
-                if name.endswith(".wrapper.cpp"):
-                    code = package.read(name).decode()
-                    counts["packed"] += code.count("aoti_torch_cpu__linear_pointwise(")
-                    counts["packed"] += code.count("aoti_torch_cpu__linear_pointwise_binary(")
-                    counts["plain"] += code.count("aoti_torch_cpu_addmm_out(") + code.count("aoti_torch_cpu_mm_out(")
+            files = {name: package.read(name).decode() for name in package.namelist() if name.endswith(".cpp")}
+        kernels = "".join(code for name, code in files.items() if name.endswith(".kernel.cpp"))
+        gemms = set(re.findall(r"inline void (cpp_\w+)_micro_gemm\(", kernels))  # inductor's GEMM kernels
+        for name, code in files.items():
+            if name.endswith(".wrapper.cpp"):
+                counts["packed"] += code.count("aoti_torch_cpu__linear_pointwise(")
+                counts["packed"] += code.count("aoti_torch_cpu__linear_pointwise_binary(")
+                counts["packed"] += sum(code.count(f"{gemm}(") for gemm in gemms)
+                counts["plain"] += code.count("aoti_torch_cpu_addmm_out(") + code.count("aoti_torch_cpu_mm_out(")
     return counts
 
 
