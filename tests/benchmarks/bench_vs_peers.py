@@ -6,7 +6,8 @@ inductor's freezing (weights folded as constants, as archspec's package has them
 exported with torch.onnx.export(dynamo=True) and run in ONNX Runtime (exported at the static
 batch it is timed at, its best case); on a GPU timm under torch.compile with mode
 "reduce-overhead" (CUDA graphs) and "max-autotune", and timm through torch.export and
-AOTInductor (frozen, at the batch it is timed at) — against archspec's eager module, archspec under torch.compile,
+AOTInductor (frozen, at the batch it is timed at) — against archspec's eager module, archspec under torch.compile
+(on the CPU also with freezing, as timm's),
 archspec's ONNX for ONNX Runtime (`export_onnx(optimize=True)`: one dynamic-batch file), and
 archspec's AOTInductor package (`build --target aoti`: the export compiled to C++ kernels for
 --threads threads, dynamic batch, loaded back with torch._inductor.aoti_load_package).
@@ -57,9 +58,9 @@ MODELS = {  # spec: (timm name, image size)
 }
 PEERS = ["timm eager", "timm compile", "timm compile frozen", "timm onnx", "timm compile reduce-overhead",
          "timm compile max-autotune", "timm aoti"]  # the best of those measured is the best peer
-OURS = ["archspec eager", "archspec compile", "archspec onnx", "archspec aoti"]
+OURS = ["archspec eager", "archspec compile", "archspec compile frozen", "archspec onnx", "archspec aoti"]
 CPU_PATHS = {"timm eager", "timm compile", "timm compile frozen", "timm onnx", "archspec eager", "archspec compile",
-             "archspec onnx", "archspec aoti"}
+             "archspec compile frozen", "archspec onnx", "archspec aoti"}
 CUDA_PATHS = {"timm eager", "timm compile", "timm compile reduce-overhead", "timm compile max-autotune", "timm aoti",
               "archspec eager", "archspec compile", "archspec aoti"}  # no ONNX Runtime CUDA provider here
 CUDA_PROBE_SIZE = 8192  # a 2048^3 matmul is over in microseconds on a data-centre GPU: launch-bound
@@ -150,6 +151,12 @@ def timm_aoti_runner(spec: str, precision: str, reference, x: torch.Tensor, work
     return torch_runner(compiled, x, device)
 
 
+def own_class(model):
+    """`model` made the one instance of a subclass of its class, made here (see measure's `compiled`)."""
+    model.__class__ = type(type(model).__name__, (type(model),), {"__module__": type(model).__module__})
+    return model
+
+
 def aoti_path(work: str, spec: str, precision: str, device: str) -> str:
     return os.path.join(work, f"archspec_{spec}_{precision}_{device}.aoti.pt2")
 
@@ -195,25 +202,44 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
 
     def compiled(model, mode: str | None = None, frozen: bool = False):
         """`model` under torch.compile (`mode`: "reduce-overhead", "max-autotune"; `frozen`: with
-        inductor's freezing, weights folded as constants), compiled at its first call."""
+        inductor's freezing, weights folded as constants), compiled at its first call.
+
+        On the CPU every path compiles its own copy of the model, of a class of its own (dynamo
+        keeps compiled code per function and guards a module by its class: a copy of the same
+        class ran the plain compile's code, so "timm compile frozen" ran unfrozen, 160 ms at
+        vit_b16 b1 fp32 against 128 alone), and is called under the settings it compiled with;
+        nothing is reset between paths (a reset made every earlier path recompile at its first
+        timed call, as whatever config was then in force)."""
+        import contextlib
+
+        from torch._dynamo import config as dynamo_config
         from torch._inductor import config as inductor_config
 
         if cuda and not frozen:  # one compiled function per model, mode and precision, reused across batches
             fn = COMPILED.get((id(model), mode))
             if fn is None:  # no dynamo reset: it would drop the other side's compiled code
                 fn = COMPILED[id(model), mode] = torch.compile(model, mode=mode)  # batch 1, then dynamic batch
+            own = contextlib.nullcontext
         else:
-            torch._dynamo.reset()
-            if frozen:  # a copy: freezing the model itself leaks into its plain compile's recompilation after the
-                model = copy.deepcopy(model)  # reset (timm vit_b16 b1 fp32 on this Xeon: 162 -> 124 ms, = the frozen one)
-            fn = torch.compile(model, mode=mode, dynamic=False)
+            fn = torch.compile(own_class(copy.deepcopy(model)), mode=mode, dynamic=False)
+
+            def own():
+                stack = contextlib.ExitStack()
+                stack.enter_context(inductor_config.patch(freezing=frozen))
+                stack.enter_context(dynamo_config.patch(recompile_limit=64))
+                return stack
         started = time.perf_counter()
-        with inductor_config.patch(freezing=frozen), torch.inference_mode():
+        with own(), torch.inference_mode():
             for _ in range(3 if mode == "reduce-overhead" else 1):  # CUDA graphs are recorded at the 2nd-3rd call
                 fn(x)  # compile before timing
         synchronizer(device)()
         log(f"  compiled in {time.perf_counter() - started:.0f} s")
-        return torch_runner(fn, x, device)  # freezing happened at the compile: the calls need no config
+
+        def call(inputs):
+            with own():
+                return fn(inputs)
+
+        return torch_runner(call, x, device)
 
     add("timm eager", lambda: torch_runner(ref_m, x, device))
     add("archspec eager", lambda: torch_runner(ours_m, x, device))
@@ -225,6 +251,7 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
             add("timm compile max-autotune", lambda: compiled(ref_m, mode="max-autotune"), costly=True)
         else:
             add("timm compile frozen", lambda: compiled(ref_m, frozen=True), costly=True)
+            add("archspec compile frozen", lambda: compiled(ours_m, frozen=True), costly=True)
     if not args.no_aoti and cuda:
         add("timm aoti", lambda: timm_aoti_runner(spec, precision, ref_m, x, work, device), costly=True)
     if not args.no_aoti:
