@@ -52,4 +52,4 @@ def test_a_path_that_failed_to_run_still_leaves_the_row_complete(peers):
                  {"timm compile": "RuntimeError: something"})
     assert peers.complete(broken)
     line = peers.markdown([broken], "fp32").splitlines()[-1]
-    assert "| 63 | — | — | 36 | 40 | — | — | 29 | **0.81** (aoti) | ≤ 0.80 missed |" in line
+    assert "| 63 | — | — | 36 | 40 | — | — | — | 29 | **0.81** (aoti) | ≤ 0.80 missed |" in line
