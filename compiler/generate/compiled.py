@@ -194,7 +194,8 @@ class CompiledSteps:
             return None
         return self.kept.find(batch, slots, self.made_for[0], self.made_for[1])
 
-    def run(self, ids: torch.Tensor, state: DecodeState, caches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(self, ids: torch.Tensor, state: DecodeState,
+            caches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits [B, vocab], their argmax [B]) of one token per sequence (ids [B, 1]) at the
         state's current slot, the caches written in place."""
         inputs = (ids, torch.tensor([state.start], device=ids.device), state.seen, *caches)

@@ -150,7 +150,7 @@ def decode(decoder, prompt, mask, source, max_new_tokens, processors, stopping, 
             if step + 1 == max_new_tokens or not bool(unfinished.any()):
                 break
             state.advance()
-            logits, _ = next_logits(chosen[:, None], cache, source)  # the processors' scores decide, not its greedy choice
+            logits, _ = next_logits(chosen[:, None], cache, source)  # the processed scores choose, not its argmax
     if streamer is not None:
         streamer.end()
     return sequences, tuple(scores) if scores is not None else None

@@ -256,3 +256,19 @@ def test_packing_is_no_question_where_onednn_cannot_run_the_weights():
     assert packing_pays([]) is None
     assert packing_pays([torch.randn(8, 4, dtype=torch.float64)]) is None  # oneDNN packs fp32 and bf16 only
     assert packing_pays([torch.randn(64, 32)]) is not None  # fp32 on the CPU: timed, either may win
+
+
+def test_the_steps_argmax_is_torchs_on_ties_and_nan():
+    """The compiled step takes greedy decoding's choice itself (compiled.first_best): torch.argmax's
+    answer, the first of equal best and the first NaN, eagerly and as inductor compiles it."""
+    from archspec.compiler.generate.compiled import first_best
+
+    logits = torch.randn(5, 300, generator=torch.Generator().manual_seed(0))
+    logits[1, [7, 200]] = 50.0  # a tie: the first wins
+    logits[2, [3, 250]] = float("nan")  # NaN: the first NaN
+    logits[3] = -float("inf")  # all equal
+    logits[4, 299] = float("inf")
+    expected = logits.argmax(dim=-1)
+    assert expected.tolist()[1:4] == [7, 3, 0]
+    assert torch.equal(first_best(logits), expected)
+    assert torch.equal(torch.compile(first_best, dynamic=False)(logits), expected)
