@@ -64,12 +64,17 @@ def floor_pass(weights: list[torch.Tensor]) -> Callable[[], float]:
     return once
 
 
+def onednn_packs(weights: list[torch.Tensor]) -> bool:
+    """Whether oneDNN can run `weights` packed: on the CPU, in float32 or bfloat16, oneDNN there."""
+    return all(w.device.type == "cpu" and w.dtype in (torch.float32, torch.bfloat16) for w in weights) and (
+        torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available())
+
+
 def packed_products(weights: list[torch.Tensor]) -> Callable[[list[torch.Tensor]], list[torch.Tensor]] | None:
     """The same matrix-vector products on weights packed once into oneDNN's blocked layout for
     one row (what inductor's freezing makes of a linear), or None where oneDNN cannot run them
-    (not a CPU, no oneDNN, a dtype other than float32 and bfloat16)."""
-    if not all(w.device.type == "cpu" and w.dtype in (torch.float32, torch.bfloat16) for w in weights) or not (
-            torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()):
+    (onednn_packs)."""
+    if not onednn_packs(weights):
         return None
     packed = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
 
@@ -110,8 +115,8 @@ def tuned_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float] | None:
     """floor_pass as one AOTInductor program compiled as the decode step compiles its linears
     where it packs them (frozen, each product oneDNN's or inductor's own C++ GEMM kernel, the
     faster at its shape: frozen.TUNED_LINEARS; a compile of some seconds a distinct shape), or
-    None where oneDNN cannot run the weights (packed_products)."""
-    if packed_products(weights) is None:
+    None where oneDNN cannot run the weights (onednn_packs)."""
+    if not onednn_packs(weights):
         return None
     inputs = tuple(torch.randn(1, w.shape[1], dtype=w.dtype) for w in weights)
     with tempfile.TemporaryDirectory(prefix="archspec-floor-") as folder, torch.no_grad():
