@@ -387,7 +387,7 @@ def markdown(rows: list[dict], header: str) -> str:
     for row in rows:
         share = (f"{100 * row['paths'][row['best_ours'][1]]['probe_share']:.0f}%"
                  if row.get("best_ours", (None, None))[1] else "—")
-        ratio = f"**{row['best_ratio']:.2f}** ({row['best_ours'][1].split()[1]})" if "best_ratio" in row else "—"
+        ratio = f"**{row['best_ratio']:.2f}** ({row['best_ours'][1].removeprefix('archspec ')})" if "best_ratio" in row else "—"
         eager = f"{row['eager_ratio']:.2f}" if "eager_ratio" in row else "—"
         bound = target_ratio(row)
         target = "—" if "best_ratio" not in row or bound is None else (

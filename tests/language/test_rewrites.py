@@ -363,9 +363,12 @@ def test_standalone_model_py_runs_the_rewritten_modules(small_model, tmp_path):
         assert float((standalone(x) - model(x)).abs().max()) < ATOL
 
 
-def test_attention_written_out_matches_sdpa_and_runs_no_sdpa(small_model):
+def test_attention_written_out_matches_sdpa_and_runs_no_sdpa(small_model, monkeypatch):
+    from archspec.compiler.modules.attention import form
     from archspec.compiler.modules.attention.form import AttentionForm, attention_written_out
 
+    # the written form's arithmetic checked in fp32 against SDPA's (packages write it out in bf16 only)
+    monkeypatch.setattr(form, "WRITTEN_MAX_KEYS_FP32", form.WRITTEN_MAX_KEYS)
     spec, model = small_model
     size = SMALL[spec]["img"]
     x = torch.randn(3, 3, size, size, generator=torch.Generator().manual_seed(2))
@@ -390,8 +393,8 @@ def test_long_or_dynamic_key_rows_keep_the_fused_kernel():
     layer.written = True
     assert layer.writes_out(WRITTEN_MAX_KEYS, torch.bfloat16)
     assert not layer.writes_out(WRITTEN_MAX_KEYS + 1, torch.bfloat16)
-    assert layer.writes_out(WRITTEN_MAX_KEYS_FP32, torch.float32)
-    assert not layer.writes_out(WRITTEN_MAX_KEYS_FP32 + 1, torch.float32)  # ViT's 197 keys stay fused in fp32
+    assert WRITTEN_MAX_KEYS_FP32 == 0  # fp32 stays fused at every length (form.py says why)
+    assert not layer.writes_out(1, torch.float32) and not layer.writes_out(49, torch.float32)
 
     class Symbolic:  # what a dynamic dimension is while torch.export traces: not an int
         pass

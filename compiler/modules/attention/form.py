@@ -6,11 +6,15 @@ different network.
   TensorRT converts it as one op.
 - written out: the two products and the softmax as plain ops, for inductor to compile. In an
   AOTInductor package (build --target aoti, CPU) inductor then fuses the scale, the mask add
-  and the softmax into one loop between two batched matmuls. For short key rows that can beat
-  SDPA's CPU flash kernel, which is made for long ones: Swin's 49-key windows (0.91-1.00x the
-  package's time with SDPA) and, in bf16, ViT's 197 tokens (0.91-0.99x); PVT's 49 reduced keys
-  take the same time either way (measured on an AMD EPYC: README, Performance). A long row keeps
-  the fused kernel, which never holds the whole [N, M] score matrix.
+  and the softmax into one loop between two batched matmuls. For short key rows in bf16 that
+  can beat SDPA's CPU flash kernel, which is made for long ones: on an AMD EPYC (no AMX) Swin's
+  49-key windows took 0.94x the package's time with SDPA, ViT's 197 tokens 0.91-0.99x, PVT's
+  49 reduced keys the same time either way; on an Intel Xeon without AMX it was a wash (swin_t
+  0.96-1.02x, swinv2_t 1.03x). In fp32 it is not used: there it gained at most 8% on the AMD
+  EPYC (swinv2_t at batch 1; 0.96-1.02x elsewhere) and cost 1.20-1.51x on the Intel Xeon
+  (swin_t 1.51x and 1.36x at batch 1 and 8, swinv2_t 1.34x and 1.20x; 2 threads,
+  tests/benchmarks/bench_attention_form.py; pvt_v2_b2's package calls SDPA either way). A long
+  row keeps the fused kernel, which never holds the whole [N, M] score matrix.
 
 `attention_written_out(model)` turns the written form on for every attention module of a
 model while a program is traced (the aoti target's export); outside it nothing changes.
@@ -23,8 +27,8 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-WRITTEN_MAX_KEYS = 256  # key rows up to this long are written out when asked for; longer stay fused
-WRITTEN_MAX_KEYS_FP32 = 64  # in fp32 SDPA's kernel is as fast from ViT's 197 keys (1.01-1.03x written)
+WRITTEN_MAX_KEYS = 256  # bf16 key rows up to this long are written out when asked for; longer stay fused
+WRITTEN_MAX_KEYS_FP32 = 0  # fp32 rows are never written out (up to 1.51x slower on an Intel Xeon: above)
 
 
 class AttentionForm:
