@@ -173,32 +173,50 @@ def bench_inputs(graph: Graph, batch: int, dtype: torch.dtype | None = None, dev
 
 def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: str) -> Prepared:
     """The module (a copy cast to `precision`, run through torch.compile when `compiled`) on
-    `device`: eager and torch.compile, and the fp32 reference the others are measured against."""
+    `device`: eager and torch.compile, and the fp32 reference the others are measured against.
+    On the CPU the compiled module runs frozen (compiled_settings), as one compiles for inference."""
     dtype = DTYPES.get(precision, torch.float32)
     module = model if precision == "fp32" else cast_model(model, precision)
     module = module.to(device).eval()
     fn = torch.compile(module, dynamic=False) if compiled else module
+    settings = compiled_settings(compiled, device)
     sync = synchronizer(device)
 
     def bind(batch: int):
         args = bench_inputs(graph, batch, dtype, device)
-        with torch.inference_mode():
+        with settings(), torch.inference_mode():
             fn(*args)  # compiles for this batch size (torch.compile) before any timing
 
         def run():
-            with torch.inference_mode():
+            with settings(), torch.inference_mode():
                 fn(*args)
             sync()
 
         return run
 
     def outputs(args):
-        with torch.inference_mode():
+        with settings(), torch.inference_mode():
             out = fn(*(a.to(dtype).to(device) if a.is_floating_point() else a.to(device) for a in args))
         out = out if isinstance(out, (tuple, list)) else (out,)
         return tuple(o.float().cpu() for o in out)
 
     return Prepared(bind, outputs)
+
+
+def compiled_settings(compiled: bool, device: str) -> Callable:
+    """The inductor settings a compiled module is compiled and called under (the same at every
+    call: another setting would compile it again): on the CPU inductor's freezing (the weights
+    folded as constants, each linear's packed once): archspec's vit_b16, swin_t, swinv2_t and
+    pvt_v2_b2 took 0.77-0.84x the time of a plain compile at batch 1 in fp32, 0.87-0.98x at
+    batch 8 (Intel Xeon, 2 threads, tests/benchmarks/results/bench_vs_peers_fp32_xeon_2026-11-29_stop46.txt).
+    Nothing elsewhere."""
+    import contextlib
+
+    if not compiled or device != "cpu":
+        return contextlib.nullcontext
+    from torch._inductor import config
+
+    return lambda: config.patch(freezing=True)
 
 
 # -- the whole bench --------------------------------------------------------------------------------------

@@ -205,3 +205,27 @@ def test_a_variant_that_fails_otherwise_is_not_hidden_as_a_row(monkeypatch, caps
     code = main(["bench", VIT, *TINY, "--target", "eager", "onnx", "--batch", "1", "2", "--rounds", "1",
                  "--threads", "1", "--json"])
     assert code == 3 and "a bug, not memory" in capsys.readouterr().err
+
+
+def test_the_compile_target_runs_frozen_on_the_cpu_as_for_inference(monkeypatch):
+    """`bench --target compile` on the CPU compiles with inductor's freezing (bench.compiled_settings)
+    and gives eager's outputs; eager freezes nothing."""
+    import torch._inductor.freezing as freezing
+
+    import archspec
+    from archspec.compiler.backends.bench import bench_inputs, torch_runner
+    from archspec.compiler.lower import lower
+
+    frozen = []
+    real_freeze = freezing.freeze
+    monkeypatch.setattr(freezing, "freeze", lambda *a, **k: frozen.append(1) or real_freeze(*a, **k))
+    report = archspec.check(VIT, overrides={"img": 32, "depth": 1, "classes": 10})
+    model = lower(report.graph, seed=0).eval()
+    args = bench_inputs(report.graph, 2, torch.float32, "cpu")
+    eager = torch_runner(model, report.graph, "fp32", compiled=False, device="cpu")
+    eager.bind(2)()
+    assert not frozen
+    compiled = torch_runner(model, report.graph, "fp32", compiled=True, device="cpu")
+    compiled.bind(2)()
+    assert frozen  # inductor froze the weights while compiling
+    assert float((compiled.outputs(args)[0] - eager.outputs(args)[0]).abs().max()) < 1e-4
