@@ -203,20 +203,35 @@ def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: st
     return Prepared(bind, outputs)
 
 
+# Compiles dynamo may make of one function before it runs it uncompiled: every archspec model's
+# forward is model.py's __call__, so each precision and batch size of a bench is another compile
+# of the same function, and dynamo's default of 8 ran the rest eager, timed as "compile" rows
+# (vit_ti16 at 5 batch sizes in fp32 and bf16: from the 8th, slower than eager).
+BENCH_RECOMPILES = 256
+
+
 def compiled_settings(compiled: bool, device: str) -> Callable:
-    """The inductor settings a compiled module is compiled and called under (the same at every
-    call: another setting would compile it again): on the CPU inductor's freezing (the weights
-    folded as constants, each linear's packed once): archspec's vit_b16, swin_t, swinv2_t and
-    pvt_v2_b2 took 0.77-0.84x the time of a plain compile at batch 1 in fp32, 0.87-0.98x at
-    batch 8 (Intel Xeon, 2 threads, tests/benchmarks/results/bench_vs_peers_fp32_xeon_2026-11-29_stop46.txt).
-    Nothing elsewhere."""
+    """The settings a compiled module is compiled and called under (the same at every call:
+    another setting would compile it again): room for every variant's compile
+    (BENCH_RECOMPILES) and, on the CPU, inductor's freezing (the weights folded as constants,
+    each linear's packed once): archspec's vit_b16, swin_t, swinv2_t and pvt_v2_b2 took
+    0.77-0.84x the time of a plain compile at batch 1 in fp32, 0.87-0.98x at batch 8 (Intel
+    Xeon, 2 threads, tests/benchmarks/results/bench_vs_peers_fp32_xeon_2026-11-29_stop46.txt)."""
     import contextlib
 
-    if not compiled or device != "cpu":
+    if not compiled:
         return contextlib.nullcontext
-    from torch._inductor import config
+    from torch._dynamo import config as dynamo_config
+    from torch._inductor import config as inductor_config
 
-    return lambda: config.patch(freezing=True)
+    def settings():
+        stack = contextlib.ExitStack()
+        stack.enter_context(dynamo_config.patch(recompile_limit=BENCH_RECOMPILES))
+        if device == "cpu":
+            stack.enter_context(inductor_config.patch(freezing=True))
+        return stack
+
+    return settings
 
 
 # -- the whole bench --------------------------------------------------------------------------------------

@@ -229,3 +229,24 @@ def test_the_compile_target_runs_frozen_on_the_cpu_as_for_inference(monkeypatch)
     compiled.bind(2)()
     assert frozen  # inductor froze the weights while compiling
     assert float((compiled.outputs(args)[0] - eager.outputs(args)[0]).abs().max()) < 1e-4
+
+
+def test_every_compiled_variant_is_compiled_past_dynamos_default_limit(monkeypatch):
+    """Each batch size of the compile target is a compile of the same function (model.py's
+    __call__); past dynamo's default of 8 it ran eager under the "compile" label. Ten batch sizes:
+    ten compiles (each freezes its weights once on the CPU)."""
+    import torch._inductor.freezing as freezing
+
+    import archspec
+    from archspec.compiler.backends.bench import torch_runner
+    from archspec.compiler.lower import lower
+
+    frozen = []
+    real_freeze = freezing.freeze
+    monkeypatch.setattr(freezing, "freeze", lambda *a, **k: frozen.append(1) or real_freeze(*a, **k))
+    report = archspec.check(VIT, overrides={"img": 32, "depth": 1, "classes": 10})
+    model = lower(report.graph, seed=0).eval()
+    compiled = torch_runner(model, report.graph, "fp32", compiled=True, device="cpu")
+    for batch in range(1, 11):
+        compiled.bind(batch)()
+    assert len(frozen) == 10
