@@ -4,10 +4,10 @@ out as products, exp and sums (compiler/modules/attention/form.py) or SDPA's fus
 For each model and precision, two packages as `build --target aoti` makes them (dynamic batch
 over the spec's range, frozen), one with every short row written out and one with none, and,
 beside them, the same module under torch.compile with inductor's freezing at the static batch
-(the JIT, "jit frozen"), timed in the same interleaved rounds (medians, ranges). It prints
-written / sdpa per row, the largest difference between the two packages' outputs, and how many
-SDPA calls each package makes (inductor may put the fused kernel back: then both are one program). form.py's
-thresholds (WRITTEN_MAX_KEYS for bf16, WRITTEN_MAX_KEYS_FP32) come from these figures.
+(the JIT, "jit frozen": `archspec bench`'s compile target), timed in the same interleaved rounds
+(medians, ranges). It prints written / sdpa per row, the largest difference between the two
+packages' outputs, and how many SDPA calls each package makes (inductor may put the fused
+kernel back: then both are one program). form.py's thresholds (WRITTEN_MAX_KEYS for bf16, WRITTEN_MAX_KEYS_FP32) come from these figures.
 
     python tests/benchmarks/bench_attention_form.py --models swin_t pvt_v2_b2 --precisions fp32 bf16 \
         [--batches 1 8] [--rounds 5] [--threads 2]
@@ -18,7 +18,6 @@ Packages are compiled once into --work (default /tmp/archspec-attention-form) an
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import statistics
 import sys
@@ -31,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_vs_peers  # noqa: E402  (build, own_class)
+import bench_vs_peers  # noqa: E402  (build)
+from archspec.compiler.backends.bench import torch_runner  # noqa: E402
 from archspec.compiler.backends.export import example_inputs  # noqa: E402
-from archspec.compiler.backends.precision import cast_model  # noqa: E402
 from archspec.compiler.backends.targets.aoti import compile_package, export_for_package, load_package  # noqa: E402
 from archspec.compiler.modules.attention import form  # noqa: E402
 
@@ -54,20 +53,6 @@ def package(report, model, spec: str, precision: str, chosen: str, work: str):
         finally:
             form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32 = kept
     return load_package(path)
-
-
-def jit_frozen(model, x):
-    """`model` under torch.compile with freezing at x's shape, compiled here."""
-    from torch._inductor import config
-
-    fn = torch.compile(bench_vs_peers.own_class(copy.deepcopy(model)), dynamic=False)
-
-    def run():
-        with config.patch(freezing=True), torch.inference_mode():
-            return fn(x)
-
-    run()
-    return run
 
 
 def sdpa_calls(path: str) -> int:
@@ -106,7 +91,6 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/archspec-attention-form")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    torch._dynamo.config.recompile_limit = 64  # every jit frozen run compiles model.__call__ anew
     os.makedirs(args.work, exist_ok=True)
     for spec in args.models:
         report, ours, _ = bench_vs_peers.build(spec)
@@ -114,12 +98,11 @@ def main() -> None:
             packages = {chosen: package(report, ours, spec, precision, chosen, args.work) for chosen in FORMS}
             print(f"{spec} {precision}: SDPA calls in the package's code: " + ", ".join(
                 f"{chosen} {sdpa_calls(os.path.join(args.work, f'{spec}_{precision}_{chosen}.pt2'))}" for chosen in FORMS))
-            module = ours if precision == "fp32" else cast_model(ours, precision)
+            jit = torch_runner(ours, report.graph, precision, compiled=True, device="cpu")  # frozen: bench's compile
             for batch in args.batches:
                 x = torch.randn(batch, *example_inputs(report.graph)[0].shape[1:])  # fp32, as the packages take
-                low = x if precision == "fp32" else x.to(torch.bfloat16)
                 runners = {chosen: (lambda p=p: p(x)) for chosen, p in packages.items()}
-                runners["jit frozen"] = jit_frozen(module, low)
+                runners["jit frozen"] = jit.bind(batch)
                 times = measure(runners, batch, args.rounds)
                 median = {name: statistics.median(t) for name, t in times.items()}
                 gap = (first(runners["written"]()) - first(runners["sdpa"]())).abs().max().item()
