@@ -194,6 +194,14 @@ class CompiledSteps:
             return None
         return self.kept.find(batch, slots, self.made_for[0], self.made_for[1])
 
+    def where_kept(self) -> str:
+        return f"kept in {cache_root()}" if self.kept is not None else "not kept: ARCHSPEC_CACHE=off"
+
+    def bind(self, caches: list[torch.Tensor]):
+        """The step of one generate() call over the caches its prefill filled: (ids [B, 1],
+        state) -> (logits [B, vocab], their argmax [B])."""
+        return lambda ids, state: self.run(ids, state, caches)
+
     def run(self, ids: torch.Tensor, state: DecodeState,
             caches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits [B, vocab], their argmax [B]) of one token per sequence (ids [B, 1]) at the

@@ -32,6 +32,7 @@ from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
 from .cache import DecodeCache, DecodeState, KVCache
 from .compiled import CompiledSteps
+from .graphed import GraphedSteps
 from .decode_graph import Handoff, decode_graph
 from .sampling import Sampling
 
@@ -124,15 +125,24 @@ class Decoder:
         over the cache the prefill filled (which takes the argmax in its program)."""
         if not compile:
             return lambda ids, cache, source: (self.logits(ids, cache, source), None)
-        steps, caches = self.compiled_steps(), cache.tensors()
-        return lambda ids, cache, source: steps.run(ids, cache.state, caches)
+        step = self.compiled_steps().bind(cache.tensors())
+        return lambda ids, cache, source: step(ids, cache.state)
 
-    def compiled_steps(self) -> CompiledSteps:
-        """The model's compiled decode steps (made at the first call), refreshed for its weights now."""
-        if self.compiled is None:
-            self.compiled = CompiledSteps(self)
+    def compiled_steps(self) -> CompiledSteps | GraphedSteps:
+        """The model's compiled decode steps for the device its weights are on (made at the
+        first call), refreshed for its weights now."""
+        kind = steps_kind(self.model)
+        if not isinstance(self.compiled, kind):
+            self.compiled = kind(self)
         self.compiled.refresh()
         return self.compiled
+
+
+def steps_kind(model) -> type:
+    """How the decode step is compiled on the device of the model's weights: on a CUDA GPU
+    recorded as CUDA graphs (graphed.py), elsewhere one AOTInductor program (compiled.py)."""
+    weight = next(model.parameters(), None)
+    return GraphedSteps if weight is not None and weight.device.type == "cuda" else CompiledSteps
 
 
 def cache_holder(model, path: str):
@@ -263,8 +273,8 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
     Hugging Face's (the prompt first, then each step's tokens [B]). `compile`: the decode
     steps after the prefill run as one AOTInductor program made at the first call for a batch
-    and length (compiled.py; seconds), faster per token (in fp32 the same tokens up to float
-    rounding)."""
+    and length (compiled.py; seconds), or on a CUDA GPU as CUDA graphs (graphed.py), faster per
+    token (in fp32 the same tokens up to float rounding)."""
     decoder = decoder_of(model)
     check_request(decoder, input_ids, attention_mask, max_new_tokens, decoder_start_token_id)
     if compile:

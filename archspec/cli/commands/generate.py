@@ -209,6 +209,5 @@ def say_compile(model, decoder, input_ids, args) -> None:
         print(f"... the decode step compiled before, loaded ({cache_root()}; --no-compile: eager)",
               file=sys.stderr, flush=True)
         return
-    kept = "kept in " + str(cache_root()) if steps.kept is not None else "not kept: ARCHSPEC_CACHE=off"
     print(f"... --compile: the decode step is compiled after the first token (seconds, once per length bucket and "
-          f"batch; {kept})", file=sys.stderr, flush=True)
+          f"batch; {steps.where_kept()})", file=sys.stderr, flush=True)

@@ -1,0 +1,91 @@
+"""The decode step under CUDA graphs: `generate(..., compile=True)` on a CUDA GPU.
+
+At batch 1 a decode step on a GPU is a few hundred small kernels, and launched one by one
+(from Python, or from an AOTInductor program's C++) their launches take most of the step's
+time. Here the step (compiled.py's StaticStep, the module the CPU's program is made of) goes
+through torch.compile with mode="reduce-overhead": inductor's kernels, recorded as one CUDA
+graph per batch size and cache capacity at the first calls (torch's CUDA graph trees) and
+replayed for every later token, with no launch but the replay's.
+
+A graph reads its inputs at the addresses it was recorded with. The caches are therefore
+static buffers held here, one set per shape and dtype, marked as such for torch; each
+generate() copies the caches its prefill filled into them once, at its first step, and its
+steps write there. The token ids, the slot and the seen mask (a few bytes) torch copies into
+the graph's own inputs before each replay. A replay overwrites the last one's outputs, so
+they are returned as copies (the loop keeps a step's scores past the next step).
+
+The weights are read where they lie, not frozen: a change in place is seen at the next token,
+and a module's train or eval mode, a dtype or a new tensor makes torch compile or record again.
+Nothing is kept on disk (a CUDA graph lives in its process; inductor's own cache keeps the
+kernels). AOTInductor's CUDA packages are not used here: torch 2.11's loader crashed on the
+H200 we measured (tests/benchmarks/aoti_cuda_probe.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .cache import DecodeState
+from .compiled import StaticStep
+
+# Shapes (batch sizes, cache capacities, dtypes) one process may compile the step for before
+# dynamo would run the rest uncompiled (its default is 8): bench.BENCH_RECOMPILES's reason.
+RECOMPILES = 256
+
+
+class GraphedSteps:
+    """The decode step of one model compiled with CUDA graphs, one graph per batch size and
+    cache capacity (held in this process): the interface of compiled.py's CompiledSteps."""
+
+    kept = None  # nothing on disk
+
+    def __init__(self, decoder):
+        self.model = decoder.model
+        self.step = StaticStep(decoder)
+        self.compiled = torch.compile(self.step, mode="reduce-overhead", fullgraph=True, dynamic=False)
+        self.buffers: dict[tuple, list[torch.Tensor]] = {}  # the static caches, by their shapes and dtypes
+        self.how: dict[tuple[int, int], str] = {}  # "made" for each (batch, capacity) run in this process
+
+    def __deepcopy__(self, memo):
+        return None  # a copied model compiles its own (these read this model's weights)
+
+    def refresh(self) -> None:
+        """Nothing to forget: the weights are read where they lie, and torch compiles or records
+        again when the model's mode, dtypes or tensors change."""
+
+    def ready(self, batch: int, slots: int) -> bool:
+        """A graph for this batch and cache capacity was recorded in this process."""
+        return (batch, slots) in self.how
+
+    @staticmethod
+    def where_kept() -> str:
+        return "recorded as CUDA graphs in this process, not kept on disk"
+
+    def bind(self, caches: list[torch.Tensor]):
+        """The step of one generate() call over the caches its prefill filled: they are copied
+        into this shape's static buffers, which its steps then read and write. (ids [B, 1],
+        state) -> (logits [B, vocab], their argmax [B])."""
+        held = self.static_caches(caches)
+        for buffer, filled in zip(held, caches):
+            buffer.copy_(filled)
+        return lambda ids, state: self.run(ids, state, held)
+
+    def static_caches(self, caches: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The held buffers shaped as `caches` (made and marked static at the first call)."""
+        key = tuple((tuple(c.shape), c.dtype, c.device) for c in caches)
+        if key not in self.buffers:
+            held = [torch.empty_like(c) for c in caches]
+            for buffer in held:
+                torch._dynamo.mark_static_address(buffer)
+            self.buffers[key] = held
+        return self.buffers[key]
+
+    def run(self, ids: torch.Tensor, state: DecodeState, held: list[torch.Tensor]):
+        from torch._dynamo import config as dynamo_config
+
+        slot = torch.tensor([state.start], device=ids.device)  # [1]
+        torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are copied: it may overwrite them
+        with dynamo_config.patch(recompile_limit=RECOMPILES):
+            logits, best = self.compiled(ids, slot, state.seen, *held)  # [B, vocab], [B]
+        self.how.setdefault((ids.shape[0], state.seen.shape[1]), "made")
+        return logits.clone(), best.clone()
