@@ -171,21 +171,27 @@ def bench_inputs(graph: Graph, batch: int, dtype: torch.dtype | None = None, dev
     return tuple((a.to(dtype) if dtype is not None and a.is_floating_point() else a).to(device) for a in args)
 
 
-def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: str) -> Prepared:
-    """The module (a copy cast to `precision`, run through torch.compile when `compiled`) on
-    `device`: eager and torch.compile, and the fp32 reference the others are measured against.
-    On the CPU the compiled module runs frozen (compiled_settings), as one compiles for inference."""
+def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: str, mode: str | None = None
+                 ) -> Prepared:
+    """The module (a copy cast to `precision`, run through torch.compile when `compiled`, in
+    torch.compile's `mode`) on `device`: eager and torch.compile, and the fp32 reference the
+    others are measured against. On the CPU the compiled module runs frozen (compiled_settings),
+    as one compiles for inference. With mode="reduce-overhead" (CUDA graphs) each batch size is
+    called WARM_CALLS times before timing: torch compiles at the first call, records the graph at
+    a later one, and replays it from then on."""
     dtype = DTYPES.get(precision, torch.float32)
     module = model if precision == "fp32" else cast_model(model, precision)
     module = module.to(device).eval()
-    fn = torch.compile(module, dynamic=False) if compiled else module
+    fn = torch.compile(module, dynamic=False, mode=mode) if compiled else module
+    warm_calls = WARM_CALLS if mode == "reduce-overhead" else 1
     settings = compiled_settings(compiled, device)
     sync = synchronizer(device)
 
     def bind(batch: int):
         args = bench_inputs(graph, batch, dtype, device)
         with settings(), torch.inference_mode():
-            fn(*args)  # compiles for this batch size (torch.compile) before any timing
+            for _ in range(warm_calls):
+                fn(*args)  # compiles for this batch size (torch.compile; records its CUDA graph) before any timing
 
         def run():
             with settings(), torch.inference_mode():
@@ -202,6 +208,10 @@ def torch_runner(model, graph: Graph, precision: str, compiled: bool, device: st
 
     return Prepared(bind, outputs)
 
+
+# Calls of each batch size before timing under CUDA graphs: torch's CUDA graph trees run the
+# compiled code once as a warm-up, record the graph at the next call and replay it after.
+WARM_CALLS = 3
 
 # Compiles dynamo may make of one function before it runs it uncompiled: every archspec model's
 # forward is model.py's __call__, so each precision and batch size of a bench is another compile

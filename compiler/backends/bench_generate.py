@@ -83,6 +83,8 @@ class Floor:
 
     def __init__(self, weights: list[torch.Tensor], tuned: bool = False):
         makers = (floor_pass, packed_floor_pass) + ((tuned_floor_pass,) if tuned else ())
+        if weights and weights[0].is_cuda:  # a GPU: the weights' bytes over its measured copy bandwidth
+            makers = (copy_floor_pass,)
         self.passes = [once for once in (make(weights) for make in makers) if once is not None]
 
     def seconds(self, passes: int = FLOOR_PASSES) -> float:
@@ -92,6 +94,26 @@ class Floor:
             once()
             medians.append(statistics.median(once() for _ in range(passes)))
         return min(medians)
+
+
+def copy_floor_pass(weights: list[torch.Tensor]) -> Callable[[], float]:
+    """On a CUDA GPU: the time to read the weights' bytes once, at the bandwidth of one copy of
+    as many bytes from one buffer of the GPU's memory to another (which reads and writes each
+    byte once: half its time), timed with CUDA events."""
+    size = tensor_bytes(weights)
+    device = weights[0].device
+    source = torch.empty(size, dtype=torch.uint8, device=device)  # [bytes]
+    target = torch.empty_like(source)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def once() -> float:
+        start.record()
+        target.copy_(source)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / 2
+
+    return once
 
 
 def kv_cache_bytes(model: nn.Module, batch: int, length: int, dtype: torch.dtype) -> int:

@@ -128,7 +128,10 @@ def tensorrt_imports() -> bool:
 def test_targets_json_says_honestly_what_is_usable_here(capsys):
     assert main(["targets", "--json"]) == 0
     listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
-    assert list(listed) == ["eager", "compile", "export", "onnx", "aoti", "tensorrt"]
+    assert list(listed) == ["eager", "compile", "cudagraphs", "export", "onnx", "aoti", "tensorrt"]
+    assert listed["cudagraphs"]["usable"] == torch.cuda.is_available() and listed["cudagraphs"]["commands"] == ["bench"]
+    if not torch.cuda.is_available():
+        assert "no CUDA GPU" in listed["cudagraphs"]["reason"]
     assert listed["eager"]["usable"] and listed["eager"]["version"] == f"torch {version('torch')}"
     assert listed["onnx"]["usable"] == installed("onnx", "onnxscript", "onnxruntime")
     gpu_and_trt = installed("torch_tensorrt") and torch.cuda.is_available() and tensorrt_imports()

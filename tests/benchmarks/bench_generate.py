@@ -18,8 +18,9 @@ Per round, every path of every precision once, the order rotating:
   hf eager     transformers' model.generate(ids, ...) (its default attention and cache)
   hf static+compile
                model.generate(..., cache_implementation="static") with model.forward under
-               torch.compile(fullgraph=True), as Hugging Face documents; compiled in a warm-up
-               run before the rounds. When it fails on this torch/transformers, the table says why.
+               torch.compile(fullgraph=True) (on a GPU mode="reduce-overhead"), as Hugging Face
+               documents; compiled in a warm-up run before the rounds. When it fails on this
+               torch/transformers, the table says why.
 
 Each step's time is taken between the streamer's put() calls (the first is the prefill).
 Reported per row (medians over the rounds): prefill ms, decode ms per token at positions 16 and
@@ -30,8 +31,14 @@ faster of our two, or archspec where compile did not run), and the growth of the
 peak resident set over each path's first timed run (the high-water mark reset before it through
 /proc/self/clear_refs, so it is the run's own growth, not the process's old peak).
 
-    python tests/benchmarks/bench_generate.py --threads 2 [--models gpt2 llama] [--precisions fp32 bf16]
-        [--rounds 3] [--json results.json]
+    python tests/benchmarks/bench_generate.py --threads 2 [--models gpt2 llama llama-1b] [--precisions fp32 bf16]
+        [--rounds 3] [--device cpu|cuda] [--json results.json]
+
+On a CUDA GPU (--device cuda) "archspec compile" is the step under CUDA graphs
+(compiler/generate/graphed.py), Hugging Face's static cache is compiled with
+mode="reduce-overhead" (CUDA graphs, as its docs do it), and the floor is the weights' bytes
+over the GPU's measured copy bandwidth (bench_generate.copy_floor_pass). llama-1b is the
+shipped llama spec at TinyLlama-1.1B's shape (LLAMA_1B), random weights.
 
 (not under `nice` on a busy machine: it then gets a few per cent of a core). It also says
 whether ours and Hugging Face's eager chose the same tokens (greedy; in bf16 they may part).
@@ -60,19 +67,27 @@ from archspec.compiler.backends.timing import PeakMemory  # noqa: E402
 PATHS = ("archspec", "archspec compile", "floor", "hf eager", "hf static+compile")
 
 
+# A Llama of about 1B parameters (TinyLlama-1.1B's shape: 1,100,048,384 parameters), random
+# weights, as archspec's llama spec with these params; the shipped llama's own are the spec's.
+LLAMA_1B = {"dim": 2048, "hidden": 5632, "layers": 22, "heads": 32, "kv_heads": 4}
+SIZES = {"gpt2": {}, "llama": {}, "llama-1b": LLAMA_1B}
+
+
 def reference(spec: str):
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     if spec == "gpt2":
         return GPT2LMHeadModel._from_config(GPT2Config())
-    config = LlamaConfig(hidden_size=512, intermediate_size=1376, num_hidden_layers=4, num_attention_heads=8,
-                         num_key_value_heads=2, vocab_size=32000, max_position_embeddings=2048,
-                         rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=False)
+    size = {"dim": 512, "hidden": 1376, "layers": 4, "heads": 8, "kv_heads": 2, **SIZES[spec]}
+    config = LlamaConfig(hidden_size=size["dim"], intermediate_size=size["hidden"], num_hidden_layers=size["layers"],
+                         num_attention_heads=size["heads"], num_key_value_heads=size["kv_heads"], vocab_size=32000,
+                         max_position_embeddings=2048, rope_theta=10000.0, rms_norm_eps=1e-6,
+                         tie_word_embeddings=False)
     return LlamaForCausalLM._from_config(config)
 
 
-def pair(spec: str):
-    """(Hugging Face's model, ours) in fp32 with the same (randomly perturbed) weights."""
+def pair(spec: str, device: str = "cpu"):
+    """(Hugging Face's model, ours) in fp32 with the same (randomly perturbed) weights, on `device`."""
     import archspec
     from archspec.compiler.weights.load import load_weights
 
@@ -83,9 +98,9 @@ def pair(spec: str):
         for p in ref.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=generator))
     ref.generation_config.eos_token_id = None  # no early stop: both decode every token asked for
-    ours = archspec.build(str(ROOT / "specs" / f"{spec}.yaml")).eval()
+    ours = archspec.build(str(ROOT / "specs" / f"{spec.split('-')[0]}.yaml"), SIZES[spec]).eval()
     load_weights(ours, ref.state_dict())
-    return ref, ours
+    return ref.to(device), ours.to(device)
 
 
 def hf_generate(ref, ids, new, **options):
@@ -100,8 +115,9 @@ def static_compiled(ref, ids, new):
     """A runner of Hugging Face's static cache with the forward compiled (warmed up here, which
     compiles it), or the reason it cannot run, in one line."""
     model = copy.deepcopy(ref)
+    mode = "reduce-overhead" if ids.is_cuda else None  # on a GPU as Hugging Face documents it: CUDA graphs
     try:
-        model.forward = torch.compile(model.forward, fullgraph=True)
+        model.forward = torch.compile(model.forward, mode=mode, fullgraph=True)
         hf_generate(model, ids, new, cache_implementation="static")
     except Exception as exc:  # noqa: BLE001 -- whatever torch.compile or transformers raise, reported
         return f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
@@ -110,7 +126,7 @@ def static_compiled(ref, ids, new):
 
 def runners_of(spec: str, precisions: list[str], ids, new, log) -> tuple[dict, dict, dict]:
     """({(precision, path): runner}, {(precision, path): why it cannot run}, {precision: weights MiB})."""
-    ref32, ours32 = pair(spec)
+    ref32, ours32 = pair(spec, ids.device.type)
     runners, failed, sizes = {}, {}, {}
     for precision in precisions:
         ours = ours32 if precision == "fp32" else cast_model(ours32, precision)
@@ -133,9 +149,9 @@ def runners_of(spec: str, precisions: list[str], ids, new, log) -> tuple[dict, d
     return runners, failed, sizes
 
 
-def bench(spec: str, precisions: list[str], prompt: int, upto: int, rounds: int, log) -> dict:
+def bench(spec: str, precisions: list[str], prompt: int, upto: int, rounds: int, log, device: str = "cpu") -> dict:
     """The figures of one model (see the module docstring); the late position is `upto`."""
-    ids = torch.randint(0, 1000, (1, prompt), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 1000, (1, prompt), generator=torch.Generator().manual_seed(1)).to(device)
     new = upto - prompt + 3
     runners, failed, sizes = runners_of(spec, precisions, ids, new, log)
     samples = {key: [] for key in runners}
@@ -216,7 +232,8 @@ def table(result: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=["gpt2", "llama"], choices=["gpt2", "llama"])
+    parser.add_argument("--models", nargs="+", default=["gpt2", "llama"], choices=list(SIZES))
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
@@ -230,11 +247,13 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     log = lambda s: print(f"... {s}", file=sys.stderr, flush=True)  # noqa: E731
     load = os.getloadavg()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load[0]:.2f} "
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {where}, load average {load[0]:.2f} "
           f"{load[1]:.2f} {load[2]:.2f} at start", flush=True)
     results = []
     for spec in args.models:
-        result = bench(spec, list(dict.fromkeys(args.precisions)), args.prompt, args.upto, args.rounds, log)
+        result = bench(spec, list(dict.fromkeys(args.precisions)), args.prompt, args.upto, args.rounds, log,
+                       args.device)
         results.append(result)
         print(table(result), flush=True)
     load = os.getloadavg()

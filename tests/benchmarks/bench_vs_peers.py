@@ -15,7 +15,8 @@ Then bf16 (eager and compile on both sides; ONNX Runtime has no bf16 CPU kernels
 (archspec's ONNX with ONNX Runtime's dynamic quantization, against its fp32).
 
 With --device cuda the same comparison runs on a CUDA GPU: timm's paths above against
-archspec eager, compile and AOTInductor (the package compiled for the GPU), in fp16, bf16 or
+archspec eager, compile, cudagraphs (`archspec bench --target cudagraphs`: torch.compile with
+CUDA graphs, warmed up and recorded by archspec) and AOTInductor (the package compiled for the GPU), in fp16, bf16 or
 fp32, batch 1, 8 and 64 by default; no ONNX Runtime (its CUDA provider is not installed here)
 and no TensorRT (see README). Each call is synchronized, so a time is a forward's latency.
 
@@ -58,11 +59,12 @@ MODELS = {  # spec: (timm name, image size)
 }
 PEERS = ["timm eager", "timm compile", "timm compile frozen", "timm onnx", "timm compile reduce-overhead",
          "timm compile max-autotune", "timm aoti"]  # the best of those measured is the best peer
-OURS = ["archspec eager", "archspec compile", "archspec compile frozen", "archspec onnx", "archspec aoti"]
+OURS = ["archspec eager", "archspec compile", "archspec compile frozen", "archspec cudagraphs", "archspec onnx",
+        "archspec aoti"]
 CPU_PATHS = {"timm eager", "timm compile", "timm compile frozen", "timm onnx", "archspec eager", "archspec compile",
              "archspec compile frozen", "archspec onnx", "archspec aoti"}
 CUDA_PATHS = {"timm eager", "timm compile", "timm compile reduce-overhead", "timm compile max-autotune", "timm aoti",
-              "archspec eager", "archspec compile", "archspec aoti"}  # no ONNX Runtime CUDA provider here
+              "archspec eager", "archspec compile", "archspec cudagraphs", "archspec aoti"}  # no ONNX Runtime CUDA provider here
 CUDA_PROBE_SIZE = 8192  # a 2048^3 matmul is over in microseconds on a data-centre GPU: launch-bound
 STARTED = time.perf_counter()
 
@@ -161,6 +163,15 @@ def aoti_path(work: str, spec: str, precision: str, device: str) -> str:
     return os.path.join(work, f"archspec_{spec}_{precision}_{device}.aoti.pt2")
 
 
+def cudagraphs_runner(ours, report, precision: str, x: torch.Tensor, device: str):
+    """archspec's own `bench --target cudagraphs` runner: torch.compile with CUDA graphs, each
+    batch size warmed up and recorded by archspec before timing (bench.torch_runner)."""
+    from archspec.compiler.backends.registry import get
+
+    prepared = get("cudagraphs").bench(ours, report.graph, precision, workdir="", threads=1, device=device)
+    return prepared.bind(x.shape[0]), lambda: prepared.outputs((x,))[0].to(x.device)
+
+
 def torch_runner(fn, x, device: str = "cpu"):
     sync = synchronizer(device)
 
@@ -249,6 +260,7 @@ def measure(spec: str, batch: int, precision: str, report, ours, reference, work
         if cuda:
             add("timm compile reduce-overhead", lambda: compiled(ref_m, mode="reduce-overhead"), costly=True)
             add("timm compile max-autotune", lambda: compiled(ref_m, mode="max-autotune"), costly=True)
+            add("archspec cudagraphs", lambda: cudagraphs_runner(ours, report, precision, x, device), costly=True)
         else:
             add("timm compile frozen", lambda: compiled(ref_m, frozen=True), costly=True)
             add("archspec compile frozen", lambda: compiled(ours_m, frozen=True), costly=True)

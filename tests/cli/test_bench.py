@@ -250,3 +250,29 @@ def test_every_compiled_variant_is_compiled_past_dynamos_default_limit(monkeypat
     for batch in range(1, 11):
         compiled.bind(batch)()
     assert len(frozen) == 10
+
+
+def test_the_cudagraphs_target_says_it_needs_a_gpu_and_times_nothing_on_the_cpu(capsys):
+    """`bench --target cudagraphs` without a CUDA GPU: the other targets are timed, this one is
+    listed as not run, in words (on a GPU tests/benchmarks/cuda_run.sh times it)."""
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is here: the target runs")
+    code = main(["bench", str(ROOT / "specs" / "vit_ti16.yaml"), "--set", "img=32", "--set", "depth=1", "--set",
+                 "classes=10", "--target", "eager", "cudagraphs", "--batch", "1", "--rounds", "1", "--threads", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "not run: cudagraphs fp32: no CUDA GPU on this machine" in out
+    assert not any(line.startswith("cudagraphs") for line in out.splitlines())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_cudagraphs_target_replays_a_recorded_graph_at_each_batch(capsys):
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    code = main(["bench", str(ROOT / "specs" / "vit_ti16.yaml"), "--set", "img=32", "--set", "depth=1", "--set",
+                 "classes=10", "--target", "compile", "cudagraphs", "--device", "cuda", "--batch", "1", "4",
+                 "--rounds", "2"])
+    out = capsys.readouterr().out
+    assert code == 0 and sum(line.startswith("cudagraphs") for line in out.splitlines()) == 2, out
+    assert not counters["inductor"].get("cudagraph_skips"), dict(counters["inductor"])
