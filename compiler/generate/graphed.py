@@ -11,8 +11,10 @@ A graph reads its inputs at the addresses it was recorded with. The caches are t
 static buffers held here, one set per shape and dtype, marked as such for torch; each
 generate() copies the caches its prefill filled into them once, at its first step, and its
 steps write there. The token ids, the slot and the seen mask (a few bytes) torch copies into
-the graph's own inputs before each replay. A replay overwrites the last one's outputs, so
-they are returned as copies (the loop keeps a step's scores past the next step).
+the graph's own inputs before each replay; the slot is a tensor held on the GPU too, filled in
+place each step (a tensor made from a Python number would wait for the GPU at every token). A
+replay overwrites the last one's outputs, so they are returned as copies (the loop keeps a
+step's scores past the next step).
 
 The weights are read where they lie, not frozen: a change in place is seen at the next token,
 and a module's train or eval mode, a dtype or a new tensor makes torch compile or record again.
@@ -28,9 +30,11 @@ import torch
 from .cache import DecodeState
 from .compiled import StaticStep
 
-# Shapes (batch sizes, cache capacities, dtypes) one process may compile the step for before
-# dynamo would run the rest uncompiled (its default is 8): bench.BENCH_RECOMPILES's reason.
+# Compiles of the step one process may make (every model's step is StaticStep.forward, so every
+# model, batch size, cache capacity and dtype counts towards dynamo's limits: 8 of one function,
+# 256 in all by default; past them a fullgraph compile raises). Raised while a new shape compiles.
 RECOMPILES = 256
+ALL_RECOMPILES = 1024
 
 
 class GraphedSteps:
@@ -44,6 +48,8 @@ class GraphedSteps:
         self.step = StaticStep(decoder)
         self.compiled = torch.compile(self.step, mode="reduce-overhead", fullgraph=True, dynamic=False)
         self.buffers: dict[tuple, list[torch.Tensor]] = {}  # the static caches, by their shapes and dtypes
+        self.slots: dict[torch.device, torch.Tensor] = {}  # the current slot [1], one per device
+        self.compiled_for: set[tuple] = set()  # (batch, capacity, dtype) compiled in this process
         self.how: dict[tuple[int, int], str] = {}  # "made" for each (batch, capacity) run in this process
 
     def __deepcopy__(self, memo):
@@ -81,11 +87,25 @@ class GraphedSteps:
         return self.buffers[key]
 
     def run(self, ids: torch.Tensor, state: DecodeState, held: list[torch.Tensor]):
+        slot = self.slots.get(ids.device)
+        if slot is None:
+            slot = self.slots[ids.device] = torch.zeros(1, dtype=torch.long, device=ids.device)  # [1]
+        slot.fill_(state.start)  # in place, no wait for the GPU
+        shape = (ids.shape[0], state.seen.shape[1], held[0].dtype if held else None)
+        if shape in self.compiled_for:
+            logits, best = self.compiled(ids, slot, state.seen, *held)  # [B, vocab], [B]: a replay
+        else:
+            logits, best = self.first_call(ids, slot, state.seen, held)
+            self.compiled_for.add(shape)
+        self.how.setdefault((ids.shape[0], state.seen.shape[1]), "made")
+        return logits.clone(), best.clone()  # the next replay overwrites the graph's own outputs
+
+    def first_call(self, ids, slot, seen, held):
+        """The step's first call at a shape, which compiles it, with room for every compile."""
         from torch._dynamo import config as dynamo_config
 
-        slot = torch.tensor([state.start], device=ids.device)  # [1]
-        torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are copied: it may overwrite them
-        with dynamo_config.patch(recompile_limit=RECOMPILES):
-            logits, best = self.compiled(ids, slot, state.seen, *held)  # [B, vocab], [B]
-        self.how.setdefault((ids.shape[0], state.seen.shape[1]), "made")
-        return logits.clone(), best.clone()
+        limits = {name: max(least, getattr(dynamo_config, name)) for name, least in
+                  (("recompile_limit", RECOMPILES), ("accumulated_recompile_limit", ALL_RECOMPILES))
+                  if hasattr(dynamo_config, name)}  # names of torch 2.7 and later
+        with dynamo_config.patch(**limits):
+            return self.compiled(ids, slot, seen, *held)

@@ -8,8 +8,9 @@ for a left-padded batch with grouped-query attention and for a sliding window's 
 for a second call of the same shape with another prompt (the held buffers must take the new
 prefill's caches), after the weights change in place (they are read where they lie), and the
 scores a step returns are the eager ones. The tests marked gpu check, on a CUDA GPU, that the
-step is chosen there by itself, that torch recorded and replayed graphs (no skip), and that
-each step's scores survive the next replay."""
+step is chosen there by itself, that torch recorded graphs (no op left out of them) and replays
+one at every later step without waiting for the GPU, and that each step's scores survive the
+next replay. Those have not run yet (no GPU lent since they were written)."""
 
 from __future__ import annotations
 
@@ -90,9 +91,28 @@ def test_graphed_steps_give_the_eager_scores(graphed):
 # -- on a CUDA GPU -------------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def replays(monkeypatch):
+    """Graphs must be recorded (an op that would leave the graph raises: cudagraph_or_error) and
+    no host sync may happen while decoding; yields the count of graph replays (CUDAGraphNode.run)."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor import cudagraph_trees
+
+    counted = {"replays": 0}
+    run = cudagraph_trees.CUDAGraphNode.run
+
+    def counting(self, *args, **kwargs):
+        counted["replays"] += 1
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(cudagraph_trees.CUDAGraphNode, "run", counting)
+    with inductor_config.patch({"triton.cudagraph_or_error": True}):
+        yield counted
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_a_gpu_the_step_is_replayed_as_cuda_graphs_and_gives_eager_tokens_and_scores():
+def test_on_a_gpu_the_step_is_replayed_as_cuda_graphs_and_gives_eager_tokens_and_scores(replays, monkeypatch):
     from torch._dynamo.utils import counters
 
     ours = built().cuda()
@@ -101,20 +121,28 @@ def test_on_a_gpu_the_step_is_replayed_as_cuda_graphs_and_gives_eager_tokens_and
     tokens, scores = scores_of(ours, ids, mask, True)  # scores kept across replays: copies, not the graph's outputs
     assert isinstance(decoder_of(ours).compiled, GraphedSteps)
     assert not counters["inductor"].get("cudagraph_skips"), dict(counters["inductor"])
+    assert replays["replays"] >= 7, replays  # 9 steps: a warm-up run, the recording, then replays
     eager_tokens, eager_scores = scores_of(ours, ids, mask, False)
     assert torch.equal(tokens, eager_tokens)
     assert all(torch.allclose(s, e, atol=1e-4, rtol=1e-4) for s, e in zip(scores, eager_scores))
+    before, run = replays["replays"], GraphedSteps.run
+
+    def without_a_wait(self, *args):  # no step may wait for the GPU (a sync raises in this mode)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return run(self, *args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(GraphedSteps, "run", without_a_wait)
     again = generate(ours, ids, max_new_tokens=10, attention_mask=mask, compile=True)
-    assert torch.equal(again, eager_tokens)
+    assert torch.equal(again, eager_tokens) and replays["replays"] - before == 9  # every step a replay
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_a_gpu_bf16_steps_decode_without_a_skipped_graph():
-    from torch._dynamo.utils import counters
-
+def test_on_a_gpu_bf16_steps_decode_as_replayed_graphs(replays):
     ours = built().cuda().to(torch.bfloat16)
     ids = prompt(2, 8, seed=3).cuda()
-    counters.clear()
     out = generate(ours, ids, max_new_tokens=24, compile=True)
-    assert out.shape == (2, 32) and not counters["inductor"].get("cudagraph_skips")
+    assert out.shape == (2, 32) and replays["replays"] >= 21
