@@ -93,9 +93,9 @@ class GraphedSteps:
         slot.fill_(state.start)  # in place, no wait for the GPU
         shape = (ids.shape[0], state.seen.shape[1], held[0].dtype if held else None)
         if shape in self.compiled_for:
-            logits, best = self.compiled(ids, slot, state.seen, *held)  # [B, vocab], [B]: a replay
+            logits, best, *_ = self.compiled(ids, slot, state.seen, *held)  # [B, vocab], [B]: a replay
         else:
-            logits, best = self.first_call(ids, slot, state.seen, held)
+            logits, best, *_ = self.first_call(ids, slot, state.seen, held)
             self.compiled_for.add(shape)
         self.how.setdefault((ids.shape[0], state.seen.shape[1]), "made")
         return logits.clone(), best.clone()  # the next replay overwrites the graph's own outputs
