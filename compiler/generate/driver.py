@@ -32,8 +32,8 @@ from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
 from .cache import DecodeCache, DecodeState, KVCache
 from .compiled import CompiledSteps
-from .graphed import GraphedSteps
 from .decode_graph import Handoff, decode_graph
+from .graphed import GraphedSteps
 from .sampling import Sampling
 
 CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal, "
