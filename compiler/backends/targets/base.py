@@ -179,6 +179,7 @@ class ModuleTarget(Target):
     to bf16 or fp16 as torch does on the device, and is benched as a module."""
 
     compiled: bool = False  # bench and measure it through torch.compile
+    compile_mode: str | None = None  # torch.compile's mode when compiled ("reduce-overhead": CUDA graphs)
 
     def precision_problem(self, precision: str, device: str) -> str | None:
         from . import giving
@@ -203,4 +204,4 @@ class ModuleTarget(Target):
     def bench(self, model, graph, precision: str, *, workdir: str, threads: int, device: str):
         from ..bench import torch_runner
 
-        return torch_runner(model, graph, precision, compiled=self.compiled, device=device)
+        return torch_runner(model, graph, precision, compiled=self.compiled, device=device, mode=self.compile_mode)

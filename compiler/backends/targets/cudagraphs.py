@@ -6,15 +6,15 @@ On the CPU torch records no graph: `--target compile` is the same there."""
 from __future__ import annotations
 
 from . import register
-from .base import Availability, ModuleTarget
+from .base import Availability
+from .compile import Compile
 
 
-class CudaGraphs(ModuleTarget):
+class CudaGraphs(Compile):
+    """The compile target's bench (bench.torch_runner) in torch.compile's reduce-overhead mode, on a GPU only."""
+
     name = "cudagraphs"
     doc = "the module through torch.compile with CUDA graphs (mode reduce-overhead; a CUDA GPU)"
-    commands = ("bench",)
-    bench_precisions = ("fp32", "bf16", "fp16")
-    compiled = True
     compile_mode = "reduce-overhead"
     order = 22
 
@@ -29,11 +29,11 @@ class CudaGraphs(ModuleTarget):
         return base
 
     def bench(self, model, graph, precision: str, *, workdir: str, threads: int, device: str):
-        from ..bench import Unavailable, torch_runner
+        from ..bench import Unavailable
 
         if not device.startswith("cuda"):
             raise Unavailable("CUDA graphs run on a CUDA GPU (--device cuda); on the CPU use --target compile")
-        return torch_runner(model, graph, precision, compiled=True, device=device, mode=self.compile_mode)
+        return super().bench(model, graph, precision, workdir=workdir, threads=threads, device=device)
 
 
 register(CudaGraphs())
