@@ -50,7 +50,6 @@ class GraphedSteps:
         self.buffers: dict[tuple, list[torch.Tensor]] = {}  # the static caches, by their shapes and dtypes
         self.slots: dict[torch.device, torch.Tensor] = {}  # the current slot [1], one per device
         self.compiled_for: set[tuple] = set()  # (batch, capacity, dtype) compiled in this process
-        self.how: dict[tuple[int, int], str] = {}  # "made" for each (batch, capacity) run in this process
 
     def __deepcopy__(self, memo):
         return None  # a copied model compiles its own (these read this model's weights)
@@ -58,6 +57,11 @@ class GraphedSteps:
     def refresh(self) -> None:
         """Nothing to forget: the weights are read where they lie, and torch compiles or records
         again when the model's mode, dtypes or tensors change."""
+
+    @property
+    def how(self) -> dict[tuple[int, int], str]:
+        """"made" for each (batch, capacity) compiled in this process (CompiledSteps.how's form)."""
+        return {(batch, slots): "made" for batch, slots, _ in self.compiled_for}
 
     def ready(self, batch: int, slots: int) -> bool:
         """A graph for this batch and cache capacity was recorded in this process."""
@@ -97,7 +101,6 @@ class GraphedSteps:
         else:
             logits, best, *_ = self.first_call(ids, slot, state.seen, held)
             self.compiled_for.add(shape)
-        self.how.setdefault((ids.shape[0], state.seen.shape[1]), "made")
         return logits.clone(), best.clone()  # the next replay overwrites the graph's own outputs
 
     def first_call(self, ids, slot, seen, held):
