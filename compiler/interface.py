@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
-from archspec.primitives.kv_cache import cached_layers, logits_output, refusal
+from archspec.primitives.kv_cache import cached_layers, logits_output, padding_inputs, refusal
 
 from .facts import CLASSIFIER, Classifier
 from .model_interface import InterfaceFacts
@@ -70,6 +70,7 @@ class ModelFacts:
     # why generate() cannot decode the spec, (node or None, why), or None (kv_cache.refusal)
     decode_refusal: tuple[str | None, str] | None = None
     cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
+    padding_inputs: tuple[str, ...] = ()  # inputs read only as cached attention's key-padding mask (kv_cache's)
     ops: tuple[tuple[str, str, str | None], ...] = ()  # (node, primitive, kind) of every network node: its op's facts
 
 
@@ -84,6 +85,7 @@ def model_facts(graph: Graph) -> ModelFacts:
                       layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]),
                       logits=logits_output(graph), decode_refusal=refusal(graph),
                       cached=tuple((layer.path, layer.window) for layer in cached_layers(graph)),
+                      padding_inputs=padding_inputs(graph),
                       ops=tuple((name, graph.record(name).op.primitive, graph.record(name).op.kind)
                                 for name in network_nodes(graph)))
 

@@ -54,13 +54,20 @@ class SelfCache(Decode):
     given, is how many tokens a layer keeps (a sliding window), else all. `entry(params, width)`,
     when given, is what the layer caches per token, (heads, key width, value width): a latent
     attention caches its latent and rotary key (attention/latent.py); else the sequence kinds'
-    key/value heads of head_dim each."""
+    key/value heads of head_dim each. `key_padding(params)`, when given, says whether the node's
+    last input is a key-padding mask [B, L] (1 keeps a key, 0 hides it): while decoding the
+    cache's own mask (generate's attention_mask) hides the padded keys, so an input that only
+    such slots read is no input generate feeds (kv_cache.padding_inputs)."""
 
     window: Callable | None = None
     entry: Callable | None = None
+    key_padding: Callable | None = None
 
     def window_of(self, params) -> int | None:
         return None if self.window is None else self.window(params)
+
+    def reads_key_padding(self, params) -> bool:
+        return self.key_padding is not None and bool(self.key_padding(params))
 
     def entry_of(self, op, params, width: int) -> tuple[int, int, int]:
         """(heads, key width, value width) cached per token."""

@@ -65,10 +65,11 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
     self cache, or, with a source, a cross cache), at least one with a self cache; what a
     tokenwise node reads besides the target side holds no run of tokens (a fixed table of
     positions would not line up)."""
-    inputs = graph.inputs()
+    padding = padding_inputs(graph)
+    inputs = [node for node in graph.inputs() if node.name not in padding]
     if len(inputs) not in (1, 2, 3):
-        return (None, f"it takes {len(inputs)} inputs; generate feeds token ids (decoder-only), or source ids, "
-                      "optionally the source's padding mask, and target ids (encoder-decoder)"), set()
+        return (None, f"it takes {len(inputs)} inputs besides padding masks; generate feeds token ids (decoder-only), "
+                      "or source ids, optionally the source's padding mask, and target ids (encoder-decoder)"), set()
     logits = logits_output(graph)
     if logits is None:
         return (None, "none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
@@ -77,7 +78,7 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
     if not_ids:  # before any op is asked how it decodes
         return (not_ids[0].name, "it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
                                  "an image is not supported yet)"), set()
-    reached, cached = decoded(graph, logits), 0
+    reached, cached = decoded(graph, logits, inputs[-1].name), 0
     for node in graph.nodes():
         if node.is_input or node.name not in reached:
             continue
@@ -90,11 +91,20 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
         fixed = [n for n in graph.inputs_of(node.name) if n not in reached and spans_tokens(graph.type_of(n))]
         if fixed and isinstance(decode, Tokenwise | Positional):
             return (node.name, f"it reads '{fixed[0]}', {graph.type_of(fixed[0]).length} tokens made apart from the "
-                               "target, which do not line up with the tokens generate brings one at a time"), reached
+                               "target, which do not line up with the tokens generate brings one at a time"
+                               + taken_for_target(inputs)), reached
     if not cached:
         return (None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding, alibi or "
                       "latent attention)"), reached
     return None, reached
+
+
+def taken_for_target(inputs) -> str:
+    """What a refusal adds for a spec of several inputs: which one generate took for the target."""
+    if len(inputs) == 1:
+        return ""
+    return (f" (of its {len(inputs)} inputs generate takes '{inputs[-1].name}' for an encoder-decoder's target ids; "
+            "an attention_mask is no input generate feeds unless only attention reads it, as `padding_mask`)")
 
 
 def spans_tokens(t) -> bool:
@@ -136,10 +146,33 @@ def is_lm_head(node) -> bool:
     return role_of(node) == LOGITS
 
 
-def decoded(graph: Graph, logits: tuple[int, str]) -> set[str]:
-    """The nodes generate() runs one token at a time: those the target ids reach that the logits
+def decoded(graph: Graph, logits: tuple[int, str], target: str) -> set[str]:
+    """The nodes generate() runs one token at a time: those the `target` ids reach that the logits
     (logits_output's) depend on (a loss, or another output, is not decoded)."""
-    return target_side(graph, graph.inputs()[-1].name) & graph.ancestors([graph.outputs[logits[0]].node])
+    return target_side(graph, target) & graph.ancestors([graph.outputs[logits[0]].node])
+
+
+def padding_inputs(graph: Graph) -> tuple[str, ...]:
+    """The inputs that only cached self attention reads, each time as its key-padding mask (its
+    last input; SelfCache.key_padding): a decoder-only spec's attention_mask [B, L]. generate()
+    feeds none of them: its own attention_mask marks the padding, and the cache's mask hides the
+    padded keys (the decode graph hands those slots a stand-in no layer reads)."""
+    found = []
+    for node in graph.inputs():
+        readers = graph.readers(node.name)
+        if readers and all(reads_only_as_key_padding(graph, reader, node.name) for reader in readers):
+            found.append(node.name)
+    return tuple(found)
+
+
+def reads_only_as_key_padding(graph: Graph, reader: str, name: str) -> bool:
+    """Node `reader` reads `name` once, as the key-padding mask of a cached self attention."""
+    slots = graph.inputs_of(reader)
+    if slots.count(name) != 1 or slots[-1] != name:
+        return False
+    node = graph.record(reader)
+    decode = decode_of(node)
+    return isinstance(decode, SelfCache) and decode.reads_key_padding(node.params)
 
 
 def target_side(graph: Graph, target: str) -> set[str]:

@@ -125,6 +125,29 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
                         f"{describe(streamer)}")
 
 
+def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_token_id):
+    """The attention_mask generate uses: the one given, or, as Hugging Face's generate infers it
+    (GenerationMixin._prepare_attention_mask_for_generation), where none is given and
+    pad_token_id occurs in input_ids and is no eos token, input_ids != pad_token_id. Only for a
+    spec that can take padding (decoder-only, or an encoder-decoder with a source mask, as T5);
+    others keep their prompts whole."""
+    if attention_mask is not None or pad_token_id is None or (decoder.encoder_decoder and not decoder.source_mask):
+        return attention_mask
+    if pad_token_id in as_ids(eos_token_id) or not bool((input_ids == pad_token_id).any()):
+        return None
+    mask = (input_ids != pad_token_id).long()
+    if not bool(mask.any(dim=1).all()):
+        raise ValueError(f"pad_token_id {pad_token_id} is every token of a sequence, so Hugging Face's rule reads it "
+                         "all as padding: give an attention_mask, or another pad_token_id")
+    return mask
+
+
+def as_ids(eos_token_id) -> tuple[int, ...]:
+    if eos_token_id is None:
+        return ()
+    return (int(eos_token_id),) if isinstance(eos_token_id, int) else tuple(int(t) for t in eos_token_id)
+
+
 def check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, stopping_criteria, stop_strings,
                      tokenizer) -> None:
     """The logits processors' and stopping criteria's arguments (processors.py)."""
@@ -215,6 +238,8 @@ def guarded(generate):
         arguments = dict(bound.arguments)
         decoder = decoder_of(arguments.pop("model"))
         check_arguments(decoder, **arguments)
+        arguments["attention_mask"] = bound.arguments["attention_mask"] = mask_from_pad_token(
+            decoder, input_ids, arguments["attention_mask"], arguments["pad_token_id"], arguments["eos_token_id"])
         check_request(decoder, input_ids, arguments["attention_mask"], arguments["max_new_tokens"],
                       arguments["decoder_start_token_id"])
         check_memory(decoder, input_ids, arguments["max_new_tokens"])

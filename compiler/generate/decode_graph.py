@@ -36,6 +36,7 @@ import copy
 import operator
 from typing import NamedTuple
 
+import torch
 import torch.fx
 import torch.nn as nn
 
@@ -129,10 +130,33 @@ def computed_once(node: torch.fx.Node, cache: torch.fx.Node) -> None:
     graph.erase_node(node)
 
 
-def decode_graph(model: torch.fx.GraphModule, readers: dict[int, Handoff], source_side: dict[str, bool]):
+def without_padding_inputs(copied: torch.fx.GraphModule, padding: tuple[str, ...]) -> torch.fx.GraphModule:
+    """The decode copy without the inputs `padding` (kv_cache.padding_inputs: read only as cached
+    attention's key-padding mask, which a layer handed its cache does not read; the cache's
+    mask hides the padded keys): each becomes ones like the target ids, so the copy is called
+    as a decoder-only spec's, (ids, cache)."""
+    if not padding:
+        return copied
+    graph = copied.graph
+    inputs = [n for n in graph.nodes if n.op == "placeholder"]
+    ids = [n for n in inputs[:-1] if n.target not in padding][-1]  # the last is the cache
+    with graph.inserting_after(inputs[-1]):
+        stand_in = graph.call_function(torch.ones_like, (ids,))  # [B, count]: every key kept (never read)
+    for node in inputs:
+        if node.target in padding:
+            node.replace_all_uses_with(stand_in)
+            graph.erase_node(node)
+    graph.lint()
+    copied.recompile()
+    return copied
+
+
+def decode_graph(model: torch.fx.GraphModule, readers: dict[int, Handoff], source_side: dict[str, bool],
+                 padding: tuple[str, ...] = ()):
     """(the model's decode copy, handing each module of `readers` ({id(module): Handoff}) on the
     target side its part, the paths of the readers it cannot reach: inside a module that is not
-    a group). `source_side`: Decoder.source_side (DecodeGraph.copy)."""
+    a group). `source_side`: Decoder.source_side (DecodeGraph.copy); `padding`: the inputs it
+    takes no more (without_padding_inputs)."""
     making = DecodeGraph(readers)
-    copied = making.copy(model, source_side)
+    copied = without_padding_inputs(making.copy(model, source_side), padding)
     return copied, [handoff.path for key, handoff in readers.items() if key not in making.reached]

@@ -12,7 +12,9 @@ as an argument (a layer its KVCache, an embedding the positions); nothing is set
 and the model's own forward is the ordinary one, in and out of generate().
 
 A spec can generate when it returns the logits of an lm head and takes token ids alone
-(decoder-only: every attention causal, sliding, alibi or latent, so earlier tokens never see later ones) or
+(decoder-only: every attention causal, sliding, alibi or latent, so earlier tokens never see
+later ones; an attention_mask input that its cached attention reads as the keys' padding is
+allowed, and generate's own attention_mask stands for it: kv_cache.padding_inputs) or
 source and target ids (encoder-decoder, as the 2017 Transformer: what reads the source alone,
 its embedding and encoder, runs once; on the target side attention is causal, sliding or alibi, or
 cross attention to the encoder's output, whose keys and values are projected at the first step
@@ -36,7 +38,8 @@ from .decode_graph import Handoff, decode_graph
 from .graphed import GraphedSteps
 from .sampling import Sampling
 
-CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone, with causal, "
+CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone (and "
+                "optionally an attention_mask its attention reads as `padding_mask`), with causal, "
                 "sliding, alibi or latent attention (shipped: gpt2, llama, mixtral, deepseek_v3), or source ids, "
                 "optionally their padding mask, and target ids (transformer_base, t5_small)")
 
@@ -50,12 +53,14 @@ class Decoder:
         self.model = model
         facts = model.facts
         self.name = facts.name
-        if len(facts.inputs) not in (1, 2, 3):
-            raise refusal(f"it takes {len(facts.inputs)} inputs ({', '.join(facts.inputs)}); generate feeds token "
-                          "ids (decoder-only), or source ids, optionally the source's padding mask, and target "
-                          "ids (encoder-decoder)")
-        self.encoder_decoder = len(facts.inputs) > 1
-        self.source_mask = len(facts.inputs) == 3  # (source ids, source padding mask, target ids): T5's order
+        fed = [name for name in facts.inputs if name not in facts.padding_inputs]  # an attention_mask is not
+        if len(fed) not in (1, 2, 3):
+            raise refusal(f"it takes {len(fed)} inputs ({', '.join(fed)}) besides padding masks; generate feeds "
+                          "token ids (decoder-only), or source ids, optionally the source's padding mask, and "
+                          "target ids (encoder-decoder)")
+        self.encoder_decoder = len(fed) > 1
+        self.source_mask = len(fed) == 3  # (source ids, source padding mask, target ids): T5's order
+        target = facts.inputs.index(fed[-1])
         self.output, head = self.find_logits(model)
         not_ids = [s for s in model.meta.get("archspec_inputs", ()) if not s.ids]
         if not_ids:
@@ -64,7 +69,7 @@ class Decoder:
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
             raise refusal(f"'{node}': {why}" if node else why)
-        self.source_side, self.target_side = split_by_target(model, facts.inputs[-1])
+        self.source_side, self.target_side = split_by_target(model, fed[-1])
         self.attention = [cache_holder(model, path) for path, _ in facts.cached]
         paths = {id(m): path for path, m in model.named_modules()}  # id(module) -> its dotted path
         self.paths = [paths[id(m)] for m in self.attention]  # the cache's keys: each layer's module path
@@ -77,7 +82,7 @@ class Decoder:
         self.cross = [m for top in self.target_side for m in top.modules() if isinstance(m, CrossAttention)]
         self.cross_paths = [paths[id(m)] for m in self.cross]
         self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
-        self.min_length, self.max_length = sequence_range(model, len(facts.inputs) - 1)
+        self.min_length, self.max_length = sequence_range(model, target)
         self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.decoding = self.decode_copy(model, paths)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
@@ -90,7 +95,7 @@ class Decoder:
         readers |= {id(m): Handoff(path, method="memory", keyed=True) for m, path in zip(self.cross, self.cross_paths)}
         readers |= {id(m): Handoff(paths[id(m)]) for m in self.biases}
         readers |= {id(m): Handoff(paths[id(m)], "positions", "positions") for m in self.embeds}
-        copied, unreached = decode_graph(model, readers, self.source_side)
+        copied, unreached = decode_graph(model, readers, self.source_side, self.model.facts.padding_inputs)
         if unreached:
             raise refusal(f"'{unreached[0]}' reads the decode cache, but the module that calls it is not a group "
                           "whose graph can hand it on")

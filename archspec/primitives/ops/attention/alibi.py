@@ -11,7 +11,7 @@ from ....core.declared import Field
 from ....core.types import TensorType
 from ...base import RuleError
 from ...registry import register
-from .sequence import SequenceAttentionOp, SequenceParams, check_sequence
+from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, reads_padding_mask
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
@@ -35,4 +35,4 @@ class AlibiAttentionOp(SequenceAttentionOp):
 
 
 ALIBI = register(AlibiAttentionOp())
-register_decoding(ALIBI, unless_a_part_refuses(SelfCache()))
+register_decoding(ALIBI, unless_a_part_refuses(SelfCache(key_padding=reads_padding_mask)))

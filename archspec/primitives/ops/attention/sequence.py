@@ -144,6 +144,11 @@ class SequenceAttentionOp(AttentionOp):
         return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
 
 
+def reads_padding_mask(p) -> bool:
+    """SelfCache's key_padding (decoding.py): the node's last input is its key-padding mask."""
+    return p.padding_mask
+
+
 YARN_OPTIONS = ("rope_original_length", "rope_beta_fast", "rope_beta_slow", "rope_truncate", "rope_attention_factor")
 
 
