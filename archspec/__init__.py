@@ -180,9 +180,9 @@ def build(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None, s
     return _lowered(report, **args)
 
 
-def _lowered(report, seed: int, weights, mapping):
+def _lowered(report, seed: int, weights, mapping, num_classes: int | None = None):
     """The checked spec as a module, with `weights` loaded (archspec/models.py says when the
-    classifier was left new)."""
+    classifier was left new; `num_classes`: create_model's)."""
     from .models import data_cfg, load_checkpoint
     from .pipeline import lower_report
 
@@ -190,7 +190,7 @@ def _lowered(report, seed: int, weights, mapping):
     if report.file and os.path.isfile(report.file):  # timm's data config as the spec declares it (pretrained_cfg)
         model.meta["archspec_data_cfg"] = data_cfg(report.file)
     if weights is not None:
-        load_checkpoint(model, report, weights, mapping)
+        load_checkpoint(model, report, weights, mapping, num_classes)
     return model
 
 
@@ -222,7 +222,8 @@ def create_model(name_or_path: str | os.PathLike, weights=None, num_classes: int
     classifier for N classes (the spec's `classes` param) and loads every weight but the
     classifier, which keeps its initialisation and is named on the `archspec` logger; 0 removes
     the classifier (the model gives pooled features, reset_classifier(0)); None keeps the
-    spec's. For a seed or a mapping file, use archspec.build.
+    spec's. With num_classes given, a checkpoint without a classifier (timm's num_classes=0
+    saves one) loads as well. For a seed or a mapping file, use archspec.build.
 
     timm's keywords (img_size, in_chans, drop_path_rate, drop_rate, global_pool) set the spec's
     params where the spec declares them (its `timm_args:` key, archspec/models.py): a keyword
@@ -237,7 +238,7 @@ def create_model(name_or_path: str | os.PathLike, weights=None, num_classes: int
     args = _build_arguments("create_model", timm_overrides("create_model", path, overrides), 0, weights, None)
     report = check_file(path, classes_override("create_model", path, dict(args.pop("overrides")), num_classes) or None)
     check_build_memory(report, runs_model=False)
-    model = _lowered(report, **args)
+    model = _lowered(report, **args, num_classes=num_classes)
     check_classifier("create_model", model, path, num_classes)
     return model
 

@@ -205,15 +205,19 @@ def check_classifier(function: str, model, path: str, num_classes) -> None:
                          f"({model.num_classes} classes after {CLASSES}={num_classes}); set its head's classes")
 
 
-def load_checkpoint(model, report, weights, mapping=None):
+def load_checkpoint(model, report, weights, mapping=None, num_classes: int | None = None):
     """Load `weights` into `model` (compiler/weights/load.py); when the classifier was left at
     its initialisation (another number of classes than the checkpoint's), or the load warns
     (learned tensors dropped, the mapping file given not used), say so on the `archspec` logger
-    (a line each on stderr unless logging is set up otherwise). The Fit."""
+    (a line each on stderr unless logging is set up otherwise). With create_model's
+    `num_classes` given, a checkpoint without a classifier loads too (timm's way): N > 0 leaves
+    the classifier new and says so; 0 removes it afterwards (nothing to say). The Fit."""
     from .compiler.weights.load import load_weights
 
-    fit = load_weights(model, weights, report.graph, [mapping] if mapping is not None else [])
-    for said in ([fit.classifier_note] if fit.classifier_note else []) + fit.warnings:
+    fit = load_weights(model, weights, report.graph, [mapping] if mapping is not None else [],
+                       classifier_may_be_absent=num_classes is not None)
+    note = [fit.classifier_note] if fit.classifier_note and num_classes != 0 else []
+    for said in note + fit.warnings:
         LOG.warning("archspec: weights: %s", said)
     return fit
 

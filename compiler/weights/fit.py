@@ -11,8 +11,10 @@ One mismatch is forgiven, as timm forgives it: the classifier's. Built for anoth
 classes than the checkpoint's (`--set classes=10`, create_model(num_classes=10)), the model
 keeps its freshly initialised classifier and loads every other tensor; the Fit lists what was
 left (`new_classifier`) and says so. Which tensors are the classifier comes from the head op's
-CLASSIFIER (compiler/facts.py, read by load.py), never from a name; any other mismatch, and a
-classifier missing from the checkpoint, stay errors.
+CLASSIFIER (compiler/facts.py, read by load.py), never from a name. A classifier missing from
+the checkpoint (a headless one) is left new only where the caller asked for a classifier of its
+own (create_model's num_classes); elsewhere it stays an error, as any other mismatch: a
+classifier nobody trained must not pass for the checkpoint's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from archspec.core.errors import SpecError, error
 from .naming import Naming
 
 MAX_LISTED = 8
+ABSENT = " (not in the checkpoint)"  # a new_classifier entry: the checkpoint is headless
 MAX_REFUSED = 3  # refusing rules named in an error
 
 
@@ -91,8 +94,10 @@ class Fit:
         """One line on the classifier left at its initialisation (None: it was loaded)."""
         if not self.new_classifier:
             return None
-        return (f"left the classifier at its initialisation ({listing(self.new_classifier)}): the checkpoint's is "
-                f"for another number of classes, so this one is new, to be fine-tuned (as timm's num_classes)")
+        absent = any(entry.endswith(ABSENT) for entry in self.new_classifier)
+        why = "the checkpoint has none" if absent else "the checkpoint's is for another number of classes"
+        return (f"left the classifier at its initialisation ({listing(self.new_classifier)}): {why}, so this one "
+                f"is new, to be fine-tuned (as timm's num_classes)")
 
     def details(self) -> str:
         """What does not fit: missing, unexpected, wrongly shaped and clashing tensors."""
@@ -123,10 +128,12 @@ def shared_names(ours: dict) -> dict[str, set[str]]:
 
 
 def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = None,
-              classifier: frozenset[str] = frozenset()) -> Fit:
+              classifier: frozenset[str] = frozenset(), classifier_may_be_absent: bool = False) -> Fit:
     """How `state` (a checkpoint in `naming`) fits the model whose state dict is `ours`;
     `resample` (resample.py) brings tensors made for another size or window to ours;
-    `classifier` names the model's classifier tensors, whose shape may differ (left new)."""
+    `classifier` names the model's classifier tensors, whose shape may differ (left new), and
+    which, with `classifier_may_be_absent` (create_model's num_classes given), may be missing
+    from the checkpoint (a headless one, as timm's num_classes=0 saves: left new too)."""
     converted = naming.convert(state, ours)
     fit = Fit(naming.name, dict(converted.state), clashes=converted.clashes, file=naming.file,
               created=converted.created, dropped_learned=converted.dropped_learned, refused=converted.refused)
@@ -135,7 +142,9 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
     for key, value in ours.items():
         if key not in fit.state and others[key] & fit.state.keys():
             continue  # loaded through another name of the same tensor
-        if key not in fit.state:
+        if key not in fit.state and key in classifier and classifier_may_be_absent:
+            fit.new_classifier.append(f"{key}{ABSENT}")
+        elif key not in fit.state:
             (fit.kept if naming.keeps(key) else fit.missing).append(key)
         elif tuple(fit.state[key].shape) != tuple(value.shape):
             if key in classifier:
@@ -175,13 +184,13 @@ def resize_to_model(fit: Fit, ours: dict, resample: dict) -> None:
 
 
 def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | None = None,
-             classifier: frozenset[str] = frozenset()) -> Fit:
+             classifier: frozenset[str] = frozenset(), classifier_may_be_absent: bool = False) -> Fit:
     """The first naming (in the order given) under which `state` fits; else an error naming the
-    closest one. `classifier`: the model's classifier tensors (fit_under)."""
+    closest one. `classifier`, `classifier_may_be_absent`: fit_under's."""
     fits, not_tried = [], []
     for naming in namings:
         if naming.applies_to(state):
-            fits.append(fit_under(naming, state, ours, resample, classifier))
+            fits.append(fit_under(naming, state, ours, resample, classifier, classifier_may_be_absent))
         else:
             not_tried.append(naming)
     for fit in fits:

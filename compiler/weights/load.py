@@ -46,7 +46,8 @@ ALLOW_NAN = "ARCHSPEC_ALLOW_NAN"  # =1: load NaN and infinite values (for debugg
 
 
 def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[str | os.PathLike] = (),
-                 allow_nan: bool | None = None, params: dict | None = None) -> Fit:
+                 allow_nan: bool | None = None, params: dict | None = None,
+                 classifier_may_be_absent: bool = False) -> Fit:
     """Load `source` (a checkpoint file or a state dict) into `model`, in place; the Fit says
     under which naming, and its `warnings` what may not be meant (learned tensors dropped).
 
@@ -55,12 +56,14 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     files (a user's `--map`), tried first. `params` are the spec's params that
     `${...}` in a mapping file reads (default: the graph's, else the spec file's own values).
     `allow_nan` (default: the environment's ARCHSPEC_ALLOW_NAN=1) loads non-finite values
-    instead of refusing them."""
+    instead of refusing them. `classifier_may_be_absent`: a checkpoint without the model's
+    classifier loads, the classifier left new (fit.fit_under; create_model's num_classes)."""
     state = read_state_dict(source)
     ours = model.state_dict()
     namings = namings_to_try(model, graph, list(mappings), spec_params(model, graph, params))
     try:
-        fit = namings.best_fit(state, ours, guarded(resamplers(model)), classifier_tensors(model, ours))
+        fit = namings.best_fit(state, ours, guarded(resamplers(model)), classifier_tensors(model, ours),
+                               classifier_may_be_absent)
     except KeyProblem as exc:
         raise key_problem(exc, source_name(source)) from None
     check_dtypes(fit, ours, source_name(source))
@@ -195,11 +198,12 @@ class Namings:
     notes: dict[str, str]  # a mapping file's path -> the note on it
     users: list[Naming] = field(default_factory=list)  # the user's own mapping files, tried first
 
-    def best_fit(self, state: dict, ours: dict, resample: dict, classifier: frozenset[str] = frozenset()) -> Fit:
+    def best_fit(self, state: dict, ours: dict, resample: dict, classifier: frozenset[str] = frozenset(),
+                 classifier_may_be_absent: bool = False) -> Fit:
         """best_fit under these namings, noting a shipped file; when none fits and an entry of
         the spec's led nowhere, the error names that entry first (the load needed it)."""
         try:
-            fit = best_fit(state, ours, self.namings, resample, classifier)
+            fit = best_fit(state, ours, self.namings, resample, classifier, classifier_may_be_absent)
         except KeyProblem:
             raise  # the checkpoint's, whatever the spec's entries are
         except SpecError as exc:

@@ -154,6 +154,27 @@ def test_create_model_num_classes_follows_timm(tmp_path):
         archspec.create_model("vit_ti16", num_classes="10")
 
 
+def test_a_headless_checkpoint_loads_with_num_classes_as_timms_and_not_without(tmp_path, caplog):
+    """timm's num_classes=0 saves no classifier (DINOv2's checkpoints): create_model with
+    num_classes=0 gives its features, with N a new classifier said on the log; without
+    num_classes (or through build) a missing classifier stays an error, never a random one
+    passed off as the checkpoint's."""
+    headless = {k: v for k, v in archspec.build("vit_ti16", overrides=SMALL_VIT, seed=1).state_dict().items()
+                if not k.startswith("head.fc.")}
+    whole = archspec.build("vit_ti16", overrides=SMALL_VIT, seed=1).eval()
+    x = torch.randn(2, 3, 32, 32)
+    features = archspec.create_model("vit_ti16", weights=headless, num_classes=0, **SMALL_VIT).eval()
+    assert torch.equal(features(x), whole.forward_head(whole.forward_features(x), pre_logits=True))
+    with caplog.at_level(logging.WARNING, logger="archspec"):
+        tuned = archspec.create_model("vit_ti16", weights=headless, num_classes=10, **SMALL_VIT).eval()
+    assert tuned(x).shape == (2, 10)
+    assert "head.fc.weight (not in the checkpoint)" in caplog.text and "the checkpoint has none" in caplog.text
+    for load in (lambda: archspec.create_model("vit_ti16", weights=headless, **SMALL_VIT),
+                 lambda: archspec.build("vit_ti16", overrides=SMALL_VIT, weights=headless)):
+        with pytest.raises(archspec.SpecError, match=r"2 missing \(head.fc.weight, head.fc.bias\)"):
+            load()
+
+
 def test_the_classifier_is_what_the_head_op_says_not_a_name(tmp_path):
     spec = tmp_path / "odd.yaml"
     spec.write_text(ODD_NAMES)
