@@ -30,6 +30,11 @@ Rules (each list item has exactly one of these keys):
   along `dim` in the order of `parts`, under the key with `into` in place of the part. Hugging
   Face's separate projections -> one qkv: `match: '^(.*\.self_attn)\.{part}\.(weight|bias)$'`,
   `parts: [q_proj, k_proj, v_proj]`, `into: qkv`. A group missing a part stays as it is.
+- `stack: {match: PATTERN, into: NAME, dim: 0}`: `match` holds `{index}` once, standing for a
+  number; tensors whose keys differ only there are stacked along a new axis `dim` in the order
+  of their numbers (0, 1, ... without a gap), under the key with `into` in place of the number.
+  Hugging Face's checkpoint files keep a mixture's experts one by one (`experts.0.w1.weight`,
+  ...), archspec as one [experts, ...] tensor.
 - `split: {match: PATTERN, into: [TEMPLATE, ...], shares: [1, 2], dim: 0}`: a matching tensor
   is cut along `dim` into one tensor per `into` template (which may use the pattern's groups),
   by `shares` (relative lengths; equal parts when neither is given) or by `sizes` (exact
@@ -92,8 +97,8 @@ from archspec.language.validation import diagnostics_from
 
 from .naming import Naming
 from .patterns import check_template, compile_pattern, linear
-from .rules import (FILLS, OWN_SIZES, PART_GROUP, Affine, Computed, Copy, Create, Drop, Fuse, Permute, Rename, Reshape,
-                    Rule, Sizes, Split, Transpose)
+from .rules import (FILLS, INDEX_GROUP, OWN_SIZES, PART_GROUP, Affine, Computed, Copy, Create, Drop, Fuse, Permute,
+                    Rename, Reshape, Rule, Sizes, Split, Stack, Transpose)
 
 FORMAT_VERSION = 1
 EXPRESSION = re.compile(r"\$\{[^}]*\}")  # a ${...} in a value
@@ -101,6 +106,7 @@ READS_GROUPS = re.compile(r"\$\{[^}]*\bg\d+\b")  # a ${...} reading a pattern's 
 PARAM_NAME = re.compile(r"[A-Za-z_]\w*")  # a size written as a bare name: one of the spec's params
 SIZED = {"reshape": "shape", "permute": "view"}  # the rules whose sizes may name params or read groups
 PART = "{part}"
+INDEX = "{index}"
 At = Callable[..., Loc | None]  # (path within the rule, key=False) -> where it is written
 
 
@@ -162,6 +168,28 @@ class FuseRule(Strict):
         if pattern is None or PART_GROUP not in pattern.groupindex:  # e.g. {part} inside [...]
             raise error(f"fuse: {PART} in `match` must stand where a group can, not inside [...]", loc)
         return Fuse(pattern, tuple(fuse.parts), fuse.into, fuse.dim, at(("fuse",), key=True))
+
+
+class StackParams(Strict):
+    match: str
+    into: str
+    dim: int = 0
+
+
+class StackRule(Strict):
+    stack: StackParams
+
+    def build(self, at: At) -> Rule:
+        stack = self.stack
+        text, loc = stack.match, at(("stack", "match"))
+        if text.count(INDEX) != 1:
+            raise error(f"stack: `match` must hold {INDEX} once, where the numbers differ; got '{text}'", loc,
+                        hint=r"e.g. match: '^(.*\.experts)\.{index}\.(w1|w2|w3)\.weight$' with into: stacked")
+        compile_pattern(text, loc)  # the text as written ({index} is a literal to re): its errors, its positions
+        pattern = linear(text.replace(INDEX, f"(?P<{INDEX_GROUP}>[0-9]+)"))
+        if pattern is None or INDEX_GROUP not in pattern.groupindex:  # e.g. {index} inside [...]
+            raise error(f"stack: {INDEX} in `match` must stand where a group can, not inside [...]", loc)
+        return Stack(pattern, stack.into, stack.dim, at(("stack",), key=True))
 
 
 class SplitParams(Strict):
@@ -340,6 +368,7 @@ class CreateRule(Strict):
 RULE_FORMS = {  # each rule's form, for hints
     "rename": "rename: {PATTERN: REPLACEMENT, ...}",
     "fuse": "fuse: {match: PATTERN with {part}, parts: [A, B, ...], into: NAME, dim: 0}",
+    "stack": "stack: {match: PATTERN with {index}, into: NAME, dim: 0}",
     "split": "split: {match: PATTERN, into: [TEMPLATE, ...], shares: [1, 2] or sizes: [...], dim: 0}",
     "transpose": "transpose: [PATTERN, ...]",
     "permute": "permute: {match: PATTERN, dims: [AXIS, ...], view: [SIZE, ..., -1]}",
@@ -350,7 +379,7 @@ RULE_FORMS = {  # each rule's form, for hints
     "create": "create: {match: PATTERN of the model's names, fill: zeros, ones, eye or a number}",
 }
 
-RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "split": SplitRule,
+RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "stack": StackRule, "split": SplitRule,
                                        "transpose": TransposeRule, "permute": PermuteRule, "reshape": ReshapeRule,
                                        "drop": DropRule,
                                        "affine": AffineRule, "copy": CopyRule, "create": CreateRule}

@@ -1,6 +1,6 @@
 """The rule kinds of a mapping file, each a small object that turns one state dict into the
-next: rename, fuse, split, transpose, permute, reshape, drop, affine, copy and create (the file
-format: mapping_file.py).
+next: rename, fuse, stack, split, transpose, permute, reshape, drop, affine, copy and create
+(the file format: mapping_file.py).
 
 A rule yields (key, tensor) pairs; `convert` runs the rules in order and notes any name that
 two tensors end up sharing. A rule that cannot apply to one tensor (a split whose sizes do not
@@ -23,6 +23,7 @@ from .patterns import KeyPattern
 
 Pairs = Iterator[tuple[str, object]]  # (key, tensor)
 PART_GROUP = "archspec_part"  # the name of the group `{part}` becomes in a fuse pattern
+INDEX_GROUP = "archspec_index"  # the name of the group `{index}` becomes in a stack pattern
 OWN_SIZES = "*"  # in a reshape: the tensor's own sizes
 FILLS = ("zeros", "ones", "eye")  # what a create rule makes (or a number: a tensor full of it)
 # The last name component of tensors that references keep as buffers (rebuilt from shapes, or
@@ -146,6 +147,54 @@ class Fuse:
             return torch.cat([found[part] for part in self.parts], dim=self.dim)
         except (RuntimeError, IndexError):
             return None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Tensors whose keys differ only in the number at `{index}` are stacked along a new axis
+    `dim`, in the order of their numbers, into one tensor whose key has `into` there: Hugging
+    Face's checkpoint files keep each expert of a mixture on its own (experts.0.w1 ...
+    experts.7.w1 -> one [experts, ...] tensor). The numbers must run 0, 1, ... without a gap
+    and the tensors have one shape; a group that does not is left as it is, and says why."""
+
+    pattern: KeyPattern  # `{index}` became the group INDEX_GROUP
+    into: str
+    dim: int = 0
+    where: object = None  # where the rule is written (a Loc), for `refused`
+
+    def apply(self, state: dict, refused: list | None = None) -> Pairs:
+        groups: dict[tuple[str, str], dict[int, tuple[str, object]]] = {}  # stem -> number -> (its text, tensor)
+        for key, value in state.items():
+            found = self.pattern.search(key)
+            if found is None or found.group(INDEX_GROUP) is None:
+                yield key, value
+                continue
+            stem = (key[: found.start(INDEX_GROUP)], key[found.end(INDEX_GROUP):])
+            text = found.group(INDEX_GROUP)
+            groups.setdefault(stem, {})[int(text)] = (text, value)
+        for (head, tail), found in groups.items():
+            why = self.why_not(found)
+            if why is not None:
+                note(refused, self, head + self.into + tail, why)
+                yield from ((head + text + tail, value) for text, value in found.values())
+                continue
+            import torch  # here, so that reading a mapping file does not load torch
+
+            yield head + self.into + tail, torch.stack([found[i][1] for i in range(len(found))], dim=self.dim)
+
+    def why_not(self, found: dict) -> str | None:
+        """Why the group cannot be stacked, or None."""
+        gaps = sorted(set(range(max(found) + 1)) - set(found))
+        if gaps or len({text for text, _ in found.values()}) != len(found):
+            return f"its numbers ({', '.join(str(i) for i in sorted(found))}) do not run 0, 1, ... once each" + \
+                (f": no {', '.join(str(i) for i in gaps[:5])}" if gaps else "")
+        shapes = {tuple(value.shape) for _, value in found.values()}
+        if len(shapes) > 1:
+            return f"its tensors differ in shape ({', '.join(str(list(s)) for s in sorted(shapes))})"
+        rank = len(shapes.pop())
+        if not -rank - 1 <= self.dim <= rank:
+            return f"a tensor of {rank} dims has no new dim {self.dim}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -424,7 +473,7 @@ class Create:
         return torch.full(shape, self.fill, dtype=dtype)
 
 
-Rule = Rename | Fuse | Split | Transpose | Permute | Reshape | Drop | Affine | Copy | Create
+Rule = Rename | Fuse | Stack | Split | Transpose | Permute | Reshape | Drop | Affine | Copy | Create
 
 
 @dataclass
@@ -459,7 +508,7 @@ def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> C
         elif isinstance(rule, Create):
             before = set(result.state)
             pairs = rule.apply(result.state, ours)
-        elif isinstance(rule, (Fuse, Split, Reshape, Permute)):
+        elif isinstance(rule, (Fuse, Stack, Split, Reshape, Permute)):
             pairs = rule.apply(result.state, result.refused)
         else:
             pairs = rule.apply(result.state)

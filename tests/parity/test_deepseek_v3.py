@@ -137,3 +137,17 @@ def test_generate_counts_the_latent_cache_before_allocating(pair):
     sampling = 2 * 16 * 8 + SAMPLING_COPIES * 2 * VOCAB * 4  # the ids and the sampling buffers
     assert needed_bytes(decoder, batch=2, prompt=10, max_new_tokens=6) - sampling == 2 * 16 * per_token
     assert kv_cache_bytes(ours, batch=2, length=16, dtype=torch.float32) == 2 * 16 * per_token
+
+
+def test_a_save_pretrained_folder_loads_its_experts_one_by_one(pair, tmp_path):
+    """Hugging Face's checkpoint files keep each routed expert as gate_proj/up_proj/down_proj
+    of its own (experts.N.*), not its state dict's stacked tensors: the mapping stacks them."""
+    from safetensors import safe_open
+
+    ref, ours = pair
+    ref.save_pretrained(tmp_path / "hf")
+    with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as f:
+        assert any(".mlp.experts.1.up_proj.weight" in key for key in f.keys())  # the files' own naming
+    loaded = archspec.build(SPEC, weights=str(tmp_path / "hf" / "model.safetensors")).eval()
+    for key, value in ours.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key

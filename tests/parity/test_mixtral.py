@@ -141,3 +141,18 @@ def test_flops_dense_versus_the_reference():
           f"(sparse) {sparse:,}; HF grouped_mm (experts invisible) {hidden_kernel:,}")
     assert hidden_kernel == sparse - expert_flops
     assert report.flops == pytest.approx(sparse + (experts / top_k - 1) * expert_flops, rel=0.01)
+
+
+def test_a_save_pretrained_folder_loads_its_experts_one_by_one(pair, tmp_path):
+    """Hugging Face's checkpoint files (save_pretrained, the Hub) keep the block as
+    block_sparse_moe and each expert as w1/w3/w2 of its own, not the stacked tensors of its
+    state dict: the mapping's stack rule joins them, and the logits are the same."""
+    from safetensors import safe_open
+
+    pair.ref.save_pretrained(tmp_path / "hf")
+    with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as f:
+        assert "model.layers.0.block_sparse_moe.experts.1.w3.weight" in f.keys()  # the files' own naming
+    ours = archspec.build(SPEC, pair.overrides, weights=str(tmp_path / "hf" / "model.safetensors")).eval()
+    input_ids = ids(BATCH, LENGTHS[0], pair.config_args["vocab_size"])
+    with torch.no_grad():
+        assert close(pair.ref(input_ids=input_ids).logits, ours(input_ids)) < TOL
