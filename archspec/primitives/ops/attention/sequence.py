@@ -21,6 +21,12 @@ class SequenceParams(AttentionParams):
         None, description="heads of keys and values (grouped-query attention; 1: multi-query); default: heads")
     qk_norm: Literal["none", "layer", "rms"] = Field("none", description="normalise each head's queries and keys")
     qk_norm_eps: Eps = 1e-6
+    qk_norm_over: Literal["head", "each_head", "all_heads"] = Field(
+        "head", description="what qk_norm normalises and weighs: each head's head_dim values with one weight "
+                            "[head_dim] for all heads (head: Qwen3, Gemma 3), with a weight per head [heads, "
+                            "head_dim] (each_head: Cohere's use_qk_norm), or all heads' values together, weight "
+                            "[heads * head_dim] (all_heads: OLMo 2)")
+    qk_norm_bias: bool = Field(True, description="qk_norm: layer has a bias beside its weight (false: Cohere's)")
     rope_theta: float | None = Field(None, gt=0, description="rotary position embedding base (e.g. 10000); none: no "
                                                              "rotary embedding")
     rope_dims: PositiveInt | None = Field(None, description="the first dims of each head the rotation covers "
@@ -93,7 +99,7 @@ class SequenceAttentionOp(AttentionOp):
         head = self.head_dim(p, x.channels)
         core = super().core_cost(p, inputs)
         flops = core.flops * self.inner_width(p, x.channels) // x.channels  # the products run over h x d
-        norms = {"none": 0, "layer": 2 * 2 * head, "rms": 2 * head}[p.qk_norm]  # q_norm and k_norm
+        norms = qk_norm_params(p, head)
         params, buffers = core.params + norms, core.buffer_bytes
         site = self.score_site(p, inputs)
         for use in parse_scores(p.scores):
@@ -112,6 +118,7 @@ class SequenceAttentionOp(AttentionOp):
         if p.kv_heads is not None and p.heads % p.kv_heads:
             raise RuleError(f"{p.kv_heads} key/value heads do not divide the {p.heads} query heads", field="kv_heads",
                             hint="each key/value head serves an equal group of query heads")
+        check_qk_norm(p)
         if p.rope_theta is None and p.rope_dims is not None:
             raise RuleError("rope_dims goes with rope_theta", field="rope_dims")
         if p.rope_theta is None and p.rope_flat:
@@ -142,6 +149,24 @@ class SequenceAttentionOp(AttentionOp):
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+
+
+def qk_norm_params(p, head: int) -> int:
+    """The weights (and biases) of q_norm and k_norm: per head_dim, per head or over all heads."""
+    if p.qk_norm == "none":
+        return 0
+    per_value = 2 if p.qk_norm == "layer" and p.qk_norm_bias else 1  # a weight, and a bias
+    if p.qk_norm_over == "head":
+        return 2 * per_value * head
+    return per_value * head * (p.heads + (p.kv_heads or p.heads))  # q's heads and k's heads
+
+
+def check_qk_norm(p) -> None:
+    for name in ("qk_norm_over", "qk_norm_bias"):
+        if p.qk_norm == "none" and name in p.model_fields_set:
+            raise RuleError(f"{name} goes with qk_norm", field=name, hint=Remedy("give `qk_norm: layer` or `rms`"))
+    if p.qk_norm == "rms" and "qk_norm_bias" in p.model_fields_set:
+        raise RuleError("qk_norm_bias goes with qk_norm: layer (an rms norm has no bias)", field="qk_norm_bias")
 
 
 def reads_padding_mask(p) -> bool:

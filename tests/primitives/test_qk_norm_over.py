@@ -1,0 +1,169 @@
+"""attention's qk_norm_over and qk_norm_bias: what the query/key norm normalises and weighs,
+against the Hugging Face models that need each (before, only one weight [head_dim] shared by
+every head could be said, and these models were out of the language):
+
+    each_head, layer without bias   Cohere with use_qk_norm (Command R+): weights [heads, head_dim]
+    all_heads, rms                  OLMo 2: weights [heads * head_dim], over all heads of a token
+
+Small references with seeded noise on every parameter, their state dicts loaded through the
+mapping files below; the parameter counts (reference, module, checker), the logits and 10
+greedy tokens (eager generate; its cache path normalises as the forward does) must agree."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+from archspec.core.errors import SpecError
+
+from tests.parity.test_vocabulary import perturb_everything
+
+pytest.importorskip("transformers")
+
+SIZES = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=128, bos_token_id=None, eos_token_id=None,
+             pad_token_id=None)
+
+COHERE = """
+archspec: 1
+name: cohere_qk
+params: {vocab: 256, dim: 64, hidden: 128, layers: 2, heads: 4, kv_heads: 2, context: 128, eps: 1.0e-5}
+dims: {L: [1, context]}
+inputs: {input_ids: {shape: [B, L], dtype: int64}}
+blocks:
+  parallel:                      # x + attn(ln(x)) + mlp(ln(x))
+    inputs: [x]
+    graph:
+      - {id: input_layernorm, from: x, norm: {eps: "${eps}", bias: false}}
+      - id: attn
+        from: input_layernorm
+        attention: {kind: causal, heads: "${heads}", kv_heads: "${kv_heads}", rope_theta: 10000.0,
+                    rope_interleaved: true, qk_norm: layer, qk_norm_over: each_head, qk_norm_bias: false,
+                    qk_norm_eps: "${eps}", qkv_bias: false, proj_bias: false, norm: none, residual: false}
+      - id: mlp
+        from: input_layernorm
+        mlp: {hidden: "${hidden}", act: silu, gated: true, bias: false, norm: none, residual: false}
+      - {id: out, from: [x, attn, mlp], add: {}}
+graph:
+  - {id: embed, embed: {vocab: "${vocab}", dim: "${dim}", pos: none}}
+  - {id: layers, repeat: "${layers}", parallel: {}}
+  - {id: norm, norm: {eps: "${eps}", bias: false}}
+  - {id: head, head: {kind: lm, tie: embed}}
+  - {id: logits, scale: {factor: 0.0625}}
+outputs: {logits: logits}
+"""
+
+OLMO2 = """
+archspec: 1
+name: olmo2_qk
+params: {vocab: 256, dim: 64, hidden: 128, layers: 2, heads: 4, kv_heads: 2, context: 128, eps: 1.0e-6}
+dims: {L: [1, context]}
+inputs: {input_ids: {shape: [B, L], dtype: int64}}
+graph:
+  - {id: embed, embed: {vocab: "${vocab}", dim: "${dim}", pos: none}}
+  - id: layers
+    repeat: ${layers}
+    graph:
+      - id: attn                 # x + norm(attn(x)): OLMo 2's norms after each sub-layer
+        attention: {kind: causal, heads: "${heads}", kv_heads: "${kv_heads}", rope_theta: 500000.0,
+                    qkv_bias: false, proj_bias: false, norm: res_post, norm_kind: rms, norm_eps: "${eps}",
+                    qk_norm: rms, qk_norm_over: all_heads, qk_norm_eps: "${eps}"}
+      - id: mlp
+        mlp: {hidden: "${hidden}", act: silu, gated: true, bias: false, norm: res_post, norm_kind: rms,
+              norm_eps: "${eps}"}
+  - {id: norm, norm: {kind: rms, eps: "${eps}"}}
+  - {id: head, head: {kind: lm, vocab: "${vocab}"}}
+outputs: {logits: head}
+"""
+
+MAPPING = r"""
+archspec: 1
+name: hf {name}
+rules:
+  - drop: ['rotary_emb\.inv_freq$', 'rotary_emb\.original_inv_freq$'{drop}]
+  - fuse:
+      match: '^model\.layers\.(\d+)\.self_attn\.{part}\.weight$'
+      parts: [q_proj, k_proj, v_proj]
+      into: qkv
+  - fuse:
+      match: '^model\.layers\.(\d+)\.mlp\.{part}\.weight$'
+      parts: [gate_proj, up_proj]
+      into: fc1
+  - rename:
+      '^model\.embed_tokens\.': embed.tokens.
+      '^model\.layers\.(\d+)\.self_attn\.qkv\.': 'layers.\1.attn.qkv.'
+      '^model\.layers\.(\d+)\.self_attn\.o_proj\.': 'layers.\1.attn.proj.'
+      '^model\.layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.': 'layers.\1.attn.\2.'
+      '^model\.layers\.(\d+)\.input_layernorm\.': 'layers.\1.input_layernorm.'
+      '^model\.layers\.(\d+)\.post_attention_layernorm\.': 'layers.\1.attn.norm.'
+      '^model\.layers\.(\d+)\.post_feedforward_layernorm\.': 'layers.\1.mlp.norm.'
+      '^model\.layers\.(\d+)\.mlp\.fc1\.': 'layers.\1.mlp.fc1.'
+      '^model\.layers\.(\d+)\.mlp\.down_proj\.': 'layers.\1.mlp.fc2.'
+      '^model\.norm\.': norm.
+      '^lm_head\.': head.fc.
+"""
+
+
+def cohere():
+    from transformers import CohereConfig, CohereForCausalLM
+
+    config = CohereConfig(**SIZES, use_qk_norm=True, tie_word_embeddings=True, logit_scale=0.0625, rope_theta=10000.0)
+    return CohereForCausalLM._from_config(config, attn_implementation="eager")
+
+
+def olmo2():
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    config = Olmo2Config(**SIZES, rope_theta=500000.0, rms_norm_eps=1e-6, tie_word_embeddings=False)
+    return Olmo2ForCausalLM._from_config(config, attn_implementation="eager")
+
+
+CASES = {"cohere": (cohere, COHERE, ", '^lm_head\\.weight$'"), "olmo2": (olmo2, OLMO2, "")}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def pair(request, tmp_path_factory):
+    """(the reference, ours with its weights, the checked spec's parameter count)."""
+    reference, spec, drop = CASES[request.param]
+    folder = tmp_path_factory.mktemp(request.param)
+    (folder / "spec.yaml").write_text(spec)
+    (folder / "map.yaml").write_text(MAPPING.replace("{name}", request.param).replace("{drop}", drop))
+    torch.manual_seed(0)
+    ref = perturb_everything(reference().eval())
+    ours = archspec.build(folder / "spec.yaml", weights=ref.state_dict(), mapping=folder / "map.yaml").eval()
+    return ref, ours, archspec.check(folder / "spec.yaml").params
+
+
+def count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_the_norms_have_the_references_shapes_and_counts(pair):
+    ref, ours, checked = pair
+    attention = ref.model.layers[0].self_attn
+    assert ours.layers[0].attn.q_norm.weight.shape == attention.q_norm.weight.shape
+    assert ours.layers[0].attn.k_norm.weight.shape == attention.k_norm.weight.shape
+    assert count(ours) == count(ref) == checked
+
+
+def test_logits_and_greedy_tokens_are_the_references(pair):
+    ref, ours, _ = pair
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        expected = ref(ids).logits
+        assert (ours(ids) - expected).abs().max() < 1e-5 * max(1.0, expected.abs().max().item())
+        tokens = ref.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=False)
+    assert torch.equal(ours.generate(ids, max_new_tokens=10, compile=False), tokens)
+
+
+@pytest.mark.parametrize("options, message", [
+    ("qk_norm_over: each_head", "qk_norm_over goes with qk_norm"),
+    ("qk_norm: rms, qk_norm_bias: false", "qk_norm_bias goes with qk_norm: layer"),
+    ("qk_norm: layer, qk_norm_over: heads", "qk_norm_over"),
+])
+def test_options_that_would_do_nothing_are_located_errors(options, message):
+    spec = OLMO2.replace("qk_norm: rms, qk_norm_over: all_heads, ", options + ", ")
+    with pytest.raises(SpecError, match=message) as info:
+        archspec.check_text(spec)
+    assert info.value.diagnostics[0].loc is not None
