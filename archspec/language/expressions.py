@@ -403,6 +403,9 @@ class _Evaluator:
             try:
                 ok = _COMPARE[type(op)](left, right)
             except TypeError:
+                if isinstance(op, (ast.In, ast.NotIn)):
+                    raise ExprError(f"`in` looks for a value in a list (or a text in a text), and its right side is "
+                                    f"{_type_name(right)} {right!r}", node.col_offset) from None
                 raise ExprError(f"cannot compare {_type_name(left)} with {_type_name(right)}", node.col_offset) from None
             if not ok:
                 return False

@@ -84,6 +84,7 @@ def test_division_by_zero_names_what_was_zero():
     ("1 + 'a'", "cannot apply + to integer and string", 0),
     ("None + 1", "cannot apply + to null and integer", 0),
     ("1 < 'a'", "cannot compare integer with string", 0),
+    ("1 in 5", "`in` looks for a value in a list (or a text in a text), and its right side is integer 5", 0),
     ("-'a'", "unary minus needs a number, got string", 0),
     ("dim.real", "attribute access (.real) is not allowed in an expression", 0),
     ("(lambda: 1)()", "lambda is not allowed in an expression", 1),

@@ -365,6 +365,8 @@ def test_flops_count_the_router_and_the_shared_experts():
     ("hidden: 8, experts: 4, top_k: 2, router_score: relu", "router_score"),
     ("hidden: 8, experts: 4, top_k: 2, router_scale: 0", "router_scale"),
     ("hidden: 8, experts: 4, top_k: 2, gated: true, gate_limit: -1", "gate_limit"),
+    ("hidden: 8, experts: 4, top_k: 2, router_score: softmax_chosen, router_normalize: true",
+     "router_normalize does nothing with router_score: softmax_chosen"),
 ])
 def test_options_that_do_not_go_together_are_located_errors(options, message):
     text = f"name: bad\ninputs:\n  x: [B, 6, 16]\ngraph:\n  - mlp: {{{options}}}\n"

@@ -152,6 +152,9 @@ def check_options_belong(p: MlpParams) -> None:
             if getattr(p, name) != default:
                 raise RuleError(f"{name} goes with experts (a mixture of experts)", field=name,
                                 hint=f"add experts: N and top_k: K, or drop {name}")
+    if p.router_score == "softmax_chosen" and "router_normalize" in p.model_fields_set:
+        raise RuleError("router_normalize does nothing with router_score: softmax_chosen, whose chosen weights "
+                        "already sum to 1", field="router_normalize", hint="drop router_normalize")
     if not p.gated:
         for name, default in GATE_OPTIONS.items():
             if getattr(p, name) != default:
