@@ -219,6 +219,9 @@ def load_checkpoint(model, report, weights, mapping=None, num_classes: int | Non
     note = [fit.classifier_note] if fit.classifier_note and num_classes != 0 else []
     for said in note + fit.warnings:
         LOG.warning("archspec: weights: %s", said)
+    if fit.resampled:  # as timm's position-embedding resize: said, not warned
+        LOG.info("archspec: weights: resampled %d to this model's size (%s)", len(fit.resampled),
+                 ", ".join(fit.resampled))
     return fit
 
 
