@@ -145,6 +145,8 @@ def attention_options(rng: random.Random, kind: str) -> list[str]:
         "norm": lambda: rng.choice(["pre", "post", "none", "sandwich"]),
         "norm_kind": lambda: rng.choice(["rms", "layer"]),
         "qk_norm": lambda: rng.choice(["rms", "layer", "none"]),
+        "qk_norm_over": lambda: rng.choice(["head", "each_head", "all_heads", "bogus"]),
+        "qk_norm_bias": lambda: rng.choice(["true", "false"]),
         "bias": lambda: rng.choice(["true", "false"]),
     }
     keys = [key for key in sorted(pool) if kind == "cross" or key not in ("kdim", "vdim") or rng.random() < 0.05]

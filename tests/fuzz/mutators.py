@@ -303,6 +303,9 @@ def quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+STACK_PATTERNS = (quoted(r"^(.*)\.{index}\.w$"), quoted("{index}{index}"), quoted("[{index}]"))
+
+
 def mapping_rule(rng: random.Random) -> str:
     """One rule of a mapping file, with hostile patterns, templates and values."""
     p, t, v = (lambda: quoted(rng.choice(HOSTILE_PATTERNS))), (lambda: quoted(rng.choice(HOSTILE_TEMPLATES))), \
@@ -310,6 +313,7 @@ def mapping_rule(rng: random.Random) -> str:
     rules = [
         lambda: f"rename: {{{p()}: {t()}}}",
         lambda: f"fuse: {{match: {p()}, parts: [{t()}, {t()}], into: {t()}, dim: {v()}}}",
+        lambda: f"stack: {{match: {rng.choice([p(), *STACK_PATTERNS])}, into: {t()}, dim: {v()}}}",
         lambda: f"split: {{match: {p()}, into: [{t()}, {t()}], {rng.choice(['shares', 'sizes'])}: [{v()}, {v()}], "
                 f"dim: {v()}}}",
         lambda: f"transpose: [{p()}]",
