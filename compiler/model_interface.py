@@ -83,14 +83,7 @@ class ModelInterface:
         fmt = facts.features_fmt if output_fmt is None else output_fmt
         if fmt not in FEATURE_FORMATS:
             raise ValueError(f"output_fmt={fmt!r}: one of {', '.join(FEATURE_FORMATS)}")
-        tokens = self._head_input(*inputs)
-        if fmt == "NLC":
-            return tokens
-        if facts.grid is None or facts.prefix:
-            why = "are not on a token grid" if facts.grid is None else f"carry {facts.prefix} prefix (class) tokens"
-            raise ValueError(f"output_fmt={fmt!r}: this model's features {why}; output_fmt='NLC' gives its tokens "
-                             "[B, N, C], forward_intermediates each stage's grid")
-        return _interface_layout(tokens, facts.grid, 0, fmt)
+        return _interface_features(self._head_input(*inputs), facts, fmt)
 
     def forward_head(self, x, pre_logits: bool = False):
         """The head on features (as forward_features gives them, in any output_fmt); with
@@ -134,25 +127,35 @@ class ModelInterface:
                               intermediates_only: bool = False):
         """Each stage's output (the repetitions of the model's first repeat: ViT's blocks, Swin's
         and PVT's stages), tokens on a grid as images [B, C, H, W] (prefix tokens dropped) with
-        output_fmt NCHW, [B, H, W, C] with NHWC. `indices`: an int n (the last n) or a list of
-        stage indices; default all. Returns (forward's output, [features]) or, with
-        intermediates_only, [features]."""
+        output_fmt NCHW, [B, H, W, C] with NHWC, tokens [B, HW, C] with NLC. `indices`: an int n
+        (the last n) or a list of stage indices; default all. Returns (the final features, as
+        forward_features gives them, [features]) as timm's, or forward's output first for a
+        model without a classifier head; with intermediates_only, [features]."""
         stages = self._interface_facts.stages
         if not stages:
             raise TypeError("this model has no repeated stages to take intermediates from")
+        if output_fmt not in FEATURE_FORMATS:
+            raise ValueError(f"output_fmt={output_fmt!r}: one of {', '.join(FEATURE_FORMATS)}")
         chosen = _interface_choose(indices, len(stages))
         seen, hooks = {}, []
         for i in chosen:
             def keep(module, args, output, i=i):
                 seen[i] = output[0] if isinstance(output, tuple) else output
             hooks.append(self.get_submodule(stages[i][0]).register_forward_hook(keep))
+        facts = self._interface_facts
+        if facts.head is not None and not intermediates_only:  # what the head reads: the final features
+            hooks.append(self.get_submodule(facts.head).register_forward_pre_hook(
+                lambda module, args: seen.__setitem__("head", args[0])))
         try:
             out = self(*inputs)
         finally:
             for hook in hooks:
                 hook.remove()
         features = [_interface_stage_layout(seen[i], stages[i], output_fmt) for i in chosen]
-        return features if intermediates_only else (out, features)
+        if intermediates_only:
+            return features
+        final = _interface_features(seen["head"], facts, facts.features_fmt) if "head" in seen else out
+        return final, features
 
 
 def _interface_choose(indices, count: int) -> list:
@@ -171,7 +174,20 @@ def _interface_stage_layout(x, stage, output_fmt: str):
     _, grid, prefix = stage
     if grid is None or x.dim() != 3:
         return x
+    if output_fmt == "NLC":
+        return x[:, prefix:]  # [B, prefix + HW, C] -> [B, HW, C]
     return _interface_layout(x, grid, prefix, output_fmt)
+
+
+def _interface_features(tokens, facts, fmt: str):
+    """What the head reads [B, N, C] in forward_features' format `fmt`."""
+    if fmt == "NLC":
+        return tokens
+    if facts.grid is None or facts.prefix:
+        why = "are not on a token grid" if facts.grid is None else f"carry {facts.prefix} prefix (class) tokens"
+        raise ValueError(f"output_fmt={fmt!r}: this model's features {why}; output_fmt='NLC' gives its tokens "
+                         "[B, N, C], forward_intermediates each stage's grid")
+    return _interface_layout(tokens, facts.grid, 0, fmt)
 
 
 def _interface_layout(x, grid, prefix: int, output_fmt: str):

@@ -236,6 +236,25 @@ def test_create_model_with_new_classes_matches_timm_on_all_but_the_head(timm_vit
     assert not torch.equal(ours.head.fc.weight[:10], state["head.weight"][:10])  # the checkpoint's head left out
 
 
+def test_forward_intermediates_are_timms_final_features_and_stages(timm_vit_tiny_state):
+    """timm's first element is the final (normed) features, not the logits; NLC gives each
+    stage's tokens without the class token; an unknown format is an error, not NHWC."""
+    timm = pytest.importorskip("timm")
+    ours = archspec.create_model("vit_ti16", weights=timm_vit_tiny_state).eval()
+    reference = timm.create_model("vit_tiny_patch16_224", pretrained=False).eval()
+    reference.load_state_dict(torch.load(timm_vit_tiny_state, weights_only=True))
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        for fmt in ("NCHW", "NLC"):
+            (theirs, their_stages), (mine, my_stages) = (m.forward_intermediates(x, indices=2, output_fmt=fmt)
+                                                         for m in (reference, ours))
+            assert mine.shape == theirs.shape == (2, 197, 192) and (mine - theirs).abs().max() < 1e-4
+            for a, b in zip(my_stages, their_stages):
+                assert a.shape == b.shape and (a - b).abs().max() < 1e-4, fmt
+    with pytest.raises(ValueError, match="output_fmt='garbage': one of NHWC, NCHW, NLC"):
+        ours.forward_intermediates(x, output_fmt="garbage")
+
+
 # -- the wheel ---------------------------------------------------------------------------------------
 def test_a_built_wheel_ships_the_specs_and_checks_one_by_name(tmp_path):
     """Build the wheel from a copy of the sources (pip builds in the tree it is given), unpack it
