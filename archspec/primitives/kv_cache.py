@@ -65,8 +65,7 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
     self cache, or, with a source, a cross cache), at least one with a self cache; what a
     tokenwise node reads besides the target side holds no run of tokens (a fixed table of
     positions would not line up)."""
-    padding = padding_inputs(graph)
-    inputs = [node for node in graph.inputs() if node.name not in padding]
+    inputs = fed_inputs(graph)
     if len(inputs) not in (1, 2, 3):
         return (None, f"it takes {len(inputs)} inputs besides padding masks; generate feeds token ids (decoder-only), "
                       "or source ids, optionally the source's padding mask, and target ids (encoder-decoder)"), set()
@@ -150,6 +149,12 @@ def decoded(graph: Graph, logits: tuple[int, str], target: str) -> set[str]:
     """The nodes generate() runs one token at a time: those the `target` ids reach that the logits
     (logits_output's) depend on (a loss, or another output, is not decoded)."""
     return target_side(graph, target) & graph.ancestors([graph.outputs[logits[0]].node])
+
+
+def fed_inputs(graph: Graph) -> list:
+    """The inputs generate() feeds (token ids): all but the padding inputs (padding_inputs)."""
+    padding = padding_inputs(graph)
+    return [node for node in graph.inputs() if node.name not in padding]
 
 
 def padding_inputs(graph: Graph) -> tuple[str, ...]:

@@ -26,14 +26,15 @@ from typing import Callable
 import torch
 
 from archspec.core.ir import Graph
-from archspec.primitives.kv_cache import generates
+from archspec.primitives.kv_cache import fed_inputs, generates
 
 CHECK_BATCH, CHECK_PAST = 3, 7  # the step is traced at batch 2 after 5 tokens (step.example_step)
 
 
 def has_decode_step(graph: Graph) -> bool:
-    """A decoder-only spec generate() decodes: token ids in, an lm head's logits out."""
-    return len(graph.inputs()) == 1 and generates(graph)
+    """A decoder-only spec generate() decodes: token ids in (and an attention_mask it does not
+    feed: kv_cache.padding_inputs), an lm head's logits out."""
+    return len(fed_inputs(graph)) == 1 and generates(graph)
 
 
 def check_inputs(step) -> tuple[torch.Tensor, ...]:
@@ -137,7 +138,7 @@ def decode_programs(graph: Graph, suffix: str = ".pt2") -> DecodePrograms | None
 
 def has_seq2seq_step(graph: Graph) -> bool:
     """An encoder-decoder spec generate() decodes: source (and its mask) and target ids in, logits out."""
-    return len(graph.inputs()) in (2, 3) and generates(graph)
+    return len(fed_inputs(graph)) in (2, 3) and generates(graph)
 
 
 def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path: str) -> float:

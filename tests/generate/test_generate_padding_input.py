@@ -108,3 +108,15 @@ def test_a_pad_token_id_that_is_a_whole_sequence_asks_for_a_mask(models):
     ids = torch.tensor([[0, 0, 0], [5, 6, 7]])
     with pytest.raises(ValueError, match="pad_token_id 0 is every token of a sequence"):
         plain.generate(ids, max_new_tokens=2, pad_token_id=0)
+
+
+def test_the_build_writes_the_decoder_only_decode_programs(tmp_path):
+    """`archspec build` of such a spec wrote an encoder-decoder's programs and failed (exit 3);
+    it writes prefill.pt2 and decode_step.pt2, whose step takes no attention_mask input of the
+    spec's (the decode step's own attention_mask marks the cache's padding)."""
+    from archspec.cli import EXIT_OK, main
+
+    spec = masked_llama(tmp_path)
+    sizes = [f"--set={k}={v}" for k, v in {**LLAMA_SMALL, "layers": 1}.items()]
+    assert main(["build", spec, *sizes, "-o", str(tmp_path / "out")]) == EXIT_OK
+    assert (tmp_path / "out" / "decode_step.pt2").is_file() and not (tmp_path / "out" / "encoder.pt2").exists()
