@@ -4,6 +4,8 @@ every head could be said, and these models were out of the language):
 
     each_head, layer without bias   Cohere with use_qk_norm (Command R+): weights [heads, head_dim]
     all_heads, rms                  OLMo 2: weights [heads * head_dim], over all heads of a token
+    head, rms, qk_norm_offset 1     Gemma 3: (1 + weight) [head_dim]; sliding and full layers with
+                                    their own rotary bases, sandwich norms, a final soft-cap
 
 Small references with seeded noise on every parameter, their state dicts loaded through the
 mapping files below; the parameter counts (reference, module, checker), the logits and 10
@@ -77,6 +79,60 @@ graph:
 outputs: {logits: head}
 """
 
+GEMMA3 = """
+archspec: 1
+name: gemma3_qk
+params: {vocab: 256, dim: 64, hidden: 128, layers: 4, heads: 4, kv_heads: 2, head_dim: 16, window: 8,
+         types: [sliding, sliding, full, sliding], context: 128, eps: 1.0e-6}
+dims: {L: [1, context]}
+inputs: {input_ids: {shape: [B, L], dtype: int64}}
+blocks:
+  decoder_layer:
+    params: {sliding: ~}
+    inputs: [x]
+    graph:
+      - id: attn
+        if: ${sliding}
+        attention: {kind: sliding, window: "${window}", heads: "${heads}", kv_heads: "${kv_heads}",
+                    head_dim: "${head_dim}", rope_theta: 10000.0, scale: "${32 ** -0.5}", qk_norm: rms,
+                    qk_norm_eps: "${eps}", qk_norm_offset: 1.0, qkv_bias: false, proj_bias: false,
+                    norm: sandwich, norm_kind: rms, norm_offset: 1.0, norm_eps: "${eps}"}
+      - id: attn
+        if: ${not sliding}
+        attention: {kind: causal, heads: "${heads}", kv_heads: "${kv_heads}", head_dim: "${head_dim}",
+                    rope_theta: 1000000.0, scale: "${32 ** -0.5}", qk_norm: rms, qk_norm_eps: "${eps}",
+                    qk_norm_offset: 1.0, qkv_bias: false, proj_bias: false,
+                    norm: sandwich, norm_kind: rms, norm_offset: 1.0, norm_eps: "${eps}"}
+      - id: mlp
+        mlp: {hidden: "${hidden}", act: gelu_tanh, gated: true, bias: false,
+              norm: sandwich, norm_kind: rms, norm_offset: 1.0, norm_eps: "${eps}"}
+graph:
+  - {id: embed, embed: {vocab: "${vocab}", dim: "${dim}", pos: none, scale: true}}
+  - {id: layers, repeat: "${layers}", as: i, decoder_layer: {sliding: "${types[i] == 'sliding'}"}}
+  - {id: norm, norm: {kind: rms, offset: 1.0, eps: "${eps}"}}
+  - {id: head, head: {kind: lm, tie: embed}}
+  - {id: cap_down, scale: {factor: "${1 / 30}"}}
+  - {id: cap_tanh, activation: {fn: tanh}}
+  - {id: logits, scale: {factor: 30.0}}
+outputs: {logits: logits}
+"""
+
+COHERE_RENAMES = r"""
+      '^model\.layers\.(\d+)\.input_layernorm\.': 'layers.\1.input_layernorm.'
+"""
+
+OLMO2_RENAMES = r"""
+      '^model\.layers\.(\d+)\.post_attention_layernorm\.': 'layers.\1.attn.norm.'
+      '^model\.layers\.(\d+)\.post_feedforward_layernorm\.': 'layers.\1.mlp.norm.'
+"""
+
+GEMMA3_RENAMES = r"""
+      '^model\.layers\.(\d+)\.input_layernorm\.': 'layers.\1.attn.norm.'
+      '^model\.layers\.(\d+)\.post_attention_layernorm\.': 'layers.\1.attn.post_norm.'
+      '^model\.layers\.(\d+)\.pre_feedforward_layernorm\.': 'layers.\1.mlp.norm.'
+      '^model\.layers\.(\d+)\.post_feedforward_layernorm\.': 'layers.\1.mlp.post_norm.'
+"""
+
 MAPPING = r"""
 archspec: 1
 name: hf {name}
@@ -95,14 +151,23 @@ rules:
       '^model\.layers\.(\d+)\.self_attn\.qkv\.': 'layers.\1.attn.qkv.'
       '^model\.layers\.(\d+)\.self_attn\.o_proj\.': 'layers.\1.attn.proj.'
       '^model\.layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.': 'layers.\1.attn.\2.'
-      '^model\.layers\.(\d+)\.input_layernorm\.': 'layers.\1.input_layernorm.'
-      '^model\.layers\.(\d+)\.post_attention_layernorm\.': 'layers.\1.attn.norm.'
-      '^model\.layers\.(\d+)\.post_feedforward_layernorm\.': 'layers.\1.mlp.norm.'
       '^model\.layers\.(\d+)\.mlp\.fc1\.': 'layers.\1.mlp.fc1.'
       '^model\.layers\.(\d+)\.mlp\.down_proj\.': 'layers.\1.mlp.fc2.'
       '^model\.norm\.': norm.
       '^lm_head\.': head.fc.
 """
+
+
+def gemma3():
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    config = Gemma3TextConfig(**{**SIZES, "num_hidden_layers": 4}, head_dim=16, sliding_window=8, query_pre_attn_scalar=32,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                           "sliding_attention"],
+                              rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+                              final_logit_softcapping=30.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
+    return Gemma3ForCausalLM._from_config(config, attn_implementation="eager")
 
 
 def cohere():
@@ -119,16 +184,19 @@ def olmo2():
     return Olmo2ForCausalLM._from_config(config, attn_implementation="eager")
 
 
-CASES = {"cohere": (cohere, COHERE, ", '^lm_head\\.weight$'"), "olmo2": (olmo2, OLMO2, "")}
+TIED = ", '^lm_head\\.weight$'"
+CASES = {"cohere": (cohere, COHERE, TIED, COHERE_RENAMES), "olmo2": (olmo2, OLMO2, "", OLMO2_RENAMES),
+         "gemma3": (gemma3, GEMMA3, TIED, GEMMA3_RENAMES)}
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def pair(request, tmp_path_factory):
     """(the reference, ours with its weights, the checked spec's parameter count)."""
-    reference, spec, drop = CASES[request.param]
+    reference, spec, drop, renames = CASES[request.param]
     folder = tmp_path_factory.mktemp(request.param)
     (folder / "spec.yaml").write_text(spec)
-    (folder / "map.yaml").write_text(MAPPING.replace("{name}", request.param).replace("{drop}", drop))
+    mapping = MAPPING.replace("{name}", request.param).replace("{drop}", drop)
+    (folder / "map.yaml").write_text(mapping.replace("  - rename:\n", "  - rename:\n" + renames.lstrip("\n"), 1))
     torch.manual_seed(0)
     ref = perturb_everything(reference().eval())
     ours = archspec.build(folder / "spec.yaml", weights=ref.state_dict(), mapping=folder / "map.yaml").eval()
@@ -149,7 +217,7 @@ def test_the_norms_have_the_references_shapes_and_counts(pair):
 
 def test_logits_and_greedy_tokens_are_the_references(pair):
     ref, ours, _ = pair
-    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(3))
+    ids = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(3))  # past Gemma's window
     with torch.no_grad():
         expected = ref(ids).logits
         assert (ours(ids) - expected).abs().max() < 1e-5 * max(1.0, expected.abs().max().item())
@@ -161,6 +229,7 @@ def test_logits_and_greedy_tokens_are_the_references(pair):
     ("qk_norm_over: each_head", "qk_norm_over goes with qk_norm"),
     ("qk_norm: rms, qk_norm_bias: false", "qk_norm_bias goes with qk_norm: layer"),
     ("qk_norm: layer, qk_norm_over: heads", "qk_norm_over"),
+    ("qk_norm: layer, qk_norm_offset: 1.0", "qk_norm_offset goes with qk_norm: rms"),
 ])
 def test_options_that_would_do_nothing_are_located_errors(options, message):
     spec = OLMO2.replace("qk_norm: rms, qk_norm_over: all_heads, ", options + ", ")

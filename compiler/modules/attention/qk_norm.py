@@ -1,6 +1,6 @@
 """The attention option qk_norm (torch): each head's queries and keys normalised before the
-scores, by a LayerNorm (`layer`, with or without a bias) or an RMSNorm (`rms`), over
-(`qk_norm_over`):
+scores, by a LayerNorm (`layer`, with or without a bias) or an RMSNorm (`rms`, weighing by
+`qk_norm_offset` + weight: Gemma's, offset 1), over (`qk_norm_over`):
 
     head       each head's head_dim values, one weight [head_dim] for every head   Qwen3, Gemma 3
     each_head  each head's head_dim values, a weight per head [heads, head_dim]     Cohere (use_qk_norm)
@@ -15,17 +15,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..norms import RMSNorm
+from ..norms import OffsetRMSNorm, RMSNorm
 
 
 class HeadsNorm(nn.Module):
     """qk_norm over each_head or all_heads (see the module docstring), in float32 as the references."""
 
-    def __init__(self, kind: str, over: str, heads: int, head_dim: int, eps: float, bias: bool):
+    def __init__(self, kind: str, over: str, heads: int, head_dim: int, eps: float, bias: bool, offset: float = 0.0):
         super().__init__()
-        self.kind, self.over, self.eps = kind, over, eps
+        self.kind, self.over, self.eps, self.offset = kind, over, eps, offset
         shape = (heads, head_dim) if over == "each_head" else (heads * head_dim,)
-        self.weight = nn.Parameter(torch.ones(shape))
+        self.weight = nn.Parameter(torch.full(shape, 1.0 - offset))  # the scale, offset + weight, starts at 1
         self.bias = nn.Parameter(torch.zeros(shape)) if kind == "layer" and bias else None
 
     def forward(self, x):
@@ -35,7 +35,7 @@ class HeadsNorm(nn.Module):
         weight, bias = self.weight, self.bias
         if self.over == "each_head":  # [h, d] -> [h, 1, d]: one row per head, over the tokens
             weight, bias = weight[:, None], bias[:, None] if bias is not None else None
-        y = self.normalised(x.float()) * weight.float()
+        y = self.normalised(x.float()) * (self.offset + weight.float())
         y = (y + bias.float() if bias is not None else y).to(x.dtype)
         if self.over == "all_heads":
             y = y.reshape(B, N, h, d).transpose(1, 2)  # [B, N, h*d] -> [B, h, N, d]
@@ -48,12 +48,16 @@ class HeadsNorm(nn.Module):
         return F.layer_norm(x, x.shape[-1:], eps=self.eps)
 
 
-def qk_norms(kind: str, over: str, bias: bool, eps: float, heads: int, kv_heads: int, head_dim: int):
+def qk_norms(kind: str, over: str, bias: bool, eps: float, heads: int, kv_heads: int, head_dim: int,
+             offset: float = 0.0):
     """(q_norm, k_norm) of the attention option (None, None for `none`)."""
     if kind == "none":
         return None, None
     if over != "head":
-        return (HeadsNorm(kind, over, heads, head_dim, eps, bias), HeadsNorm(kind, over, kv_heads, head_dim, eps, bias))
+        return (HeadsNorm(kind, over, heads, head_dim, eps, bias, offset),
+                HeadsNorm(kind, over, kv_heads, head_dim, eps, bias, offset))
+    if kind == "rms" and offset:
+        return OffsetRMSNorm(head_dim, eps, offset), OffsetRMSNorm(head_dim, eps, offset)
     if kind == "rms":
         return RMSNorm(head_dim, eps), RMSNorm(head_dim, eps)
     return nn.LayerNorm(head_dim, eps=eps, bias=bias), nn.LayerNorm(head_dim, eps=eps, bias=bias)

@@ -101,7 +101,8 @@ class SequenceAttention(Sublayer):
     None for one qkv projection of x, or the width of the memory the keys and values come from."""
 
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, kv_heads=None,
-                 qk_norm="none", qk_norm_eps=1e-6, qk_norm_over="head", qk_norm_bias=True, rotary=None, memory_width=None, head_dim=None, scale=None,
+                 qk_norm="none", qk_norm_eps=1e-6, qk_norm_over="head", qk_norm_bias=True, qk_norm_offset=0.0,
+                 rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
                  **sublayer):
         super().__init__(dim, **sublayer)
@@ -127,7 +128,7 @@ class SequenceAttention(Sublayer):
         else:
             self.q_bias = None
         self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_over, qk_norm_bias, qk_norm_eps, heads, self.kv_heads,
-                                            self.head_dim)
+                                            self.head_dim, qk_norm_offset)
         self.rotary = Rotary(**{"dims": self.head_dim, **rotary}) if rotary is not None else None
         self.kernel = AttentionKernel(keys or AllKeys(), scale, attn_drop)
         self.proj = Linear(inner, dim, bias=proj_bias)
@@ -250,7 +251,7 @@ class SelfAttention(SequenceAttention):
 def sequence_args(p, width: int) -> dict:
     """The constructor arguments the sequence options add."""
     return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, qk_norm_over=p.qk_norm_over,
-                qk_norm_bias=p.qk_norm_bias, rotary=rotary_args(p),
+                qk_norm_bias=p.qk_norm_bias, qk_norm_offset=p.qk_norm_offset, rotary=rotary_args(p),
                 head_dim=p.head_dim, scale=p.scale,
                 score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)))
 

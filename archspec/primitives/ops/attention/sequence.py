@@ -23,10 +23,13 @@ class SequenceParams(AttentionParams):
     qk_norm_eps: Eps = 1e-6
     qk_norm_over: Literal["head", "each_head", "all_heads"] = Field(
         "head", description="what qk_norm normalises and weighs: each head's head_dim values with one weight "
-                            "[head_dim] for all heads (head: Qwen3, Gemma 3), with a weight per head [heads, "
-                            "head_dim] (each_head: Cohere's use_qk_norm), or all heads' values together, weight "
-                            "[heads * head_dim] (all_heads: OLMo 2)")
+                            "[head_dim] for all heads (head: Qwen3; Gemma 3 with qk_norm_offset 1), with a weight "
+                            "per head [heads, head_dim] (each_head: Cohere's use_qk_norm), or all heads' values "
+                            "together, weight [heads * head_dim] (all_heads: OLMo 2)")
     qk_norm_bias: bool = Field(True, description="qk_norm: layer has a bias beside its weight (false: Cohere's)")
+    qk_norm_offset: float = Field(0.0, allow_inf_nan=False,
+                                  description="qk_norm: rms weighs by offset + weight, the weight starting at 1 - "
+                                              "offset (Gemma 3's q_norm and k_norm: 1.0, as norm_offset)")
     rope_theta: float | None = Field(None, gt=0, description="rotary position embedding base (e.g. 10000); none: no "
                                                              "rotary embedding")
     rope_dims: PositiveInt | None = Field(None, description="the first dims of each head the rotation covers "
@@ -162,11 +165,14 @@ def qk_norm_params(p, head: int) -> int:
 
 
 def check_qk_norm(p) -> None:
-    for name in ("qk_norm_over", "qk_norm_bias"):
+    for name in ("qk_norm_over", "qk_norm_bias", "qk_norm_offset"):
         if p.qk_norm == "none" and name in p.model_fields_set:
             raise RuleError(f"{name} goes with qk_norm", field=name, hint=Remedy("give `qk_norm: layer` or `rms`"))
     if p.qk_norm == "rms" and "qk_norm_bias" in p.model_fields_set:
         raise RuleError("qk_norm_bias goes with qk_norm: layer (an rms norm has no bias)", field="qk_norm_bias")
+    if p.qk_norm != "rms" and "qk_norm_offset" in p.model_fields_set:
+        raise RuleError("qk_norm_offset goes with qk_norm: rms (Gemma's (offset + weight) RMSNorm)",
+                        field="qk_norm_offset", hint=Remedy("give `qk_norm: rms`, or drop qk_norm_offset"))
 
 
 def reads_padding_mask(p) -> bool:
