@@ -164,6 +164,8 @@ def padding_inputs(graph: Graph) -> tuple[str, ...]:
     padded keys (the decode graph hands those slots a stand-in no layer reads)."""
     found = []
     for node in graph.inputs():
+        if node.type.layout != "ids":  # a padding mask is int64 [B, L]; no other input's readers are asked
+            continue
         readers = graph.readers(node.name)
         if readers and all(reads_only_as_key_padding(graph, reader, node.name) for reader in readers):
             found.append(node.name)
