@@ -163,32 +163,33 @@ class Stack:
     where: object = None  # where the rule is written (a Loc), for `refused`
 
     def apply(self, state: dict, refused: list | None = None) -> Pairs:
-        groups: dict[tuple[str, str], dict[int, tuple[str, object]]] = {}  # stem -> number -> (its text, tensor)
+        groups: dict[tuple[str, str], dict[str, object]] = {}  # (text before, after the number) -> its text -> tensor
         for key, value in state.items():
             found = self.pattern.search(key)
             if found is None or found.group(INDEX_GROUP) is None:
                 yield key, value
                 continue
             stem = (key[: found.start(INDEX_GROUP)], key[found.end(INDEX_GROUP):])
-            text = found.group(INDEX_GROUP)
-            groups.setdefault(stem, {})[int(text)] = (text, value)
+            groups.setdefault(stem, {})[found.group(INDEX_GROUP)] = value
         for (head, tail), found in groups.items():
             why = self.why_not(found)
             if why is not None:
                 note(refused, self, head + self.into + tail, why)
-                yield from ((head + text + tail, value) for text, value in found.values())
+                yield from ((head + text + tail, value) for text, value in found.items())
                 continue
             import torch  # here, so that reading a mapping file does not load torch
 
-            yield head + self.into + tail, torch.stack([found[i][1] for i in range(len(found))], dim=self.dim)
+            yield head + self.into + tail, torch.stack([found[str(i)] for i in range(len(found))], dim=self.dim)
 
     def why_not(self, found: dict) -> str | None:
-        """Why the group cannot be stacked, or None."""
-        gaps = sorted(set(range(max(found) + 1)) - set(found))
-        if gaps or len({text for text, _ in found.values()}) != len(found):
-            return f"its numbers ({', '.join(str(i) for i in sorted(found))}) do not run 0, 1, ... once each" + \
-                (f": no {', '.join(str(i) for i in gaps[:5])}" if gaps else "")
-        shapes = {tuple(value.shape) for _, value in found.values()}
+        """Why the group cannot be stacked, or None: its numbers, written as they are, must be
+        exactly 0, 1, ... (no gap, no `01` beside `1`)."""
+        missing = [str(i) for i in range(len(found)) if str(i) not in found]  # at most len(found) numbers
+        if missing:
+            shown = sorted(found, key=lambda text: (len(text), text))[:8]
+            return f"its numbers ({', '.join(shown)}{', ...' if len(found) > 8 else ''}) do not run 0, 1, ... " \
+                   f"once each: no {', '.join(missing[:5])}"
+        shapes = {tuple(value.shape) for value in found.values()}
         if len(shapes) > 1:
             return f"its tensors differ in shape ({', '.join(str(list(s)) for s in sorted(shapes))})"
         rank = len(shapes.pop())

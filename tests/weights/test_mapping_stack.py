@@ -1,8 +1,8 @@
 """Mapping files: the `stack` rule, which joins tensors numbered one by one (Hugging Face's
 checkpoint files keep a mixture's experts so: experts.0.w1.weight, experts.1.w1.weight, ...)
 into one tensor along a new axis, in the order of the numbers (10 after 9, not after 1). A
-group whose numbers skip one, or whose tensors differ in shape, is left as it is and the rule
-says why; a rule without `{index}` is a located error. The shipped files that use it are
+group whose numbers skip one (or write one twice, `01` beside `1`: no tensor may vanish), or
+whose tensors differ in shape, is left as it is and the rule says why; a rule without `{index}` is a located error. The shipped files that use it are
 checked on Hugging Face's own saved checkpoints in tests/parity/test_mixtral.py and
 test_deepseek_v3.py."""
 
@@ -55,6 +55,9 @@ def test_a_new_axis_other_than_the_first(tmp_path):
 @pytest.mark.parametrize("state, why", [
     (experts(4, skip=2), "its numbers (0, 1, 3) do not run 0, 1, ... once each: no 2"),
     ({**experts(2), "layers.0.experts.2.w1.weight": torch.zeros(3, 5)}, "its tensors differ in shape ([3, 2], [3, 5])"),
+    ({**experts(2), "layers.0.experts.01.w1.weight": torch.zeros(3, 2)}, "its numbers (0, 1, 01) do not run"),
+    ({"layers.0.experts.0.w1.weight": torch.zeros(3, 2), "layers.0.experts.1.w1.weight": torch.zeros(3, 2),
+      "layers.0.experts." + "9" * 40 + ".w1.weight": torch.zeros(3, 2)}, "no 2"),  # no range of 10^40 numbers
 ])
 def test_a_group_that_cannot_stack_is_left_as_it_is_and_says_why(tmp_path, state, why):
     out = convert(state, rules_of(tmp_path, STACK))
