@@ -55,7 +55,8 @@ class ModelInterface:
         facts = self._interface_facts
         if facts.head is None:
             raise TypeError("this model has no classifier head at its top level (a head of kind classify or "
-                            "distilled that the model returns)")
+                            "distilled that the model returns); for a feature extractor, as timm's num_classes=0, "
+                            "write a classify head and build it with create_model(..., num_classes=0)")
         return facts, self.get_submodule(facts.head)
 
     @property
