@@ -125,7 +125,7 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
                         f"{describe(streamer)}")
 
 
-def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_token_id):
+def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_token_id, num_beams: int = 1):
     """The attention_mask generate uses: the one given, or, as Hugging Face's generate infers it
     (GenerationMixin._prepare_attention_mask_for_generation), where none is given and
     pad_token_id occurs in input_ids and is no eos token, input_ids != pad_token_id. Only for a
@@ -139,6 +139,10 @@ def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_to
     if not bool(mask.any(dim=1).all()):
         raise ValueError(f"pad_token_id {pad_token_id} is every token of a sequence, so Hugging Face's rule reads it "
                          "all as padding: give an attention_mask, or another pad_token_id")
+    if num_beams > 1 and not decoder.encoder_decoder:  # as check_beams: an encoder-decoder's source takes padding
+        raise ValueError(f"pad_token_id {pad_token_id} occurs in input_ids, which Hugging Face's rule reads as "
+                         "padding, and num_beams > 1 takes prompts of one length for now: give prompts without it, "
+                         "or an attention_mask of ones to keep those tokens")
     return mask
 
 
@@ -239,7 +243,8 @@ def guarded(generate):
         decoder = decoder_of(arguments.pop("model"))
         check_arguments(decoder, **arguments)
         arguments["attention_mask"] = bound.arguments["attention_mask"] = mask_from_pad_token(
-            decoder, input_ids, arguments["attention_mask"], arguments["pad_token_id"], arguments["eos_token_id"])
+            decoder, input_ids, arguments["attention_mask"], arguments["pad_token_id"], arguments["eos_token_id"],
+            arguments["num_beams"])
         check_request(decoder, input_ids, arguments["attention_mask"], arguments["max_new_tokens"],
                       arguments["decoder_start_token_id"])
         check_memory(decoder, input_ids, arguments["max_new_tokens"])

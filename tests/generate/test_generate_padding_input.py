@@ -110,6 +110,15 @@ def test_a_pad_token_id_that_is_a_whole_sequence_asks_for_a_mask(models):
         plain.generate(ids, max_new_tokens=2, pad_token_id=0)
 
 
+def test_beam_search_refuses_a_prompt_the_pad_token_marks_as_padded(models):
+    """Beam search takes prompts of one length: a padding it would ignore is refused, not decoded."""
+    _, _, plain = models
+    ids = torch.tensor([[0, 4, 5], [5, 6, 7]])
+    with pytest.raises(ValueError, match="pad_token_id 0 occurs in input_ids.*num_beams > 1"):
+        plain.generate(ids, max_new_tokens=2, pad_token_id=0, num_beams=2)
+    plain.generate(ids, max_new_tokens=2, pad_token_id=0, num_beams=2, attention_mask=torch.ones_like(ids))
+
+
 def test_the_build_writes_the_decoder_only_decode_programs(tmp_path):
     """`archspec build` of such a spec wrote an encoder-decoder's programs and failed (exit 3);
     it writes prefill.pt2 and decode_step.pt2, whose step takes no attention_mask input of the
