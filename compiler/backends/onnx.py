@@ -54,6 +54,7 @@ from archspec.core.ir import Graph
 
 from ..facts import ONNX_FUSIONS
 from .export import dynamic_shapes, example_inputs, max_abs_difference, other_lengths
+from .padded_check import gap_at_real_tokens, padding_masks, right_padded
 from .out_of_memory import out_of_memory_error, ran_out_of_memory
 from .onnx_fusions import fusion_of
 
@@ -504,13 +505,18 @@ def tolerance(scale: float) -> float:
 
 
 def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str, batch: int) -> tuple[float, float]:
-    """(max |onnxruntime - eager|, max |eager|) over the outputs."""
+    """(max |onnxruntime - eager|, max |eager|) over the outputs; a spec that reads a padding
+    mask is checked right-padded, at its real tokens (padded_check.py)."""
     session = _onnxruntime_session(onnxruntime, path)
-    args = example_inputs(graph, batch=batch, lengths=other_lengths(graph))
+    masks = padding_masks(graph)
+    args = right_padded(example_inputs(graph, batch=batch, lengths=other_lengths(graph)), masks)
     feeds = {n.name: a.numpy() for n, a in zip(graph.inputs(), args)}
     outs = session.run(None, feeds)
     with torch.no_grad():
         expected = gm(*args)
     expected = expected if isinstance(expected, (tuple, list)) else (expected,)
     scale = max((float(e.float().abs().max()) for e in expected if e.numel()), default=0.0)
-    return max_abs_difference(tuple(torch.from_numpy(o) for o in outs), expected), scale
+    outs = tuple(torch.from_numpy(o) for o in outs)
+    if masks:
+        return gap_at_real_tokens(outs, expected, args, masks), scale
+    return max_abs_difference(outs, expected), scale
