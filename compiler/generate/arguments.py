@@ -131,9 +131,11 @@ def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_to
     pad_token_id occurs in input_ids and is no eos token, input_ids != pad_token_id. Only for a
     spec that can take padding (decoder-only, or an encoder-decoder with a source mask, as T5);
     others keep their prompts whole."""
+    from .driver import as_list  # here, as guarded's imports of driver
+
     if attention_mask is not None or pad_token_id is None or (decoder.encoder_decoder and not decoder.source_mask):
         return attention_mask
-    if pad_token_id in as_ids(eos_token_id) or not bool((input_ids == pad_token_id).any()):
+    if pad_token_id in as_list(eos_token_id) or not bool((input_ids == pad_token_id).any()):
         return None
     mask = (input_ids != pad_token_id).long()
     if not bool(mask.any(dim=1).all()):
@@ -144,12 +146,6 @@ def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_to
                          "padding, and num_beams > 1 takes prompts of one length for now: give prompts without it, "
                          "or an attention_mask of ones to keep those tokens")
     return mask
-
-
-def as_ids(eos_token_id) -> tuple[int, ...]:
-    if eos_token_id is None:
-        return ()
-    return (int(eos_token_id),) if isinstance(eos_token_id, int) else tuple(int(t) for t in eos_token_id)
 
 
 def check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, stopping_criteria, stop_strings,
