@@ -77,12 +77,14 @@ class Divides:
         return self.divides() + self.or_otherwise()
 
     def with_sizes(self, sizes: str) -> str:
-        if self.passing == ():  # no value of the param passes: the size is the way out
+        if self.passing == () or (self.passing is None and not self.shown):  # the size is the way out
             return f"use {sizes}: {self.divides()}{self.or_otherwise()}"
         return f"{self.divides()} or {sizes}{self.or_otherwise()}"
 
     def divides(self) -> str:
         whole = "the grid" if self.whole is None else str(self.whole)
+        if self.passing is None and not self.shown:  # a prime: only 1 and itself divide it
+            return f"no {self.noun} but 1 and {whole} itself divides {whole}"
         if self.passing is None:
             return f"use a {self.noun} that divides {whole} ({_listed(self.shown)})"
         if not self.passing:
