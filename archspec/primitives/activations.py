@@ -22,6 +22,9 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "sin": "sin (Fourier features of generated coordinates)",
     "cos": "cos",
     "exp": "exp (a scale learned in log space)",
+    "abs": "|x|",
+    "sign": "sign(x): -1, 0 or 1",
+    "log1p": "log(1 + x) (with abs and sign, timm's RelPosMlp coordinates sign(x) log(1 + |x|))",
 }
 
 MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "hardswish")  # those an mlp's `act` takes

@@ -127,13 +127,12 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
 
 def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_token_id, num_beams: int = 1):
     """The attention_mask generate uses: the one given, or, as Hugging Face's generate infers it
-    (GenerationMixin._prepare_attention_mask_for_generation), where none is given and
-    pad_token_id occurs in input_ids and is no eos token, input_ids != pad_token_id. Only for a
-    spec that can take padding (decoder-only, or an encoder-decoder with a source mask, as T5);
-    others keep their prompts whole."""
+    for a decoder-only model (GenerationMixin._prepare_attention_mask_for_generation; never for
+    an encoder-decoder's source), where none is given and pad_token_id occurs in input_ids and
+    is no eos token, input_ids != pad_token_id."""
     from .driver import as_list  # here, as guarded's imports of driver
 
-    if attention_mask is not None or pad_token_id is None or (decoder.encoder_decoder and not decoder.source_mask):
+    if attention_mask is not None or pad_token_id is None or decoder.encoder_decoder:
         return attention_mask
     if pad_token_id in as_list(eos_token_id) or not bool((input_ids == pad_token_id).any()):
         return None
@@ -141,7 +140,7 @@ def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_to
     if not bool(mask.any(dim=1).all()):
         raise ValueError(f"pad_token_id {pad_token_id} is every token of a sequence, so Hugging Face's rule reads it "
                          "all as padding: give an attention_mask, or another pad_token_id")
-    if num_beams > 1 and not decoder.encoder_decoder:  # as check_beams: an encoder-decoder's source takes padding
+    if num_beams > 1:
         raise ValueError(f"pad_token_id {pad_token_id} occurs in input_ids, which Hugging Face's rule reads as "
                          "padding, and num_beams > 1 takes prompts of one length for now: give prompts without it, "
                          "or an attention_mask of ones to keep those tokens")

@@ -47,6 +47,27 @@ class Exp(nn.Module):
         return torch.exp(x)
 
 
+class Abs(nn.Module):
+    """|x|."""
+
+    def forward(self, x):
+        return torch.abs(x)
+
+
+class Sign(nn.Module):
+    """sign(x)."""
+
+    def forward(self, x):
+        return torch.sign(x)
+
+
+class Log1p(nn.Module):
+    """log(1 + x): log-spaced relative coordinates (timm's RelPosMlp), with abs and sign."""
+
+    def forward(self, x):
+        return torch.log1p(x)
+
+
 TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, their keyword arguments, oneDNN's post-op)
     "gelu": (nn.GELU, F.gelu, {}, ("gelu", "none")),  # erf
     "gelu_tanh": (nn.GELU, F.gelu, {"approximate": "tanh"}, ("gelu", "tanh")),
@@ -60,6 +81,9 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "sin": (Sin, torch.sin, {}, None),
     "cos": (Cos, torch.cos, {}, None),
     "exp": (Exp, torch.exp, {}, None),
+    "abs": (Abs, torch.abs, {}, None),
+    "sign": (Sign, torch.sign, {}, None),
+    "log1p": (Log1p, torch.log1p, {}, None),
 }
 
 

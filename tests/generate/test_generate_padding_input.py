@@ -129,3 +129,18 @@ def test_the_build_writes_the_decoder_only_decode_programs(tmp_path):
     sizes = [f"--set={k}={v}" for k, v in {**LLAMA_SMALL, "layers": 1}.items()]
     assert main(["build", spec, *sizes, "-o", str(tmp_path / "out")]) == EXIT_OK
     assert (tmp_path / "out" / "decode_step.pt2").is_file() and not (tmp_path / "out" / "encoder.pt2").exists()
+
+
+def test_an_encoder_decoders_source_is_not_masked_by_the_pad_token():
+    """Hugging Face infers the mask for a decoder-only model only (generation/utils.py: `not
+    is_encoder_decoder`): T5's source with pad ids and no attention_mask is attended whole."""
+    t5 = archspec.build("t5_tiny", seed=1).eval()
+    ids = torch.tensor([[0, 0, 5, 6, 7, 8], [4, 5, 6, 7, 8, 9]])  # pad id 0 in the first source
+    common = dict(max_new_tokens=6, decoder_start_token_id=0, compile=False)
+    whole = t5.generate(ids, attention_mask=torch.ones_like(ids), output_scores=True, return_dict_in_generate=True,
+                        **common)
+    got = t5.generate(ids, pad_token_id=0, output_scores=True, return_dict_in_generate=True, **common)
+    masked = t5.generate(ids, attention_mask=(ids != 0).long(), output_scores=True, return_dict_in_generate=True,
+                         **common)
+    assert all(torch.equal(a, b) for a, b in zip(got.scores, whole.scores))
+    assert not all(torch.equal(a, b) for a, b in zip(masked.scores, whole.scores))  # the mask would show
