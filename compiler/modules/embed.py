@@ -14,14 +14,17 @@ from ..lowering_rules import lowering
 from .common import make
 
 
-def sinusoid_table(length: int, dim: int):
-    """Vaswani et al.: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...). [length, dim]"""
+def sinusoid_table(length: int, dim: int, layout: str = "interleaved"):
+    """Vaswani et al.: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...), or with
+    layout "halves" the sines in the first dim/2 columns and the cosines after. [length, dim]"""
     position = torch.arange(length, dtype=torch.float64)[:, None]  # [L, 1]
     rate = torch.exp(torch.arange(0, dim, 2, dtype=torch.float64) * (-math.log(10000.0) / dim))  # [dim/2]
     angle = position * rate  # [L, dim/2], float64 (computed once; a long table's transient memory is its size x 3)
     table = torch.empty(length, dim)  # [L, dim], float32: each value is the float64 result rounded once
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = angle.cos_()
+    sines, cosines = (slice(0, dim // 2), slice(dim // 2, dim)) if layout == "halves" else \
+        (slice(0, dim, 2), slice(1, dim, 2))
+    table[:, sines] = torch.sin(angle)
+    table[:, cosines] = angle.cos_()
     return table
 
 
@@ -30,7 +33,8 @@ class TokenEmbed(nn.Module):
     forward is given them (generate's decode graph: the tokens' positions in a decode step, or
     in a left-padded prompt; compiler/generate/cache.py)."""
 
-    def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None, pos_offset=0):
+    def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None, pos_offset=0,
+                 sincos_layout="interleaved"):
         super().__init__()
         self.pos_offset = pos_offset  # learned positions: rows of the table before the first position's
         self.scale = math.sqrt(dim) if scale else None
@@ -38,7 +42,8 @@ class TokenEmbed(nn.Module):
         self.pos = nn.Embedding(pos_offset + max_len, dim) if pos == "learned" else None
         self.types = nn.Embedding(types, dim) if types else None
         if pos == "sincos":
-            self.register_buffer("pos_table", sinusoid_table(max_len, dim), persistent=False)  # [max_len, dim]
+            self.register_buffer("pos_table", sinusoid_table(max_len, dim, sincos_layout),
+                                 persistent=False)  # [max_len, dim]
         else:
             self.pos_table = None
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
@@ -78,7 +83,8 @@ def lower(p, inputs, ctx):
     if p.tie is not None:
         ctx.tie("tokens", p.tie + ".tokens")
     return make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
-                tied=p.tie is not None, dropout=p.dropout, types=p.types, pos_offset=p.pos_offset)
+                tied=p.tie is not None, dropout=p.dropout, types=p.types, pos_offset=p.pos_offset,
+                sincos_layout=p.sincos_layout)
 
 
 register_facts(EMBED, grid=KEEPS, classifier=None, resample=None)

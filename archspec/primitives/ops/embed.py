@@ -20,6 +20,10 @@ class EmbedParams(Params):
     vocab: PositiveInt | None = Field(None, description="vocabulary size (taken from `tie` when tied)")
     dim: PositiveInt | None = Field(None, description="width of the tokens (taken from `tie` when tied)")
     pos: Literal["learned", "sincos", "none"] = "learned"
+    sincos_layout: Literal["interleaved", "halves"] = Field(
+        "interleaved", description="pos: sincos: each frequency's sin and cos side by side, sin at 2i and cos at "
+                                   "2i + 1 (interleaved: Vaswani et al.'s formula), or all the sines, then all the "
+                                   "cosines (halves: tensor2tensor, fairseq, Hugging Face's Marian)")
     max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover")
     pos_offset: NonNegInt = Field(0, description="learned positions: the table has this many rows more, "
                                                  "before the first position's (BART, OPT: 2)")
@@ -92,6 +96,9 @@ class Embed(Op):
                             field="pos_offset", hint="use pos: learned, or drop pos_offset")
         if p.pos == "sincos" and dim % 2:
             raise RuleError(f"sinusoidal positions need an even width, got {dim}", field="pos")
+        if p.pos != "sincos" and "sincos_layout" in p.model_fields_set:
+            raise RuleError(f"sincos_layout orders sinusoidal positions; these positions are {p.pos}",
+                            field="sincos_layout", hint="use pos: sincos, or drop sincos_layout")
         return tokens(length, dim)  # [B, L] -> [B, L, dim]
 
     def cost(self, p, inputs, out: TensorType, ctx) -> Cost:

@@ -1,0 +1,45 @@
+"""embed's sincos_layout: Vaswani et al.'s interleaved sinusoids (sin at 2i, cos at 2i + 1) or
+the halves of tensor2tensor, fairseq and Hugging Face's Marian (all the sines, then all the
+cosines). The Marian user trial found only the first could be said: a Marian spec built
+silently with logits 2.56 off, and was made exact only by permuting channels in the mapping."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+from archspec.core.errors import SpecError
+
+SPEC = """
+archspec: 1
+name: positions
+params: {layout: halves}
+dims: {L: [1, 32]}
+inputs: {ids: {shape: [B, L], dtype: int64}}
+graph:
+  - {id: embed, embed: {vocab: 16, dim: 8, pos: sincos, max_len: 32, sincos_layout: "${layout}"}}
+"""
+
+
+def test_halves_are_hugging_faces_marian_table():
+    pytest.importorskip("transformers")
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    theirs = MarianSinusoidalPositionalEmbedding(32, 8).create_weight()  # what its weight init fills in
+    ours = archspec.build_text(SPEC).embed.pos_table
+    assert torch.allclose(ours, theirs.float(), atol=1e-6)
+    assert not torch.allclose(archspec.build_text(SPEC, {"layout": "interleaved"}).embed.pos_table, theirs, atol=1e-2)
+
+
+def test_interleaved_is_the_default_and_the_halves_reorder_its_columns():
+    interleaved = archspec.build_text(SPEC, {"layout": "interleaved"}).embed.pos_table
+    halves = archspec.build_text(SPEC).embed.pos_table
+    assert torch.equal(halves, torch.cat([interleaved[:, 0::2], interleaved[:, 1::2]], dim=1))
+    assert torch.equal(archspec.build_text(SPEC.replace(', sincos_layout: "${layout}"', "")).embed.pos_table,
+                       interleaved)
+
+
+def test_a_layout_for_learned_positions_is_a_located_error():
+    with pytest.raises(SpecError, match="sincos_layout orders sinusoidal positions; these positions are learned"):
+        archspec.check_text(SPEC.replace("pos: sincos", "pos: learned"))
