@@ -10,7 +10,11 @@ reading the file gives the whole state dict back (`with_aliases`).
 
 from __future__ import annotations
 
+import os
+
 import torch
+
+from archspec.core.files import new_file_mode
 
 ALIAS = "alias:"  # metadata key prefix: "alias:lm_head.weight" -> "embed.weight"
 
@@ -30,6 +34,7 @@ def write_safetensors(state: dict, path: str, metadata: dict | None = None) -> N
         first[key] = name
         kept[name] = tensor.detach().contiguous().clone() if _overlaps(tensor, kept) else tensor.detach().contiguous()
     save_file(kept, path, metadata={**(metadata or {}), **aliases})
+    os.chmod(path, new_file_mode())  # safetensors writes 0600; a model folder's files are readable as any other
 
 
 def _overlaps(tensor: torch.Tensor, kept: dict) -> bool:

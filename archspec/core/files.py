@@ -5,6 +5,7 @@ checkpoint, a resume file), so each refuses the same things in the same words.
     read_regular_file(path, n)  at most n + 1 bytes, a FIFO or device refused without blocking
     open_regular(path)          a binary file object for reading, a FIFO or device refused without blocking
     file_problem(path)          why a path names no regular file we can read, in words; None if it does
+    new_file_mode()             the mode open() gives a new file (the umask's; mkstemp's is 0600)
 """
 
 from __future__ import annotations
@@ -72,3 +73,10 @@ def file_problem(path: str) -> tuple[str, str] | None:
     if not os.access(path, os.R_OK):
         return "unreadable", "cannot be read: permission denied"
     return None
+
+
+def new_file_mode() -> int:
+    """The mode open() would give a new file: 0666 less the umask (mkstemp's, and safetensors', is 0600)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -27,7 +27,7 @@ from typing import Mapping
 import torch
 
 from ..core.errors import UsageError, error
-from ..core.files import SpecialFile, open_regular
+from ..core.files import SpecialFile, new_file_mode, open_regular
 from .options import MAX_STEPS
 
 KEYS = ("model", "optimizer", "step")
@@ -73,7 +73,7 @@ def write_whole(path: str, payload: dict, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot write into {folder}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(handle, "wb") as f:
-            os.fchmod(f.fileno(), file_mode())
+            os.fchmod(f.fileno(), new_file_mode())
             torch.save(payload, f)
             f.flush()
             os.fsync(f.fileno())
@@ -85,13 +85,6 @@ def write_whole(path: str, payload: dict, flag: str) -> None:
     except BaseException:
         remove_quietly(temporary)
         raise
-
-
-def file_mode() -> int:
-    """The mode open() would give a new file (mkstemp's is 0600)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 def remove_quietly(path: str) -> None:

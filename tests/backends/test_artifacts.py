@@ -418,3 +418,17 @@ def test_a_full_disk_is_a_usage_error_naming_the_folder_not_a_bug(tmp_path, monk
     with pytest.raises(Exception) as caught:  # room enough: the same failure is a bug, said so
         steps.run("write weights.pt", torch_save_on_a_full_disk)
     assert not isinstance(caught.value, UsageError) and "bug in archspec" in str(caught.value.hint)
+
+
+def test_the_weights_file_is_as_readable_as_the_folders_other_files(tmp_path):
+    """safetensors writes 0600; a model folder's weights get the mode of any new file (the umask's)."""
+    import stat
+
+    import archspec
+    from archspec.core.files import new_file_mode
+
+    spec = tmp_path / "m.yaml"
+    spec.write_text("name: m\ninputs:\n  x: [B, 4, 8]\ngraph:\n  - mlp: {ratio: 2}\n")
+    archspec.build(spec).save_pretrained(tmp_path / "folder")
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "folder").iterdir()}
+    assert modes["model.safetensors"] == new_file_mode() == modes["config.json"], modes
