@@ -31,7 +31,8 @@ from ...pipeline import check_file
 from .common import add_spec_arguments, checked_seed, counted, overrides_of, spec_path
 
 NAME = "generate"
-HELP = "generate token ids with a decoder-only spec (gpt2, llama), printing them as they come"
+HELP = ("generate token ids with a decoder-only spec (gpt2, llama) or an encoder-decoder (t5_small, with "
+        "--decoder-start), printing them as they come")
 MAX_NEW_TOKENS = 1_000_000  # beyond any shipped spec's context; the spec's own length bounds it first
 
 
