@@ -162,12 +162,20 @@ class FuseRule(Strict):
         repeated = sorted({p for p in fuse.parts if fuse.parts.count(p) > 1})
         if repeated:
             raise error(f"fuse: `parts` names {one_of(repeated)} twice", at(("fuse", "parts")))
-        compile_pattern(text, loc)  # the text as written ({part} is a literal to re): its errors, its positions
         alternatives = "|".join(re.escape(p) for p in fuse.parts)
-        pattern = linear(text.replace(PART, f"(?P<{PART_GROUP}>{alternatives})"))
-        if pattern is None or PART_GROUP not in pattern.groupindex:  # e.g. {part} inside [...]
-            raise error(f"fuse: {PART} in `match` must stand where a group can, not inside [...]", loc)
+        pattern = placeholder_pattern("fuse", text, PART, PART_GROUP, alternatives, loc)
         return Fuse(pattern, tuple(fuse.parts), fuse.into, fuse.dim, at(("fuse",), key=True))
+
+
+def placeholder_pattern(rule: str, text: str, placeholder: str, group: str, regex: str, loc: Loc | None):
+    """`text` with its one `placeholder` ({part}, {index}) made the named group `group` matching
+    `regex`, compiled for linear-time matching; a located error where the text as written does
+    not compile, or where the placeholder stands where no group can (inside [...])."""
+    compile_pattern(text, loc)  # the text as written (the placeholder a literal to re): its errors, its positions
+    pattern = linear(text.replace(placeholder, f"(?P<{group}>{regex})"))
+    if pattern is None or group not in pattern.groupindex:
+        raise error(f"{rule}: {placeholder} in `match` must stand where a group can, not inside [...]", loc)
+    return pattern
 
 
 class StackParams(Strict):
@@ -185,10 +193,7 @@ class StackRule(Strict):
         if text.count(INDEX) != 1:
             raise error(f"stack: `match` must hold {INDEX} once, where the numbers differ; got '{text}'", loc,
                         hint=r"e.g. match: '^(.*\.experts)\.{index}\.(w1|w2|w3)\.weight$' with into: stacked")
-        compile_pattern(text, loc)  # the text as written ({index} is a literal to re): its errors, its positions
-        pattern = linear(text.replace(INDEX, f"(?P<{INDEX_GROUP}>[0-9]+)"))
-        if pattern is None or INDEX_GROUP not in pattern.groupindex:  # e.g. {index} inside [...]
-            raise error(f"stack: {INDEX} in `match` must stand where a group can, not inside [...]", loc)
+        pattern = placeholder_pattern("stack", text, INDEX, INDEX_GROUP, "[0-9]+", loc)
         return Stack(pattern, stack.into, stack.dim, at(("stack",), key=True))
 
 

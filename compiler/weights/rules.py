@@ -102,6 +102,28 @@ class Rename:
         return key
 
 
+def joined(rule, state: dict, group: str, refused: list | None) -> Pairs:
+    """The pairs of a rule that joins tensors whose keys differ only at its pattern's `group`
+    (fuse's part, stack's number): the other tensors as they are; each group joined by
+    `rule.join(found)` ({the group's text: tensor} -> (tensor, None) or (None, why not)) under
+    the key with `rule.into` there, or left as it is and noted in `refused`."""
+    groups: dict[tuple[str, str], dict[str, object]] = {}  # (text before, after the group) -> its text -> tensor
+    for key, value in state.items():
+        found = rule.pattern.search(key)
+        if found is None or found.group(group) is None:  # (the group may sit in an unused branch)
+            yield key, value
+            continue
+        stem = (key[: found.start(group)], key[found.end(group):])
+        groups.setdefault(stem, {})[found.group(group)] = value
+    for (head, tail), found in groups.items():
+        tensor, why = rule.join(found)
+        if tensor is None:
+            note(refused, rule, head + rule.into + tail, why)
+            yield from ((head + text + tail, value) for text, value in found.items())
+        else:
+            yield head + rule.into + tail, tensor
+
+
 @dataclass(frozen=True)
 class Fuse:
     """Tensors whose keys differ only in the part named at `{part}` are concatenated along
@@ -115,21 +137,12 @@ class Fuse:
     where: object = None  # where the rule is written (a Loc), for `refused`
 
     def apply(self, state: dict, refused: list | None = None) -> Pairs:
-        groups: dict[tuple[str, str], dict[str, object]] = {}  # (text before, after the part) -> part -> tensor
-        for key, value in state.items():
-            found = self.pattern.search(key)
-            if found is None or found.group(PART_GROUP) is None:  # (the part may sit in an unused branch)
-                yield key, value
-                continue
-            stem = (key[: found.start(PART_GROUP)], key[found.end(PART_GROUP):])
-            groups.setdefault(stem, {})[found.group(PART_GROUP)] = value
-        for (head, tail), found in groups.items():
-            fused = self.fused(found)
-            if fused is None:
-                note(refused, self, head + self.into + tail, self.why_not(found))
-                yield from ((head + part + tail, value) for part, value in found.items())
-            else:
-                yield head + self.into + tail, fused
+        return joined(self, state, PART_GROUP, refused)
+
+    def join(self, found: dict) -> tuple[object | None, str | None]:
+        """(the parts concatenated, None), or (None, why not)."""
+        fused = self.fused(found)
+        return (fused, None) if fused is not None else (None, self.why_not(found))
 
     def why_not(self, found: dict) -> str:
         lacking = [part for part in self.parts if part not in found]
@@ -163,23 +176,16 @@ class Stack:
     where: object = None  # where the rule is written (a Loc), for `refused`
 
     def apply(self, state: dict, refused: list | None = None) -> Pairs:
-        groups: dict[tuple[str, str], dict[str, object]] = {}  # (text before, after the number) -> its text -> tensor
-        for key, value in state.items():
-            found = self.pattern.search(key)
-            if found is None or found.group(INDEX_GROUP) is None:
-                yield key, value
-                continue
-            stem = (key[: found.start(INDEX_GROUP)], key[found.end(INDEX_GROUP):])
-            groups.setdefault(stem, {})[found.group(INDEX_GROUP)] = value
-        for (head, tail), found in groups.items():
-            why = self.why_not(found)
-            if why is not None:
-                note(refused, self, head + self.into + tail, why)
-                yield from ((head + text + tail, value) for text, value in found.items())
-                continue
-            import torch  # here, so that reading a mapping file does not load torch
+        return joined(self, state, INDEX_GROUP, refused)
 
-            yield head + self.into + tail, torch.stack([found[str(i)] for i in range(len(found))], dim=self.dim)
+    def join(self, found: dict) -> tuple[object | None, str | None]:
+        """(the numbered tensors stacked in order, None), or (None, why not)."""
+        why = self.why_not(found)
+        if why is not None:
+            return None, why
+        import torch  # here, so that reading a mapping file does not load torch
+
+        return torch.stack([found[str(i)] for i in range(len(found))], dim=self.dim), None
 
     def why_not(self, found: dict) -> str | None:
         """Why the group cannot be stacked, or None: its numbers, written as they are, must be
