@@ -73,6 +73,11 @@ class ModelFacts:
     padding_inputs: tuple[str, ...] = ()  # inputs read only as cached attention's key-padding mask (kv_cache's)
     ops: tuple[tuple[str, str, str | None], ...] = ()  # (node, primitive, kind) of every network node: its op's facts
 
+    @property
+    def fed_inputs(self) -> tuple[str, ...]:
+        """The inputs generate() feeds (kv_cache.fed_inputs): all but the padding inputs."""
+        return tuple(name for name in self.inputs if name not in self.padding_inputs)
+
 
 def model_facts(graph: Graph) -> ModelFacts:
     found_stages = stages(graph)

@@ -53,7 +53,7 @@ class Decoder:
         self.model = model
         facts = model.facts
         self.name = facts.name
-        fed = [name for name in facts.inputs if name not in facts.padding_inputs]  # an attention_mask is not
+        fed = facts.fed_inputs  # an attention_mask its cached attention reads is not fed
         if len(fed) not in (1, 2, 3):
             raise refusal(f"it takes {len(fed)} inputs ({', '.join(fed)}) besides padding masks; generate feeds "
                           "token ids (decoder-only), or source ids, optionally the source's padding mask, and "
