@@ -87,7 +87,8 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
                     decoder_start_token_id=None, streamer=None, generator=None, compile=None,
                     repetition_penalty=None, no_repeat_ngram_size=None, min_new_tokens=None, stopping_criteria=None,
                     stop_strings=None, tokenizer=None, num_beams=1, length_penalty=1.0, early_stopping=False,
-                    return_dict_in_generate=False, output_scores=False) -> None:
+                    return_dict_in_generate=False, output_scores=False, forced_bos_token_id=None,
+                    forced_eos_token_id=None) -> None:
     """TypeError or ValueError, in words, for an argument generate() cannot take (module docstring)."""
     check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, stopping_criteria, stop_strings,
                      tokenizer)
@@ -114,6 +115,10 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
         token_ids("eos_token_id", eos_token_id, decoder.vocab)
     if pad_token_id is not None:
         integer("pad_token_id", pad_token_id, 0, decoder.vocab - 1)
+    if forced_bos_token_id is not None:
+        integer("forced_bos_token_id", forced_bos_token_id, 0, decoder.vocab - 1)
+    if forced_eos_token_id is not None:
+        token_ids("forced_eos_token_id", forced_eos_token_id, decoder.vocab)
     if decoder_start_token_id is not None:
         integer("decoder_start_token_id", decoder_start_token_id, 0, decoder.vocab - 1)
     if attention_mask is not None:

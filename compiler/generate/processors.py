@@ -6,6 +6,9 @@ stopping_criteria.py), in its order:
                             (multiplied, when negative); left padding of the prompt not counted
     no_repeat_ngram_size    a token that would repeat an n-gram of the sequence: -inf
     min_new_tokens          eos: -inf until that many new tokens are out
+    forced_bos_token_id     the first token after a one-token start (an encoder-decoder's first
+                            new token) is this one
+    forced_eos_token_id     the last token the length allows is eos (every sequence ends with it)
 
 and for stopping: eos, `stopping_criteria` (callables (input_ids, scores) -> a bool per
 sequence, or one bool, as Hugging Face's StoppingCriteria) and `stop_strings` (text that ends a
@@ -29,6 +32,9 @@ class Processors:
     eos: list = field(default_factory=list)
     prompt_length: int = 0  # tokens of the sequence before the first new one (min_new_tokens counts after)
     padding: torch.Tensor | None = None  # [B] left padding of each prompt (repetition_penalty skips it)
+    forced_bos: int | None = None
+    forced_eos: list = field(default_factory=list)
+    max_length: int = 0  # the sequence's length after the last new token (forced_eos forces the token before)
 
     def __call__(self, ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """The step's scores [B, vocab] processed, given the sequences so far [B, length]."""
@@ -39,7 +45,18 @@ class Processors:
         if self.min_new_tokens and self.eos and ids.shape[1] - self.prompt_length < self.min_new_tokens:
             scores = scores.clone()
             scores[:, self.eos] = -float("inf")
+        if self.forced_bos is not None and ids.shape[1] == 1:
+            scores = only(scores, [self.forced_bos])
+        if self.forced_eos and ids.shape[1] == self.max_length - 1:
+            scores = only(scores, self.forced_eos)
         return scores
+
+
+def only(scores: torch.Tensor, tokens: list) -> torch.Tensor:
+    """Hugging Face's forced-token processors: every score -inf but these tokens', which are 0."""
+    forced = torch.full_like(scores, -float("inf"))  # [B, vocab]
+    forced[:, tokens] = 0
+    return forced
 
 
 def penalise_repetition(ids: torch.Tensor, scores: torch.Tensor, penalty: float, padding) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """generate(): Hugging Face's `generate` for a built spec, its arguments by name (no **kwargs).
 
 Greedy and sampled decoding with none of the options below run in driver.py as before. With
-repetition_penalty, no_repeat_ngram_size, min_new_tokens (processors.py), stopping_criteria or
+repetition_penalty, no_repeat_ngram_size, min_new_tokens, forced_bos_token_id, forced_eos_token_id
+(processors.py), stopping_criteria or
 stop_strings, or return_dict_in_generate, the same cached decoding runs here with the
 processors applied to each step's logits before choosing, in Hugging Face's order. num_beams > 1
 is beam search (beam.py). A `tokenizer` (tokenizer.py) reads stop_strings.
@@ -54,7 +55,8 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
              repetition_penalty: float | None = None, no_repeat_ngram_size: int | None = None,
              min_new_tokens: int | None = None, stopping_criteria=None, stop_strings=None, tokenizer=None,
              num_beams: int = 1, length_penalty: float = 1.0, early_stopping: bool | str = False,
-             return_dict_in_generate: bool = False, output_scores: bool = False):
+             return_dict_in_generate: bool = False, output_scores: bool = False,
+             forced_bos_token_id: int | None = None, forced_eos_token_id=None):
     """The prompt `input_ids` [B, L] followed by up to `max_new_tokens` new tokens, [B, L + new],
     as Hugging Face's generate (same names, same results):
 
@@ -64,6 +66,10 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     repetition_penalty                     > 1 makes tokens already in the sequence less likely
     no_repeat_ngram_size                   no n-gram of this size twice in a sequence
     min_new_tokens                         eos is not chosen before this many new tokens
+    forced_bos_token_id                    the first token after a one-token start (an
+                                           encoder-decoder's first new token)
+    forced_eos_token_id                    the last token max_new_tokens allows (BART's and
+                                           Marian's configs set both)
     stopping_criteria                      callables (input_ids, scores) -> bool [B] or bool, as
                                            Hugging Face's StoppingCriteria (a list of them)
     stop_strings, tokenizer                text that ends a sequence (needs the tokenizer: a
@@ -85,7 +91,8 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     compile = chosen_compile(model, compile, input_ids, max_new_tokens, num_beams)
     beams = num_beams > 1
     extras = (repetition_penalty not in (None, 1.0) or no_repeat_ngram_size or min_new_tokens or stopping_criteria
-              or stop_strings or return_dict_in_generate or beams)
+              or stop_strings or return_dict_in_generate or beams or forced_bos_token_id is not None
+              or forced_eos_token_id is not None)
     if not extras:
         return plain_generate(model, input_ids, max_new_tokens, do_sample, temperature, top_k, top_p, eos_token_id,
                               pad_token_id, attention_mask, decoder_start_token_id, streamer, generator, compile)
@@ -94,7 +101,8 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
     source, prompt, mask = prompt_of(decoder, input_ids, attention_mask, decoder_start_token_id)
     padding = (mask != 0).int().argmax(dim=1) if attention_mask is not None and not decoder.encoder_decoder else None
-    processors = Processors(repetition_penalty, no_repeat_ngram_size, min_new_tokens, eos, prompt.shape[1], padding)
+    processors = Processors(repetition_penalty, no_repeat_ngram_size, min_new_tokens, eos, prompt.shape[1], padding,
+                            forced_bos_token_id, as_list(forced_eos_token_id), prompt.shape[1] + max_new_tokens)
     stop_strings = (stop_strings,) if isinstance(stop_strings, str) else tuple(stop_strings or ())
     stopping = Stopping(eos, tuple(stopping_criteria or ()), stop_strings,
                         TextTokenizer(tokenizer) if stop_strings else None, prompt.shape[1])

@@ -230,3 +230,23 @@ def test_flops_match_flop_counter(pair):
     assert pair.report.graph.dims["S"].hi == pair.report.graph.dims["T"].hi == CONTEXT
     measured = count_flops(lambda: pair.ref(input_ids=ids(1, CONTEXT, VOCAB), decoder_input_ids=ids(1, CONTEXT, VOCAB)))
     assert pair.report.flops == pytest.approx(measured, rel=FLOPS_REL), (pair.report.flops, measured)
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_forced_bos_and_eos_tokens_as_hugging_face(pair, beams):
+    """BART's and Marian's configs set forced_eos_token_id (bart-large-cnn's forced_bos_token_id
+    too): the first new token is bos and the last the length allows is eos, greedy and in beam
+    search; the tokens equal Hugging Face's and differ from a run without the forcing."""
+    source, mask = ids(BATCH, 11, VOCAB, seed=4), padded_mask(11)
+    forced = dict(forced_bos_token_id=0, forced_eos_token_id=2)
+    with torch.no_grad():
+        theirs = pair.ref.generate(source, attention_mask=mask, max_new_tokens=NEW, do_sample=False, num_beams=beams,
+                                   decoder_start_token_id=START, pad_token_id=PAD, eos_token_id=2,
+                                   no_repeat_ngram_size=0, **forced)
+        ours = pair.ours.generate(source, attention_mask=mask, max_new_tokens=NEW, decoder_start_token_id=START,
+                                  pad_token_id=PAD, eos_token_id=2, num_beams=beams, **forced)
+        plain = pair.ours.generate(source, attention_mask=mask, max_new_tokens=NEW, decoder_start_token_id=START,
+                                   pad_token_id=PAD, eos_token_id=2, num_beams=beams)
+    assert ours.tolist() == theirs.tolist()
+    assert ours[:, 1].tolist() == [0] * BATCH and ours[:, -1].tolist() == [2] * BATCH
+    assert ours.tolist() != plain.tolist()
