@@ -196,7 +196,11 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         if torch.compiler.is_compiling():
             return super().__call__(*args, **kwargs)
         self.check_inputs(args)
-        out = super().__call__(*args, **kwargs)
+        try:
+            out = super().__call__(*args, **kwargs)
+        except IndexError as exc:  # torch's "index out of range in self" for an id beyond the table
+            self.explain_token_ids(args, exc)
+            raise
         facts = self.__dict__.get("meta", {}).get("archspec")
         names = facts.outputs if facts is not None else ()
         if type(out) is tuple and len(names) == len(out) > 1:  # several outputs: by name too (ModelOutput)
@@ -207,6 +211,23 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         """ValueError for an input outside the shape its spec declares (the module docstring)."""
         for declared, x in zip(self.__dict__.get("meta", {}).get("archspec_inputs", ()), args):
             declared.check(x)
+
+    def explain_token_ids(self, args, exc: IndexError) -> None:
+        """ValueError in words, from `exc`, where a token-id input holds an id outside the token table."""
+        from .modules.embed import TokenEmbed
+
+        tables = [m.tokens.num_embeddings for m in self.modules() if isinstance(m, TokenEmbed) and m.tokens is not None]
+        if not tables:
+            return
+        rows = min(tables)
+        for declared, x in zip(self.__dict__.get("meta", {}).get("archspec_inputs", ()), args):
+            if not (declared.ids and isinstance(x, torch.Tensor) and x.numel()):
+                continue
+            wrong = x[(x < 0) | (x >= rows)]
+            if wrong.numel():
+                where = f" ({declared.where})" if declared.where else ""
+                raise ValueError(f"input '{declared.name}' holds token id {int(wrong[0])}, outside the vocabulary of "
+                                 f"{rows:,} ids (0..{rows - 1}){where}") from exc
 
     @property
     def facts(self) -> ModelFacts:

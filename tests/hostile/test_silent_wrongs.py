@@ -148,6 +148,18 @@ def test_a_length_within_range_still_runs(tiny_lm, length):
         assert tiny_lm(torch.randint(0, 100, (2, length))).shape == (2, length, 8192)
 
 
+@pytest.mark.parametrize("wrong", [8192, -1])
+def test_a_token_id_outside_the_vocabulary_is_refused_in_words(tiny_lm, wrong):
+    """torch's embedding raises "IndexError: index out of range in self"; the model says which
+    input, which id and the vocabulary instead (generate already checked its own ids)."""
+    where = tiny_lm.meta["archspec_inputs"][0].where
+    ids = torch.tensor([[1, 2, wrong, 3]])
+    with pytest.raises(ValueError) as info, torch.no_grad():
+        tiny_lm(ids)
+    assert str(info.value) == f"input 'ids' holds token id {wrong}, outside the vocabulary of 8,192 ids (0..8191) ({where})"
+    assert isinstance(info.value.__cause__, IndexError)
+
+
 def test_a_fixed_size_is_checked_too():
     model = archspec.build_text("""
 name: img
