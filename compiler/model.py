@@ -214,9 +214,8 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
 
     def explain_token_ids(self, args, exc: IndexError) -> None:
         """ValueError in words, from `exc`, where a token-id input holds an id outside the token table."""
-        from .modules.embed import TokenEmbed
-
-        tables = [m.tokens.num_embeddings for m in self.modules() if isinstance(m, TokenEmbed) and m.tokens is not None]
+        tables = [m.tokens.num_embeddings for m in self.modules()  # embed's token tables (modules/embed.py)
+                  if isinstance(getattr(m, "tokens", None), torch.nn.Embedding)]
         if not tables:
             return
         rows = min(tables)

@@ -1,4 +1,5 @@
-"""head kind=classify (torch): pool, optional LayerNorm, linear to classes (timm ClassifierHead)."""
+"""head kind=classify (torch): pool (the class token, the grid's mean, or the attention pool of
+map_pool.py), optional LayerNorm, linear to classes (timm ClassifierHead)."""
 
 from __future__ import annotations
 
@@ -9,35 +10,41 @@ from archspec.primitives.ops.head.classify import CLASSIFY
 from ...facts import KEEPS, Classifier, register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, make, trunc_normal_linears
+from .map_pool import MapPool
 from .pooling import pool_tokens
 
 
 class ClassifierHead(nn.Module):
-    def __init__(self, dim, classes, pool="mean", prefix=0, norm_eps=None, bias=True):
+    def __init__(self, dim, classes, pool="mean", prefix=0, norm_eps=None, bias=True, map_pool=None):
         super().__init__()
         self.pool, self.prefix = pool, prefix
+        # pool "map": timm's attn_pool, from map_pool = (heads, hidden, eps, act)
+        self.attn_pool = MapPool(dim, *map_pool) if map_pool is not None else None
         self.norm = nn.LayerNorm(dim, eps=norm_eps) if norm_eps is not None else None
         self.fc = Linear(dim, classes, bias=bias)
         trunc_normal_linears(self)
 
     def forward(self, x):
-        x = pool_tokens(x, self.pool, self.prefix)  # [B, N, C] -> [B, C]
-        if self.norm is not None:
-            x = self.norm(x)
-        return self.fc(x)  # -> [B, classes]
+        return self.fc(self.pre_logits(x))  # [B, N, C] -> [B, classes]
+
+    def pre_logits(self, x):
+        """What the classifier layer reads: the pooled tokens, normed (timm's pre_logits)."""
+        if self.attn_pool is not None:
+            x = self.attn_pool(x[:, self.prefix:])  # [B, N, C] -> [B, C], class tokens left out (timm's)
+        else:
+            x = pool_tokens(x, self.pool, self.prefix)  # [B, N, C] -> [B, C]
+        return self.norm(x) if self.norm is not None else x
 
 
 @lowering(CLASSIFY)
 def lower(p, inputs, ctx):
     x = inputs[0]
+    map_pool = None
+    if p.pool == "map":
+        map_pool = (p.pool_heads, int(x.channels * p.pool_mlp_ratio), p.pool_eps, p.pool_act)
     return make(ClassifierHead, dim=x.channels, classes=p.classes, pool=p.pool, prefix=x.prefix,
-                norm_eps=p.norm_eps if p.norm else None, bias=p.bias)
+                norm_eps=p.norm_eps if p.norm else None, bias=p.bias, map_pool=map_pool)
 
 
-def pooled(head: ClassifierHead, x):
-    """What the classifier layer reads: the pooled tokens, normed (timm's pre_logits)."""
-    x = pool_tokens(x, head.pool, head.prefix)  # [B, N, C] -> [B, C]
-    return head.norm(x) if head.norm is not None else x
-
-
-register_facts(CLASSIFY, grid=KEEPS, classifier=Classifier(layers=("fc",), pre_logits=pooled), resample=None)
+register_facts(CLASSIFY, grid=KEEPS, classifier=Classifier(layers=("fc",), pre_logits=ClassifierHead.pre_logits),
+               resample=None)
