@@ -21,7 +21,7 @@ import math
 
 import torch.nn as nn
 
-NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value")
+NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value", "attention_biases")
 FEATURE_FORMATS = ("NHWC", "NCHW", "NLC")  # image-like channels last, channels first, tokens
 
 
@@ -96,7 +96,8 @@ class ModelInterface:
     # -- optimisation -----------------------------------------------------------------------------
     def no_weight_decay(self) -> set:
         """Names of the parameters weight decay should leave alone, as timm's models list them:
-        position embeddings, class/register/mask tokens, relative-position tables, logit scales,
+        position embeddings, class/register/mask tokens, relative-position tables (and LeViT's and
+        TinyViT's attention_biases), logit scales,
         learned params, and every norm weight and bias (1-D)."""
         return {name for name, p in self.named_parameters()
                 if p.ndim <= 1 or name.rsplit(".", 1)[-1] in NO_DECAY_NAMES}
