@@ -14,6 +14,7 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "gelu_tanh": "GELU, tanh approximation",
     "quick_gelu": "x * sigmoid(1.702 x) (CLIP)",
     "relu": "ReLU",
+    "relu2": "ReLU squared, relu(x)^2 (Primer; Hugging Face's relu2: Nemotron, Persimmon)",
     "silu": "SiLU / swish",
     "tanh": "tanh",
     "sigmoid": "sigmoid",
@@ -27,7 +28,7 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "log1p": "log(1 + x) (with abs and sign, timm's RelPosMlp coordinates sign(x) log(1 + |x|))",
 }
 
-MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "silu", "hardswish")  # those an mlp's `act` takes
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "relu2", "silu", "hardswish")  # those an mlp's `act` takes
 
 Function = Literal[tuple(ACTIVATIONS)]  # type: ignore[valid-type]
 MlpActivation = Literal[MLP_ACTIVATIONS]  # type: ignore[valid-type]

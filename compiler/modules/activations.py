@@ -26,6 +26,18 @@ class QuickGELU(nn.Module):
         return quick_gelu(x)
 
 
+def relu_squared(x):
+    """relu(x)^2 (Primer; Hugging Face's relu2)."""
+    return torch.square(F.relu(x))
+
+
+class ReLUSquared(nn.Module):
+    """relu(x)^2."""
+
+    def forward(self, x):
+        return relu_squared(x)
+
+
 class Sin(nn.Module):
     """sin(x): Fourier features of generated coordinates (XCiT's positions)."""
 
@@ -73,6 +85,7 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "gelu_tanh": (nn.GELU, F.gelu, {"approximate": "tanh"}, ("gelu", "tanh")),
     "quick_gelu": (QuickGELU, quick_gelu, {}, None),  # None: oneDNN fuses no such post-op
     "relu": (nn.ReLU, F.relu, {}, ("relu", "")),
+    "relu2": (ReLUSquared, relu_squared, {}, None),
     "silu": (nn.SiLU, F.silu, {}, None),
     "tanh": (nn.Tanh, torch.tanh, {}, None),
     "sigmoid": (nn.Sigmoid, torch.sigmoid, {}, None),
