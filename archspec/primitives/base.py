@@ -67,15 +67,16 @@ class SublayerParams(Params):
     residual add (LayerScale, CaiT / timm `ls1.gamma`): x + drop_path(gamma * f(norm(x))).
     With `residual: false` the sub-layer returns its branch alone, drop_path(f(norm(x))): a
     parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
-    With `norm_offset` (RMSNorm only) each norm scales by (offset + weight), the weight starting
-    at 1 - offset (Gemma: offset 1, the weight zero).
+    With `norm_offset` each norm scales by (offset + weight), the weight starting at 1 - offset
+    (Gemma's RMSNorm and Nemotron's LayerNorm1P: offset 1).
     """
 
     norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post, sandwich or none")
     norm_kind: Literal["layer", "rms"] = Field("layer", description="LayerNorm or RMSNorm (weight only)")
     norm_eps: Eps = 1e-5
-    norm_offset: float = Field(0.0, allow_inf_nan=False, description="RMSNorm: scale by (offset + weight), the "
-                                                                     "weight starting at 1 - offset (Gemma: 1)")
+    norm_offset: float = Field(0.0, allow_inf_nan=False, description="scale by (offset + weight), the weight "
+                                                                     "starting at 1 - offset (Gemma's RMSNorm, "
+                                                                     "Nemotron's LayerNorm1P: 1)")
     residual: bool = Field(True, description="add the input back; false: return the branch alone (parallel blocks)")
     drop_path: Rate = Field(0.0, description="stochastic depth rate of this residual branch")
     layer_scale: float | None = Field(None, gt=0, description="LayerScale: initial value of a learned per-channel "
@@ -87,10 +88,6 @@ class SublayerParams(Params):
             raise RuleError("norm: post normalises the residual sum, and residual: false leaves no sum",
                             field="residual", hint="for a branch with its norm after the body use norm: res_post "
                                                    "with residual: false; or keep the residual")
-        if self.norm_offset and self.norm_kind != "rms":
-            raise RuleError(f"norm_offset {self.norm_offset} needs norm_kind: rms (a LayerNorm has no offset)",
-                            field="norm_offset", hint="add norm_kind: rms (Gemma's (1 + w) RMSNorm), or drop "
-                                                      "norm_offset")
         if self.norm_offset and self.norm == "none":
             raise RuleError("norm_offset is given but norm: none leaves no norm to offset", field="norm_offset",
                             hint="drop norm_offset, or place a norm (pre, sandwich, ...)")

@@ -1,11 +1,13 @@
-"""The norms a sub-layer or a norm node uses: LayerNorm, RMSNorm computed as Hugging Face's
-Llama does it (in float32, the weight applied after casting back), or RMSNorm with an offset
-computed as Hugging Face's Gemma does it (in float32 times (offset + weight), then cast back)."""
+"""The norms a sub-layer or a norm node uses: LayerNorm (with an offset: Nemotron's LayerNorm1P,
+scaled by offset + weight), RMSNorm computed as Hugging Face's Llama does it (in float32, the
+weight applied after casting back), or RMSNorm with an offset computed as Hugging Face's Gemma
+does it (in float32 times (offset + weight), then cast back)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class RMSNorm(nn.Module):
@@ -38,12 +40,28 @@ class OffsetRMSNorm(nn.Module):
         return (h * (self.offset + self.weight.float())).to(x.dtype)
 
 
+class OffsetLayerNorm(nn.LayerNorm):
+    """A LayerNorm scaled by (offset + weight) (Nemotron's LayerNorm1P: offset 1); the weight
+    starts at 1 - offset, the scale at 1. The state dict holds the weight as stored (w, not 1 + w)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, offset=1.0, bias=True):
+        super().__init__(normalized_shape, eps=eps, bias=bias)
+        self.offset = offset
+        nn.init.constant_(self.weight, 1.0 - offset)
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight + self.offset, self.bias, self.eps)
+
+
 def norm_module(kind: str, width: int, eps: float, offset: float = 0.0) -> nn.Module:
-    """A LayerNorm (`layer`) or an RMSNorm (`rms`, with an `offset`: Gemma's) over `width` channels."""
+    """A LayerNorm (`layer`) or an RMSNorm (`rms`) over `width` channels, either with an `offset`
+    (Nemotron's LayerNorm1P, Gemma's RMSNorm)."""
     if kind == "rms" and offset:
         return OffsetRMSNorm(width, eps, offset)
     if kind == "rms":
         return RMSNorm(width, eps)
+    if offset:
+        return OffsetLayerNorm(width, eps=eps, offset=offset)
     return nn.LayerNorm(width, eps=eps)
 
 

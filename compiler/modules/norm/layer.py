@@ -1,6 +1,7 @@
 """norm kind=layer (torch): a LayerNorm over the channels: nn.LayerNorm on tokens or a vector,
 LayerNorm2d on an image (timm's: channels moved last, normalised, moved back), each with or
-without a bias (torch's LayerNorm(bias=False)). The state dict holds torch's names (weight, bias)."""
+without a bias (torch's LayerNorm(bias=False)); with an offset, norms.OffsetLayerNorm. The state
+dict holds torch's names (weight, bias)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
+from ..norms import OffsetLayerNorm
 
 
 class LayerNorm2d(nn.LayerNorm):
@@ -25,6 +27,8 @@ class LayerNorm2d(nn.LayerNorm):
 
 @lowering(LAYER)
 def lower(p, inputs, ctx):
+    if p.offset:
+        return make(OffsetLayerNorm, normalized_shape=inputs[0].channels, eps=p.eps, offset=p.offset, bias=p.bias)
     kind = LayerNorm2d if inputs[0].layout == "image" else nn.LayerNorm
     if p.bias:
         return make(kind, normalized_shape=inputs[0].channels, eps=p.eps)

@@ -1,13 +1,15 @@
 """norm kind=layer (the default): a LayerNorm over the channels (the final norm of a stage or tower):
 of tokens or a feature vector, or of an image [B, C, H, W] at every pixel (timm's LayerNorm2d:
-ConvNeXt, GC ViT, NesT); `bias: false` leaves the bias out (torch's LayerNorm(bias=False))."""
+ConvNeXt, GC ViT, NesT); `bias: false` leaves the bias out (torch's LayerNorm(bias=False)); `offset`
+scales by (offset + weight) (Nemotron's LayerNorm1P: 1)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
+from ....core.declared import Field
 from ....core.types import TensorType
-from ...base import Cost, Eps, Op, Params
+from ...base import Cost, Eps, Op, Params, RuleError
 from ...counting import norm_params
 from ...registry import register
 from ...dtypes import READS, FLOAT_FIRST
@@ -19,6 +21,8 @@ class LayerNormParams(Params):
     kind: Literal["layer"] = "layer"
     eps: Eps = 1e-5
     bias: Bias = True
+    offset: float = Field(0.0, allow_inf_nan=False, description="scale by (offset + weight), the weight starting "
+                                                                "at 1 - offset (Nemotron's LayerNorm1P: 1)")
 
 
 class LayerNorm(Op):
@@ -31,6 +35,9 @@ class LayerNorm(Op):
     Params = LayerNormParams
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        if p.offset and inputs[0].layout == "image":
+            raise RuleError("offset covers a LayerNorm of tokens or a vector, not of an image", field="offset",
+                            hint="read the image as tokens first (to_tokens), or drop offset")
         return check_normalisable(inputs[0], image=True)
 
     def cost(self, p, inputs, out: TensorType, ctx) -> Cost:
