@@ -34,12 +34,14 @@ class TokenEmbed(nn.Module):
     in a left-padded prompt; compiler/generate/cache.py)."""
 
     def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None, pos_offset=0,
-                 sincos_layout="interleaved"):
+                 sincos_layout="interleaved", pad_id=None, pos_pad_id=None):
         super().__init__()
         self.pos_offset = pos_offset  # learned positions: rows of the table before the first position's
+        self.pos_pad_id = pos_pad_id  # positions numbered from the ids (RoBERTa's), padding at this row
         self.scale = math.sqrt(dim) if scale else None
-        self.tokens = None if tied else nn.Embedding(vocab, dim)  # a tied table is set by the lowering
-        self.pos = nn.Embedding(pos_offset + max_len, dim) if pos == "learned" else None
+        # a tied table is set by the lowering
+        self.tokens = None if tied else nn.Embedding(vocab, dim, padding_idx=pad_id)
+        self.pos = nn.Embedding(pos_offset + max_len, dim, padding_idx=pos_pad_id) if pos == "learned" else None
         self.types = nn.Embedding(types, dim) if types else None
         if pos == "sincos":
             self.register_buffer("pos_table", sinusoid_table(max_len, dim, sincos_layout),
@@ -50,6 +52,8 @@ class TokenEmbed(nn.Module):
         for table in (self.tokens, self.pos, self.types):
             if table is not None:
                 nn.init.normal_(table.weight, std=0.02)
+                if table.padding_idx is not None:
+                    nn.init.zeros_(table.weight[table.padding_idx])
 
     def forward(self, ids, types=None, positions=None):
         x = self.tokens(ids)  # [B, L] -> [B, L, dim]
@@ -59,7 +63,9 @@ class TokenEmbed(nn.Module):
             x = x * self.scale
         if positions is not None:
             return self.at_positions(x, positions)
-        if self.pos is not None:
+        if self.pos is not None and self.pos_pad_id is not None:
+            x = x + self.pos(numbered_positions(ids, self.pos_pad_id))  # [B, L, dim]
+        elif self.pos is not None:
             x = x + self.pos.weight[self.pos_offset: self.pos_offset + ids.shape[1]]  # [L, dim]
         if self.pos_table is not None:
             x = x + self.pos_table[: ids.shape[1]]
@@ -77,6 +83,13 @@ class TokenEmbed(nn.Module):
         return self.drop(x) if self.drop is not None else x
 
 
+def numbered_positions(ids, pad: int):
+    """RoBERTa's position rows [B, L] (Hugging Face's create_position_ids_from_input_ids): pad + the
+    count of non-padding tokens so far for each token, pad for each padding token."""
+    real = (ids != pad).long()  # [B, L]
+    return torch.cumsum(real, dim=1) * real + pad
+
+
 @lowering(EMBED)
 def lower(p, inputs, ctx):
     vocab, dim = table_shape(p, ctx)
@@ -84,7 +97,7 @@ def lower(p, inputs, ctx):
         ctx.tie("tokens", p.tie + ".tokens")
     return make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
                 tied=p.tie is not None, dropout=p.dropout, types=p.types, pos_offset=p.pos_offset,
-                sincos_layout=p.sincos_layout)
+                sincos_layout=p.sincos_layout, pad_id=p.pad_id, pos_pad_id=p.pos_pad_id)
 
 
 register_facts(EMBED, grid=KEEPS, classifier=None, resample=None)

@@ -32,6 +32,14 @@ class EmbedParams(Params):
     tie: str | None = Field(None, description="share the table of this other embed node")
     types: PositiveInt | None = Field(None, description="token types (segments): read their ids as a second input "
                                                         "and add a table of this many rows (BERT: 2)")
+    pad_id: NonNegInt | None = Field(None, description="the token table's padding row: zeros at first and never "
+                                                       "trained (nn.Embedding's padding_idx; Hugging Face's BERT, "
+                                                       "RoBERTa, BART: pad_token_id)")
+    pos_pad_id: NonNegInt | None = Field(
+        None, description="learned positions numbered from the ids, as RoBERTa's (Hugging Face's "
+                          "create_position_ids_from_input_ids): each token that is not this id takes row pos_pad_id "
+                          "+ its count among them, each padding token row pos_pad_id (never trained); pos_offset "
+                          "must be pos_pad_id + 1 (RoBERTa, XLM-R: pad 1, offset 2)")
 
 
 def tied_table(tie: str, ctx) -> tuple[int, int]:
@@ -65,6 +73,33 @@ def table_shape(p: EmbedParams, ctx) -> tuple[int, int]:
     return vocab, dim
 
 
+def not_ids_hint(x: TensorType) -> str | None:
+    """Why a computed [B, L] tensor is not token ids: ids come from an input declared as ids."""
+    if len(x.shape) == 2 and x.layout == "tensor":
+        return (f"this [B, L] {x.dtype} is a computed tensor, not token ids: embed reads an input declared "
+                "{shape: [B, L], dtype: int64} (or a slice of one); positions numbered from the ids, as RoBERTa's, "
+                "are embed's pos_pad_id")
+    return None
+
+
+def check_padding_rows(p: EmbedParams, vocab: int) -> None:
+    """pad_id within the vocabulary; pos_pad_id with learned positions, pos_offset one past it."""
+    if p.pad_id is not None and p.tie is not None:
+        raise RuleError(f"pad_id marks a row of the table's owner, and this embed shares {p.tie}'s", field="pad_id",
+                        hint=f"give pad_id on {p.tie}")
+    if p.pad_id is not None and p.pad_id >= vocab:
+        raise RuleError(f"pad_id {p.pad_id} is outside the table of {vocab} rows", field="pad_id")
+    if p.pos_pad_id is None:
+        return
+    if p.pos != "learned":
+        raise RuleError(f"pos_pad_id numbers a learned position table; these positions are {p.pos}",
+                        field="pos_pad_id", hint="use pos: learned, or drop pos_pad_id")
+    if p.pos_offset != p.pos_pad_id + 1:
+        raise RuleError(f"pos_pad_id {p.pos_pad_id} puts the first token at row {p.pos_pad_id + 1}, and pos_offset "
+                        f"says row {p.pos_offset}", field="pos_pad_id",
+                        hint=f"give pos_offset: {p.pos_pad_id + 1} (RoBERTa: pad 1, offset 2)")
+
+
 class Embed(Op):
     """Token ids -> tokens: a table (own, or tied to another embed), optional sqrt(dim) scale, positions."""
 
@@ -78,7 +113,7 @@ class Embed(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         x = inputs[0]
         if x.layout != "ids":
-            raise RuleError(f"embed reads token ids, got {x.layout_name()}")
+            raise RuleError(f"embed reads token ids, got {x.layout_name()}", hint=not_ids_hint(x))
         if p.types and (inputs[1].layout != "ids" or inputs[1].length != x.length):
             raise RuleError(f"token types must be ids [B, L] as long as the tokens ({x.length}), got "
                             f"{inputs[1].describe()}", field="from")
@@ -96,6 +131,7 @@ class Embed(Op):
                             field="pos_offset", hint="use pos: learned, or drop pos_offset")
         if p.pos == "sincos" and dim % 2:
             raise RuleError(f"sinusoidal positions need an even width, got {dim}", field="pos")
+        check_padding_rows(p, table_shape(p, ctx)[0])
         if p.pos != "sincos" and "sincos_layout" in p.model_fields_set:
             raise RuleError(f"sincos_layout orders sinusoidal positions; these positions are {p.pos}",
                             field="sincos_layout", hint="use pos: sincos, or drop sincos_layout")
