@@ -21,11 +21,11 @@ class DidYouMean(str):
         return (DidYouMean, (self.written, self.meant, self.note))
 
 
-def did_you_mean(word: str, choices) -> DidYouMean | None:
-    """A hint naming the closest known word, if one is close enough."""
+def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:
+    """A hint naming the closest known word, if one is close enough (difflib's ratio >= cutoff)."""
     import difflib  # only when a hint is wanted: keeps `archspec check` start-up short
 
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
     return DidYouMean(word, close[0]) if close else None
 
 

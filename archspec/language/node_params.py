@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.declared import ValidationError
 from ..core.errors import SpecError, error
-from ..core.words import did_you_mean, one_of
+from ..core.words import DidYouMean, did_you_mean, one_of
 from ..primitives import registry
 from ..primitives.base import Op
 from .loader import Document
@@ -35,8 +35,19 @@ def op_for(primitive: str, values: dict, doc: Document, base: tuple, node_path: 
 def where_key_belongs(op: Op, key: str) -> str | None:
     """Where an unknown key of `op` belongs, when it is a parameter or an op elsewhere: `window`
     under `kind: global` (other kinds of the same primitive), `qkv_bias` on mlp (another
-    primitive), `mask_token` under patchify (an op of its own). None: the key is nobody's, so a
-    did-you-mean over the op's own keys fits best."""
+    primitive), `mask_token` under patchify (an op of its own); a close key of the op's own comes
+    first (`rope_dim` under causal attention: did you mean 'rope_dims'?, though latent has a
+    `rope_dim`). None: the key is nobody's, so a did-you-mean over the op's own keys fits best."""
+    elsewhere = owner_of_key(op, key)
+    own = did_you_mean(key, field_names(op.Params), cutoff=0.7) if elsewhere and not elsewhere.startswith(f"'{key}' is an op") \
+        else None
+    if own is not None:
+        return DidYouMean(own.written, own.meant, f"({elsewhere})")
+    return elsewhere
+
+
+def owner_of_key(op: Op, key: str) -> str | None:
+    """Which other kinds, primitives or op name `key` is, in words (where_key_belongs)."""
     primitive = op.primitive
     if registry.has_kinds(primitive):
         kinds = [k for k in registry.kinds(primitive) if key in field_names(registry.op(primitive, k).Params)]
