@@ -57,6 +57,12 @@ class DecodeState:
         self.seen[:, self.start] = 1
         self._masks = {}
 
+    def restart(self) -> None:
+        """The next call brings every token so far again, slots 0 .. end - 1 (a refill of the
+        whole cache: Phi-3's LongRoPE switch, Decoder.refills)."""
+        self.start, self.count = 0, self.end
+        self._masks = {}
+
     def positions(self) -> torch.Tensor:
         """The current tokens' positions [B, count]: Hugging Face's attention_mask.cumsum(-1) - 1, 0 on padding."""
         seen = self.seen[:, : self.end]
@@ -230,6 +236,12 @@ class DecodeCache:
         """The projected memory of the cross attention layer at `path` (empty until its first call)."""
         return self.memories.setdefault(path, KeptMemory())
 
+    def restart(self) -> None:
+        """The next call brings every token so far again, slots 0 .. end - 1 (a refill of the
+        whole cache: Phi-3's LongRoPE switch, Decoder.refills)."""
+        self.start, self.count = 0, self.end
+        self._masks = {}
+
     def positions(self) -> torch.Tensor:
         """The current tokens' positions [B, count] (the embeddings')."""
         return self.state.positions()
@@ -249,7 +261,7 @@ class DecodeCache:
 def rotate_at(rotary, q, k, positions):
     """Rotary embeddings at the given positions [B, N] (Rotary in sequence.py turns 0..N-1):
     the angles in float32, as Hugging Face's Llama computes them."""
-    freqs = positions[:, :, None].float() * rotary.inv_freq[None, None, :]  # [B, N, dims/2]
+    freqs = positions[:, :, None].float() * rotary.frequencies(positions)[None, None, :]  # [B, N, dims/2]
     angles = rotary.spread(freqs)[:, None]  # [B, N, dims] -> [B, 1, N, dims]
     cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
     return rotary.rotate(q, cos, sin), rotary.rotate(k, cos, sin)

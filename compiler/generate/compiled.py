@@ -214,7 +214,9 @@ class CompiledSteps:
             caches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits [B, vocab], their argmax [B]) of one token per sequence (ids [B, 1]) at the
         state's current slot, the caches written in place."""
-        inputs = (ids, torch.tensor([state.start], device=ids.device), state.seen, *caches)
+        # the program reads its inputs at the strides it was compiled for: a view (a column of the
+        # sequence so far, [B, 1] with row stride L) would have it read other rows' memory
+        inputs = (ids.contiguous(), torch.tensor([state.start], device=ids.device), state.seen, *caches)
         shape = (ids.shape[0], state.seen.shape[1])  # batch, capacity: every input's shape follows
         program = self.programs.get(shape)
         if program is None:

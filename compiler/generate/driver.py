@@ -85,6 +85,7 @@ class Decoder:
         self.min_length, self.max_length = sequence_range(model, target)
         self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.decoding = self.decode_copy(model, paths)
+        self.refill_at = refill_length(self.attention)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
 
     def decode_copy(self, model, paths: dict[int, str]):
@@ -124,6 +125,20 @@ class Decoder:
         out = out[self.output] if isinstance(out, (tuple, list)) else out
         return out[:, -1, :].float()  # [B, count, vocab] -> [B, vocab]
 
+    def refills(self, state: DecodeState) -> bool:
+        """Whether the call after `state.advance()` recomputes the whole cache instead of one step:
+        Hugging Face's Phi-3 drops its cache when the sequence first passes LongRoPE's original
+        length (prepare_inputs_for_generation), so every key is then rotated with the long factors."""
+        return self.refill_at is not None and state.end == self.refill_at
+
+    def next_logits(self, step, sequence: torch.Tensor, cache: DecodeCache, source=None):
+        """(logits [B, vocab], their argmax or None) after the state advanced to the last token of
+        `sequence` [B, end]: `step` over that token, or the whole sequence again where it refills."""
+        if not self.refills(cache.state):
+            return step(sequence[:, -1:].contiguous(), cache, source)  # [B, L] -> [B, 1]
+        cache.state.restart()
+        return self.logits(sequence, cache, source), None
+
     def stepper(self, compile: bool, cache: DecodeCache):
         """The function each decode step after the prefill calls, (ids [B, 1], cache, source) ->
         (logits [B, vocab], their argmax [B] or None): `logits`, or the model's compiled step
@@ -148,6 +163,14 @@ def steps_kind(model) -> type:
     recorded as CUDA graphs (graphed.py), elsewhere one AOTInductor program (compiled.py)."""
     weight = next(model.parameters(), None)
     return GraphedSteps if weight is not None and weight.device.type == "cuda" else CompiledSteps
+
+
+def refill_length(attention) -> int | None:
+    """The sequence length at which generate recomputes the whole cache (Decoder.refills): one
+    past the original length of a cached layer's LongRoPE (Rotary.long_from), or None."""
+    lengths = [m.rotary.long_from + 1 for m in attention
+               if getattr(getattr(m, "rotary", None), "long_from", None) is not None]
+    return min(lengths) if lengths else None
 
 
 def cache_holder(model, path: str):
@@ -366,4 +389,4 @@ def decode(decoder, cache, prompt, max_new_tokens, sampling, eos, pad, tokens, s
         if step + 1 == max_new_tokens or (eos and not bool(unfinished.any())):
             return
         cache.state.advance()
-        logits, best = next_logits(chosen[:, None], cache, source)
+        logits, best = decoder.next_logits(next_logits, torch.cat(tokens, dim=1), cache, source)

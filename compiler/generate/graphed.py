@@ -91,6 +91,7 @@ class GraphedSteps:
         return self.buffers[key]
 
     def run(self, ids: torch.Tensor, state: DecodeState, held: list[torch.Tensor]):
+        ids = ids.contiguous()  # a view's strides would only make dynamo compile again
         slot = self.slots.get(ids.device)
         if slot is None:
             slot = self.slots[ids.device] = torch.zeros(1, dtype=torch.long, device=ids.device)  # [1]

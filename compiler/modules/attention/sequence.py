@@ -13,7 +13,9 @@ pairs are (2i, 2i + 1) instead, as GPT-J and Meta's own Llama code turn them. Wi
 (YaRN, GPT-OSS) inv_freq is Hugging Face's `_compute_yarn_parameters`: blended between
 interpolation (divided by the factor) and extrapolation along a linear ramp between the
 correction dims of beta_fast and beta_slow, and cos and sin are multiplied by the attention
-factor (in `rotate`, which generate's cache calls too).
+factor (in `rotate`, which generate's cache calls too). With LongRoPE's factors (Phi-3) each
+frequency is divided by its short factor, or by its long factor in a call whose furthest
+position is beyond the original length, and cos and sin are multiplied by the attention factor.
 """
 
 from __future__ import annotations
@@ -39,22 +41,36 @@ class Rotary(nn.Module):
     """Rotary position embeddings for positions 0..L-1, applied to queries and keys: the pairs
     (i, i + dims/2), or (2i, 2i + 1) when `interleaved`."""
 
-    def __init__(self, dims, theta=10000.0, interleaved=False, yarn=None):
+    def __init__(self, dims, theta=10000.0, interleaved=False, yarn=None, longrope=None):
         super().__init__()
         self.dims, self.interleaved = dims, interleaved
-        if yarn is None:
+        self.long_from = None  # LongRoPE: the furthest position (1-based) beyond which the long factors apply
+        if yarn is not None:
+            inv_freq, self.factor = yarn_frequencies(dims, theta, **yarn)
+        else:
             inv_freq = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims))  # [dims/2]
             self.factor = 1.0
-        else:
-            inv_freq, self.factor = yarn_frequencies(dims, theta, **yarn)
+        if longrope is not None:  # Hugging Face's _compute_longrope_parameters and longrope_frequency_update
+            self.long_from, self.factor = longrope["original_length"], longrope["attention_factor"]
+            powers = theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims)  # [dims/2]
+            self.register_buffer("long_inv_freq", 1.0 / (torch.tensor(longrope["long"]) * powers), persistent=False)
+            inv_freq = 1.0 / (torch.tensor(longrope["short"]) * powers)  # [dims/2], as Hugging Face's
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, q, k):
         length = q.shape[-2]
         positions = torch.arange(length, device=q.device, dtype=torch.float32)
-        angles = self.spread(positions[:, None] * self.inv_freq[None, :])  # [L, dims/2] -> [L, dims]
+        angles = self.spread(positions[:, None] * self.frequencies(positions)[None, :])  # [L, dims/2] -> [L, dims]
         cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
         return self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+
+    def frequencies(self, positions):
+        """inv_freq [dims/2] for a call at these positions: with LongRoPE the long factors' where the
+        furthest position is beyond the original length (one choice for the whole call, as Hugging Face's)."""
+        if self.long_from is None:
+            return self.inv_freq
+        beyond = positions.max() + 1 > self.long_from  # a 0-d tensor: traced, not a Python branch
+        return torch.where(beyond, self.long_inv_freq, self.inv_freq)
 
     def spread(self, freqs):
         """Each pair's angle [..., dims/2] at both dims of the pair -> [..., dims]."""
@@ -261,7 +277,8 @@ def rotary_args(p) -> dict | None:
     if p.rope_theta is None:
         return None
     dims = {"dims": p.rope_dims} if p.rope_dims is not None else {}
-    return dict(theta=p.rope_theta, **dims, interleaved=p.rope_interleaved, yarn=yarn_args(p))
+    return dict(theta=p.rope_theta, **dims, interleaved=p.rope_interleaved, yarn=yarn_args(p),
+                longrope=longrope_args(p))
 
 
 def yarn_args(p) -> dict | None:
@@ -270,6 +287,14 @@ def yarn_args(p) -> dict | None:
         return None
     return dict(factor=p.rope_yarn, original_length=p.rope_original_length, beta_fast=p.rope_beta_fast,
                 beta_slow=p.rope_beta_slow, truncate=p.rope_truncate, attention_factor=p.rope_attention_factor)
+
+
+def longrope_args(p) -> dict | None:
+    """LongRoPE's factors, original length and attention factor (Rotary's `longrope`), or None."""
+    if getattr(p, "rope_short_factors", None) is None:
+        return None
+    return dict(short=list(p.rope_short_factors), long=list(p.rope_long_factors),
+                original_length=p.rope_original_length, attention_factor=p.rope_attention_factor)
 
 
 def make_sequence_attention(cls, op, p, inputs, **extra):

@@ -5,7 +5,7 @@ mask input."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from ....core.declared import Field
 from ....core.suggestions import Remedy
@@ -43,15 +43,26 @@ class SequenceParams(AttentionParams):
                                                 "theta^(-2i/d) along a linear ramp between the correction dims of "
                                                 "rope_beta_fast and rope_beta_slow, cos and sin scaled by "
                                                 "rope_attention_factor; none: plain rotary")
-    rope_original_length: PositiveInt = Field(4096, description="YaRN: the context length the model was trained at "
-                                                                "(original_max_position_embeddings)")
+    rope_original_length: PositiveInt = Field(4096, description="YaRN, LongRoPE: the context length the model was "
+                                                                "trained at (original_max_position_embeddings)")
+    rope_short_factors: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
+        None, description="LongRoPE (Hugging Face's rope_type longrope: Phi-3, Phi-4-mini): each frequency "
+                          "theta^(-2i/d) divided by the i-th factor (rope_dims / 2 of them), these for a call whose "
+                          "furthest position is within rope_original_length, rope_long_factors beyond it; cos and "
+                          "sin scaled by rope_attention_factor (required)")
+    rope_long_factors: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
+        None, description="LongRoPE: the factors beyond rope_original_length (with rope_short_factors)")
     rope_beta_fast: float = Field(32.0, gt=0, allow_inf_nan=False,
                                   description="YaRN: rotations that bound the extrapolated (unscaled) dims")
     rope_beta_slow: float = Field(1.0, gt=0, allow_inf_nan=False,
                                   description="YaRN: rotations that bound the interpolated (scaled) dims")
     rope_truncate: bool = Field(True, description="YaRN: round the correction range out to whole dims (floor, ceil)")
     rope_attention_factor: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="YaRN: multiply cos and sin by this (default: 0.1 ln(factor) + 1)")
+        None, gt=0, allow_inf_nan=False, description="YaRN: multiply cos and sin by this (default: 0.1 ln(factor) + "
+                                                     "1); LongRoPE: the same, required (Hugging Face's default: "
+                                                     "sqrt(1 + ln(max / original) / ln(original)) of the config's "
+                                                     "max_position_embeddings and original_max_position_embeddings, "
+                                                     "1 where they are equal)")
     rope_flat: bool = Field(False, description="allow rotary embeddings over tokens on a grid or with class tokens: "
                                                "each token is rotated by its index in the flattened sequence, "
                                                "class tokens included")
@@ -130,9 +141,11 @@ class SequenceAttentionOp(AttentionOp):
             raise RuleError("rope_interleaved goes with rope_theta", field="rope_interleaved")
         if p.rope_theta is None and p.rope_yarn is not None:
             raise RuleError("rope_yarn goes with rope_theta", field="rope_yarn")
+        check_longrope(p, (p.rope_dims or head) if p.rope_theta is not None else None)
         if p.rope_yarn is None:
+            longrope = LONGROPE_OPTIONS if p.rope_short_factors is not None else ()
             for name in YARN_OPTIONS:
-                if name in p.model_fields_set:
+                if name in p.model_fields_set and name not in longrope:
                     raise RuleError(f"{name} goes with rope_yarn", field=name,
                                     hint=Remedy("give `rope_yarn: <factor>` (YaRN), or drop it"))
         if p.rope_theta is not None and not p.rope_flat:
@@ -181,6 +194,33 @@ def reads_padding_mask(p) -> bool:
 
 
 YARN_OPTIONS = ("rope_original_length", "rope_beta_fast", "rope_beta_slow", "rope_truncate", "rope_attention_factor")
+LONGROPE_OPTIONS = ("rope_original_length", "rope_attention_factor")  # YaRN's that LongRoPE reads too
+
+
+def check_longrope(p, dims: int | None) -> None:
+    """LongRoPE's factors: both lists, rope_dims / 2 each, with rope_theta and an attention factor, not with YaRN."""
+    short, long = p.rope_short_factors, p.rope_long_factors
+    if short is None and long is None:
+        return
+    given = "rope_short_factors" if short is not None else "rope_long_factors"
+    if short is None or long is None:
+        other = "rope_long_factors" if short is not None else "rope_short_factors"
+        raise RuleError(f"{given} goes with {other} (LongRoPE takes both lists)", field=given)
+    if dims is None:
+        raise RuleError(f"{given} goes with rope_theta", field=given)
+    if p.rope_yarn is not None:
+        raise RuleError("rope_yarn and LongRoPE's factors are two scalings of the same frequencies: give one",
+                        field="rope_yarn")
+    for name, factors in (("rope_short_factors", short), ("rope_long_factors", long)):
+        if len(factors) != dims // 2:
+            raise RuleError(f"{name} has {len(factors)} factors and the rotation {dims // 2} frequencies "
+                            f"(rope_dims / 2)", field=name,
+                            hint="one factor per frequency, as the config's short_factor and long_factor lists")
+    if p.rope_attention_factor is None:
+        raise RuleError("LongRoPE needs rope_attention_factor", field=given,
+                        hint=Remedy("Hugging Face's default is sqrt(1 + ln(max / original) / ln(original)) of the "
+                                    "config's max_position_embeddings and original_max_position_embeddings (1 where "
+                                    "they are equal); give that number"))
 
 
 def score_tensors(p) -> tuple[str, ...]:
