@@ -131,13 +131,14 @@ class Decoder:
         length (prepare_inputs_for_generation), so every key is then rotated with the long factors."""
         return self.refill_at is not None and state.end == self.refill_at
 
-    def next_logits(self, step, sequence: torch.Tensor, cache: DecodeCache, source=None):
-        """(logits [B, vocab], their argmax or None) after the state advanced to the last token of
-        `sequence` [B, end]: `step` over that token, or the whole sequence again where it refills."""
+    def next_logits(self, step, ids: torch.Tensor, cache: DecodeCache, source=None, sequence=None):
+        """(logits [B, vocab], their argmax or None) after the state advanced to the new tokens `ids`
+        [B, 1]: `step` over them, or, where it refills, the whole sequence again (`sequence()`,
+        [B, end], asked for only then)."""
         if not self.refills(cache.state):
-            return step(sequence[:, -1:].contiguous(), cache, source)  # [B, L] -> [B, 1]
+            return step(ids, cache, source)
         cache.state.restart()
-        return self.logits(sequence, cache, source), None
+        return self.logits(sequence(), cache, source), None
 
     def stepper(self, compile: bool, cache: DecodeCache):
         """The function each decode step after the prefill calls, (ids [B, 1], cache, source) ->
@@ -389,4 +390,5 @@ def decode(decoder, cache, prompt, max_new_tokens, sampling, eos, pad, tokens, s
         if step + 1 == max_new_tokens or (eos and not bool(unfinished.any())):
             return
         cache.state.advance()
-        logits, best = decoder.next_logits(next_logits, torch.cat(tokens, dim=1), cache, source)
+        logits, best = decoder.next_logits(next_logits, chosen[:, None], cache, source,
+                                           lambda: torch.cat(tokens, dim=1))

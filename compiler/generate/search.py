@@ -158,7 +158,8 @@ def decode(decoder, prompt, mask, source, max_new_tokens, processors, stopping, 
             if step + 1 == max_new_tokens or not bool(unfinished.any()):
                 break
             state.advance()
-            logits, _ = decoder.next_logits(next_logits, sequences, cache, source)  # the processed scores choose
+            # the processed scores choose, not the step's argmax
+            logits, _ = decoder.next_logits(next_logits, chosen[:, None], cache, source, lambda: sequences)
     if streamer is not None:
         streamer.end()
     return sequences, tuple(scores) if scores is not None else None

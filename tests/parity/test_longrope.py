@@ -154,7 +154,8 @@ def test_greedy_tokens_across_the_switch_equal_phi3s_generate(pair):
 
 def test_compiled_greedy_tokens_across_the_switch_equal_phi3s_generate(pair):
     """compile=True: the refill through the eager prefill, then the compiled step over the same
-    cache (each step's ids a column of the sequence so far, a strided view the program copies)."""
+    cache it wrote, for a batch of two (the second row's tokens are the ones a step reading the
+    wrong memory would change)."""
     ref, ours, _, partial = pair
     if partial != 1.0:
         pytest.skip("one compile is enough (the step's rotation is the eager one's)")
