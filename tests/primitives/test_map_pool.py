@@ -126,3 +126,20 @@ def test_pool_options_that_do_nothing_or_cannot_work_are_located_errors(pool, op
         archspec.check_text(text, {"pool": pool, "cls": pool == "cls"}, name="siglip.yaml")
     message = str(info.value)
     assert words in message and "siglip.yaml:" in message
+
+
+def test_model_py_pools_as_the_built_module(tmp_path):
+    """The standalone model.py (its ClassifierHead and MapPool copied): forward and pre_logits equal."""
+    from archspec.compiler.backends.source import standalone_source
+
+    ours = built(tmp_path, False, ref=reference(False))
+    namespace: dict = {}
+    exec(compile(standalone_source(ours, "siglip_tiny", str(tmp_path / "siglip.yaml")), "model.py", "exec"),  # noqa: S102
+         namespace)
+    standalone = namespace[type(ours).__name__]().eval()
+    standalone.load_state_dict(ours.state_dict())
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert torch.equal(standalone(x), ours(x))
+        assert torch.equal(standalone.forward_head(standalone.forward_features(x), pre_logits=True),
+                           ours.forward_head(ours.forward_features(x), pre_logits=True))

@@ -25,15 +25,7 @@ class ClassifierHead(nn.Module):
         trunc_normal_linears(self)
 
     def forward(self, x):
-        return self.fc(self.pre_logits(x))  # [B, N, C] -> [B, classes]
-
-    def pre_logits(self, x):
-        """What the classifier layer reads: the pooled tokens, normed (timm's pre_logits)."""
-        if self.attn_pool is not None:
-            x = self.attn_pool(x[:, self.prefix:])  # [B, N, C] -> [B, C], class tokens left out (timm's)
-        else:
-            x = pool_tokens(x, self.pool, self.prefix)  # [B, N, C] -> [B, C]
-        return self.norm(x) if self.norm is not None else x
+        return self.fc(pooled(self, x))  # [B, N, C] -> [B, classes]
 
 
 @lowering(CLASSIFY)
@@ -46,5 +38,13 @@ def lower(p, inputs, ctx):
                 norm_eps=p.norm_eps if p.norm else None, bias=p.bias, map_pool=map_pool)
 
 
-register_facts(CLASSIFY, grid=KEEPS, classifier=Classifier(layers=("fc",), pre_logits=ClassifierHead.pre_logits),
-               resample=None)
+def pooled(head, x):
+    """What the classifier layer reads: the pooled tokens, normed (timm's pre_logits)."""
+    if head.attn_pool is not None:
+        x = head.attn_pool(x[:, head.prefix:])  # [B, N, C] -> [B, C], class tokens left out (timm's)
+    else:
+        x = pool_tokens(x, head.pool, head.prefix)  # [B, N, C] -> [B, C]
+    return head.norm(x) if head.norm is not None else x
+
+
+register_facts(CLASSIFY, grid=KEEPS, classifier=Classifier(layers=("fc",), pre_logits=pooled), resample=None)
