@@ -35,6 +35,7 @@ class Head:
     grid: tuple[int, int] | None = None
     prefix: int = 0
     features_fmt: str = "NLC"
+    final_norm: str | None = None  # the norm node the head reads, if it reads one (forward_intermediates' norm)
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,9 @@ def head(graph: Graph, found_stages: list[Stage] | None = None) -> Head | None:
             t = graph.type_of(source)
             grid = int_grid(t.grid)
             fmt = "NHWC" if grid and not t.prefix and hierarchical(found_stages or []) else "NLC"
+            final_norm = source if "." not in source and graph.record(source).op.primitive == "norm" else None
             return Head(path=name, classifier=classifier, width=t.channels, reads=source, grid=grid, prefix=t.prefix,
-                        features_fmt=fmt)
+                        features_fmt=fmt, final_norm=final_norm)
     return None
 
 
@@ -186,7 +188,7 @@ def interface_facts(facts: ModelFacts) -> InterfaceFacts:
     h = facts.head
     classifier = {} if h is None else dict(head=h.path, head_layers=h.classifier.layers, head_width=h.width,
                                            pre_logits=h.classifier.pre_logits, grid=h.grid, prefix=h.prefix,
-                                           features_fmt=h.features_fmt)
+                                           features_fmt=h.features_fmt, final_norm=h.final_norm)
     return InterfaceFacts(**classifier, stages=tuple((s.path, int_grid(s.grid), s.prefix) for s in facts.stages),
                           blocks=facts.blocks, layers=facts.layers, coarse_layers=facts.coarse_layers)
 

@@ -34,9 +34,9 @@ class InterfaceFacts:
     block and per stage (group_matcher)."""
 
     def __init__(self, head=None, head_layers=(), head_width=0, pre_logits=None, grid=None, prefix=0,
-                 features_fmt="NLC", stages=(), blocks=(), layers=None, coarse_layers=None):
+                 features_fmt="NLC", final_norm=None, stages=(), blocks=(), layers=None, coarse_layers=None):
         self.head, self.head_layers, self.head_width, self.pre_logits = head, tuple(head_layers), head_width, pre_logits
-        self.grid, self.prefix, self.features_fmt = grid, prefix, features_fmt
+        self.grid, self.prefix, self.features_fmt, self.final_norm = grid, prefix, features_fmt, final_norm
         self.stages, self.blocks = tuple(stages), tuple(blocks)
         self.layers, self.coarse_layers = dict(layers or {}), dict(coarse_layers or {})
 
@@ -125,14 +125,17 @@ class ModelInterface:
             self.get_submodule(path).checkpointing = enable
 
     # -- features for detection and segmentation ------------------------------------------------------
-    def forward_intermediates(self, *inputs, indices=None, output_fmt: str = "NCHW",
-                              intermediates_only: bool = False):
+    def forward_intermediates(self, *inputs, indices=None, norm: bool = False, stop_early: bool = False,
+                              output_fmt: str = "NCHW", intermediates_only: bool = False):
         """Each stage's output (the repetitions of the model's first repeat: ViT's blocks, Swin's
         and PVT's stages), tokens on a grid as images [B, C, H, W] (prefix tokens dropped) with
         output_fmt NCHW, [B, H, W, C] with NHWC, tokens [B, HW, C] with NLC. `indices`: an int n
-        (the last n) or a list of stage indices; default all. Returns (the final features, as
-        forward_features gives them, [features]) as timm's, or forward's output first for a
-        model without a classifier head; with intermediates_only, [features]."""
+        (the last n) or a list of stage indices; default all. `norm`: the final norm before the
+        head applied to each stage's tokens of its width (timm: every block of a ViT or Mixer, the
+        last stage of a Swin). `stop_early` is taken and changes nothing (the whole model runs).
+        Returns (the final features, as forward_features gives them, [features]) as timm's, or
+        forward's output first for a model without a classifier head; with intermediates_only,
+        [features]."""
         stages = self._interface_facts.stages
         if not stages:
             raise TypeError("this model has no repeated stages to take intermediates from")
@@ -153,11 +156,23 @@ class ModelInterface:
         finally:
             for hook in hooks:
                 hook.remove()
+        if norm:
+            seen.update({i: _interface_normed(self, seen[i]) for i in chosen})
         features = [_interface_stage_layout(seen[i], stages[i], output_fmt) for i in chosen]
         if intermediates_only:
             return features
         final = _interface_features(seen["head"], facts, facts.features_fmt) if "head" in seen else out
         return final, features
+
+
+def _interface_normed(model, x):
+    """`x` through the final norm the head reads, where `x` is tokens [B, N, C] of its width."""
+    path = model._interface_facts.final_norm
+    if path is None:
+        raise ValueError("norm=True: this model's head reads no final norm to apply to the intermediates")
+    final = model.get_submodule(path)
+    width = final.weight.shape[0] if getattr(final, "weight", None) is not None else None
+    return final(x) if x.dim() == 3 and x.shape[-1] == width else x
 
 
 def _interface_choose(indices, count: int) -> list:

@@ -251,8 +251,34 @@ def test_forward_intermediates_are_timms_final_features_and_stages(timm_vit_tiny
             assert mine.shape == theirs.shape == (2, 197, 192) and (mine - theirs).abs().max() < 1e-4
             for a, b in zip(my_stages, their_stages):
                 assert a.shape == b.shape and (a - b).abs().max() < 1e-4, fmt
+        for options in ({"norm": True}, {"norm": True, "stop_early": True, "intermediates_only": True}):
+            theirs, mine = (m.forward_intermediates(x, indices=[0, 11], **options) for m in (reference, ours))
+            theirs, mine = (theirs[1], mine[1]) if isinstance(theirs, tuple) else (theirs, mine)
+            for a, b in zip(mine, theirs):  # each block's tokens through the final norm, as timm's
+                assert a.shape == b.shape and (a - b).abs().max() < 1e-4, options
     with pytest.raises(ValueError, match="output_fmt='garbage': one of NHWC, NCHW, NLC"):
         ours.forward_intermediates(x, output_fmt="garbage")
+
+
+def test_forward_intermediates_norm_applies_to_the_last_swin_stage_as_timms():
+    """timm's Swin applies its final norm to the last stage only (the only one of its width)."""
+    timm = pytest.importorskip("timm")
+    small = {"img": 64, "window": 4, "depths": [1, 1, 1, 1], "dims": [16, 32, 64, 128], "heads": [1, 2, 4, 8],
+             "classes": 10}
+    reference = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, img_size=64, window_size=4,
+                                  depths=(1, 1, 1, 1), embed_dim=16, num_heads=(1, 2, 4, 8), num_classes=10).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    ours = archspec.build(str(ROOT / "specs" / "swin_t.yaml"), small, weights=reference.state_dict()).eval()
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        theirs, mine = (m.forward_intermediates(x, norm=True, intermediates_only=True) for m in (reference, ours))
+        plain = ours.forward_intermediates(x, intermediates_only=True)
+    for a, b in zip(mine, theirs):
+        assert a.shape == b.shape and (a - b).abs().max() < 1e-4
+    assert torch.equal(mine[0], plain[0]) and not torch.allclose(mine[3], plain[3])
 
 
 # -- the wheel ---------------------------------------------------------------------------------------
