@@ -207,8 +207,10 @@ def moe_args(p) -> dict:
 
 def onnx_fusion(p):
     """ONNX Runtime fuses fc1's bias and a GELU into one BiasGelu (erf) or FastGelu (tanh) when nothing comes
-    between them: not gated, no depthwise conv (it fuses no conv with a GELU), not experts."""
-    return "gelu" if p.act in ("gelu", "gelu_tanh") and not p.gated and not p.dwconv and p.experts is None else None
+    between them: not gated, no depthwise conv (it fuses no conv with a GELU), not experts; without a
+    bias there is nothing to fuse (the GELU is already one op)."""
+    fusable = p.act in ("gelu", "gelu_tanh") and p.bias and not p.gated and not p.dwconv and p.experts is None
+    return "gelu" if fusable else None
 
 
 register_facts(MLP, grid=KEEPS, classifier=None, resample=None)
