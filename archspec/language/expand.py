@@ -219,6 +219,7 @@ class Expander:
         if meta.id is not None:
             scope.shared[name] = scope.shared.get(name, 0) + 1
         if not active:
+            self._try(self.check_node_name, name, meta, site)  # a name that no value of the params could build
             if name not in scope.names:
                 scope.names[name], scope.where[name] = value, self.doc.loc(site.path)
                 scope.skipped.add(name)
