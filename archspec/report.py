@@ -110,7 +110,7 @@ class Report:
 
 
 def human(n: int) -> str:
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
         if n >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{n} "

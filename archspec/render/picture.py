@@ -351,7 +351,7 @@ def short(n: int | None) -> str:
     """4.72M, 37.9K, 512: a count in a few characters."""
     if n is None:
         return "?"
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
         if n >= scale:
             value = n / scale
             return f"{value:.2f}{unit}" if value < 10 else f"{value:.1f}{unit}" if value < 100 else f"{value:.0f}{unit}"
