@@ -293,6 +293,10 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         """{objective name: value, ..., "loss": the weighted total}, given the inputs then the targets."""
         facts = self.facts
         count = len(facts.inputs)
+        if self.__dict__.get("_objective") is None:
+            raise TypeError("this model declares no objectives (a spec's `objectives:` section), so it has no loss: "
+                            "add one (e.g. `loss: {kind: cross_entropy}` over the head and a target), or compute "
+                            "the loss from forward's output yourself")
         if len(args) != count + len(facts.targets):
             raise TypeError(f"loss takes the inputs ({', '.join(facts.inputs)}) and the targets "
                             f"({', '.join(facts.targets) or 'none'}): {count + len(facts.targets)} tensors, "

@@ -239,3 +239,13 @@ def test_the_loss_goes_down():
 
     summary = run(Options(VIT, overrides=VIT_SMALL, steps=30, batch=8, lr=3e-3))
     assert summary["last_loss"] < summary["first_loss"] - 0.5
+
+
+def test_loss_of_a_model_without_objectives_says_so_whatever_it_is_given():
+    """The EdgeNeXt trial called model.loss(x, y) on a spec without objectives and was told it had
+    given 2 tensors for 1; the missing objectives are the reason, said first."""
+    model = archspec.build(VIT, VIT_SMALL)
+    x = torch.randn(2, 3, 32, 32)
+    for args in ((x,), (x, torch.zeros(2, dtype=torch.long))):
+        with pytest.raises(TypeError, match="^this model declares no objectives"):
+            model.loss(*args)
