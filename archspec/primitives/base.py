@@ -121,6 +121,15 @@ class RuleError(Exception):
         return self.suggestion.field
 
 
+def not_tokens_hint(x) -> str | None:
+    """How to make tokens of what an op that reads tokens was given (an image, a rank-3 tensor)."""
+    if x.layout == "image":
+        return "patchify the image first, or `to_tokens` for its pixels as tokens"
+    if len(x.shape) == 3:
+        return "a rearrange with `as: tokens` reads a rank-3 tensor as tokens"
+    return None
+
+
 def require_float(x, what: str, field: str | None = "from") -> None:
     """RuleError unless `x` holds floating-point values: '`what` reads floating-point values'."""
     if x.dtype != "float32":

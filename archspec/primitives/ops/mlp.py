@@ -22,7 +22,7 @@ from typing import Literal
 from ...core.declared import Field
 from ...core.types import TensorType
 from ..activations import MlpActivation
-from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
+from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, not_tokens_hint, sublayer_params
 from ..counting import hidden_width, linear_flops, linear_params
 from ..registry import register
 from ..dtypes import READS, FLOAT_FIRST
@@ -172,7 +172,7 @@ class MlpOp(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
         if x.layout != "tokens":
-            raise RuleError(f"mlp reads tokens, got {x.layout_name()}")
+            raise RuleError(f"mlp reads tokens, got {x.layout_name()}", hint=not_tokens_hint(x))
         p.check_structure()
         hidden = hidden_of(p, x.channels)
         if hidden < 1:

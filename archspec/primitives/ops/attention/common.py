@@ -16,7 +16,7 @@ from ....core.declared import Field
 from ....core.types import Sym, TensorType, dim_value
 from ....core.words import plural
 from ....core.suggestions import Divides, Remedy
-from ...base import Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, sublayer_params
+from ...base import Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, not_tokens_hint, sublayer_params
 from ...counting import FLOAT_BYTES, attention_flops, linear_flops, linear_params
 from ...grids import divisors
 from ...dtypes import READS, FLOAT_FIRST
@@ -80,9 +80,7 @@ class AttentionOp(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         x = inputs[0]
         if x.layout != "tokens":
-            hint = ("patchify the image first" if x.layout == "image" else
-                    "a rearrange with `as: tokens` reads a rank-3 tensor as tokens" if len(x.shape) == 3 else None)
-            raise RuleError(f"attention reads tokens, got {x.layout_name()}", hint=hint)
+            raise RuleError(f"attention reads tokens, got {x.layout_name()}", hint=not_tokens_hint(x))
         p.check_structure()
         if getattr(p, "head_dim", None) is None:
             check_heads(p, x.channels)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from ....core.declared import Field
 from ....core.types import TensorType, dim_value, tokens
-from ...base import Cost, Op, Params, PositiveInt, RuleError
+from ...base import Cost, Op, Params, PositiveInt, RuleError, not_tokens_hint
 from ...counting import linear_flops, linear_params
 from ...registry import register
 from ...dtypes import READS, FLOAT_FIRST
@@ -45,7 +45,7 @@ class LmHead(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         x = inputs[0]
         if x.layout != "tokens":
-            raise RuleError(f"an lm head reads tokens, got {x.layout_name()}")
+            raise RuleError(f"an lm head reads tokens, got {x.layout_name()}", hint=not_tokens_hint(x))
         return tokens(x.length, lm_vocab(p, x.channels, ctx))  # [B, L, C] -> [B, L, vocab]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from ....core.declared import Field
 from ....core.types import Sym, TensorType, vector
-from ...base import Cost, NonNegInt, Op, Params, RuleError
+from ...base import Cost, NonNegInt, Op, Params, RuleError, not_tokens_hint
 from ...counting import linear_flops, linear_params
 from ...registry import register
 from ...dtypes import READS, FLOAT_FIRST
@@ -29,7 +29,7 @@ class PoolerHead(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         x = inputs[0]
         if x.layout != "tokens":
-            raise RuleError(f"a pooler reads tokens, got {x.layout_name()}")
+            raise RuleError(f"a pooler reads tokens, got {x.layout_name()}", hint=not_tokens_hint(x))
         shortest = x.length.lo if isinstance(x.length, Sym) else x.length
         if p.index >= shortest:
             raise RuleError(f"token {p.index} is outside sequences of {shortest} tokens", field="index")

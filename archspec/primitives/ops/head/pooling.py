@@ -6,14 +6,14 @@ from typing import Literal
 
 from ....core.suggestions import Remedy
 from ....core.types import TensorType
-from ...base import RuleError
+from ...base import RuleError, not_tokens_hint
 
 Pool = Literal["cls", "mean", "eos", "none"]
 
 
 def check_pool(pool: str, x: TensorType) -> None:
     if x.layout != "tokens":
-        raise RuleError(f"pooling reads tokens, got {x.layout_name()}")
+        raise RuleError(f"pooling reads tokens, got {x.layout_name()}", hint=not_tokens_hint(x))
     if pool == "cls" and not x.prefix:
         raise RuleError("pool: cls needs a class token, and these tokens have none", field="pool",
                         hint=Remedy("use pool: mean, or patchify with cls_token: true"))
