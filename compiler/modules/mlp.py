@@ -43,7 +43,8 @@ class Mlp(Sublayer):
     """The feed-forward sub-layer's body: fc1, (a depthwise conv,) the activation (gated or not), fc2."""
 
     def __init__(self, dim, hidden, act, bias=True, grid=None, dwconv=False, extra_relu=False, dropout=0.0,
-                 gated=False, gate_layout="halves", gate_limit=None, value_offset=0.0, **sublayer):
+                 gated=False, gate_layout="halves", gate_limit=None, value_offset=0.0, hidden_dropout=None,
+                 **sublayer):
         super().__init__(dim, **sublayer)
         self.grid = tuple(grid) if grid else None
         self.gated = gated
@@ -55,6 +56,7 @@ class Mlp(Sublayer):
         self.fused = act if fusable(act) and not gated else None  # oneDNN post-ops
         self.fc2 = Linear(hidden, dim, bias=bias)
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
+        self.hidden_drop = hidden_dropout_module(dropout, hidden_dropout)  # after the activation
         trunc_normal_linears(self)
         if self.dwconv is not None:  # PVT v2: fan-out normal init for convolutions
             nn.init.normal_(self.dwconv.weight, std=(2.0 / 9) ** 0.5)
@@ -74,8 +76,8 @@ class Mlp(Sublayer):
             x = glu(x, self.act, self.gate_layout, self.gate_limit, self.value_offset)  # -> [B, N, hidden]
         elif self.fused is None:
             x = self.act(x)
-        if self.drop is not None:
-            x = self.drop(x)
+        if self.hidden_drop is not None:
+            x = self.hidden_drop(x)
         x = self.fc2(x)  # -> [B, N, C]
         if self.drop is not None:
             x = self.drop(x)
@@ -89,7 +91,7 @@ class Experts(nn.Module):
     [E, first], fc2_bias [E, C]."""
 
     def __init__(self, count, dim, hidden, act, gated=False, bias=True, dropout=0.0, layout="out_in",
-                 gate_layout="halves", gate_limit=None, value_offset=0.0):
+                 gate_layout="halves", gate_limit=None, value_offset=0.0, hidden_dropout=None):
         super().__init__()
         self.gated, self.layout = gated, layout
         self.gate_layout, self.gate_limit, self.value_offset = gate_layout, gate_limit, value_offset
@@ -103,7 +105,7 @@ class Experts(nn.Module):
         self.fc1_bias = nn.Parameter(torch.zeros(count, first)) if bias else None
         self.fc2_bias = nn.Parameter(torch.zeros(count, dim)) if bias else None
         self.act = activation(act)
-        self.drop = nn.Dropout(dropout) if dropout > 0 else None
+        self.drop = hidden_dropout_module(dropout, hidden_dropout)  # after the activation
         nn.init.trunc_normal_(self.fc1, std=0.02)  # timm's init for transformer linears
         nn.init.trunc_normal_(self.fc2, std=0.02)
 
@@ -153,12 +155,13 @@ class MixtureOfExperts(Sublayer):
     not depend on the routing. `router` returns the logits: a forward hook on it sees them."""
 
     def __init__(self, dim, hidden, act, experts, top_k, bias=True, dropout=0.0, gated=False, router=None,
-                 shared=None, layout="out_in", gate=None, **sublayer):
+                 shared=None, layout="out_in", gate=None, hidden_dropout=None, **sublayer):
         super().__init__(dim, **sublayer)
         gate = gate or {}
         self.top_k = top_k
         self.router = Router(dim, experts, top_k, **(router or {}))
-        self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout, layout, **gate)
+        self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout, layout, **gate,
+                               hidden_dropout=hidden_dropout)
         self.shared = SharedExperts(dim, shared * hidden, act, gated, bias, **gate) if shared else None
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
         trunc_normal_linears(self)  # the router (an nn.Linear), after the experts: the same seed, the same weights
@@ -176,16 +179,23 @@ class MixtureOfExperts(Sublayer):
         return self.drop(out) if self.drop is not None else out
 
 
+def hidden_dropout_module(dropout: float, hidden_dropout: float | None):
+    """The dropout after the activation: `hidden_dropout`'s rate, `dropout`'s where it is None."""
+    rate = dropout if hidden_dropout is None else hidden_dropout
+    return nn.Dropout(rate) if rate > 0 else None
+
+
 @lowering(MLP)
 def lower(p, inputs, ctx):
     x = inputs[0]
+    hidden_drop = {"hidden_dropout": p.hidden_dropout} if p.hidden_dropout is not None else {}
     if p.experts is not None:
         return make(MixtureOfExperts, dim=x.channels, hidden=hidden_of(p, x.channels), act=p.act,
                     experts=p.experts, top_k=p.top_k, bias=p.bias, dropout=p.dropout, gated=p.gated,
-                    **moe_args(p), **sublayer_args(p))
+                    **moe_args(p), **hidden_drop, **sublayer_args(p))
     return make(Mlp, dim=x.channels, hidden=hidden_of(p, x.channels), act=p.act, bias=p.bias, grid=x.grid,
                 dwconv=p.dwconv, extra_relu=p.extra_relu, dropout=p.dropout, gated=p.gated, **gate_args(p),
-                **sublayer_args(p))
+                **hidden_drop, **sublayer_args(p))
 
 
 def gate_args(p) -> dict:

@@ -36,7 +36,12 @@ class MlpParams(SublayerParams):
     extra_relu: bool = Field(False, description="ReLU before the depthwise conv (PVT v2 linear)")
     gated: bool = Field(False, description="gated MLP: fc2(act(a) * b) with [a, b] = fc1(x) (SwiGLU, GeGLU)")
     bias: bool = True
-    dropout: Rate = 0.0
+    dropout: Rate = Field(0.0, description="dropout of the output (after fc2), and of the hidden activations "
+                                          "unless hidden_dropout says otherwise")
+    hidden_dropout: Rate | None = Field(None, description="dropout after the activation, before fc2 (default: "
+                                                          "`dropout`, as timm's Mlp, torch's Transformer and T5 drop "
+                                                          "twice; 0.0 for Hugging Face's GPT-2, BERT and ALBERT, "
+                                                          "which drop once, after fc2)")
     experts: PositiveInt | None = Field(None, description="mixture of experts: this many MLPs, each token through "
                                                           "top_k of them (Mixtral); none: one MLP")
     top_k: PositiveInt | None = Field(None, description="with `experts`: the experts each token goes through")
