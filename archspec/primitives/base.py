@@ -88,6 +88,10 @@ class SublayerParams(Params):
             raise RuleError("norm: post normalises the residual sum, and residual: false leaves no sum",
                             field="residual", hint="for a branch with its norm after the body use norm: res_post "
                                                    "with residual: false; or keep the residual")
+        for name in ("norm_eps", "norm_kind"):
+            if self.norm == "none" and name in self.model_fields_set:
+                raise RuleError(f"{name} is given but norm: none leaves no norm", field=name,
+                                hint=f"drop {name}, or place a norm (pre, post, ...)")
         if self.norm_offset and self.norm == "none":
             raise RuleError("norm_offset is given but norm: none leaves no norm to offset", field="norm_offset",
                             hint="drop norm_offset, or place a norm (pre, sandwich, ...)")

@@ -178,9 +178,10 @@ def qk_norm_params(p, head: int) -> int:
 
 
 def check_qk_norm(p) -> None:
-    for name in ("qk_norm_over", "qk_norm_bias", "qk_norm_offset"):
+    for name in ("qk_norm_over", "qk_norm_bias", "qk_norm_offset", "qk_norm_eps"):
         if p.qk_norm == "none" and name in p.model_fields_set:
-            raise RuleError(f"{name} goes with qk_norm", field=name, hint=Remedy("give `qk_norm: layer` or `rms`"))
+            kinds = "`qk_norm: rms`" if name == "qk_norm_offset" else "`qk_norm: layer` or `rms`"
+            raise RuleError(f"{name} goes with qk_norm", field=name, hint=Remedy(f"give {kinds}"))
     if p.qk_norm == "rms" and "qk_norm_bias" in p.model_fields_set:
         raise RuleError("qk_norm_bias goes with qk_norm: layer (an rms norm has no bias)", field="qk_norm_bias")
     if p.qk_norm != "rms" and "qk_norm_offset" in p.model_fields_set:
