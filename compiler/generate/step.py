@@ -26,6 +26,8 @@ from ..modules.attention.kernel import additive, later_or_outside
 from .cache import DecodeCache, KVCache
 from .driver import Decoder
 
+DECODE_OPSET = 18  # the decode programs' ONNX opset: model.onnx's plain one (backends/onnx.py's OPSET), any runtime
+
 
 class StepState:
     """What the layers of one step share: positions given, a mask from the attention mask."""
@@ -205,5 +207,5 @@ def export_onnx(program: nn.Module, example, shapes, path: str) -> tuple[list[st
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's notes on dim names, not the user's business
         torch.onnx.export(program, example, path, dynamo=True, dynamic_shapes=shapes, input_names=names[0],
-                          output_names=names[1], external_data=False, verbose=False)
+                          output_names=names[1], external_data=False, verbose=False, opset_version=DECODE_OPSET)
     return names
