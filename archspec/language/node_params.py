@@ -39,8 +39,9 @@ def where_key_belongs(op: Op, key: str) -> str | None:
     first (`rope_dim` under causal attention: did you mean 'rope_dims'?, though latent has a
     `rope_dim`). None: the key is nobody's, so a did-you-mean over the op's own keys fits best."""
     elsewhere = owner_of_key(op, key)
-    own = did_you_mean(key, field_names(op.Params), cutoff=0.7) if elsewhere and not elsewhere.startswith(f"'{key}' is an op") \
-        else None
+    if elsewhere is None or elsewhere.startswith(f"'{key}' is an op"):
+        return elsewhere
+    own = did_you_mean(key, field_names(op.Params), cutoff=0.7)
     if own is not None:
         return DidYouMean(own.written, own.meant, f"({elsewhere})")
     return elsewhere

@@ -28,7 +28,8 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "log1p": "log(1 + x) (with abs and sign, timm's RelPosMlp coordinates sign(x) log(1 + |x|))",
 }
 
-MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "relu2", "silu", "hardswish")  # those an mlp's `act` takes
+# those an mlp's `act` takes
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "relu2", "silu", "hardswish")
 
 Function = Literal[tuple(ACTIVATIONS)]  # type: ignore[valid-type]
 MlpActivation = Literal[MLP_ACTIVATIONS]  # type: ignore[valid-type]

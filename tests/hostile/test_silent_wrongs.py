@@ -156,7 +156,8 @@ def test_a_token_id_outside_the_vocabulary_is_refused_in_words(tiny_lm, wrong):
     ids = torch.tensor([[1, 2, wrong, 3]])
     with pytest.raises(ValueError) as info, torch.no_grad():
         tiny_lm(ids)
-    assert str(info.value) == f"input 'ids' holds token id {wrong}, outside the vocabulary of 8,192 ids (0..8191) ({where})"
+    assert str(info.value) == (f"input 'ids' holds token id {wrong}, outside the vocabulary of 8,192 ids (0..8191) "
+                               f"({where})")
     assert isinstance(info.value.__cause__, IndexError)
 
 

@@ -107,8 +107,8 @@ def test_the_optimizer_groups_are_timms(tmp_path):
 
     theirs = [(s, d, tuple(n.replace("attn_pool.", "head.attn_pool.") for n in names))
               for s, d, names in groups(ref)]
-    renamed = {"cls_token": "patch_embed.cls_token", "pos_embed": "patch_embed.pos_embed", "head.weight": "head.fc.weight",
-               "head.bias": "head.fc.bias"}
+    renamed = {"cls_token": "patch_embed.cls_token", "pos_embed": "patch_embed.pos_embed",
+               "head.weight": "head.fc.weight", "head.bias": "head.fc.bias"}
     pool_groups = [g for g in theirs if any("attn_pool" in n for n in g[2])]
     ours_groups = [g for g in groups(ours) if any("attn_pool" in n for n in g[2])]
     assert [(s, d, tuple(renamed.get(n, n) for n in names)) for s, d, names in pool_groups] == ours_groups
@@ -134,8 +134,8 @@ def test_model_py_pools_as_the_built_module(tmp_path):
 
     ours = built(tmp_path, False, ref=reference(False))
     namespace: dict = {}
-    exec(compile(standalone_source(ours, "siglip_tiny", str(tmp_path / "siglip.yaml")), "model.py", "exec"),  # noqa: S102
-         namespace)
+    source = standalone_source(ours, "siglip_tiny", str(tmp_path / "siglip.yaml"))
+    exec(compile(source, "model.py", "exec"), namespace)  # noqa: S102 - our output
     standalone = namespace[type(ours).__name__]().eval()
     standalone.load_state_dict(ours.state_dict())
     x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))

@@ -67,7 +67,8 @@ def test_the_offset_table_is_left_out_of_weight_decay_as_timms():
     """timm's TinyViT (and LeViT, EfficientFormer) list attention_biases in no_weight_decay."""
     model = archspec.build_text(grid_spec((4, 4), "kind: global, scores: [offset_table]"))
     assert "attn.offset_table.attention_biases" in model.no_weight_decay()
-    assert "attention_biases" in {n.rsplit(".", 1)[-1] for n in tiny_vit.TinyVit(num_classes=1).no_weight_decay_keywords()}
+    keywords = tiny_vit.TinyVit(num_classes=1).no_weight_decay_keywords()
+    assert "attention_biases" in {n.rsplit(".", 1)[-1] for n in keywords}
 
 
 def test_offset_table_in_tinyvits_padded_windows():
