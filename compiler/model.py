@@ -199,7 +199,7 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         try:
             out = super().__call__(*args, **kwargs)
         except IndexError as exc:  # torch's "index out of range in self" for an id beyond the table
-            self.explain_token_ids(args, exc)
+            self._explain_token_ids(args, exc)
             raise
         facts = self.__dict__.get("meta", {}).get("archspec")
         names = facts.outputs if facts is not None else ()
@@ -212,7 +212,7 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         for declared, x in zip(self.__dict__.get("meta", {}).get("archspec_inputs", ()), args):
             declared.check(x)
 
-    def explain_token_ids(self, args, exc: IndexError) -> None:
+    def _explain_token_ids(self, args, exc: IndexError) -> None:
         """ValueError in words, from `exc`, where a token-id input holds an id outside the token table."""
         tables = [m.tokens.num_embeddings for m in self.modules()  # embed's token tables (modules/embed.py)
                   if isinstance(getattr(m, "tokens", None), torch.nn.Embedding)]

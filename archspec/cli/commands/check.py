@@ -54,7 +54,6 @@ def run(args) -> int:
         raise SpecError(coverage.diagnostics())  # --json: the errors alone, as for any failed check
     if args.json:
         out = report.to_json()
-        out["warnings"] = out["warnings"] + [w.record() for w in mapping_file_warnings(report)]
         if coverage is not None:
             out[args.target] = coverage.to_json()
         print(json.dumps(out, indent=2))
@@ -62,28 +61,8 @@ def run(args) -> int:
     print(report.table())
     if coverage is not None:
         print(coverage.summary())
-    print_warnings(report.warnings + mapping_file_warnings(report))
+    print_warnings(report.warnings)
     return 0
-
-
-def mapping_file_warnings(report) -> list:
-    """Each of the spec's mapping files read as a load would read it: its errors as warnings (a
-    mapping matters only with --weights; the StarCoder2 trial's `fuze:` passed check and failed
-    only at build --weights)."""
-    from ...compiler.weights.load import SpecParams
-    from ...compiler.weights.mapping_file import read_mapping_file
-    from ...language.mapping_sources import as_warning
-
-    params = SpecParams(report.graph.params) if isinstance(getattr(report.graph, "params", None), dict) else None
-    warnings = []
-    for source in getattr(report.graph, "mapping_sources", None) or []:
-        if source.path is None or source.shipped:
-            continue
-        try:
-            read_mapping_file(source.path, report.graph.file, params)
-        except SpecError as exc:
-            warnings += [as_warning(d) for d in exc.diagnostics]
-    return warnings
 
 
 def list_sizes(args) -> int:
