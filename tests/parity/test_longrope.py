@@ -24,6 +24,8 @@ import torch
 import archspec
 from archspec.core.errors import SpecError
 
+from tests.parity.test_vocabulary import perturb_everything
+
 transformers = pytest.importorskip("transformers")
 
 ORIGINAL, CONTEXT = 16, 64
@@ -96,10 +98,7 @@ def reference(partial: float):
                                      attn_implementation="eager")
     torch.manual_seed(0)
     ref = transformers.Phi3ForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in ref.named_parameters():
-            p.add_((0.2 if "norm" in name else 0.02) * torch.randn(p.shape, generator=generator))
+    perturb_everything(ref, seed=1, scale=0.02, norm_scale=0.2)
     return ref
 
 

@@ -15,6 +15,8 @@ import torch
 
 import archspec
 
+from tests.parity.test_vocabulary import perturb_everything
+
 transformers = pytest.importorskip("transformers")
 
 SPEC = """\
@@ -78,10 +80,7 @@ def pair(tmp_path_factory):
                                          max_position_embeddings=128)
     torch.manual_seed(0)
     ref = transformers.NemotronForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in ref.named_parameters():
-            p.add_((0.3 if "norm" in name else 0.02) * torch.randn(p.shape, generator=generator))
+    perturb_everything(ref, seed=1, scale=0.02, norm_scale=0.3)
     torch.save(ref.state_dict(), folder / "ref.pt")
     ours = archspec.build(str(folder / "nemotron.yaml"), weights=str(folder / "ref.pt")).eval()
     return ref, ours, folder

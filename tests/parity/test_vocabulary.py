@@ -31,12 +31,15 @@ TOL = 1e-5
 FLOPS_REL = 0.01
 
 
-def perturb_everything(model: nn.Module, seed: int = 0, scale: float = 0.05) -> nn.Module:
-    """Seeded noise on every parameter: no two tensors a mapping could confuse stay equal."""
+def perturb_everything(model: nn.Module, seed: int = 0, scale: float = 0.05,
+                       norm_scale: float | None = None) -> nn.Module:
+    """Seeded noise on every parameter: no two tensors a mapping could confuse stay equal;
+    `norm_scale`, when given, for the parameters named `norm` (their 1s would hide an offset)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for p in model.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=generator))
+        for name, p in model.named_parameters():
+            noise = norm_scale if norm_scale is not None and "norm" in name else scale
+            p.add_(noise * torch.randn(p.shape, generator=generator))
     return model
 
 

@@ -45,14 +45,12 @@ class Rotary(nn.Module):
         super().__init__()
         self.dims, self.interleaved = dims, interleaved
         self.long_from = None  # LongRoPE: the furthest position (1-based) beyond which the long factors apply
+        powers = theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims)  # theta^(2i/d): [dims/2]
+        inv_freq, self.factor = 1.0 / powers, 1.0
         if yarn is not None:
             inv_freq, self.factor = yarn_frequencies(dims, theta, **yarn)
-        else:
-            inv_freq = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims))  # [dims/2]
-            self.factor = 1.0
         if longrope is not None:  # Hugging Face's _compute_longrope_parameters and longrope_frequency_update
             self.long_from, self.factor = longrope["original_length"], longrope["attention_factor"]
-            powers = theta ** (torch.arange(0, dims, 2, dtype=torch.int64).float() / dims)  # [dims/2]
             self.register_buffer("long_inv_freq", 1.0 / (torch.tensor(longrope["long"]) * powers), persistent=False)
             inv_freq = 1.0 / (torch.tensor(longrope["short"]) * powers)  # [dims/2], as Hugging Face's
         self.register_buffer("inv_freq", inv_freq, persistent=False)

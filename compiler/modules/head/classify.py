@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
+from archspec.primitives.counting import hidden_width
 from archspec.primitives.ops.head.classify import CLASSIFY
 
 from ...facts import KEEPS, Classifier, register_facts
@@ -33,7 +34,7 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     map_pool = None
     if p.pool == "map":
-        map_pool = (p.pool_heads, int(x.channels * p.pool_mlp_ratio), p.pool_eps, p.pool_act)
+        map_pool = (p.pool_heads, hidden_width(x.channels, None, p.pool_mlp_ratio), p.pool_eps, p.pool_act)
     return make(ClassifierHead, dim=x.channels, classes=p.classes, pool=p.pool, prefix=x.prefix,
                 norm_eps=p.norm_eps if p.norm else None, bias=p.bias, map_pool=map_pool)
 
