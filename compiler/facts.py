@@ -24,6 +24,10 @@ RESAMPLE     how weights made for another input size are brought to the model's 
 
 Every op has all four (tests/core/test_facts.py checks it); a lookup of a fact nobody
 registered fails naming the op (archspec/primitives/facts.py).
+
+FEATURE_NORM True where the op, when the classifier reads it, is the final norm that
+             forward_intermediates(norm=True) applies to each stage's tokens (interface.py's
+             head): the norms register it (compiler/modules/norm/); an op that did not is none.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ CLASSIFIER = Fact("CLASSIFIER", "the layers of the model's classifier, when the 
 RESAMPLE = Fact("RESAMPLE", "how the op's weights made for another input size are resampled (None, or a function "
                 "(module) -> {key under the node: resampler})", WHERE, load=load_torch_side_of)
 BACKEND_FACTS = (TOKEN_GRID, ONNX_FUSION, CLASSIFIER, RESAMPLE)
+FEATURE_NORM = Fact("FEATURE_NORM", "True where the op, read by the model's classifier, is the final norm that "
+                    "forward_intermediates(norm=True) applies to each stage's tokens of its width (timm's `norm`); "
+                    "registered by the norms alone: an op without it is no such norm", WHERE, load=load_torch_side_of)
 
 
 BY_THE_BACKEND = "by the backend"  # register_facts: ONNX_FUSION is the ONNX backend's (a built-in op)

@@ -14,7 +14,7 @@ from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
 from archspec.primitives.kv_cache import cached_layers, logits_output, padding_inputs, refusal
 
-from .facts import CLASSIFIER, Classifier
+from .facts import CLASSIFIER, FEATURE_NORM, Classifier
 from .model_interface import InterfaceFacts
 
 MERGE_WITH_PREVIOUS = 99999  # timm's ordinal suffix for "the same layer as the one before"
@@ -72,6 +72,7 @@ class ModelFacts:
     decode_refusal: tuple[str | None, str] | None = None
     cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
     padding_inputs: tuple[str, ...] = ()  # inputs read only as cached attention's key-padding mask (kv_cache's)
+    refill_at: int | None = None  # the sequence length at which generate recomputes every cached key (DECODE's refill)
     ops: tuple[tuple[str, str, str | None], ...] = ()  # (node, primitive, kind) of every network node: its op's facts
 
     @property
@@ -83,6 +84,7 @@ class ModelFacts:
 def model_facts(graph: Graph) -> ModelFacts:
     found_stages = stages(graph)
     found_blocks = blocks(graph)
+    cached = cached_layers(graph)
     return ModelFacts(name=graph.name, file=graph.file, inputs=tuple(n.name for n in graph.inputs()),
                       targets=tuple(n.name for n in graph.targets()), outputs=tuple(o.name for o in graph.outputs),
                       output_nodes=tuple(o.node for o in graph.outputs), node_paths=tuple(network_nodes(graph)),
@@ -90,7 +92,8 @@ def model_facts(graph: Graph) -> ModelFacts:
                       blocks=tuple(found_blocks), stages=tuple(found_stages),
                       layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]),
                       logits=logits_output(graph), decode_refusal=refusal(graph),
-                      cached=tuple((layer.path, layer.window) for layer in cached_layers(graph)),
+                      cached=tuple((layer.path, layer.window) for layer in cached),
+                      refill_at=min((layer.refill for layer in cached if layer.refill is not None), default=None),
                       padding_inputs=padding_inputs(graph),
                       ops=tuple((name, graph.record(name).op.primitive, graph.record(name).op.kind)
                                 for name in network_nodes(graph)))
@@ -165,7 +168,7 @@ def head(graph: Graph, found_stages: list[Stage] | None = None) -> Head | None:
             t = graph.type_of(source)
             grid = int_grid(t.grid)
             fmt = "NHWC" if grid and not t.prefix and hierarchical(found_stages or []) else "NLC"
-            final_norm = source if "." not in source and graph.record(source).op.primitive == "norm" else None
+            final_norm = source if "." not in source and FEATURE_NORM.get(graph.record(source).op, False) else None
             return Head(path=name, classifier=classifier, width=t.channels, reads=source, grid=grid, prefix=t.prefix,
                         features_fmt=fmt, final_norm=final_norm)
     return None

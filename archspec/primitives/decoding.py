@@ -57,14 +57,22 @@ class SelfCache(Decode):
     key/value heads of head_dim each. `key_padding(params)`, when given, says whether the node's
     last input is a key-padding mask [B, L] (1 keeps a key, 0 hides it): while decoding the
     cache's own mask (generate's attention_mask) hides the padded keys, so an input that only
-    such slots read is no input generate feeds (kv_cache.padding_inputs)."""
+    such slots read is no input generate feeds (kv_cache.padding_inputs). `refill(params)`, when
+    given, is the sequence length at which every key the layer holds must be computed again, or
+    None: LongRoPE rotates all keys with its long factors once the sequence passes its original
+    length (Hugging Face's Phi-3 drops its cache there), so generate() runs the whole sequence
+    through the prefill at that length (compiler/generate/driver.py, Decoder.refills)."""
 
     window: Callable | None = None
     entry: Callable | None = None
     key_padding: Callable | None = None
+    refill: Callable | None = None
 
     def window_of(self, params) -> int | None:
         return None if self.window is None else self.window(params)
+
+    def refill_of(self, params) -> int | None:
+        return None if self.refill is None else self.refill(params)
 
     def reads_key_padding(self, params) -> bool:
         return self.key_padding is not None and bool(self.key_padding(params))

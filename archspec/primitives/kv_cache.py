@@ -28,6 +28,7 @@ class CachedLayer:
     max_length: int  # the longest sequence the layer sees
     window: int | None = None  # a sliding layer's: the tokens it keeps
     value_dim: int | None = None  # the values' width where it differs from the keys' (a latent layer's rotary key)
+    refill: int | None = None  # the sequence length at which all its keys are computed again (LongRoPE), or None
 
     @property
     def held(self) -> int:
@@ -206,13 +207,14 @@ def cached_layers(graph: Graph, cache: type = SelfCache) -> list[CachedLayer]:
         p, x = node.params, graph.type_of(node.inputs[0])
         keys = graph.type_of(node.inputs[1]) if cache is CrossCache else x  # cross: the memory's length
         length = keys.length if isinstance(keys.length, int) else keys.length.hi
+        refill = None
         if isinstance(decode, SelfCache):
             heads, key, value = decode.entry_of(node.op, p, x.channels)
-            window = decode.window_of(p)
+            window, refill = decode.window_of(p), decode.refill_of(p)
         else:  # cross attention: the memory's keys and values, the sequence kinds'
             heads, key, value, window = p.kv_heads or p.heads, node.op.head_dim(p, x.channels), None, None
         layers.append(CachedLayer(node.name, node.op.kind, heads, key, length, window,
-                                  None if value == key else value))
+                                  None if value == key else value, refill))
     return layers
 
 

@@ -85,7 +85,7 @@ class Decoder:
         self.min_length, self.max_length = sequence_range(model, target)
         self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.decoding = self.decode_copy(model, paths)
-        self.refill_at = refill_length(self.attention)
+        self.refill_at = facts.refill_at  # LongRoPE: where every cached key is computed again (DECODE's refill)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
 
     def decode_copy(self, model, paths: dict[int, str]):
@@ -164,14 +164,6 @@ def steps_kind(model) -> type:
     recorded as CUDA graphs (graphed.py), elsewhere one AOTInductor program (compiled.py)."""
     weight = next(model.parameters(), None)
     return GraphedSteps if weight is not None and weight.device.type == "cuda" else CompiledSteps
-
-
-def refill_length(attention) -> int | None:
-    """The sequence length at which generate recomputes the whole cache (Decoder.refills): one
-    past the original length of a cached layer's LongRoPE (Rotary.long_from), or None."""
-    lengths = [m.rotary.long_from + 1 for m in attention
-               if getattr(getattr(m, "rotary", None), "long_from", None) is not None]
-    return min(lengths) if lengths else None
 
 
 def cache_holder(model, path: str):

@@ -10,7 +10,7 @@ from archspec.primitives.ops.norm.batch import BATCH
 
 import torch.nn as nn
 
-from ...facts import KEEPS, register_facts
+from ...facts import FEATURE_NORM, KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 
@@ -57,3 +57,4 @@ def lower(p, inputs, ctx):
 
 
 register_facts(BATCH, grid=KEEPS, classifier=None, resample=None)
+FEATURE_NORM.register(BATCH, True)

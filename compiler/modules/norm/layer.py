@@ -10,7 +10,7 @@ from archspec.primitives.ops.norm.layer import LAYER
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...facts import KEEPS, register_facts
+from ...facts import FEATURE_NORM, KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 from ..norms import OffsetLayerNorm
@@ -36,3 +36,4 @@ def lower(p, inputs, ctx):
 
 
 register_facts(LAYER, grid=KEEPS, classifier=None, resample=None)
+FEATURE_NORM.register(LAYER, True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from archspec.primitives.ops.norm.rms import RMS
 
-from ...facts import KEEPS, register_facts
+from ...facts import FEATURE_NORM, KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make
 from ..norms import OffsetRMSNorm, RMSNorm
@@ -19,3 +19,4 @@ def lower(p, inputs, ctx):
 
 
 register_facts(RMS, grid=KEEPS, classifier=None, resample=None)
+FEATURE_NORM.register(RMS, True)

@@ -8,7 +8,7 @@ from typing import Literal
 from ....core.declared import Field
 from ....core.types import TensorType
 from ...registry import register
-from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, reads_padding_mask
+from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, longrope_refill, reads_padding_mask
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
@@ -30,4 +30,4 @@ class CausalAttentionOp(SequenceAttentionOp):
 
 
 CAUSAL = register(CausalAttentionOp())
-register_decoding(CAUSAL, unless_a_part_refuses(SelfCache(key_padding=reads_padding_mask)))
+register_decoding(CAUSAL, unless_a_part_refuses(SelfCache(key_padding=reads_padding_mask, refill=longrope_refill)))

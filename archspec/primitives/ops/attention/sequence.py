@@ -224,6 +224,12 @@ def check_longrope(p, dims: int | None) -> None:
                                     "they are equal); give that number"))
 
 
+def longrope_refill(p) -> int | None:
+    """SelfCache's refill: one past LongRoPE's original length, where every key is rotated again
+    with the long factors (the long ones apply once the furthest position passes it); else None."""
+    return p.rope_original_length + 1 if p.rope_long_factors is not None else None
+
+
 def score_tensors(p) -> tuple[str, ...]:
     """The inputs the score parts read by name (`mod`'s tensors), in order, after the score bias."""
     try:

@@ -9,7 +9,7 @@ from ....core.declared import Field
 from ....core.types import TensorType
 from ...base import PositiveInt
 from ...registry import register
-from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, reads_padding_mask
+from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, longrope_refill, reads_padding_mask
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
@@ -37,4 +37,5 @@ def sliding_window(p) -> int:
 
 
 SLIDING = register(SlidingWindowAttentionOp())
-register_decoding(SLIDING, unless_a_part_refuses(SelfCache(window=sliding_window, key_padding=reads_padding_mask)))
+register_decoding(SLIDING, unless_a_part_refuses(SelfCache(window=sliding_window, key_padding=reads_padding_mask,
+                                                                 refill=longrope_refill)))
