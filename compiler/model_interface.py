@@ -21,7 +21,8 @@ import math
 
 import torch.nn as nn
 
-NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value", "attention_biases")
+NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value", "attention_biases",
+                  "temperature")
 FEATURE_FORMATS = ("NHWC", "NCHW", "NLC")  # image-like channels last, channels first, tokens
 
 

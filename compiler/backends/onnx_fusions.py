@@ -14,6 +14,7 @@ from __future__ import annotations
 from archspec.primitives.ops.argsort import ARGSORT
 from archspec.primitives.ops.attention.alibi import ALIBI
 from archspec.primitives.ops.attention.causal import CAUSAL
+from archspec.primitives.ops.attention.channel import CHANNEL
 from archspec.primitives.ops.attention.class_ import CLASS
 from archspec.primitives.ops.attention.cross import CROSS
 from archspec.primitives.ops.attention.global_ import GLOBAL
@@ -25,6 +26,7 @@ from archspec.primitives.ops.attention.shifted import SHIFTED
 from archspec.primitives.ops.attention.sliding import SLIDING
 from archspec.primitives.ops.attention.sra import SRA
 from archspec.primitives.ops.attention.window import WINDOW
+from archspec.primitives.ops.attention.xca import XCA
 from archspec.primitives.ops.concat import CONCAT
 from archspec.primitives.ops.constant import CONSTANT
 from archspec.primitives.ops.conv import CONV
@@ -81,6 +83,7 @@ FUSES = {
     # one Attention op per node
     WINDOW: "attention", SHIFTED: "attention", SRA: "attention", LINEAR_SRA: "attention", LATENT: "attention",
     POOLED: "attention",  # one Attention op per node (the decomposed positions its bias)
+    CHANNEL: "attention", XCA: "attention",  # one Attention op per node, over the heads transposed
     # fc1's bias and a GELU right after it: one BiasGelu (erf) or FastGelu (tanh)
     MLP: mlp_fusion,
 }

@@ -3,16 +3,17 @@ alone in a user trial (exact at 224, 0.72 off at 200 where a stage's grid is odd
 once `pad` could say timm's Downsample, which pads an odd grid at the bottom and right before
 its 2x2 stride-2 conv.
 
-DaViT's channel group attention has no `kind`: the spec writes it from tensor ops (per head,
-softmax((k s)^T v) over the head's channels, applied to q). Its spatial blocks are window
+DaViT's channel group attention was written from tensor ops at first (15 nodes a block: per
+head, softmax((k s)^T v) over the head's channels, applied to q); it is `attention: {kind:
+channel}` now, one fused kernel over the heads transposed. Its spatial blocks are window
 attention without a position bias, the grid padded to a multiple of the window (`pad: true`).
 
 At reduced sizes (one block pair per stage; 100x100: grids 25 -> 13 -> 7 -> 4, every one odd
 but the last; 128x128: 32 -> 16 -> 8 -> 4) and at full size for the parameter count and FLOPs:
 the reference built with pretrained=False, seeded noise on every parameter, its state dict saved
 and loaded with `archspec.build(spec, overrides, weights=FILE)` alone. The checks can fail:
-variants that build from the same weights (no padding before the downsampling conv, the channel
-attention's weights transposed) are far off.
+variants that build from the same weights (no padding before the downsampling conv, global
+attention between the tokens in place of the channel attention) are far off.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ FULL_SIZE = 28_360_168  # timm's davit_tiny
 # Variants of the spec that build and load the same weights but compute something else.
 WRONG = {
     "no padding before the downsampling": ("pad: {to_multiple: 2}", "pad: {sides: [0, 0, 0, 0]}"),
-    "the channel attention transposed": ('eq: "b h d e, b n h e -> b n h d"', 'eq: "b h e d, b n h e -> b n h d"'),
+    "global attention in place of the channel attention": ("attention: {kind: channel", "attention: {kind: global"),
 }
 
 

@@ -2,11 +2,12 @@
 written from the docs alone in a user trial (exact but for F.normalize's eps and with cos written
 as a shifted sin), then shipped with `clamp` and `cos`.
 
-XCiT needs three things no primitive has a word for, written from tensor ops: Fourier-feature
+XCiT needed three things no primitive had a word for, written from tensor ops: Fourier-feature
 positions generated from the grid (`constant` with `fill: index`, `exp`, `sin`, `cos`, the
 pairs interleaved by `concat` along a new last axis and a `rearrange`), cross-covariance
-attention (q and k L2-normalised over the tokens as F.normalize does, `clamp` holding the norm
-at 1e-12 or more, a learned temperature per head, attention between channels), and the class
+attention (20 nodes a block: q and k L2-normalised over the tokens as F.normalize does, a
+learned temperature per head, attention between channels; `attention: {kind: xca}` now, one
+fused kernel over the heads transposed), and the class
 attention block whose patches take the normed input times gamma1 too (`kind: class` without its
 norm and residual, and the rest as nodes).
 

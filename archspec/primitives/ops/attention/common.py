@@ -24,7 +24,7 @@ from ...dtypes import READS, FLOAT_FIRST
 
 class AttentionParams(SublayerParams):
     heads: PositiveInt = Field(description="number of attention heads; must divide the width")
-    qkv_bias: bool = True
+    qkv_bias: bool = Field(True, description="biases on the q, k and v projections")
     proj_bias: bool = True
     attn_drop: Rate = 0.0
     proj_drop: Rate = 0.0
