@@ -1,4 +1,5 @@
-"""param (torch): a learned tensor with a leading dimension of 1 (a buffer when not learned)."""
+"""param (torch): a learned tensor with a leading dimension of 1 (a buffer when not learned; a
+parameter without requires_grad when frozen)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from .common import make
 
 
 class LearnedParam(nn.Module):
-    def __init__(self, shape, init="trunc_normal", std=0.02, learned=True):
+    def __init__(self, shape, init="trunc_normal", std=0.02, learned=True, frozen=False):
         super().__init__()
-        if learned:
-            self.value = nn.Parameter(torch.zeros(1, *shape))
+        if learned:  # frozen: counted among the parameters, never trained
+            self.value = nn.Parameter(torch.zeros(1, *shape), requires_grad=not frozen)
         else:  # in the state dict, loaded from checkpoints, never trained
             self.register_buffer("value", torch.zeros(1, *shape))
         if init == "ones":
@@ -32,7 +33,8 @@ class LearnedParam(nn.Module):
 
 @lowering(PARAM)
 def lower(p, inputs, ctx):
-    return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std, learned=p.learned)
+    frozen = {"frozen": True} if p.frozen else {}  # model.py as before where not frozen
+    return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std, learned=p.learned, **frozen)
 
 
 register_facts(PARAM, grid=KEEPS, classifier=None, resample=None)

@@ -45,3 +45,28 @@ def test_bart_keeps_its_final_logits_bias_as_such_a_buffer():
                                      decoder_ffn_dim=16, max_position_embeddings=16)
     bart = transformers.BartForConditionalGeneration(config)
     assert "final_logits_bias" in dict(bart.named_buffers())  # a buffer there too: not a parameter
+
+
+FROZEN = SPEC.replace("init: zeros, learned: false", "init: zeros, frozen: true")
+
+
+def test_a_frozen_param_is_counted_and_never_trains():
+    """Hugging Face's PatchTST and Whisper keep their sinusoid tables as parameters without
+    requires_grad: in parameters() (the total count), not among the trainable ones."""
+    report = archspec.check_text(FROZEN)
+    model = archspec.build_text(FROZEN)
+    frozen = dict(model.named_parameters())["final_logits_bias.value"]
+    assert not frozen.requires_grad and frozen.shape == (1, 20)
+    assert report.params == sum(p.numel() for p in model.parameters()) == 20 * 8 + 20
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 20 * 8
+    model(torch.tensor([[1, 2, 3]])).sum().backward()
+    assert frozen.grad is None and model.embed.tokens.weight.grad is not None
+    learned = archspec.build_text(SPEC.replace("init: zeros, learned: false", "init: zeros"))
+    assert dict(learned.named_parameters())["final_logits_bias.value"].requires_grad  # the check can fail
+
+
+def test_frozen_with_learned_false_is_a_located_error():
+    from archspec.core.errors import SpecError
+
+    with pytest.raises(SpecError, match="`frozen` keeps a parameter from training, but `learned: false`"):
+        archspec.check_text(SPEC.replace("learned: false", "learned: false, frozen: true"))

@@ -1,7 +1,9 @@
-"""embed's sincos_layout: Vaswani et al.'s interleaved sinusoids (sin at 2i, cos at 2i + 1) or
-the halves of tensor2tensor, fairseq and Hugging Face's Marian (all the sines, then all the
-cosines). The Marian user trial found only the first could be said: a Marian spec built
-silently with logits 2.56 off, and was made exact only by permuting channels in the mapping."""
+"""embed's sincos_layout: Vaswani et al.'s interleaved sinusoids (sin at 2i, cos at 2i + 1), the
+halves of Hugging Face's Marian (all the sines, then all the cosines) or fairseq's (the halves
+at the frequencies 10000^(-i/(d/2 - 1)): tensor2tensor, fairseq, FSMT, Whisper). The Marian user
+trial found only the first could be said: a Marian spec built silently with logits 2.56 off, and
+was made exact only by permuting channels in the mapping. The Whisper trial found the docs named
+fairseq and tensor2tensor for Marian's table, which differs from theirs by 0.35."""
 
 from __future__ import annotations
 
@@ -30,6 +32,20 @@ def test_halves_are_hugging_faces_marian_table():
     ours = archspec.build_text(SPEC).embed.pos_table
     assert torch.allclose(ours, theirs.float(), atol=1e-6)
     assert not torch.allclose(archspec.build_text(SPEC, {"layout": "interleaved"}).embed.pos_table, theirs, atol=1e-2)
+
+
+@pytest.mark.parametrize("dim", [8, 64])
+def test_fairseq_is_fsmts_and_whispers_table(dim):
+    pytest.importorskip("transformers")
+    from transformers.models.fsmt.modeling_fsmt import SinusoidalPositionalEmbedding
+    from transformers.models.whisper.modeling_whisper import sinusoids
+
+    text = SPEC.replace("dim: 8", f"dim: {dim}")
+    ours = archspec.build_text(text, {"layout": "fairseq"}).embed.pos_table
+    fsmt = SinusoidalPositionalEmbedding.get_embedding(32, dim, padding_idx=None)
+    assert torch.allclose(ours, fsmt, atol=1e-5) and torch.allclose(ours, sinusoids(32, dim), atol=1e-5)
+    marian = archspec.build_text(text).embed.pos_table
+    assert (marian - ours).abs().max() > 0.05  # the frequencies differ: the check can fail
 
 
 def test_interleaved_is_the_default_and_the_halves_reorder_its_columns():

@@ -20,10 +20,12 @@ class EmbedParams(Params):
     vocab: PositiveInt | None = Field(None, description="vocabulary size (taken from `tie` when tied)")
     dim: PositiveInt | None = Field(None, description="width of the tokens (taken from `tie` when tied)")
     pos: Literal["learned", "sincos", "none"] = "learned"
-    sincos_layout: Literal["interleaved", "halves"] = Field(
+    sincos_layout: Literal["interleaved", "halves", "fairseq"] = Field(
         "interleaved", description="pos: sincos: each frequency's sin and cos side by side, sin at 2i and cos at "
-                                   "2i + 1 (interleaved: Vaswani et al.'s formula), or all the sines, then all the "
-                                   "cosines (halves: tensor2tensor, fairseq, Hugging Face's Marian)")
+                                   "2i + 1 (interleaved: Vaswani et al.'s formula); all the sines, then all the "
+                                   "cosines (halves: Hugging Face's Marian, frequencies 10000^(-i/(d/2))); or so at "
+                                   "the frequencies 10000^(-i/(d/2 - 1)) (fairseq: tensor2tensor, fairseq, FSMT, "
+                                   "Whisper's sinusoids)")
     max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover")
     pos_offset: NonNegInt = Field(0, description="learned positions: the table has this many rows more, "
                                                  "before the first position's (BART, OPT: 2)")

@@ -2,7 +2,9 @@
 batch in add and multiply: `shape: [197, 768]` is a tokens-like [1, 197, 768] (a position
 embedding), `shape: [768]` a vector-like [1, 768] (a per-channel scale). With `learned: false`
 it is a buffer instead: in the state dict (a checkpoint loads it), never trained, not counted
-among the parameters (BART's final_logits_bias, a fixed position table)."""
+among the parameters (BART's final_logits_bias, a fixed position table). With `frozen: true` it
+is a parameter that never trains (requires_grad false): counted among the parameters, not among
+the trainable ones (Hugging Face's PatchTST and Whisper hold their sinusoid tables so)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Literal
 
 from ...core.declared import Field
 from ...core.types import TensorType
+from ...core.suggestions import Remedy
 from ..base import Cost, MAX_SIZE, Op, Params, PositiveInt, RuleError
 from ..registry import register
 from ..dtypes import READS, ANY
@@ -25,6 +28,8 @@ class ParamParams(Params):
     std: float = Field(0.02, gt=0, description="standard deviation of the normal inits")
     learned: bool = Field(True, description="false: a buffer, kept in the state dict and loaded from checkpoints, "
                                             "never trained, not counted among the parameters")
+    frozen: bool = Field(False, description="a parameter that never trains (requires_grad false): counted among "
+                                            "the parameters, not the trainable ones (Hugging Face's frozen tables)")
 
 
 class Param(Op):
@@ -42,6 +47,11 @@ class Param(Op):
             count *= size
         if count > MAX_SIZE * 64:
             raise RuleError(f"a parameter of {count:,} values is beyond archspec's limit", field="shape")
+        if p.frozen and not p.learned:
+            raise RuleError("`frozen` keeps a parameter from training, but `learned: false` makes this a buffer, "
+                            "which never trains and is not counted among the parameters", field="frozen",
+                            hint=Remedy("give one: `frozen: true` (counted, never trained) or `learned: false` "
+                                        "(not counted, never trained)"))
         return TensorType(LAYOUT_OF_RANK[len(p.shape)], (1, *p.shape))  # [1, ...]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
