@@ -126,16 +126,19 @@ class Experts(nn.Module):
 
 class SharedExperts(nn.Module):
     """The experts every token goes through, unweighted (DeepSeek-V3's shared_experts): one MLP,
-    fc1 [first, C] and fc2 [C, hidden] as Linears, gated as the routed experts are."""
+    fc1 [first, C] and fc2 [C, hidden] as Linears, gated as the routed experts are; with
+    `output_gate`, its output times sigmoid(gate(x)), gate [1, C] without bias (Qwen2-MoE's
+    shared_expert_gate)."""
 
     def __init__(self, dim, hidden, act, gated=False, bias=True, gate_layout="halves", gate_limit=None,
-                 value_offset=0.0):
+                 value_offset=0.0, output_gate=False):
         super().__init__()
         self.gated = gated
         self.gate_layout, self.gate_limit, self.value_offset = gate_layout, gate_limit, value_offset
         self.fc1 = Linear(dim, 2 * hidden if gated else hidden, bias=bias)
         self.act = activation(act)
         self.fc2 = Linear(hidden, dim, bias=bias)
+        self.gate = Linear(dim, 1, bias=False) if output_gate else None
         trunc_normal_linears(self)
 
     def forward(self, x):
@@ -144,7 +147,8 @@ class SharedExperts(nn.Module):
             h = glu(h, self.act, self.gate_layout, self.gate_limit, self.value_offset)  # -> [B, N, hidden]
         else:
             h = self.act(h)
-        return self.fc2(h)  # -> [B, N, C]
+        out = self.fc2(h)  # -> [B, N, C]
+        return out if self.gate is None else torch.sigmoid(self.gate(x)) * out  # [B, N, 1] * [B, N, C]
 
 
 class MixtureOfExperts(Sublayer):
@@ -155,14 +159,15 @@ class MixtureOfExperts(Sublayer):
     not depend on the routing. `router` returns the logits: a forward hook on it sees them."""
 
     def __init__(self, dim, hidden, act, experts, top_k, bias=True, dropout=0.0, gated=False, router=None,
-                 shared=None, layout="out_in", gate=None, hidden_dropout=None, **sublayer):
+                 shared=None, layout="out_in", gate=None, hidden_dropout=None, shared_gate=False, **sublayer):
         super().__init__(dim, **sublayer)
         gate = gate or {}
         self.top_k = top_k
         self.router = Router(dim, experts, top_k, **(router or {}))
         self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout, layout, **gate,
                                hidden_dropout=hidden_dropout)
-        self.shared = SharedExperts(dim, shared * hidden, act, gated, bias, **gate) if shared else None
+        self.shared = SharedExperts(dim, shared * hidden, act, gated, bias, **gate,
+                                    **({"output_gate": True} if shared_gate else {})) if shared else None
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
         trunc_normal_linears(self)  # the router (an nn.Linear), after the experts: the same seed, the same weights
 
@@ -211,8 +216,9 @@ def moe_args(p) -> dict:
               "groups": p.router_groups, "top_groups": p.router_top_groups, "normalize": p.router_normalize,
               "scale": p.router_scale}
     router = {k: v for k, v in router.items() if v != ROUTER_OPTIONS["router_" + k]}
-    args = {"router": router, "shared": p.shared_experts, "layout": p.experts_layout, "gate": gate_args(p)}
-    return {k: v for k, v in args.items() if v not in ({}, None, "out_in")}
+    args = {"router": router, "shared": p.shared_experts, "layout": p.experts_layout, "gate": gate_args(p),
+            "shared_gate": p.shared_gate}
+    return {k: v for k, v in args.items() if v not in ({}, None, "out_in", False)}
 
 
 def onnx_fusion(p):

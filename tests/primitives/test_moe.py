@@ -8,7 +8,9 @@ options against Hugging Face transformers' MoE blocks at tiny configs, fp32, CPU
 - GptOssMLP: a router bias, top-k on the logits then a softmax over the k, experts with biases,
   gate and up interleaved in gate_up_proj ([E, C, 2I], `in_out` layout) and the clamped SwiGLU
   ((up + 1) * gate * sigmoid(1.702 gate), both clamped by swiglu_limit);
-- MixtralSparseMoeBlock (unchanged: tests/parity/test_mixtral.py holds the whole model).
+- MixtralSparseMoeBlock (unchanged: tests/parity/test_mixtral.py holds the whole model);
+- Qwen2MoeSparseMoeBlock: a softmax router (norm_topk_prob off and on) and a shared expert of
+  its own width whose output is gated by sigmoid(shared_expert_gate(x)) (`shared_gate`).
 
 Each reference is built from its config with random init, seeded noise on every parameter (and
 on the correction bias, a buffer), saved as a checkpoint under Hugging Face's full-model names
@@ -108,6 +110,32 @@ def mixtral(experts=4, top_k=2, hidden=32):
     return "mixtral", config, options
 
 
+QWEN2_MOE_MAPPING = r"""
+name: hf qwen2_moe moe
+rules:
+  - fuse:                       # the shared expert's gate and up projections -> one gated fc1, gate first
+      match: '^model\.layers\.(\d+)\.mlp\.shared_expert\.{part}\.weight$'
+      parts: [gate_proj, up_proj]
+      into: fc1
+  - rename:
+      '^model\.layers\.(\d+)\.mlp\.gate\.weight$': 'layers.\1.mlp.router.weight'
+      '^model\.layers\.(\d+)\.mlp\.experts\.gate_up_proj$': 'layers.\1.mlp.experts.fc1'
+      '^model\.layers\.(\d+)\.mlp\.experts\.down_proj$': 'layers.\1.mlp.experts.fc2'
+      '^model\.layers\.(\d+)\.mlp\.shared_expert\.fc1\.': 'layers.\1.mlp.shared.fc1.'
+      '^model\.layers\.(\d+)\.mlp\.shared_expert\.down_proj\.': 'layers.\1.mlp.shared.fc2.'
+      '^model\.layers\.(\d+)\.mlp\.shared_expert_gate\.': 'layers.\1.mlp.shared.gate.'
+"""
+
+
+def qwen2_moe(normalize=False, hidden=32, shared=3):
+    """Qwen2-MoE: its shared expert shared_expert_intermediate_size wide (shared x the experts')."""
+    config = dict(hidden_size=DIM, moe_intermediate_size=hidden, shared_expert_intermediate_size=shared * hidden,
+                  num_experts=4, num_experts_per_tok=2, norm_topk_prob=normalize)
+    options = dict(hidden=hidden, experts=4, top_k=2, act="silu", gated=True, bias=False, router_normalize=normalize,
+                   shared_experts=shared, shared_gate=True)
+    return "qwen2_moe", config, options
+
+
 VARIANTS = {
     "deepseek_v3": deepseek(),  # DeepseekV3Config's structure: groups, normalised, scaled, one shared expert
     "deepseek_v3_plain": deepseek(groups=1, top_groups=1, top_k=3, normalize=False, scale=1.0, shared=2),
@@ -115,8 +143,11 @@ VARIANTS = {
     "gpt_oss": gpt_oss(),  # swiglu_limit 0.3: the clamp matters at these weights
     "gpt_oss_default_limit": gpt_oss(experts=8, top_k=3, limit=7.0),
     "mixtral": mixtral(),
+    "qwen2_moe": qwen2_moe(),
+    "qwen2_moe_normalized": qwen2_moe(normalize=True),
 }
-MAPPINGS = {"deepseek_v3": DEEPSEEK_MAPPING, "gpt_oss": GPT_OSS_MAPPING, "mixtral": MIXTRAL_MAPPING}
+MAPPINGS = {"deepseek_v3": DEEPSEEK_MAPPING, "gpt_oss": GPT_OSS_MAPPING, "mixtral": MIXTRAL_MAPPING,
+            "qwen2_moe": QWEN2_MOE_MAPPING}
 
 
 def reference(family: str, config: dict, seed: int = 0) -> torch.nn.Module:
@@ -130,6 +161,10 @@ def reference(family: str, config: dict, seed: int = 0) -> torch.nn.Module:
         from transformers import GptOssConfig
         from transformers.models.gpt_oss.modeling_gpt_oss import GptOssMLP as Block
         cfg = GptOssConfig(**config)
+    elif family == "qwen2_moe":
+        from transformers import Qwen2MoeConfig
+        from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock as Block
+        cfg = Qwen2MoeConfig(**config)
     else:
         from transformers import MixtralConfig
         from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock as Block
@@ -222,8 +257,8 @@ def test_router_logits_are_recorded(pair):
         pair.ours(x)
         want = ref_logits(pair.family, pair.ref, x)
     assert list(logits) == ["layers.0.mlp.router"]
-    assert logits["layers.0.mlp.router"].shape == (3 * TOKENS, pair.config.get("n_routed_experts")
-                                                   or pair.config["num_local_experts"])
+    experts = next(pair.config[k] for k in ("n_routed_experts", "num_local_experts", "num_experts") if k in pair.config)
+    assert logits["layers.0.mlp.router"].shape == (3 * TOKENS, experts)
     assert relative(logits["layers.0.mlp.router"], want) <= TOL
     with torch.no_grad():
         pair.ours(x)
@@ -263,6 +298,7 @@ def test_the_correction_bias_is_a_buffer_that_loads_and_does_not_train():
     ("deepseek_v3", "the groups", lambda ref: setattr(ref.gate, "topk_group", ref.gate.num_group)),
     ("deepseek_v3", "the scale", lambda ref: setattr(ref.gate, "routed_scaling_factor", 1.0)),
     ("deepseek_v3", "normalising", lambda ref: setattr(ref.gate, "norm_topk_prob", False)),
+    ("qwen2_moe", "the shared expert's gate", lambda ref: ref.shared_expert_gate.weight.fill_(100.0)),
 ])
 def test_each_option_matters_at_these_weights(name, what, change):
     """Switching the option off in the reference changes its output well beyond the tolerance, so
@@ -354,6 +390,9 @@ def test_flops_count_the_router_and_the_shared_experts():
 @pytest.mark.parametrize("options, message", [
     ("hidden: 8, router_score: sigmoid", "router_score goes with experts"),
     ("hidden: 8, shared_experts: 1", "shared_experts goes with experts"),
+    ("hidden: 8, shared_gate: true", "shared_gate goes with experts"),
+    ("hidden: 8, experts: 4, top_k: 2, shared_gate: true", "shared_gate gates the shared experts' output; this "
+                                                          "mixture has no shared experts"),
     ("hidden: 8, experts: 4, top_k: 2, gate_limit: 1.0", "gate_limit goes with gated: true"),
     ("hidden: 8, gate_layout: interleaved", "gate_layout goes with gated: true"),
     ("hidden: 8, experts: 8, top_k: 2, router_groups: 3, router_top_groups: 1", "do not split into 3 equal groups"),

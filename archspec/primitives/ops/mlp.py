@@ -71,6 +71,9 @@ class MlpParams(SublayerParams):
                                                                  "through, unweighted, as one MLP of this many "
                                                                  "times the hidden width added to the routed output "
                                                                  "(DeepSeek-V3's n_shared_experts)")
+    shared_gate: bool = Field(False, description="with `shared_experts`: their output times sigmoid of a linear map "
+                                                 "of the token to one number, without bias (Qwen2-MoE's "
+                                                 "shared_expert_gate)")
     experts_layout: Literal["out_in", "in_out"] = Field(
         "out_in", description="with `experts`: how the stacked expert weights are stored. out_in: fc1 [E, first, C], "
                               "fc2 [E, C, hidden] (Mixtral, DeepSeek-V3); in_out: fc1 [E, C, first], fc2 "
@@ -116,7 +119,7 @@ def check_experts(p: MlpParams) -> None:
 
 ROUTER_OPTIONS = {"router_score": "softmax", "router_bias": False, "router_correction": False,
                   "router_groups": None, "router_top_groups": None, "router_normalize": True, "router_scale": 1.0,
-                  "shared_experts": None, "experts_layout": "out_in"}
+                  "shared_experts": None, "shared_gate": False, "experts_layout": "out_in"}
 GATE_OPTIONS = {"gate_layout": "halves", "gate_limit": None, "value_offset": 0.0}
 
 
@@ -157,6 +160,10 @@ def check_options_belong(p: MlpParams) -> None:
             if getattr(p, name) != default:
                 raise RuleError(f"{name} goes with experts (a mixture of experts)", field=name,
                                 hint=f"add experts: N and top_k: K, or drop {name}")
+    if p.shared_gate and p.experts is not None and p.shared_experts is None:
+        raise RuleError("shared_gate gates the shared experts' output; this mixture has no shared experts",
+                        field="shared_gate", hint="add shared_experts: N (their width: N times the hidden), or drop "
+                                                  "shared_gate")
     if p.router_score == "softmax_chosen" and "router_normalize" in p.model_fields_set:
         raise RuleError("router_normalize does nothing with router_score: softmax_chosen, whose chosen weights "
                         "already sum to 1", field="router_normalize", hint="drop router_normalize")
@@ -209,6 +216,8 @@ class MlpOp(Op):
                 wide, wide_first = p.shared_experts * hidden, p.shared_experts * first
                 shared_params = linear_params(width, wide_first, p.bias) + linear_params(wide, width, p.bias)
                 shared_flops = linear_flops(n, width, wide_first) + linear_flops(n, wide, width)
+                if p.shared_gate:  # sigmoid(gate(x)): one number per token
+                    shared_params, shared_flops = shared_params + width, shared_flops + linear_flops(n, width, 1)
             params = p.experts * params + linear_params(width, p.experts, bias=p.router_bias) + shared_params
             flops = p.experts * flops + linear_flops(n, width, p.experts) + shared_flops
         if p.dwconv:
