@@ -68,7 +68,8 @@ class SublayerParams(Params):
     With `residual: false` the sub-layer returns its branch alone, drop_path(f(norm(x))): a
     parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
     With `norm_offset` each norm scales by (offset + weight), the weight starting at 1 - offset
-    (Gemma's RMSNorm and Nemotron's LayerNorm1P: offset 1).
+    (Gemma's RMSNorm and Nemotron's LayerNorm1P: offset 1); with `norm_bias: false` each LayerNorm
+    has a weight alone (MPT, OLMo).
     """
 
     norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post, sandwich or none")
@@ -77,6 +78,8 @@ class SublayerParams(Params):
     norm_offset: float = Field(0.0, allow_inf_nan=False, description="scale by (offset + weight), the weight "
                                                                      "starting at 1 - offset (Gemma's RMSNorm, "
                                                                      "Nemotron's LayerNorm1P: 1)")
+    norm_bias: bool = Field(True, description="norm_kind: layer: the LayerNorms' bias; false: a weight only "
+                                              "(MPT, OLMo; torch's LayerNorm(bias=False))")
     residual: bool = Field(True, description="add the input back; false: return the branch alone (parallel blocks)")
     drop_path: Rate = Field(0.0, description="stochastic depth rate of this residual branch")
     layer_scale: float | None = Field(None, gt=0, description="LayerScale: initial value of a learned per-channel "
@@ -92,6 +95,11 @@ class SublayerParams(Params):
             if self.norm == "none" and name in self.model_fields_set:
                 raise RuleError(f"{name} is given but norm: none leaves no norm", field=name,
                                 hint=f"drop {name}, or place a norm (pre, post, ...)")
+        if not self.norm_bias and (self.norm == "none" or self.norm_kind == "rms"):
+            why = "norm: none leaves no norm" if self.norm == "none" else "an RMSNorm has no bias"
+            raise RuleError(f"norm_bias: false takes the LayerNorm's bias away, but {why}", field="norm_bias",
+                            hint="drop norm_bias" + (", or place a norm (pre, post, ...)" if self.norm == "none"
+                                                     else ""))
         if self.norm_offset and self.norm == "none":
             raise RuleError("norm_offset is given but norm: none leaves no norm to offset", field="norm_offset",
                             hint="drop norm_offset, or place a norm (pre, sandwich, ...)")
@@ -100,7 +108,7 @@ class SublayerParams(Params):
 def sublayer_params(p: SublayerParams, width: int) -> int:
     """Parameters of a sub-layer's norms and LayerScale (its body's are the op's own)."""
     norms = {"pre": 1, "post": 1, "res_post": 1, "sandwich": 2, "none": 0}[p.norm]
-    per_norm = width if p.norm_kind == "rms" else 2 * width
+    per_norm = width if p.norm_kind == "rms" or not p.norm_bias else 2 * width
     return norms * per_norm + (width if p.layer_scale is not None else 0)
 
 

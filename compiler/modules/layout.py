@@ -57,16 +57,18 @@ class ToTokens(nn.Module):
 
 
 class Resize(nn.Module):
-    def __init__(self, size: tuple[int, int], mode: str, align_corners: bool):
+    def __init__(self, size: tuple[int, int], mode: str, align_corners: bool, antialias: bool = False):
         super().__init__()
-        self.size, self.mode = size, mode
+        self.size, self.mode, self.antialias = size, mode, antialias
         self.align_corners = None if mode == "nearest" else align_corners  # torch refuses it for nearest
 
     def forward(self, x):
-        return F.interpolate(x, size=self.size, mode=self.mode, align_corners=self.align_corners)  # [B, C, h, w]
+        return F.interpolate(x, size=self.size, mode=self.mode, align_corners=self.align_corners,
+                             antialias=self.antialias)  # [B, C, H, W] -> [B, C, h, w]
 
     def extra_repr(self) -> str:
-        return f"size={self.size}, mode={self.mode!r}" + (", align_corners=True" if self.align_corners else "")
+        return (f"size={self.size}, mode={self.mode!r}" + (", align_corners=True" if self.align_corners else "")
+                + (", antialias=True" if self.antialias else ""))
 
 
 @lowering(TO_IMAGE)
@@ -81,7 +83,8 @@ def lower_to_tokens(p, inputs, ctx):
 
 @lowering(RESIZE)
 def lower_resize(p, inputs, ctx):
-    return make(Resize, size=size_pair(p.size), mode=p.mode, align_corners=p.align_corners)
+    antialias = {"antialias": True} if p.antialias else {}  # model.py as before without it
+    return make(Resize, size=size_pair(p.size), mode=p.mode, align_corners=p.align_corners, **antialias)
 
 
 @lowering(UPSAMPLE)

@@ -53,16 +53,16 @@ class OffsetLayerNorm(nn.LayerNorm):
         return F.layer_norm(x, self.normalized_shape, self.weight + self.offset, self.bias, self.eps)
 
 
-def norm_module(kind: str, width: int, eps: float, offset: float = 0.0) -> nn.Module:
-    """A LayerNorm (`layer`) or an RMSNorm (`rms`) over `width` channels, either with an `offset`
-    (Nemotron's LayerNorm1P, Gemma's RMSNorm)."""
+def norm_module(kind: str, width: int, eps: float, offset: float = 0.0, bias: bool = True) -> nn.Module:
+    """A LayerNorm (`layer`, with a bias or without) or an RMSNorm (`rms`) over `width` channels,
+    either with an `offset` (Nemotron's LayerNorm1P, Gemma's RMSNorm)."""
     if kind == "rms" and offset:
         return OffsetRMSNorm(width, eps, offset)
     if kind == "rms":
         return RMSNorm(width, eps)
     if offset:
-        return OffsetLayerNorm(width, eps=eps, offset=offset)
-    return nn.LayerNorm(width, eps=eps)
+        return OffsetLayerNorm(width, eps=eps, offset=offset, bias=bias)
+    return nn.LayerNorm(width, eps=eps) if bias else nn.LayerNorm(width, eps=eps, bias=False)
 
 
 def zero_scale(norm: nn.Module) -> None:

@@ -22,13 +22,13 @@ from .norms import norm_module, zero_scale
 
 class Sublayer(nn.Module):
     def __init__(self, width, norm="pre", norm_kind="layer", norm_eps=1e-5, norm_offset=0.0, residual=True,
-                 layer_scale=None, drop_path=0.0):
+                 layer_scale=None, drop_path=0.0, norm_bias=True):
         super().__init__()
         self.place = norm
         self.residual = residual
-        self.norm = norm_module(norm_kind, width, norm_eps, norm_offset) if norm != "none" else None
+        self.norm = norm_module(norm_kind, width, norm_eps, norm_offset, norm_bias) if norm != "none" else None
         if norm == "sandwich":  # Gemma 2's post_attention_layernorm / post_feedforward_layernorm
-            self.post_norm = norm_module(norm_kind, width, norm_eps, norm_offset)
+            self.post_norm = norm_module(norm_kind, width, norm_eps, norm_offset, norm_bias)
         if norm == "res_post":  # Swin v2 (and timm) zero this norm: every block starts as the identity
             zero_scale(self.norm)
         self.layer_scale = LayerScale(width, layer_scale) if layer_scale is not None else None
@@ -63,5 +63,6 @@ class Sublayer(nn.Module):
 
 def sublayer_args(p) -> dict:
     """The Sublayer constructor arguments of a node's params."""
+    bias = {} if p.norm_bias else {"norm_bias": False}  # model.py as before where the norms have their bias
     return dict(norm=p.norm, norm_kind=p.norm_kind, norm_eps=p.norm_eps, norm_offset=p.norm_offset,
-                residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path)
+                residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path, **bias)

@@ -86,6 +86,8 @@ class ResizeParams(Params):
     size: PositiveSize = Field(description="the new height and width: an int (square), or [h, w]")
     mode: Literal["nearest", "bilinear", "bicubic"] = "bilinear"
     align_corners: bool = Field(False, description="bilinear, bicubic: align the corner pixels (torch's align_corners)")
+    antialias: bool = Field(False, description="bilinear, bicubic: torch's antialias (it changes bicubic upsampling "
+                                               "too: timm's resample_abs_pos_embed, Hiera's window positions)")
 
 
 class UpsampleParams(Params):
@@ -109,8 +111,9 @@ class Interpolation(Op):
         if x.layout != "image":
             raise RuleError(f"{self.primitive} reads an image, got {x.layout_name()}",
                             hint="to_image turns tokens on a grid into an image")
-        if p.align_corners and p.mode == "nearest":
-            raise RuleError(f"align_corners goes with mode: {self.smooth_modes}", field="align_corners")
+        for name in ("align_corners", "antialias"):
+            if getattr(p, name, False) and p.mode == "nearest":
+                raise RuleError(f"{name} goes with mode: {self.smooth_modes}", field=name)
         height, width = self.size(p, x.shape[2], x.shape[3])
         return image(x.channels, height, width)  # [B, C, H, W] -> [B, C, h, w]
 

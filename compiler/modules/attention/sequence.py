@@ -118,9 +118,10 @@ class SequenceAttention(Sublayer):
                  qk_norm="none", qk_norm_eps=1e-6, qk_norm_over="head", qk_norm_bias=True, qk_norm_offset=0.0,
                  rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
-                 **sublayer):
+                 clip_qkv=None, **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads = heads, kv_heads or heads
+        self.clip_qkv = clip_qkv  # None, or the bound the projections' outputs are clamped to (DBRX, OLMo, MPT)
         self.head_dim = head_dim or dim // heads
         self.scale = scale  # None: 1/sqrt(head_dim)
         self.merge_heads = merge_heads  # the heads' outputs as (heads, head_dim), or (head_dim, heads): NesT
@@ -161,7 +162,7 @@ class SequenceAttention(Sublayer):
                 qkv = self.qkv(x)
             else:
                 qkv = self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
-            q, k, v = qkv.split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
+            q, k, v = self.clipped(qkv).split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
         else:
             return self.queries(x), *self.memory_keys_values(memory)
         return self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
@@ -169,13 +170,17 @@ class SequenceAttention(Sublayer):
     def queries(self, x):
         """Cross attention's queries [B, h, N, d] from x [B, N, C]."""
         q = self.q(x) if self.q_bias is None else F.linear(x, self.q.weight, self.q_bias)  # [B, N, h*d]
-        return self.split_heads(q, self.heads)
+        return self.split_heads(self.clipped(q), self.heads)
+
+    def clipped(self, projected):
+        """The projections' outputs clamped to [-clip_qkv, clip_qkv], where the node says so."""
+        return projected if self.clip_qkv is None else projected.clamp(-self.clip_qkv, self.clip_qkv)
 
     def memory_keys_values(self, memory):
         """Cross attention's keys and values [B, h_kv, M, d] from memory [B, M, C]."""
         kv = self.kv(memory) if self.q_bias is None else F.linear(
             memory, self.kv.weight, torch.cat((self.k_bias, self.v_bias)))
-        k, v = kv.split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
+        k, v = self.clipped(kv).split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
         return self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
 
     def share_kv(self, t):
@@ -267,7 +272,8 @@ def sequence_args(p, width: int) -> dict:
     return dict(kv_heads=p.kv_heads, qk_norm=p.qk_norm, qk_norm_eps=p.qk_norm_eps, qk_norm_over=p.qk_norm_over,
                 qk_norm_bias=p.qk_norm_bias, qk_norm_offset=p.qk_norm_offset, rotary=rotary_args(p),
                 head_dim=p.head_dim, scale=p.scale,
-                score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)))
+                score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)),
+                **({"clip_qkv": p.clip_qkv} if p.clip_qkv is not None else {}))  # model.py as before without it
 
 
 def rotary_args(p) -> dict | None:

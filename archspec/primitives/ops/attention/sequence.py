@@ -19,6 +19,9 @@ class SequenceParams(AttentionParams):
     qkv_bias: Union[bool, Literal["qv"]] = Field(True, description="true, false, or qv (query and value biases only)")
     kv_heads: PositiveInt | None = Field(
         None, description="heads of keys and values (grouped-query attention; 1: multi-query); default: heads")
+    clip_qkv: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                   description="clamp the q, k and v projections' outputs to [-clip_qkv, clip_qkv] "
+                                               "(DBRX, OLMo, MPT's clip_qkv); none: no clamp")
     qk_norm: Literal["none", "layer", "rms"] = Field("none", description="normalise each head's queries and keys")
     qk_norm_eps: Eps = 1e-6
     qk_norm_over: Literal["head", "each_head", "all_heads"] = Field(
