@@ -61,7 +61,8 @@ def refusal(graph: Graph) -> tuple[str | None, str] | None:
 def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
     """(refusal, the nodes generate() runs one token at a time), the lm head's logits found once.
     generate() needs an lm head's logits among its outputs (ROLE LOGITS), token ids alone
-    (decoder-only) or source ids (with T5's padding mask between, optionally) and target ids;
+    (decoder-only) or a source (ids, or any tensor: audio features, an image; with T5's padding
+    mask between, optionally) and target ids;
     every node the target ids reach decodes one token at a time (DECODE: tokenwise, positional, a
     self cache, or, with a source, a cross cache), at least one with a self cache; what a
     tokenwise node reads besides the target side holds no run of tokens (a fixed table of
@@ -74,10 +75,11 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
     if logits is None:
         return (None, "none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
                       "through tokenwise ops with a bias or a scale)"), set()
-    not_ids = [node for node in inputs if node.type.layout != "ids"]
+    fed_ids = inputs[1:] if len(inputs) > 1 else inputs  # an encoder-decoder's source may be any tensor
+    not_ids = [node for node in fed_ids if node.type.layout != "ids"]
     if not_ids:  # before any op is asked how it decodes
-        return (not_ids[0].name, "it is not token ids [B, L] (generate feeds token ids; a source of audio features or "
-                                 "an image is not supported yet)"), set()
+        return (not_ids[0].name, "it is not token ids [B, L] (generate feeds token ids: a decoder-only spec's "
+                                 "input, an encoder-decoder's target)"), set()
     reached, cached = decoded(graph, logits, inputs[-1].name), 0
     for node in graph.nodes():
         if node.is_input or node.name not in reached:

@@ -137,8 +137,11 @@ def decode_programs(graph: Graph, suffix: str = ".pt2") -> DecodePrograms | None
 
 
 def has_seq2seq_step(graph: Graph) -> bool:
-    """An encoder-decoder spec generate() decodes: source (and its mask) and target ids in, logits out."""
-    return len(fed_inputs(graph)) in (2, 3) and generates(graph)
+    """An encoder-decoder spec generate() decodes: source (and its mask) and target ids in, logits out.
+    A source that is no token ids (audio features, an image) generates in Python, but its
+    programs are not written yet (seq2seq_step.py's examples and stand-ins are ids)."""
+    inputs = fed_inputs(graph)
+    return len(inputs) in (2, 3) and inputs[0].type.layout == "ids" and generates(graph)
 
 
 def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path: str) -> float:

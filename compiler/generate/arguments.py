@@ -69,13 +69,17 @@ def token_ids(name: str, value, vocab: int) -> list[int]:
     return [integer(name, v, 0, vocab - 1) for v in values]
 
 
-def check_mask(attention_mask, input_ids) -> None:
-    """A tensor of input_ids' shape holding 0 (padding) and 1 only, each sequence with a token."""
+def check_mask(attention_mask, input_ids, batch: int) -> None:
+    """A tensor of input_ids' shape (of `batch` rows, [B, L], where input_ids is None: a source
+    that is no ids) holding 0 (padding) and 1 only, each sequence with a token."""
     if not isinstance(attention_mask, torch.Tensor):
         raise TypeError(f"attention_mask must be a tensor like input_ids, got {describe(attention_mask)}")
-    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+    if input_ids is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
         raise ValueError(f"attention_mask is {list(attention_mask.shape)}, input_ids {list(input_ids.shape)}: "
                          "they must have the same shape")
+    if input_ids is None and (attention_mask.dim() != 2 or attention_mask.shape[0] != batch):
+        raise ValueError(f"attention_mask is {list(attention_mask.shape)}: the source's padding mask is [{batch}, "
+                         "its tokens]")
     if attention_mask.is_complex() or not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
         raise ValueError("attention_mask must hold 1 for each token and 0 for padding, nothing else")
     if not bool((attention_mask != 0).any(dim=1).all()):
@@ -100,7 +104,10 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
     if compile is not None and not isinstance(compile, bool):
         raise TypeError(f"compile must be True, False or None (a kept compiled step where there is one), got "
                         f"{describe(compile)}")
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
+    if not decoder.source_ids:  # an encoder-decoder's source of another kind: driver.check_source_tensor
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() == 0:
+            raise ValueError(f"input_ids must be the source, a tensor [{decoder.source.declared}]")
+    elif not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
         raise ValueError("input_ids must be a LongTensor [batch, length]")
     if input_ids.shape[0] == 0:
         raise ValueError("input_ids holds no sequences (a batch of 0): give at least one")
@@ -122,7 +129,7 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
     if decoder_start_token_id is not None:
         integer("decoder_start_token_id", decoder_start_token_id, 0, decoder.vocab - 1)
     if attention_mask is not None:
-        check_mask(attention_mask, input_ids)
+        check_mask(attention_mask, input_ids if decoder.source_ids else None, input_ids.shape[0])
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {describe(generator)}")
     if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
@@ -219,7 +226,7 @@ def needed_bytes(decoder, batch: int, prompt: int, max_new_tokens: int) -> int:
 
 def check_memory(decoder, input_ids, max_new_tokens: int) -> None:
     """A SpecError, before anything is allocated, when the call would hold more than is free."""
-    batch, prompt = input_ids.shape
+    batch, prompt = input_ids.shape[0], input_ids.shape[1]  # an encoder-decoder's source: prompt unused
     need = needed_bytes(decoder, batch, prompt, max_new_tokens)
     have = available_bytes()
     if have is not None and need > have:

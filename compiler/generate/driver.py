@@ -40,8 +40,9 @@ from .sampling import Sampling
 
 CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and takes token ids alone (and "
                 "optionally an attention_mask its attention reads as `padding_mask`), with causal, "
-                "sliding, alibi or latent attention (shipped: gpt2, llama, mixtral, deepseek_v3), or source ids, "
-                "optionally their padding mask, and target ids (transformer_base, t5_small)")
+                "sliding, alibi or latent attention (shipped: gpt2, llama, mixtral, deepseek_v3), or a source (ids, "
+                "or any tensor: audio features, an image), optionally its padding mask, and target ids "
+                "(transformer_base, t5_small)")
 
 
 class Decoder:
@@ -62,10 +63,13 @@ class Decoder:
         self.source_mask = len(fed) == 3  # (source ids, source padding mask, target ids): T5's order
         target = facts.inputs.index(fed[-1])
         self.output, head = self.find_logits(model)
-        not_ids = [s for s in model.meta.get("archspec_inputs", ()) if not s.ids]
+        declared = {s.name: s for s in model.meta.get("archspec_inputs", ())}
+        self.source = declared.get(fed[0]) if self.encoder_decoder else None  # its InputShape
+        self.source_ids = self.source is None or self.source.ids  # False: audio features, an image, ...
+        not_ids = [s for s in declared.values() if not s.ids and s is not self.source]
         if not_ids:
             raise refusal(f"its input '{not_ids[0].name}' is [{not_ids[0].declared}], not token ids [B, L] "
-                          "(generate feeds token ids; a source of audio features or an image is not supported yet)")
+                          "(generate feeds token ids, and an encoder-decoder's source as its spec declares it)")
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
             raise refusal(f"'{node}': {why}" if node else why)
@@ -224,14 +228,10 @@ def decoder_of(model) -> Decoder:
 def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: int,
                   decoder_start_token_id=None) -> None:
     """ValueError, in words, for ids or a length the model cannot take."""
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
-        raise ValueError("input_ids must be a LongTensor [batch, length]")
-    if input_ids.shape[1] == 0:
-        raise ValueError("input_ids is empty: give at least one token per sequence")
-    if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
-        raise ValueError(f"attention_mask is {list(attention_mask.shape)}, input_ids {list(input_ids.shape)}: "
-                         "they must have the same shape")
-    check_vocabulary(decoder, input_ids)
+    if decoder.source_ids:
+        check_ids(decoder, input_ids, attention_mask)
+    else:
+        check_source_tensor(decoder, input_ids, attention_mask)
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be 0 or more, got {max_new_tokens}")
     if decoder.encoder_decoder:
@@ -250,6 +250,33 @@ def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: i
                          f"{decoder.name}'s longest sequence, {decoder.max_length}")
 
 
+def check_ids(decoder: Decoder, input_ids, attention_mask) -> None:
+    """Token ids [B, L] in the vocabulary, and their mask of the same shape."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
+        raise ValueError("input_ids must be a LongTensor [batch, length]")
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids is empty: give at least one token per sequence")
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"attention_mask is {list(attention_mask.shape)}, input_ids {list(input_ids.shape)}: "
+                         "they must have the same shape")
+    check_vocabulary(decoder, input_ids)
+
+
+def check_source_tensor(decoder: Decoder, source, attention_mask) -> None:
+    """An encoder-decoder's source that is no token ids (audio features, an image), given as
+    input_ids: a float tensor of the shape its input declares; its padding mask, where the spec
+    takes one, given (its shape is the source tokens', which only the spec knows)."""
+    declared = decoder.source
+    if not isinstance(source, torch.Tensor) or not source.is_floating_point():
+        raise ValueError(f"{decoder.name}'s source '{declared.name}' is [{declared.declared}], not token ids: give it "
+                         f"as input_ids, a float tensor of that shape (model.generate in Python; the command line "
+                         f"feeds token ids)")
+    declared.check(source)
+    if decoder.source_mask and attention_mask is None:
+        raise ValueError(f"{decoder.name} takes a padding mask of its source '{declared.name}': give it as "
+                         "attention_mask (ones where nothing is padded)")
+
+
 def check_vocabulary(decoder: Decoder, ids) -> None:
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= decoder.vocab:
@@ -266,6 +293,8 @@ def check_source(decoder: Decoder, input_ids, attention_mask, decoder_start_toke
     if attention_mask is not None and bool((attention_mask == 0).any()) and not decoder.source_mask:
         raise ValueError(f"{decoder.name} takes no source padding mask, so its sources cannot be padded: give "
                          "sources of one length")
+    if not decoder.source_ids:  # its declared shape is checked (check_source_tensor)
+        return
     if decoder.min_source is not None and input_ids.shape[1] < decoder.min_source:  # a source of fixed length 8
         raise ValueError(f"a source of {input_ids.shape[1]} tokens is shorter than {decoder.name}'s shortest source, "
                          f"{decoder.min_source}")
@@ -306,10 +335,8 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
     source = None
     if decoder.encoder_decoder:
-        source = (input_ids,)
-        if decoder.source_mask:
-            source += (torch.ones_like(input_ids) if attention_mask is None else attention_mask.long(),)
-        input_ids, attention_mask = torch.full_like(input_ids[:, :1], decoder_start_token_id), None
+        source, input_ids = source_and_start(decoder, input_ids, attention_mask, decoder_start_token_id)
+        attention_mask = None
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
     capacity = input_ids.shape[1] + max_new_tokens
     state = DecodeState(mask, compiled_capacity(capacity, decoder.max_length) if compile else capacity)
@@ -322,6 +349,17 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     if streamer is not None:
         streamer.end()
     return torch.cat(tokens, dim=1)
+
+
+def source_and_start(decoder: Decoder, source, attention_mask, decoder_start_token_id: int):
+    """An encoder-decoder's (source inputs, the target's first ids [B, 1]): the source given as
+    input_ids (token ids, or the tensor its input declares) and, where the spec takes one, its
+    padding mask (ones where none is given)."""
+    inputs = (source,)
+    if decoder.source_mask:
+        inputs += (torch.ones_like(source) if attention_mask is None else attention_mask.long(),)
+    start = torch.full((source.shape[0], 1), decoder_start_token_id, dtype=torch.long, device=source.device)
+    return inputs, start
 
 
 def chosen_compile(model, compile: bool | None, input_ids, max_new_tokens: int, num_beams: int = 1) -> bool:

@@ -20,7 +20,7 @@ import torch
 
 from .beam import beam_search
 from .cache import DecodeState
-from .driver import as_list, check_compilable, chosen_compile, compiled_capacity, decoder_of
+from .driver import as_list, check_compilable, chosen_compile, compiled_capacity, decoder_of, source_and_start
 from .driver import generate as plain_generate
 from .processors import Processors, Stopping
 from .sampling import Sampling
@@ -123,10 +123,7 @@ def prompt_of(decoder, input_ids, attention_mask, decoder_start_token_id):
     """(the source inputs or None, the first ids of the sequence decoded, its mask), as driver.generate."""
     if not decoder.encoder_decoder:
         return None, input_ids, torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
-    source = (input_ids,)
-    if decoder.source_mask:
-        source += (torch.ones_like(input_ids) if attention_mask is None else attention_mask.long(),)
-    start = torch.full_like(input_ids[:, :1], decoder_start_token_id)
+    source, start = source_and_start(decoder, input_ids, attention_mask, decoder_start_token_id)
     return source, start, torch.ones_like(start)
 
 

@@ -350,23 +350,30 @@ graph:
 """
 
 
-def test_a_source_of_audio_features_cannot_generate_and_says_so(tmp_path, capsys):
-    """Whisper as a user wrote it: check claims no cache, build exports model.pt2 alone (the
-    decode programs would feed ids as the source), generate refuses in words (exit 1)."""
+def test_a_source_of_audio_features_generates_in_python(tmp_path, capsys):
+    """Whisper as a user wrote it: check reports its caches, build exports model.pt2 alone (the
+    encoder and decoder programs take token sources for now), generate takes the features as
+    input_ids in Python (tests/parity/test_whisper.py against Hugging Face's) and the command line,
+    which feeds token ids, refuses in words (a usage error, exit 2)."""
     from archspec.cli.main import main
 
     report = archspec.check_text(AUDIO_SOURCE)
-    assert report.to_json()["kv_cache"] is None and "KV cache" not in report.table()
+    assert report.to_json()["kv_cache"]["cross_layers"] is not None and "KV cache" in report.table()
     spec = tmp_path / "audio.yaml"
     spec.write_text(AUDIO_SOURCE)
     assert main(["build", str(spec), "-o", str(tmp_path / "out")]) == 0
     assert not (tmp_path / "out" / "decoder_step.pt2").exists() and (tmp_path / "out" / "model.pt2").exists()
     capsys.readouterr()
-    assert main(["generate", str(spec), "--ids", "1,2", "--decoder-start", "1"]) == 1
+    assert main(["generate", str(spec), "--ids", "1,2", "--decoder-start", "1"]) == 2  # a usage error
     err = capsys.readouterr().err
-    assert "cannot generate: its input 'features' is [B, 8, 32], not token ids [B, L]" in err and "Traceback" not in err
-    with pytest.raises(SpecError, match="its input 'features' is \\[B, 8, 32\\], not token ids"):
-        generate(archspec.build_text(AUDIO_SOURCE), torch.tensor([[1, 2]]))
+    assert "source 'features' is [B, 8, 32], not token ids" in err and "Traceback" not in err
+    model = archspec.build_text(AUDIO_SOURCE).eval()
+    features = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(0))
+    out = generate(model, features, decoder_start_token_id=1, max_new_tokens=4)
+    assert out.shape == (2, 5) and out.dtype == torch.long and out[:, 0].eq(1).all()
+    with torch.no_grad():  # the first new token is the argmax of the forward's logits after the start token
+        first = model(features, torch.ones(2, 1, dtype=torch.long)).argmax(-1)[:, -1]
+    assert torch.equal(out[:, 1], first)
 
 
 def test_check_reports_the_decoders_cache_of_an_encoder_decoder():
