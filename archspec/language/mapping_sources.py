@@ -107,7 +107,47 @@ def mapping_source(name: str, loc: Loc | None, root_file: str) -> MappingSource:
     if not os.access(path, os.R_OK):
         return MappingSource(name, loc, problem=warning(
             f"cannot read mapping file: {name} (permission denied)", loc, hint=NEEDED_ONLY))
-    return MappingSource(name, loc, path)
+    return MappingSource(name, loc, path, problem=first_reading(path))
+
+
+# A mapping file's top-level keys and its rules' kinds (compiler/weights/mapping_file.py reads
+# each rule through its model; tests/weights check that the two agree).
+MAPPING_KEYS = ("archspec", "name", "doc", "identify", "rules", "keep")
+RULE_NAMES = ("rename", "fuse", "stack", "split", "transpose", "permute", "reshape", "drop", "affine", "copy",
+              "create")
+
+
+def first_reading(path: str) -> Diagnostic | None:
+    """A warning, located in the mapping file, where check's first reading of it fails: not
+    YAML, not a mapping, an unknown top-level key or an unknown rule (`fuze:`). The rules
+    themselves are read at the load (`--weights`), which says again what is wrong, as an error."""
+    from .loader import load_file
+
+    try:
+        doc = load_file(path)
+    except SpecError as exc:
+        return as_warning(exc.diagnostics[0])
+    data = doc.data
+    if not isinstance(data, dict):
+        return warning("a mapping file is a mapping with `name` and `rules`", doc.loc(()), hint=NEEDED_ONLY)
+    for key in data:
+        if key not in MAPPING_KEYS:
+            return unknown(doc, (key,), "key", key, MAPPING_KEYS)
+    rules = data.get("rules")
+    for i, rule in enumerate(rules if isinstance(rules, list) else ()):
+        for kind in rule if isinstance(rule, dict) else ():
+            if kind not in RULE_NAMES:
+                return unknown(doc, ("rules", i, kind), "rule", kind, RULE_NAMES)
+    return None
+
+
+def unknown(doc, path: tuple, what: str, name, known: tuple) -> Diagnostic:
+    """A warning: an unknown `what` (key or rule) in a mapping file, with the closest known name."""
+    from ..core.words import did_you_mean, one_of
+
+    return warning(f"unknown {what} '{name}' in the mapping file (loading a checkpoint with it, --weights, would "
+                   "stop here)", doc.loc(path, key=True),
+                   hint=did_you_mean(str(name), known) or f"a {what} is one of: {one_of(known)}")
 
 
 NEEDED_ONLY = "a mapping file is needed only to load a checkpoint in its naming (--weights)"
