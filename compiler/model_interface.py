@@ -21,8 +21,7 @@ import math
 
 import torch.nn as nn
 
-NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value", "attention_biases",
-                  "temperature")
+NO_DECAY_NAMES = ("pos_embed", "cls_token", "tokens", "token", "table", "logit_scale", "value", "attention_biases")
 FEATURE_FORMATS = ("NHWC", "NCHW", "NLC")  # image-like channels last, channels first, tokens
 
 

@@ -69,7 +69,8 @@ class SublayerParams(Params):
     parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
     With `norm_offset` each norm scales by (offset + weight), the weight starting at 1 - offset
     (Gemma's RMSNorm and Nemotron's LayerNorm1P: offset 1); with `norm_bias: false` each LayerNorm
-    has a weight alone (MPT, OLMo).
+    has a weight alone (MPT, OLMo); with `branch_scale` the branch is multiplied by a fixed number
+    (Granite's residual_multiplier).
     """
 
     norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post, sandwich or none")
@@ -84,6 +85,9 @@ class SublayerParams(Params):
     drop_path: Rate = Field(0.0, description="stochastic depth rate of this residual branch")
     layer_scale: float | None = Field(None, gt=0, description="LayerScale: initial value of a learned per-channel "
                                                               "scale of the branch (e.g. 1e-5); none: no scale")
+    branch_scale: float = Field(1.0, allow_inf_nan=False,
+                                description="the branch times this fixed number before the residual add (Granite's "
+                                            "residual_multiplier; MiniCPM's scale_depth / sqrt(layers))")
 
     def check_structure(self) -> None:
         """RuleError for options that do not go together."""

@@ -39,8 +39,9 @@ class TokenEmbed(nn.Module):
     in a left-padded prompt; compiler/generate/cache.py)."""
 
     def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None, pos_offset=0,
-                 sincos_layout="interleaved", pad_id=None, pos_pad_id=None):
+                 sincos_layout="interleaved", pad_id=None, pos_pad_id=None, multiplier=1.0):
         super().__init__()
+        self.multiplier = multiplier  # a fixed multiplier of the token embeddings (Granite, MiniCPM)
         self.pos_offset = pos_offset  # learned positions: rows of the table before the first position's
         self.pos_pad_id = pos_pad_id  # positions numbered from the ids (RoBERTa's), padding at this row
         self.scale = math.sqrt(dim) if scale else None
@@ -66,6 +67,8 @@ class TokenEmbed(nn.Module):
             x = x + self.types(types)
         if self.scale is not None:
             x = x * self.scale
+        if self.multiplier != 1.0:
+            x = x * self.multiplier
         if positions is not None:
             return self.at_positions(x, positions)
         if self.pos is not None and self.pos_pad_id is not None:
@@ -102,7 +105,8 @@ def lower(p, inputs, ctx):
         ctx.tie("tokens", p.tie + ".tokens")
     return make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
                 tied=p.tie is not None, dropout=p.dropout, types=p.types, pos_offset=p.pos_offset,
-                sincos_layout=p.sincos_layout, pad_id=p.pad_id, pos_pad_id=p.pos_pad_id)
+                sincos_layout=p.sincos_layout, pad_id=p.pad_id, pos_pad_id=p.pos_pad_id,
+                **({"multiplier": p.multiplier} if p.multiplier != 1.0 else {}))  # model.py as before without it
 
 
 register_facts(EMBED, grid=KEEPS, classifier=None, resample=None)

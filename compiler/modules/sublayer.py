@@ -22,9 +22,10 @@ from .norms import norm_module, zero_scale
 
 class Sublayer(nn.Module):
     def __init__(self, width, norm="pre", norm_kind="layer", norm_eps=1e-5, norm_offset=0.0, residual=True,
-                 layer_scale=None, drop_path=0.0, norm_bias=True):
+                 layer_scale=None, drop_path=0.0, norm_bias=True, branch_scale=1.0):
         super().__init__()
         self.place = norm
+        self.branch_scale = branch_scale  # a fixed multiplier of the branch (Granite's residual_multiplier)
         self.residual = residual
         self.norm = norm_module(norm_kind, width, norm_eps, norm_offset, norm_bias) if norm != "none" else None
         if norm == "sandwich":  # Gemma 2's post_attention_layernorm / post_feedforward_layernorm
@@ -38,9 +39,11 @@ class Sublayer(nn.Module):
         raise NotImplementedError
 
     def branch(self, h):
-        """What the residual adds: the body's output, scaled (LayerScale) and dropped (stochastic depth)."""
+        """What the residual adds: the body's output, scaled (LayerScale, branch_scale) and dropped (stochastic depth)."""
         if self.layer_scale is not None:
             h = self.layer_scale(h)
+        if self.branch_scale != 1.0:
+            h = h * self.branch_scale
         return self.drop_path(h) if self.drop_path is not None else h
 
     def normed_body(self, x, *extra, **options):
@@ -63,6 +66,10 @@ class Sublayer(nn.Module):
 
 def sublayer_args(p) -> dict:
     """The Sublayer constructor arguments of a node's params."""
-    bias = {} if p.norm_bias else {"norm_bias": False}  # model.py as before where the norms have their bias
+    given = {"norm_bias": p.norm_bias, "branch_scale": p.branch_scale}
+    given = {k: v for k, v in given.items() if v != DEFAULTS[k]}  # model.py as before where they are the defaults
     return dict(norm=p.norm, norm_kind=p.norm_kind, norm_eps=p.norm_eps, norm_offset=p.norm_offset,
-                residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path, **bias)
+                residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path, **given)
+
+
+DEFAULTS = {"norm_bias": True, "branch_scale": 1.0}  # sublayer_args leaves these out

@@ -30,6 +30,9 @@ class EmbedParams(Params):
     pos_offset: NonNegInt = Field(0, description="learned positions: the table has this many rows more, "
                                                  "before the first position's (BART, OPT: 2)")
     scale: bool = Field(False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.)")
+    multiplier: float = Field(1.0, allow_inf_nan=False,
+                              description="multiply the token embeddings by this fixed number, before the positions "
+                                          "(Granite's embedding_multiplier, MiniCPM's scale_emb)")
     dropout: Rate = 0.0
     tie: str | None = Field(None, description="share the table of this other embed node")
     types: PositiveInt | None = Field(None, description="token types (segments): read their ids as a second input "

@@ -17,8 +17,9 @@ from ..common import make, trunc_normal_linears
 class LanguageModelHead(nn.Module):
     """Logits over the vocabulary for every token; the weight may be an embed table."""
 
-    def __init__(self, dim, vocab, tied=False, bias=False):
+    def __init__(self, dim, vocab, tied=False, bias=False, divisor=1.0):
         super().__init__()
+        self.divisor = divisor  # the logits divided by it (Granite's logits_scaling)
         self.fc = None if tied else nn.Linear(dim, vocab, bias=False)
         self.table = None  # a tied nn.Embedding, set by the lowering
         self.bias = nn.Parameter(torch.zeros(vocab)) if bias else None
@@ -27,7 +28,8 @@ class LanguageModelHead(nn.Module):
 
     def forward(self, x):
         weight = self.fc.weight if self.fc is not None else self.table.weight
-        return F.linear(x, weight, self.bias)  # [B, L, C] -> [B, L, vocab]
+        logits = F.linear(x, weight, self.bias)  # [B, L, C] -> [B, L, vocab]
+        return logits / self.divisor if self.divisor != 1.0 else logits
 
 
 @lowering(LM)
@@ -35,7 +37,9 @@ def lower(p, inputs, ctx):
     width = inputs[0].channels
     if p.tie is not None:
         ctx.tie("table", p.tie + ".tokens")
-    return make(LanguageModelHead, dim=width, vocab=lm_vocab(p, width, ctx), tied=p.tie is not None, bias=p.bias)
+    divisor = {"divisor": p.logits_divisor} if p.logits_divisor != 1.0 else {}  # model.py as before without it
+    return make(LanguageModelHead, dim=width, vocab=lm_vocab(p, width, ctx), tied=p.tie is not None, bias=p.bias,
+                **divisor)
 
 
 register_facts(LM, grid=KEEPS, classifier=None, resample=None)

@@ -19,6 +19,8 @@ class LmParams(Params):
     vocab: PositiveInt | None = Field(None, description="vocabulary size (taken from `tie` when tied)")
     tie: str | None = Field(None, description="use this embed node's table as the output weights")
     bias: bool = False
+    logits_divisor: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                  description="the logits divided by this fixed number (Granite's logits_scaling)")
 
 
 def lm_vocab(p: LmParams, width: int, ctx) -> int:
