@@ -36,9 +36,18 @@ def gather_beams(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
 
 def last_logits(decoder, ids: torch.Tensor, source) -> torch.Tensor:
     """The last position's logits [N, vocab] in float32, the whole sequence through forward."""
-    out = decoder.model(ids) if source is None else decoder.model(*source, ids)
+    out = decoder.model(*forward_inputs(decoder, ids, source))
     out = out[decoder.output] if isinstance(out, (tuple, list)) else out
     return out[:, -1, :].float()
+
+
+def forward_inputs(decoder, ids: torch.Tensor, source) -> list:
+    """forward's arguments for the sequences `ids` [N, L]: the fed inputs (the source's, then the
+    ids), and ones for a padding mask the cached attention reads (beams start from prompts of one
+    length: nothing is padded)."""
+    facts = decoder.model.facts
+    given = dict(zip(facts.fed_inputs, (*(source or ()), ids)))
+    return [given[name] if name in given else torch.ones_like(ids) for name in facts.inputs]
 
 
 @torch.no_grad()

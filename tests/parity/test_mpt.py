@@ -6,7 +6,7 @@ tensor ops (17 nodes a layer, no fused kernel, no generate).
 
 Against MptForCausalLM at a tiny config (eager attention, every parameter perturbed by seeded
 noise, loaded through the mapping below): parameter counts, logits (left-padded too, the real
-tokens), greedy tokens against its generate; without the clamp, or with the norms' biases, the
+tokens), greedy and beam tokens against its generate; without the clamp, or with the norms' biases, the
 network differs (another output, another count), so the comparisons can fail.
 """
 
@@ -127,6 +127,17 @@ def test_greedy_tokens_as_hugging_faces_generate(folder):
     theirs = ref.generate(input_ids=prompt, attention_mask=mask, max_new_tokens=8, do_sample=False)
     mine = model.generate(prompt, attention_mask=mask, max_new_tokens=8)
     assert torch.equal(theirs, mine)
+
+
+def test_beams_as_hugging_faces_for_a_spec_that_takes_a_mask(folder):
+    """Beam search runs forward over whole sequences: a spec that takes an attention_mask gets ones
+    (the OLMo trial's crash: forward() missing 'attention_mask')."""
+    ref = reference(0.3)
+    model = ours(folder, ref)
+    prompt = IDS[:1, :5]
+    theirs = ref.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8, num_beams=3,
+                          do_sample=False)
+    assert torch.equal(model.generate(prompt, max_new_tokens=8, num_beams=3), theirs)
 
 
 @pytest.mark.parametrize("right, wrong, message", [
