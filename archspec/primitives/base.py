@@ -69,7 +69,7 @@ class SublayerParams(Params):
     parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
     With `norm_offset` each norm scales by (offset + weight), the weight starting at 1 - offset
     (Gemma's RMSNorm and Nemotron's LayerNorm1P: offset 1); with `norm_bias: false` each LayerNorm
-    has a weight alone (MPT, OLMo); with `branch_scale` the branch is multiplied by a fixed number
+    has a weight alone (MPT, DBRX), with `norm_affine: false` nothing (OLMo); with `branch_scale` the branch is multiplied by a fixed number
     (Granite's residual_multiplier).
     """
 
@@ -80,7 +80,9 @@ class SublayerParams(Params):
                                                                      "starting at 1 - offset (Gemma's RMSNorm, "
                                                                      "Nemotron's LayerNorm1P: 1)")
     norm_bias: bool = Field(True, description="norm_kind: layer: the LayerNorms' bias; false: a weight only "
-                                              "(MPT, OLMo; torch's LayerNorm(bias=False))")
+                                              "(MPT, DBRX; torch's LayerNorm(bias=False))")
+    norm_affine: bool = Field(True, description="norm_kind: layer: the LayerNorms' weight and bias; false: neither "
+                                                "(OLMo's; torch's elementwise_affine=False)")
     residual: bool = Field(True, description="add the input back; false: return the branch alone (parallel blocks)")
     drop_path: Rate = Field(0.0, description="stochastic depth rate of this residual branch")
     layer_scale: float | None = Field(None, gt=0, description="LayerScale: initial value of a learned per-channel "
@@ -88,6 +90,19 @@ class SublayerParams(Params):
     branch_scale: float = Field(1.0, allow_inf_nan=False,
                                 description="the branch times this fixed number before the residual add (Granite's "
                                             "residual_multiplier; MiniCPM's scale_depth / sqrt(layers))")
+
+    def check_without_affine(self) -> None:
+        """norm_affine: false takes a LayerNorm's weight and bias away: there must be a LayerNorm,
+        and no option that shapes its weight."""
+        if self.norm == "none" or self.norm_kind == "rms":
+            why = "norm: none leaves no norm" if self.norm == "none" else "it is a LayerNorm's option"
+            raise RuleError(f"norm_affine: false takes the LayerNorm's weight and bias away, but {why}",
+                            field="norm_affine", hint="drop norm_affine" + (", or place a norm (pre, post, ...)"
+                                                                          if self.norm == "none" else ""))
+        for name in ("norm_bias", "norm_offset"):
+            if name in self.model_fields_set:
+                raise RuleError(f"{name} goes with the norms' weight, and norm_affine: false leaves none",
+                                field=name, hint=f"drop {name}, or norm_affine: false")
 
     def check_structure(self) -> None:
         """RuleError for options that do not go together."""
@@ -99,6 +114,8 @@ class SublayerParams(Params):
             if self.norm == "none" and name in self.model_fields_set:
                 raise RuleError(f"{name} is given but norm: none leaves no norm", field=name,
                                 hint=f"drop {name}, or place a norm (pre, post, ...)")
+        if not self.norm_affine:
+            self.check_without_affine()
         if not self.norm_bias and (self.norm == "none" or self.norm_kind == "rms"):
             why = "norm: none leaves no norm" if self.norm == "none" else "an RMSNorm has no bias"
             raise RuleError(f"norm_bias: false takes the LayerNorm's bias away, but {why}", field="norm_bias",
@@ -112,7 +129,7 @@ class SublayerParams(Params):
 def sublayer_params(p: SublayerParams, width: int) -> int:
     """Parameters of a sub-layer's norms and LayerScale (its body's are the op's own)."""
     norms = {"pre": 1, "post": 1, "res_post": 1, "sandwich": 2, "none": 0}[p.norm]
-    per_norm = width if p.norm_kind == "rms" or not p.norm_bias else 2 * width
+    per_norm = 0 if not p.norm_affine else width if p.norm_kind == "rms" or not p.norm_bias else 2 * width
     return norms * per_norm + (width if p.layer_scale is not None else 0)
 
 

@@ -53,9 +53,13 @@ class OffsetLayerNorm(nn.LayerNorm):
         return F.layer_norm(x, self.normalized_shape, self.weight + self.offset, self.bias, self.eps)
 
 
-def norm_module(kind: str, width: int, eps: float, offset: float = 0.0, bias: bool = True) -> nn.Module:
-    """A LayerNorm (`layer`, with a bias or without) or an RMSNorm (`rms`) over `width` channels,
-    either with an `offset` (Nemotron's LayerNorm1P, Gemma's RMSNorm)."""
+def norm_module(kind: str, width: int, eps: float, offset: float = 0.0, bias: bool = True,
+                affine: bool = True) -> nn.Module:
+    """A LayerNorm (`layer`, with a bias or without, or with neither weight nor bias: not `affine`)
+    or an RMSNorm (`rms`) over `width` channels, either with an `offset` (Nemotron's LayerNorm1P,
+    Gemma's RMSNorm)."""
+    if not affine:  # OLMo's LayerNorm
+        return nn.LayerNorm(width, eps=eps, elementwise_affine=False)
     if kind == "rms" and offset:
         return OffsetRMSNorm(width, eps, offset)
     if kind == "rms":
@@ -67,6 +71,8 @@ def norm_module(kind: str, width: int, eps: float, offset: float = 0.0, bias: bo
 
 def zero_scale(norm: nn.Module) -> None:
     """Make a norm output zeros (Swin v2's res_post norms: every block starts as the identity)."""
+    if norm.weight is None:  # a LayerNorm without weight: nothing to zero
+        return
     nn.init.constant_(norm.weight, -getattr(norm, "offset", 0.0))
     if getattr(norm, "bias", None) is not None:
         nn.init.zeros_(norm.bias)

@@ -30,6 +30,8 @@ def lower(p, inputs, ctx):
     if p.offset:
         return make(OffsetLayerNorm, normalized_shape=inputs[0].channels, eps=p.eps, offset=p.offset, bias=p.bias)
     kind = LayerNorm2d if inputs[0].layout == "image" else nn.LayerNorm
+    if not p.affine:  # OLMo's: no weight, no bias
+        return make(kind, normalized_shape=inputs[0].channels, eps=p.eps, elementwise_affine=False)
     if p.bias:
         return make(kind, normalized_shape=inputs[0].channels, eps=p.eps)
     return make(kind, normalized_shape=inputs[0].channels, eps=p.eps, bias=False)

@@ -1,7 +1,8 @@
 """norm kind=layer (the default): a LayerNorm over the channels (the final norm of a stage or tower):
 of tokens or a feature vector, or of an image [B, C, H, W] at every pixel (timm's LayerNorm2d:
-ConvNeXt, GC ViT, NesT); `bias: false` leaves the bias out (torch's LayerNorm(bias=False)); `offset`
-scales by (offset + weight) (Nemotron's LayerNorm1P: 1)."""
+ConvNeXt, GC ViT, NesT); `bias: false` leaves the bias out (torch's LayerNorm(bias=False)); `affine:
+false` both the weight and the bias (OLMo's; torch's elementwise_affine=False); `offset` scales by
+(offset + weight) (Nemotron's LayerNorm1P: 1)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class LayerNormParams(Params):
     bias: Bias = True
     offset: float = Field(0.0, allow_inf_nan=False, description="scale by (offset + weight), the weight starting "
                                                                 "at 1 - offset (Nemotron's LayerNorm1P: 1)")
+    affine: bool = Field(True, description="a learned weight and bias; false: neither, the norm has no parameters "
+                                           "(OLMo's LayerNorm; torch's elementwise_affine=False)")
 
 
 class LayerNorm(Op):
@@ -35,12 +38,19 @@ class LayerNorm(Op):
     Params = LayerNormParams
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        if not p.affine:
+            for name in ("bias", "offset"):
+                if name in p.model_fields_set:
+                    raise RuleError(f"{name} goes with a weight, and affine: false leaves the norm without one",
+                                    field=name, hint=f"drop {name}, or affine: false")
         if p.offset and inputs[0].layout == "image":
             raise RuleError("offset covers a LayerNorm of tokens or a vector, not of an image", field="offset",
                             hint="read the image as tokens first (to_tokens), or drop offset")
         return check_normalisable(inputs[0], image=True)
 
     def cost(self, p, inputs, out: TensorType, ctx) -> Cost:
+        if not p.affine:
+            return Cost(params=0, flops=0)
         return Cost(params=norm_params(out.channels) if p.bias else out.channels, flops=0)
 
 

@@ -1,0 +1,127 @@
+"""OLMo-1 (Hugging Face's OlmoForCausalLM) in native words: its LayerNorms have neither weight nor
+bias (`norm_affine: false` on the sub-layers, `affine: false` on the final norm) and its q, k, v
+projections are clamped (`clip_qkv`). The OLMo user trial wrote each such norm from tensor ops
+(7 nodes, 35 in all, and every sub-layer split into its body and an add: 46 nodes where 8 do);
+`norm_bias: false`, which the docs named for OLMo then, left a weight: 320 parameters too many.
+
+Against OlmoForCausalLM at a tiny config (eager attention, every parameter perturbed by seeded
+noise, loaded through the mapping below, which has no norm tensors to map): parameter counts,
+logits, greedy tokens against its generate; with the norms' weights the count differs, without
+the clamp the logits do, so the comparisons can fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+from archspec.core.errors import SpecError
+
+transformers = pytest.importorskip("transformers")
+
+SPEC = """\
+archspec: 1
+name: olmo_tiny
+params: {vocab: 100, dim: 64, hidden: 128, layers: 2, heads: 4, context: 64, clip: 0.5, affine: false}
+dims:
+  L: [1, context]
+inputs:
+  input_ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: embed, embed: {vocab: "${vocab}", dim: "${dim}", pos: none}}
+  - id: layers
+    repeat: ${layers}
+    graph:
+      - id: attn
+        attention: {kind: causal, heads: "${heads}", rope_theta: 10000.0, qkv_bias: false, proj_bias: false,
+                    clip_qkv: "${clip}", norm_affine: "${affine}"}
+      - {id: mlp, mlp: {hidden: "${hidden}", act: silu, gated: true, bias: false, norm_affine: "${affine}"}}
+  - {id: norm, norm: {affine: "${affine}"}}
+  - {id: head, head: {kind: lm, vocab: "${vocab}"}}
+mappings: [hf_olmo.yaml]
+"""
+
+MAPPING = r"""
+archspec: 1
+name: hf olmo
+rules:
+  - drop: ['rotary_emb\.inv_freq$', 'rotary_emb\.original_inv_freq$']
+  - fuse:
+      match: '^model\.layers\.(\d+)\.self_attn\.{part}\.weight$'
+      parts: [q_proj, k_proj, v_proj]
+      into: qkv
+  - fuse:
+      match: '^model\.layers\.(\d+)\.mlp\.{part}\.weight$'
+      parts: [gate_proj, up_proj]
+      into: fc1
+  - rename:
+      '^model\.embed_tokens\.': embed.tokens.
+      '^model\.layers\.(\d+)\.self_attn\.qkv\.': 'layers.\1.attn.qkv.'
+      '^model\.layers\.(\d+)\.self_attn\.o_proj\.': 'layers.\1.attn.proj.'
+      '^model\.layers\.(\d+)\.mlp\.fc1\.': 'layers.\1.mlp.fc1.'
+      '^model\.layers\.(\d+)\.mlp\.down_proj\.': 'layers.\1.mlp.fc2.'
+      '^lm_head\.': head.fc.
+"""
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    from transformers import OlmoConfig, OlmoForCausalLM
+
+    config = OlmoConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        vocab_size=100, rope_theta=10000.0, tie_word_embeddings=False, max_position_embeddings=64,
+                        clip_qkv=0.5, attn_implementation="eager", eos_token_id=None, bos_token_id=None)
+    torch.manual_seed(0)
+    ref = OlmoForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    folder = tmp_path_factory.mktemp("olmo")
+    (folder / "olmo.yaml").write_text(SPEC)
+    (folder / "hf_olmo.yaml").write_text(MAPPING)
+    torch.save(ref.state_dict(), folder / "ref.pt")
+    return ref, folder
+
+
+def ours(pair, **overrides):
+    _, folder = pair
+    return archspec.build(str(folder / "olmo.yaml"), overrides, weights=str(folder / "ref.pt")).eval()
+
+
+IDS = torch.randint(0, 100, (3, 9), generator=torch.Generator().manual_seed(2))
+
+
+def test_counts_logits_and_tokens_as_hugging_faces(pair):
+    ref, folder = pair
+    model = ours(pair)
+    count = sum(p.numel() for p in ref.parameters())
+    assert sum(p.numel() for p in model.parameters()) == count == archspec.check(str(folder / "olmo.yaml")).params
+    with torch.no_grad():
+        assert (ref(IDS).logits - model(IDS)).abs().max() < 1e-5
+    theirs = ref.generate(IDS[:, :4], attention_mask=torch.ones(3, 4, dtype=torch.long), max_new_tokens=8,
+                          do_sample=False)
+    assert torch.equal(model.generate(IDS[:, :4], max_new_tokens=8), theirs)
+
+
+def test_the_norms_weights_and_the_clamp_matter(pair):
+    ref, folder = pair
+    with_weights = archspec.check(str(folder / "olmo.yaml"), {"affine": True}).params
+    assert with_weights == sum(p.numel() for p in ref.parameters()) + 5 * 2 * 64  # 5 LayerNorms' weights and biases
+    with torch.no_grad():
+        assert (ref(IDS).logits - ours(pair, clip=None)(IDS)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("right, wrong, message", [
+    ('norm_affine: "${affine}"}}', 'norm_affine: "${affine}", norm_bias: false}}',
+     "norm_bias goes with the norms' weight, and norm_affine: false leaves none"),
+    ('norm_affine: "${affine}"}}', 'norm_affine: "${affine}", norm_kind: rms}}',
+     "norm_affine: false takes the LayerNorm's weight and bias away, but it is a LayerNorm's option"),
+    ('norm: {affine: "${affine}"}', 'norm: {affine: "${affine}", bias: false}',
+     "bias goes with a weight, and affine: false leaves the norm without one"),
+])
+def test_options_that_would_do_nothing_are_located_errors(right, wrong, message):
+    assert SPEC.count(right) == 1
+    with pytest.raises(SpecError, match=message):
+        archspec.check_text(SPEC.replace(right, wrong))
