@@ -239,6 +239,8 @@ def _wrong_type_hint(g: _ValueErrors, expected: list[str]) -> str | None:
         choices = [c.strip(" '") for e in g.errs if e["type"] == "literal_error"
                    for c in _expectation(e).replace(" or ", ", ").split(",")]
         return did_you_mean(got, choices)
+    if isinstance(got, str) and got.lower() in ("none", "null") and _takes_null(g):
+        return f"for no value write null or ~ ('{got}' is text in YAML), or leave the option out for its default"
     if isinstance(got, float) and "an integer" in expected and got == int(got):
         return f"write {int(got)}; in expressions, // divides to a whole number"
     if isinstance(got, str) and any(t in expected for t in ("an integer", "a number")):
@@ -246,6 +248,13 @@ def _wrong_type_hint(g: _ValueErrors, expected: list[str]) -> str | None:
             return "write numbers without quotes; expressions go in ${...}"
         return None
     return None
+
+
+def _takes_null(g: _ValueErrors) -> bool:
+    """Whether the value's field takes null (an Optional annotation)."""
+    holder = _model_holding(g.model, g.path) if g.path else None
+    field = holder.model_fields.get(g.path[-1]) if holder is not None else None
+    return field is not None and type(None) in get_args(field.annotation)  # X | None and Optional[X] alike
 
 
 def _wrong_type(g: _ValueErrors) -> Diagnostic:

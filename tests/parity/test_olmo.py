@@ -125,3 +125,11 @@ def test_options_that_would_do_nothing_are_located_errors(right, wrong, message)
     assert SPEC.count(right) == 1
     with pytest.raises(SpecError, match=message):
         archspec.check_text(SPEC.replace(right, wrong))
+
+
+def test_none_written_for_no_clamp_hints_at_null():
+    """`clip_qkv: none` is YAML text (the option tables print none for null): the hint says null."""
+    with pytest.raises(SpecError) as error:
+        archspec.check_text(SPEC.replace('clip_qkv: "${clip}"', "clip_qkv: none"))
+    assert "`clip_qkv` must be a number; got 'none'" in str(error.value)
+    assert "for no value write null or ~ ('none' is text in YAML)" in str(error.value)
