@@ -50,8 +50,8 @@ class TokenEmbed(nn.Module):
         self.pos = nn.Embedding(pos_offset + max_len, dim, padding_idx=pos_pad_id) if pos == "learned" else None
         self.types = nn.Embedding(types, dim) if types else None
         if pos == "sincos":
-            self.register_buffer("pos_table", sinusoid_table(max_len, dim, sincos_layout),
-                                 persistent=False)  # [max_len, dim]
+            self.register_buffer("pos_table", position_table(max_len, dim, sincos_layout, pos_pad_id),
+                                 persistent=False)  # [max_len (+ pos_pad_id + 1), dim]
         else:
             self.pos_table = None
         self.drop = nn.Dropout(dropout) if dropout > 0 else None
@@ -71,15 +71,14 @@ class TokenEmbed(nn.Module):
             x = x * self.multiplier
         if positions is not None:
             return self.at_positions(x, positions)
-        if self.pos is not None and self.pos_pad_id is not None:
-            x = x + self.pos(numbered_positions(ids, self.pos_pad_id))  # [B, L, dim]
-        elif self.pos is not None:
+        if self.pos_pad_id is not None:  # learned (RoBERTa) or sinusoids (fairseq): rows numbered from the ids
+            rows = numbered_positions(ids, self.pos_pad_id)  # [B, L]
+            return self.dropped(x + (self.pos(rows) if self.pos is not None else self.pos_table[rows]))  # [B, L, dim]
+        if self.pos is not None:
             x = x + self.pos.weight[self.pos_offset: self.pos_offset + ids.shape[1]]  # [L, dim]
         if self.pos_table is not None:
             x = x + self.pos_table[: ids.shape[1]]
-        if self.drop is not None:
-            x = self.drop(x)
-        return x
+        return self.dropped(x)
 
     def at_positions(self, x, positions):
         """The position embeddings of `positions` [B, L] added (generate(): a cached decode step
@@ -87,8 +86,22 @@ class TokenEmbed(nn.Module):
         if self.pos is not None:
             x = x + self.pos(positions + self.pos_offset)  # [B, L, dim]
         if self.pos_table is not None:
-            x = x + self.pos_table[positions]  # [B, L, dim]
+            first = 0 if self.pos_pad_id is None else self.pos_pad_id + 1  # fairseq's rows start after the pad's
+            x = x + self.pos_table[positions + first]  # [B, L, dim]
+        return self.dropped(x)
+
+    def dropped(self, x):
         return self.drop(x) if self.drop is not None else x
+
+
+def position_table(max_len: int, dim: int, layout: str, pos_pad_id: int | None):
+    """The fixed sinusoids [max_len, dim]; numbered from the ids (`pos_pad_id`), fairseq's: row r
+    is position r's, the first token at row pos_pad_id + 1, row pos_pad_id zeros (its padding)."""
+    if pos_pad_id is None:
+        return sinusoid_table(max_len, dim, layout)
+    table = sinusoid_table(pos_pad_id + 1 + max_len, dim, layout)  # [pad + 1 + max_len, dim]
+    table[pos_pad_id] = 0.0
+    return table
 
 
 def numbered_positions(ids, pad: int):

@@ -59,3 +59,34 @@ def test_interleaved_is_the_default_and_the_halves_reorder_its_columns():
 def test_a_layout_for_learned_positions_is_a_located_error():
     with pytest.raises(SpecError, match="sincos_layout orders sinusoidal positions; these positions are learned"):
         archspec.check_text(SPEC.replace("pos: sincos", "pos: learned"))
+
+
+NUMBERED = """
+archspec: 1
+name: numbered
+dims: {L: [1, 32]}
+inputs: {ids: {shape: [B, L], dtype: int64}}
+graph:
+  - {id: embed, embed: {vocab: 40, dim: 16, pos: sincos, max_len: 32, sincos_layout: fairseq, pos_pad_id: 1,
+                        pad_id: 1, scale: true}}
+"""
+
+
+def test_numbered_from_the_ids_as_m2m100s_positions():
+    """fairseq's positions (M2M100, NLLB, FSMT): each real token at row pad + 1 + its count, the
+    padding at the zero row pad, left-padded rows included (the new-words trial: FSMT stayed 1.68
+    off while sincos positions could not be numbered). FSMT's table is the one above
+    (test_fairseq_is_fsmts_and_whispers_table), numbered as M2M100's."""
+    pytest.importorskip("transformers")
+    from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding as M2M100
+
+    ids = torch.tensor([[5, 6, 7, 8, 9], [1, 1, 5, 6, 7]])  # the second left-padded (pad 1)
+    model = archspec.build_text(NUMBERED)
+    tokens = model.embed.tokens.weight[ids] * 16 ** 0.5
+    with torch.no_grad():
+        ours = model(ids) - tokens
+        m2m = M2M100(32, 16, padding_idx=1)(ids)
+    assert torch.allclose(ours, m2m, atol=1e-5)
+    unnumbered = archspec.build_text(NUMBERED.replace(" pos_pad_id: 1,", ""))
+    with torch.no_grad():
+        assert (unnumbered(ids) - unnumbered.embed.tokens.weight[ids] * 4 - m2m).abs().max() > 0.1  # can fail

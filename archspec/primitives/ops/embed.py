@@ -24,8 +24,9 @@ class EmbedParams(Params):
         "interleaved", description="pos: sincos: each frequency's sin and cos side by side, sin at 2i and cos at "
                                    "2i + 1 (interleaved: Vaswani et al.'s formula); all the sines, then all the "
                                    "cosines (halves: Hugging Face's Marian, frequencies 10000^(-i/(d/2))); or so at "
-                                   "the frequencies 10000^(-i/(d/2 - 1)) (fairseq: tensor2tensor, fairseq, FSMT, "
-                                   "Whisper's sinusoids)")
+                                   "the frequencies 10000^(-i/(d/2 - 1)) (fairseq: tensor2tensor's, fairseq's, "
+                                   "FSMT's, M2M100's and Whisper's sinusoids; fairseq numbers them from the ids: "
+                                   "pos_pad_id)")
     max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover")
     pos_offset: NonNegInt = Field(0, description="learned positions: the table has this many rows more, "
                                                  "before the first position's (BART, OPT: 2)")
@@ -41,10 +42,12 @@ class EmbedParams(Params):
                                                        "trained (nn.Embedding's padding_idx; Hugging Face's BERT, "
                                                        "RoBERTa, BART: pad_token_id)")
     pos_pad_id: NonNegInt | None = Field(
-        None, description="learned positions numbered from the ids, as RoBERTa's (Hugging Face's "
+        None, description="positions numbered from the ids, as RoBERTa's (Hugging Face's "
                           "create_position_ids_from_input_ids): each token that is not this id takes row pos_pad_id "
-                          "+ its count among them, each padding token row pos_pad_id (never trained); pos_offset "
-                          "must be pos_pad_id + 1 (RoBERTa, XLM-R: pad 1, offset 2)")
+                          "+ its count among them, each padding token row pos_pad_id (never trained; zeros in a "
+                          "sinusoid table); learned: pos_offset must be pos_pad_id + 1 (RoBERTa, XLM-R: pad 1, offset "
+                          "2); sincos: the table's rows so numbered, as fairseq's (M2M100, NLLB, FSMT: "
+                          "sincos_layout fairseq)")
 
 
 def tied_table(tie: str, ctx) -> tuple[int, int]:
@@ -88,7 +91,7 @@ def not_ids_hint(x: TensorType) -> str | None:
 
 
 def check_padding_rows(p: EmbedParams, vocab: int) -> None:
-    """pad_id within the vocabulary; pos_pad_id with learned positions, pos_offset one past it."""
+    """pad_id within the vocabulary; pos_pad_id with a position table, a learned one's pos_offset one past it."""
     if p.pad_id is not None and p.tie is not None:
         raise RuleError(f"pad_id marks a row of the table's owner, and this embed shares {p.tie}'s", field="pad_id",
                         hint=f"give pad_id on {p.tie}")
@@ -96,10 +99,10 @@ def check_padding_rows(p: EmbedParams, vocab: int) -> None:
         raise RuleError(f"pad_id {p.pad_id} is outside the table of {vocab} rows", field="pad_id")
     if p.pos_pad_id is None:
         return
-    if p.pos != "learned":
-        raise RuleError(f"pos_pad_id numbers a learned position table; these positions are {p.pos}",
-                        field="pos_pad_id", hint="use pos: learned, or drop pos_pad_id")
-    if p.pos_offset != p.pos_pad_id + 1:
+    if p.pos not in ("learned", "sincos"):
+        raise RuleError(f"pos_pad_id numbers a position table; these positions are {p.pos}",
+                        field="pos_pad_id", hint="use pos: learned or sincos, or drop pos_pad_id")
+    if p.pos == "learned" and p.pos_offset != p.pos_pad_id + 1:
         raise RuleError(f"pos_pad_id {p.pos_pad_id} puts the first token at row {p.pos_pad_id + 1}, and pos_offset "
                         f"says row {p.pos_offset}", field="pos_pad_id",
                         hint=f"give pos_offset: {p.pos_pad_id + 1} (RoBERTa: pad 1, offset 2)")
@@ -146,7 +149,8 @@ class Embed(Op):
         params = 0 if p.tie else p.vocab * p.dim
         params += (p.max_len + p.pos_offset) * out.channels if p.pos == "learned" else 0
         params += (p.types or 0) * out.channels
-        table = p.max_len * out.channels * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sinusoids
+        rows = p.max_len + (p.pos_pad_id + 1 if p.pos_pad_id is not None else 0)  # fairseq's: numbered after pad
+        table = rows * out.channels * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sinusoids
         return Cost(params, 0, table)
 
     def value_range(self, p, slot: int, ctx) -> int | None:
