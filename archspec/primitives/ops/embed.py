@@ -108,6 +108,12 @@ def check_padding_rows(p: EmbedParams, vocab: int) -> None:
                         hint=f"give pos_offset: {p.pos_pad_id + 1} (RoBERTa: pad 1, offset 2)")
 
 
+def sincos_rows(p: EmbedParams) -> int:
+    """The rows of a sinusoid table: max_len, and fairseq's pos_pad_id + 1 before them where the
+    positions are numbered from the ids."""
+    return p.max_len + (p.pos_pad_id + 1 if p.pos_pad_id is not None else 0)
+
+
 class Embed(Op):
     """Token ids -> tokens: a table (own, or tied to another embed), optional sqrt(dim) scale, positions."""
 
@@ -149,8 +155,7 @@ class Embed(Op):
         params = 0 if p.tie else p.vocab * p.dim
         params += (p.max_len + p.pos_offset) * out.channels if p.pos == "learned" else 0
         params += (p.types or 0) * out.channels
-        rows = p.max_len + (p.pos_pad_id + 1 if p.pos_pad_id is not None else 0)  # fairseq's: numbered after pad
-        table = rows * out.channels * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sinusoids
+        table = sincos_rows(p) * out.channels * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sinusoids
         return Cost(params, 0, table)
 
     def value_range(self, p, slot: int, ctx) -> int | None:
