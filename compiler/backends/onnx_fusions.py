@@ -16,6 +16,7 @@ from archspec.primitives.ops.attention.alibi import ALIBI
 from archspec.primitives.ops.attention.causal import CAUSAL
 from archspec.primitives.ops.attention.channel import CHANNEL
 from archspec.primitives.ops.attention.class_ import CLASS
+from archspec.primitives.ops.attention.convolutional import CONVOLUTIONAL
 from archspec.primitives.ops.attention.cross import CROSS
 from archspec.primitives.ops.attention.global_ import GLOBAL
 from archspec.primitives.ops.attention.latent import LATENT
@@ -84,6 +85,7 @@ FUSES = {
     WINDOW: "attention", SHIFTED: "attention", SRA: "attention", LINEAR_SRA: "attention", LATENT: "attention",
     POOLED: "attention",  # one Attention op per node (the decomposed positions its bias)
     CHANNEL: "attention", XCA: "attention",  # one Attention op per node, over the heads transposed
+    CONVOLUTIONAL: "attention",  # one Attention op per node (the convolutions before it)
     # fc1's bias and a GELU right after it: one BiasGelu (erf) or FastGelu (tanh)
     MLP: mlp_fusion,
 }

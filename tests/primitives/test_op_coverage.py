@@ -26,6 +26,7 @@ inputs:
   image: [B, 3, 16, 16]
 graph:
   - {id: patch, patchify: {patch: 4, dim: 8, pos: none}}
+  - {id: conv_attn, attention: {kind: convolutional, heads: 2}}
   - {id: img, to_image: {}}
   - {id: up, pixel_shuffle: {factor: 2}}
   - {id: tok, to_tokens: {}}
