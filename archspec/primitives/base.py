@@ -74,6 +74,9 @@ class SublayerParams(Params):
     """
 
     norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post, sandwich or none")
+    res_post_init: Literal["zeros", "ones"] = Field(
+        "zeros", description="norm: res_post: its weight at init: zeros (Swin v2, timm: each block starts as the "
+                             "identity) or ones (OLMo 2, as Hugging Face's)")
     norm_kind: Literal["layer", "rms"] = Field("layer", description="LayerNorm or RMSNorm (weight only)")
     norm_eps: Eps = 1e-5
     norm_offset: float = Field(0.0, allow_inf_nan=False, description="scale by (offset + weight), the weight "
@@ -114,6 +117,9 @@ class SublayerParams(Params):
             if self.norm == "none" and name in self.model_fields_set:
                 raise RuleError(f"{name} is given but norm: none leaves no norm", field=name,
                                 hint=f"drop {name}, or place a norm (pre, post, ...)")
+        if self.norm != "res_post" and "res_post_init" in self.model_fields_set:
+            raise RuleError(f"res_post_init sets the res_post norm's first weight, and this norm is {self.norm}",
+                            field="res_post_init", hint="drop res_post_init, or norm: res_post")
         if not self.norm_affine:
             self.check_without_affine()
         if not self.norm_bias and (self.norm == "none" or self.norm_kind == "rms"):

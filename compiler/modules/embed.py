@@ -70,7 +70,7 @@ class TokenEmbed(nn.Module):
         if self.multiplier != 1.0:
             x = x * self.multiplier
         if positions is not None:
-            return self.at_positions(x, positions)
+            return self.at_positions(x, positions, ids)
         if self.pos_pad_id is not None:  # learned (RoBERTa) or sinusoids (fairseq): rows numbered from the ids
             rows = numbered_positions(ids, self.pos_pad_id)  # [B, L]
             return self.dropped(x + (self.pos(rows) if self.pos is not None else self.pos_table[rows]))  # [B, L, dim]
@@ -80,15 +80,22 @@ class TokenEmbed(nn.Module):
             x = x + self.pos_table[: ids.shape[1]]
         return self.dropped(x)
 
-    def at_positions(self, x, positions):
+    def at_positions(self, x, positions, ids):
         """The position embeddings of `positions` [B, L] added (generate(): a cached decode step
-        or a left-padded prompt), then dropout."""
+        or a left-padded prompt), then dropout. Numbered from the ids (`pos_pad_id`), a padding
+        token takes the padding row wherever it is, as Hugging Face's cached steps give it."""
         if self.pos is not None:
-            x = x + self.pos(positions + self.pos_offset)  # [B, L, dim]
+            x = x + self.pos(self.padded_rows(positions + self.pos_offset, ids))  # [B, L, dim]
         if self.pos_table is not None:
             first = 0 if self.pos_pad_id is None else self.pos_pad_id + 1  # fairseq's rows start after the pad's
-            x = x + self.pos_table[positions + first]  # [B, L, dim]
+            x = x + self.pos_table[self.padded_rows(positions + first, ids)]  # [B, L, dim]
         return self.dropped(x)
+
+    def padded_rows(self, rows, ids):
+        """`rows` [B, L], with the padding row where a token is the padding id (pos_pad_id)."""
+        if self.pos_pad_id is None:
+            return rows
+        return torch.where(ids == self.pos_pad_id, self.pos_pad_id, rows)
 
     def dropped(self, x):
         return self.drop(x) if self.drop is not None else x

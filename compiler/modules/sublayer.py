@@ -22,7 +22,8 @@ from .norms import norm_module, zero_scale
 
 class Sublayer(nn.Module):
     def __init__(self, width, norm="pre", norm_kind="layer", norm_eps=1e-5, norm_offset=0.0, residual=True,
-                 layer_scale=None, drop_path=0.0, norm_bias=True, branch_scale=1.0, norm_affine=True):
+                 layer_scale=None, drop_path=0.0, norm_bias=True, branch_scale=1.0, norm_affine=True,
+                 res_post_init="zeros"):
         super().__init__()
         self.place = norm
         self.branch_scale = branch_scale  # a fixed multiplier of the branch (Granite's residual_multiplier)
@@ -31,7 +32,7 @@ class Sublayer(nn.Module):
         self.norm = norm_module(*norms) if norm != "none" else None
         if norm == "sandwich":  # Gemma 2's post_attention_layernorm / post_feedforward_layernorm
             self.post_norm = norm_module(*norms)
-        if norm == "res_post":  # Swin v2 (and timm) zero this norm: every block starts as the identity
+        if norm == "res_post" and res_post_init == "zeros":  # Swin v2 (timm): each block starts as the identity
             zero_scale(self.norm)
         self.layer_scale = LayerScale(width, layer_scale) if layer_scale is not None else None
         self.drop_path = DropPath(drop_path) if drop_path > 0 else None
@@ -67,10 +68,11 @@ class Sublayer(nn.Module):
 
 def sublayer_args(p) -> dict:
     """The Sublayer constructor arguments of a node's params."""
-    given = {"norm_bias": p.norm_bias, "branch_scale": p.branch_scale, "norm_affine": p.norm_affine}
+    given = {"norm_bias": p.norm_bias, "branch_scale": p.branch_scale, "norm_affine": p.norm_affine,
+             "res_post_init": p.res_post_init}
     given = {k: v for k, v in given.items() if v != DEFAULTS[k]}  # model.py as before where they are the defaults
     return dict(norm=p.norm, norm_kind=p.norm_kind, norm_eps=p.norm_eps, norm_offset=p.norm_offset,
                 residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path, **given)
 
 
-DEFAULTS = {"norm_bias": True, "branch_scale": 1.0, "norm_affine": True}  # sublayer_args leaves these out
+DEFAULTS = {"norm_bias": True, "branch_scale": 1.0, "norm_affine": True, "res_post_init": "zeros"}  # left out

@@ -133,3 +133,27 @@ def test_none_written_for_no_clamp_hints_at_null():
         archspec.check_text(SPEC.replace('clip_qkv: "${clip}"', "clip_qkv: none"))
     assert "`clip_qkv` must be a number; got 'none'" in str(error.value)
     assert "for no value write null or ~ ('none' is text in YAML)" in str(error.value)
+
+
+def test_olmo2s_post_norms_start_at_one_as_hugging_faces():
+    """OLMo 2 normalises each branch after its body (`norm: res_post`); Swin v2 and timm start that
+    norm's weight at zero, Hugging Face's OLMo 2 at one: `res_post_init: ones` (the OLMo trial: a
+    fresh build started as another network)."""
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    ref = Olmo2ForCausalLM(Olmo2Config(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                       num_attention_heads=2, vocab_size=50))
+    spec = """\
+archspec: 1
+name: post_normed
+params: {init: ones}
+inputs:
+  x: [B, 4, 32]
+graph:
+  - {id: attn, attention: {kind: global, heads: 2, norm: res_post, norm_kind: rms, res_post_init: "${init}"}}
+"""
+    theirs = ref.model.layers[0].post_attention_layernorm.weight
+    assert torch.equal(archspec.build_text(spec).attn.norm.weight, theirs)
+    assert not archspec.build_text(spec, {"init": "zeros"}).attn.norm.weight.any()  # Swin v2's, the default
+    with pytest.raises(SpecError, match="res_post_init sets the res_post norm's first weight, and this norm is pre"):
+        archspec.check_text(spec.replace("norm: res_post, ", ""))

@@ -327,13 +327,15 @@ def test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere(name):
     """What lets a spec's pipeline tests run in the slow tier only (conftest.PIPELINE_ELSEWHERE):
     every op and kind it has is one that a spec whose pipeline tests run in every run has, or
     one of the tensor ops that tests/primitives/test_every_op.py's EVERY_OP and tests/primitives/test_pad.py export,
-    run in ONNX Runtime and check TensorRT's coverage of."""
+    run in ONNX Runtime and check TensorRT's coverage of (test_op_coverage.py's REST: the xca and
+    channel kinds of xcit_nano_12_p16 and davit_tiny)."""
     from tests.primitives.test_every_op import EVERY_OP
     from tests.primitives.test_pad import EVERYTHING
     from tests.primitives.test_outlook_attention import OUTLOOK_SPEC
     from tests.primitives.test_latent_attention import spec as latent_spec
     from tests.language.test_video_axes import VIDEO
     from tests.primitives.test_pooled_attention import POOLED_SPEC
+    from tests.primitives.test_op_coverage import REST
 
     def labels(graph):
         return {n.op.label for n in graph.nodes() if not n.is_input}
@@ -343,7 +345,8 @@ def test_pipeline_elsewhere_specs_use_only_ops_run_elsewhere(name):
                             labels(archspec.check_text(EVERY_OP).graph), labels(archspec.check_text(EVERYTHING).graph),
                             labels(archspec.check_text(OUTLOOK_SPEC).graph),
                             labels(archspec.check_text(latent_spec(", q_rank: 24")).graph),
-                            labels(archspec.check_text(VIDEO).graph), labels(archspec.check_text(POOLED_SPEC).graph))
+                            labels(archspec.check_text(VIDEO).graph), labels(archspec.check_text(POOLED_SPEC).graph),
+                            labels(archspec.check_text(REST).graph))
     assert labels(archspec.check(str(ROOT / "specs" / f"{name}.yaml")).graph) <= elsewhere
 
 

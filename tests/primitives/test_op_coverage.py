@@ -27,6 +27,8 @@ inputs:
 graph:
   - {id: patch, patchify: {patch: 4, dim: 8, pos: none}}
   - {id: conv_attn, attention: {kind: convolutional, heads: 2}}
+  - {id: xca_attn, attention: {kind: xca, heads: 2}}
+  - {id: channel_attn, attention: {kind: channel, heads: 2}}
   - {id: img, to_image: {}}
   - {id: up, pixel_shuffle: {factor: 2}}
   - {id: tok, to_tokens: {}}

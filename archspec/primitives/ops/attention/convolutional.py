@@ -55,7 +55,7 @@ class ConvolutionalAttentionOp(AttentionOp):
         if p.kernel_size % 2 == 0:
             raise RuleError(f"kernel_size {p.kernel_size} is even: the convolutions pad kernel_size // 2 on each "
                             "side, which keeps the grid's centre only for an odd kernel", field="kernel_size",
-                            hint=Remedy(f"use kernel_size {p.kernel_size + 1} (CvT: 3)"))
+                            hint=Remedy("use an odd kernel_size (CvT: 3)"))
         self.grid(inputs)
 
     def places(self, p, inputs: list[TensorType], stride: int) -> int:
