@@ -69,8 +69,8 @@ class SublayerParams(Params):
     parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
     With `norm_offset` each norm scales by (offset + weight), the weight starting at 1 - offset
     (Gemma's RMSNorm and Nemotron's LayerNorm1P: offset 1); with `norm_bias: false` each LayerNorm
-    has a weight alone (MPT, DBRX), with `norm_affine: false` nothing (OLMo); with `branch_scale` the branch is multiplied by a fixed number
-    (Granite's residual_multiplier).
+    has a weight alone (MPT, DBRX), with `norm_affine: false` nothing (OLMo); with `branch_scale`
+    the branch is multiplied by a fixed number (Granite's residual_multiplier).
     """
 
     norm: NormPlace = Field("pre", description="where the norm goes: pre, post, res_post, sandwich or none")

@@ -136,6 +136,16 @@ def decode_programs(graph: Graph, suffix: str = ".pt2") -> DecodePrograms | None
     return DecodePrograms(tuple(f"{name}{suffix}" for name in names), save, holds)
 
 
+def unwritten_programs(graph: Graph) -> str | None:
+    """Why a spec that generates gets no decode programs, in words, or None: an encoder-decoder
+    whose source is no token ids (seq2seq_step.py's examples are ids)."""
+    inputs = fed_inputs(graph)
+    if len(inputs) in (2, 3) and inputs[0].type.layout != "ids" and generates(graph):
+        return (f"no encoder or decoder programs: they take a source of token ids for now, and "
+                f"'{inputs[0].name}' is not; generate with this spec in Python (model.generate)")
+    return None
+
+
 def has_seq2seq_step(graph: Graph) -> bool:
     """An encoder-decoder spec generate() decodes: source (and its mask) and target ids in, logits out.
     A source that is no token ids (audio features, an image) generates in Python, but its

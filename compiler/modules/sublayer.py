@@ -41,7 +41,8 @@ class Sublayer(nn.Module):
         raise NotImplementedError
 
     def branch(self, h):
-        """What the residual adds: the body's output, scaled (LayerScale, branch_scale) and dropped (stochastic depth)."""
+        """What the residual adds: the body's output, scaled (LayerScale, branch_scale) and dropped
+        (stochastic depth)."""
         if self.layer_scale is not None:
             h = self.layer_scale(h)
         if self.branch_scale != 1.0:

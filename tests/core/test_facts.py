@@ -50,9 +50,9 @@ def test_onnx_fusion_is_the_onnx_backends_word_not_the_op_files():
         onnx_fusions.NO_FUSION)
     assert set(builtins) == table, sorted(op.label for op in set(builtins) ^ table)
     fused = {op.label for op, fusion in ONNX_FUSION.registered().items() if fusion is not None}
-    assert fused == {"attention/" + k for k in ("alibi", "causal", "channel", "class", "convolutional", "cross", "global", "latent",
-                                                "linear_sra", "pooled", "shifted", "sliding", "sra", "window",
-                                                "xca")} | {"mlp"}
+    kinds = ("alibi", "causal", "channel", "class", "convolutional", "cross", "global", "latent", "linear_sra", "pooled",
+             "shifted", "sliding", "sra", "window", "xca")
+    assert fused == {"attention/" + k for k in kinds} | {"mlp"}
 
 
 def test_a_fact_is_registered_once():

@@ -351,8 +351,8 @@ graph:
 
 
 def test_a_source_of_audio_features_generates_in_python(tmp_path, capsys):
-    """Whisper as a user wrote it: check reports its caches, build exports model.pt2 alone (the
-    encoder and decoder programs take token sources for now), generate takes the features as
+    """Whisper as a user wrote it: check reports its caches, build exports model.pt2 alone and says
+    why (the encoder and decoder programs take token sources for now), generate takes the features as
     input_ids in Python (tests/parity/test_whisper.py against Hugging Face's) and the command line,
     which feeds token ids, refuses in words (a usage error, exit 2)."""
     from archspec.cli.main import main
@@ -363,7 +363,8 @@ def test_a_source_of_audio_features_generates_in_python(tmp_path, capsys):
     spec.write_text(AUDIO_SOURCE)
     assert main(["build", str(spec), "-o", str(tmp_path / "out")]) == 0
     assert not (tmp_path / "out" / "decoder_step.pt2").exists() and (tmp_path / "out" / "model.pt2").exists()
-    capsys.readouterr()
+    built = capsys.readouterr()
+    assert "note: no encoder or decoder programs: they take a source of token ids for now" in built.out + built.err
     assert main(["generate", str(spec), "--ids", "1,2", "--decoder-start", "1"]) == 2  # a usage error
     err = capsys.readouterr().err
     assert "source 'features' is [B, 8, 32], not token ids" in err and "Traceback" not in err

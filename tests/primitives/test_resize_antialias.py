@@ -36,5 +36,6 @@ def test_as_torchs_antialias(size, mode):
 
 
 def test_with_nearest_it_is_a_located_error():
-    with pytest.raises(SpecError, match=r"<spec>:\d+:\d+: error: resized: antialias goes with mode: bilinear or bicubic"):
+    with pytest.raises(SpecError, match=r"<spec>:\d+:\d+: error: resized: antialias goes with mode: bilinear or "
+                                        r"bicubic"):
         archspec.check_text(SPEC, {"mode": "nearest"})

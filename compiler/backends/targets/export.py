@@ -32,7 +32,7 @@ class Export(ModuleTarget):
         Running out of memory while exporting or comparing with eager is a located error."""
         import torch
 
-        from ..decode_step import decode_programs
+        from ..decode_step import decode_programs, unwritten_programs
         from ..export import export_program, export_range, gap_at_other_sizes
 
         def export():
@@ -57,6 +57,9 @@ class Export(ModuleTarget):
         what = "dynamic batch" + (f", image sides {context.size}" if context.size else "")
         title = f"torch.export ({what}) -> model.pt2"
         programs = decode_programs(context.graph)
+        unwritten = unwritten_programs(context.graph)
+        if unwritten is not None:
+            context.notes.append(unwritten)
         if programs is not None:  # and the decode programs, caches in and out (decode_step.py)
             title += ", " + programs.listed()
             whole = run

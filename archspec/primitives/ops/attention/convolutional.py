@@ -26,7 +26,8 @@ from .common import AttentionOp, AttentionParams
 
 class ConvolutionalParams(AttentionParams):
     kind: Literal["convolutional"]
-    kernel_size: PositiveInt = Field(3, description="the depthwise convolutions' kernel (odd; padding kernel_size // 2)")
+    kernel_size: PositiveInt = Field(3, description="the depthwise convolutions' kernel (odd; padding "
+                                                    "kernel_size // 2)")
     stride_kv: PositiveInt = Field(2, description="the keys' and values' convolution stride (CvT: 2)")
     scale: float | None = Field(None, gt=0, allow_inf_nan=False,
                                 description="the scores' scale; none: width^-0.5, CvT's (not head_dim^-0.5)")
@@ -73,7 +74,8 @@ class ConvolutionalAttentionOp(AttentionOp):
         """Three depthwise convs and BatchNorms, q over the strided queries, k and v over the keys,
         attention between them, the projection over every token."""
         x = inputs[0]
-        width, tokens, keys, k2, prefix = x.channels, dim_value(x.length), self.keys(p, inputs), p.kernel_size**2, x.prefix
+        width, tokens, keys, prefix = x.channels, dim_value(x.length), self.keys(p, inputs), x.prefix
+        k2 = p.kernel_size**2
         params = 3 * (k2 * width + norm_params(width)) + 3 * linear_params(width, width, p.qkv_bias)
         params += linear_params(width, width, p.proj_bias) + sublayer_params(p, width)
         flops = 2 * k2 * width * ((tokens - prefix) + 2 * (keys - prefix))  # the depthwise convs
