@@ -63,7 +63,9 @@ def as_image(x: TensorType, what: str) -> tuple[int, tuple[int, int], GridOrigin
         return x.channels, x.grid, x.origin or GridOrigin()
     if x.layout == "tokens" and x.prefix:
         raise RuleError(f"{what} needs a token grid without class tokens; these tokens have "
-                        f"{plural(x.prefix, 'class token')}")
+                        f"{plural(x.prefix, 'class token')}",
+                        hint=f"take the grid's tokens alone first: `slice: {{start: {x.prefix}}}` (the class tokens "
+                             "come first; `from:` them again where they rejoin)")
     hint = None
     if x.layout == "tensor" and len(x.shape) == 4:
         hint = "a rearrange with `as: image` reads a rank-4 tensor as an image"

@@ -133,8 +133,10 @@ class SequenceAttentionOp(AttentionOp):
         if p.bias:
             check_score_bias(inputs[len(self.streams(p))], p.heads, x.length, inputs[len(self.streams(p)) - 1].length)
         if p.kv_heads is not None and p.heads % p.kv_heads:
+            fits = ", ".join(str(d) for d in range(1, p.heads + 1) if p.heads % d == 0)
             raise RuleError(f"{p.kv_heads} key/value heads do not divide the {p.heads} query heads", field="kv_heads",
-                            hint="each key/value head serves an equal group of query heads")
+                            hint=f"each key/value head serves an equal group of query heads: kv_heads is one of "
+                                 f"{fits}")
         check_qk_norm(p)
         if p.rope_theta is None and p.rope_dims is not None:
             raise RuleError("rope_dims goes with rope_theta", field="rope_dims")
