@@ -21,7 +21,7 @@ from .common import attention_dropout, common_args
 from .form import AttentionForm, written_attention
 
 
-class ChannelAttention(Sublayer, AttentionForm):
+class ChannelAttention(AttentionForm, Sublayer):
     """kind=channel: per head, softmax(k^T v / sqrt(d)) over the head's d channels mixes q's."""
 
     def __init__(self, dim, heads, qkv_bias=True, proj_bias=True, attn_drop=0.0, proj_drop=0.0, **sublayer):

@@ -71,7 +71,7 @@ class ConvolutionalAttentionOp(AttentionOp):
         return FLOAT_BYTES * p.heads * dim_value(inputs[0].length) * self.keys(p, inputs)
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
-        """Three depthwise convs and BatchNorms, q over the strided queries, k and v over the keys,
+        """Three depthwise convs and BatchNorms, q over every token, k and v over the strided keys,
         attention between them, the projection over every token."""
         x = inputs[0]
         width, tokens, keys, prefix = x.channels, dim_value(x.length), self.keys(p, inputs), x.prefix

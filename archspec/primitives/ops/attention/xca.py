@@ -2,8 +2,8 @@
 Transformers", NeurIPS 2021; timm XCA). Attention between the channels of each head: q and k
 are L2-normalised over the tokens (F.normalize), and per head the [d, d] weights
 softmax(q^ k^T * temperature), with a learned temperature per head, mix v's channels; then the
-projection. Parameters: `qkv` (width x 3 width), `temperature` [heads, 1, 1] (ones at init, out
-of weight decay as timm's no_weight_decay) and `proj`, as timm's.
+projection. Parameters: `qkv` (width x 3 width), `temperature` [heads, 1, 1] (ones at init;
+weight-decayed, as timm's create_optimizer_v2 decays it) and `proj`, as timm's.
 
     - {id: attn, attention: {kind: xca, heads: 4, layer_scale: 1.0, norm_eps: 1.0e-6}}
 
