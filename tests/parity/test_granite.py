@@ -5,7 +5,7 @@ words: `embed: {multiplier}` (embedding_multiplier), the sub-layers' `branch_sca
 layer), exact; now they are options of the nodes that hold them.
 
 Against GraniteForCausalLM at a tiny config (every parameter perturbed by seeded noise, loaded
-through the mapping below): parameter counts, logits, greedy tokens against its generate and
+through the shipped hf_llama mapping: Granite keeps Llama's names): parameter counts, logits, greedy tokens against its generate and
 generate(compile=True) is not asked (the compiled step is the eager one's graph); leaving any one
 multiplier out gives other logits, so the comparison can fail.
 """
@@ -16,6 +16,8 @@ import pytest
 import torch
 
 import archspec
+
+from tests.parity.test_vocabulary import perturb_everything
 
 transformers = pytest.importorskip("transformers")
 
@@ -44,34 +46,8 @@ graph:
               branch_scale: "${residual}"}
   - {id: norm, norm: {kind: rms, eps: "${eps}"}}
   - {id: head, head: {kind: lm, vocab: "${vocab}", logits_divisor: "${logits}"}}
-mappings: [hf_granite.yaml]
+mappings: [hf_llama]  # the shipped mapping, by name: Llama's names
 """
-
-MAPPING = r"""
-archspec: 1
-name: hf granite
-rules:
-  - drop: ['rotary_emb\.inv_freq$', 'rotary_emb\.original_inv_freq$']
-  - fuse:
-      match: '^model\.layers\.(\d+)\.self_attn\.{part}\.weight$'
-      parts: [q_proj, k_proj, v_proj]
-      into: qkv
-  - fuse:
-      match: '^model\.layers\.(\d+)\.mlp\.{part}\.weight$'
-      parts: [gate_proj, up_proj]
-      into: fc1
-  - rename:
-      '^model\.embed_tokens\.': embed.tokens.
-      '^model\.layers\.(\d+)\.self_attn\.qkv\.': 'layers.\1.attn.qkv.'
-      '^model\.layers\.(\d+)\.self_attn\.o_proj\.': 'layers.\1.attn.proj.'
-      '^model\.layers\.(\d+)\.input_layernorm\.': 'layers.\1.attn.norm.'
-      '^model\.layers\.(\d+)\.mlp\.fc1\.': 'layers.\1.mlp.fc1.'
-      '^model\.layers\.(\d+)\.mlp\.down_proj\.': 'layers.\1.mlp.fc2.'
-      '^model\.layers\.(\d+)\.post_attention_layernorm\.': 'layers.\1.mlp.norm.'
-      '^model\.norm\.': norm.
-      '^lm_head\.': head.fc.
-"""
-
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
@@ -83,13 +59,9 @@ def pair(tmp_path_factory):
                            logits_scaling=8.0, tie_word_embeddings=False, attn_implementation="eager")
     torch.manual_seed(0)
     ref = GraniteForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=generator))
+    perturb_everything(ref, seed=1, scale=0.05)
     folder = tmp_path_factory.mktemp("granite")
     (folder / "granite.yaml").write_text(SPEC)
-    (folder / "hf_granite.yaml").write_text(MAPPING)
     torch.save(ref.state_dict(), folder / "ref.pt")
     return ref, folder
 

@@ -18,6 +18,8 @@ import torch
 
 import archspec
 
+from tests.parity.test_vocabulary import perturb_everything
+
 transformers = pytest.importorskip("transformers")
 
 SPEC = """\
@@ -173,10 +175,7 @@ def pair(tmp_path_factory):
                           attention_dropout=0.0, activation_dropout=0.0, attn_implementation="eager")
     torch.manual_seed(0)
     ref = M2M100ForConditionalGeneration(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=generator))
+    perturb_everything(ref, seed=1, scale=0.3)
     folder = tmp_path_factory.mktemp("m2m100")
     (folder / "m2m100.yaml").write_text(SPEC)
     (folder / "hf_m2m100.yaml").write_text(MAPPING)

@@ -16,6 +16,8 @@ import pytest
 import torch
 
 import archspec
+
+from tests.parity.test_vocabulary import perturb_everything
 from archspec.core.errors import SpecError
 
 transformers = pytest.importorskip("transformers")
@@ -71,10 +73,7 @@ def reference(clip):
                        no_bias=True, attn_config={"alibi": True, "clip_qkv": clip}, attn_implementation="eager",
                        pad_token_id=0)
     ref = MptForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    perturb_everything(ref, seed=1, scale=0.1)
     return ref
 
 

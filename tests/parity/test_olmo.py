@@ -5,7 +5,7 @@ projections are clamped (`clip_qkv`). The OLMo user trial wrote each such norm f
 `norm_bias: false`, which the docs named for OLMo then, left a weight: 320 parameters too many.
 
 Against OlmoForCausalLM at a tiny config (eager attention, every parameter perturbed by seeded
-noise, loaded through the mapping below, which has no norm tensors to map): parameter counts,
+noise, loaded through the shipped hf_llama mapping; OLMo has no norm tensors): parameter counts,
 logits, greedy tokens against its generate; with the norms' weights the count differs, without
 the clamp the logits do, so the comparisons can fail.
 """
@@ -16,6 +16,8 @@ import pytest
 import torch
 
 import archspec
+
+from tests.parity.test_vocabulary import perturb_everything
 from archspec.core.errors import SpecError
 
 transformers = pytest.importorskip("transformers")
@@ -39,31 +41,8 @@ graph:
       - {id: mlp, mlp: {hidden: "${hidden}", act: silu, gated: true, bias: false, norm_affine: "${affine}"}}
   - {id: norm, norm: {affine: "${affine}"}}
   - {id: head, head: {kind: lm, vocab: "${vocab}"}}
-mappings: [hf_olmo.yaml]
+mappings: [hf_llama]  # the shipped mapping, by name: Llama's names
 """
-
-MAPPING = r"""
-archspec: 1
-name: hf olmo
-rules:
-  - drop: ['rotary_emb\.inv_freq$', 'rotary_emb\.original_inv_freq$']
-  - fuse:
-      match: '^model\.layers\.(\d+)\.self_attn\.{part}\.weight$'
-      parts: [q_proj, k_proj, v_proj]
-      into: qkv
-  - fuse:
-      match: '^model\.layers\.(\d+)\.mlp\.{part}\.weight$'
-      parts: [gate_proj, up_proj]
-      into: fc1
-  - rename:
-      '^model\.embed_tokens\.': embed.tokens.
-      '^model\.layers\.(\d+)\.self_attn\.qkv\.': 'layers.\1.attn.qkv.'
-      '^model\.layers\.(\d+)\.self_attn\.o_proj\.': 'layers.\1.attn.proj.'
-      '^model\.layers\.(\d+)\.mlp\.fc1\.': 'layers.\1.mlp.fc1.'
-      '^model\.layers\.(\d+)\.mlp\.down_proj\.': 'layers.\1.mlp.fc2.'
-      '^lm_head\.': head.fc.
-"""
-
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
@@ -74,13 +53,9 @@ def pair(tmp_path_factory):
                         clip_qkv=0.5, attn_implementation="eager", eos_token_id=None, bos_token_id=None)
     torch.manual_seed(0)
     ref = OlmoForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    perturb_everything(ref, seed=1, scale=0.1)
     folder = tmp_path_factory.mktemp("olmo")
     (folder / "olmo.yaml").write_text(SPEC)
-    (folder / "hf_olmo.yaml").write_text(MAPPING)
     torch.save(ref.state_dict(), folder / "ref.pt")
     return ref, folder
 

@@ -18,7 +18,7 @@ import torch
 import archspec
 from archspec.core.errors import SpecError
 
-from tests.parity.test_vocabulary import count_flops
+from tests.parity.test_vocabulary import count_flops, perturb_everything
 
 timm = pytest.importorskip("timm")
 from timm.models.davit import ChannelAttention  # noqa: E402
@@ -45,10 +45,7 @@ def build(kind: str):
 def reference(kind: str):
     torch.manual_seed(0)
     ref = XCA(WIDTH, HEADS, qkv_bias=True) if kind == "xca" else ChannelAttention(WIDTH, HEADS, qkv_bias=True)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=generator))
+    perturb_everything(ref, seed=1, scale=0.3)
     return ref.eval()
 
 
