@@ -284,6 +284,7 @@ def test_cli_prints_the_new_ids_of_generate(capsys):
     model = archspec.build(str(ROOT / "specs" / "gpt2.yaml"), GPT2_SMALL, seed=0).eval()
     expected = generate(model, torch.tensor([[5, 6, 7]]), max_new_tokens=6)[0, 3:].tolist()
     assert [int(t) for t in out.split()] == expected
+    assert out == " ".join(map(str, expected)) + "\n"  # one space between ids, none trailing
 
 
 def test_cli_generates_with_an_encoder_decoder(capsys):

@@ -113,12 +113,14 @@ class PrintTokens:
 
     def __init__(self):
         self.prompt_seen = False
+        self.separator = ""
 
     def put(self, tokens) -> None:
         if not self.prompt_seen:
             self.prompt_seen = True
             return
-        print(int(tokens[0]), end=" ", flush=True)
+        print(f"{self.separator}{int(tokens[0])}", end="", flush=True)
+        self.separator = " "
 
     def end(self) -> None:
         print(flush=True)
