@@ -22,7 +22,9 @@ checkpoint's other tensors may be anything its mapping drops):
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -177,7 +179,16 @@ def namings_to_try(model: torch.nn.Module, graph, user_files: list, params=None)
     namings = users + [ARCHSPEC] + [read_mapping_file(source.path, spec or "the spec", params)
                                     for absolute, source in spec_files.items() if absolute not in given]
     notes = {source.path: source.shipped_note(spec) for source in found if source.shipped}
+    namings, users = told_apart(namings), told_apart(users)
     return Namings(namings, [source for source in sources if source.path is None], notes, users)
+
+
+def told_apart(namings: list[Naming]) -> list[Naming]:
+    """`namings`, where two or more share a `name:`, each of those called by its name and its
+    file ("timm vit (vit_mine.yaml)"), so that messages say which file was loaded or passed over."""
+    counts = Counter(naming.name for naming in namings)
+    return [dataclasses.replace(naming, name=f"{naming.name} ({os.path.basename(naming.file)})")
+            if counts[naming.name] > 1 and naming.file else naming for naming in namings]
 
 
 def by_absolute_path(items: list, path_of) -> dict:

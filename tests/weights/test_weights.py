@@ -473,6 +473,22 @@ def test_a_user_mapping_not_used_is_a_warning_saying_why(tmp_path, caplog):
         "1 unexpected (head.fc.offset); loaded under archspec naming instead"]
 
 
+def test_mapping_files_that_share_a_name_are_told_apart_by_their_file(tmp_path):
+    """Two files both called `name: off` (the Hiera trial copied one to make the other): the
+    warnings name each by its file, not twice the same name."""
+    for file, target in (("off_a.yaml", "head.fc.offset"), ("off_b.yaml", "head.fc.shift")):
+        (tmp_path / file).write_text("name: off\nidentify: ['^head\\.fc\\.bias$']\nrules:\n"
+                                     f"  - rename: {{'^head\\.fc\\.bias$': {target}}}\n")
+    state = small_vit(seed=1).state_dict()
+    fit = load_weights(small_vit(), state, mappings=[tmp_path / "off_a.yaml", tmp_path / "off_b.yaml"])
+    assert fit.naming == "archspec" and len(fit.warnings) == 2
+    assert "(head.fc.offset)" in fit.warnings[0] and "(head.fc.shift)" in fit.warnings[1]
+    with pytest.raises(archspec.SpecError) as caught:
+        load_weights(small_vit(), {"head.fc.bias": state["head.fc.bias"]},
+                     mappings=[tmp_path / "off_a.yaml", tmp_path / "off_b.yaml"])
+    assert "off (off_a.yaml)" in str(caught.value) and "off (off_b.yaml)" in str(caught.value), str(caught.value)
+
+
 def test_the_mapping_argument_is_checked():
     with pytest.raises(TypeError, match="`mapping` must be the path of a weight mapping file"):
         archspec.build(VIT, SMALL, weights={}, mapping=3)
