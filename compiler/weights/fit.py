@@ -50,6 +50,7 @@ class Fit:
     notes: list[str] = field(default_factory=list)  # what the load summary also says (a shipped mapping file taken)
     passed_over: list[str] = field(default_factory=list)  # a user's mapping file not used, and why
     refused: list[str] = field(default_factory=list)  # the mapping's rules that matched a tensor and could not apply
+    reshapeable: list[str] = field(default_factory=list)  # wrongly shaped, with the model's number of values
 
     @property
     def problems(self) -> int:
@@ -151,6 +152,8 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
                 fit.new_classifier.append(f"{key} {tuple(fit.state[key].shape)} -> {tuple(value.shape)}")
             else:
                 fit.wrong_shape.append(f"{key} {tuple(fit.state[key].shape)} (model has {tuple(value.shape)})")
+                if fit.state[key].numel() == value.numel():
+                    fit.reshapeable.append(key)
     leave_classifier_new(fit, classifier)
     fit.unexpected = [k for k in fit.state if k not in ours]
     fit.matched = len(fit.state) - len(fit.unexpected)
@@ -184,9 +187,11 @@ def resize_to_model(fit: Fit, ours: dict, resample: dict) -> None:
 
 
 def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | None = None,
-             classifier: frozenset[str] = frozenset(), classifier_may_be_absent: bool = False) -> Fit:
+             classifier: frozenset[str] = frozenset(), classifier_may_be_absent: bool = False,
+             users_gave_a_mapping: bool = False) -> Fit:
     """The first naming (in the order given) under which `state` fits; else an error naming the
-    closest one. `classifier`, `classifier_may_be_absent`: fit_under's."""
+    closest one (its hint for a user who gave a mapping file asks to mend it, for one who did
+    not to give one). `classifier`, `classifier_may_be_absent`: fit_under's."""
     fits, not_tried = [], []
     for naming in namings:
         if naming.applies_to(state):
@@ -196,7 +201,7 @@ def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | No
     for fit in fits:
         if not fit.problems:
             return fit
-    raise no_fit(fits, not_tried)
+    raise no_fit(fits, not_tried, users_gave_a_mapping)
 
 
 def closest(fits: list[Fit]) -> Fit:
@@ -204,14 +209,19 @@ def closest(fits: list[Fit]) -> Fit:
     return max(fits, key=lambda f: (f.overlap, f.matched))
 
 
-def no_fit(fits: list[Fit], not_tried: list[Naming]) -> SpecError:
+def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool = False) -> SpecError:
     near = closest(fits)
     ranked = sorted(fits, key=lambda f: (-f.overlap, -f.matched))
     hint = "namings tried (share of the checkpoint's tensors the model has under each): " + ", ".join(
         f"{f.naming} {f.share()}" for f in ranked)
     if not_tried:
         hint += "; not tried, the checkpoint lacks the keys that identify them: " + ", ".join(n.name for n in not_tried)
-    hint += ("; was the checkpoint made for this spec and its params? For another naming, give a mapping file "
-             "(--map FILE; see specs/mappings/README.md)")
+    if near.reshapeable:
+        holds = "holds" if len(near.reshapeable) == 1 else "hold"
+        hint += (f"; {listing(near.reshapeable)} under {near.naming} {holds} the model's number of values in another "
+                 "shape: a `reshape` rule turns a tensor into the model's shape (a Conv3d weight into a linear's)")
+    hint += "; was the checkpoint made for this spec and its params? "
+    hint += ("Mend your mapping file's rules (see specs/mappings/README.md)" if users_gave_a_mapping else
+             "For another naming, give a mapping file (--map FILE; see specs/mappings/README.md)")
     return error(f"weights do not fit this model (closest naming: {near.naming}, under which {near.share()} of "
                  f"the checkpoint's tensors have the model's names): {near.details()}", hint=hint)

@@ -214,7 +214,8 @@ class Namings:
         """best_fit under these namings, noting a shipped file; when none fits and an entry of
         the spec's led nowhere, the error names that entry first (the load needed it)."""
         try:
-            fit = best_fit(state, ours, self.namings, resample, classifier, classifier_may_be_absent)
+            fit = best_fit(state, ours, self.namings, resample, classifier, classifier_may_be_absent,
+                           users_gave_a_mapping=bool(self.users))
         except KeyProblem:
             raise  # the checkpoint's, whatever the spec's entries are
         except SpecError as exc:

@@ -196,6 +196,26 @@ def test_two_tensors_mapped_to_one_name_do_not_fit(tmp_path):
     assert "closest naming: clash" in str(caught.value) and "1 mapped to twice (c)" in str(caught.value)
 
 
+def test_a_tensor_of_the_models_size_in_another_shape_is_hinted_a_reshape_rule(tmp_path):
+    """The ViViT trial: a Conv3d weight [8, 3, 2, 2, 2] where the model has a linear's [8, 24]."""
+    naming = mapping(tmp_path, """
+        name: video
+        rules:
+          - rename: {'^patch\\.': 'proj.'}
+        """)
+    ours = {"proj.weight": torch.zeros(8, 24)}
+    for users_gave_a_mapping, ask in ((False, "give a mapping file (--map FILE"), (True, "Mend your mapping file's")):
+        with pytest.raises(archspec.SpecError) as caught:
+            best_fit({"patch.weight": torch.zeros(8, 3, 2, 2, 2)}, ours, [ARCHSPEC, naming],
+                     users_gave_a_mapping=users_gave_a_mapping)
+        hint = caught.value.diagnostics[0].hint
+        assert "proj.weight under video holds the model's number of values in another shape: a `reshape` rule" in hint
+        assert ask in hint, hint
+    with pytest.raises(archspec.SpecError) as caught:
+        best_fit({"patch.weight": torch.zeros(8, 3, 2, 2)}, ours, [ARCHSPEC, naming])
+    assert "reshape" not in caught.value.diagnostics[0].hint  # 48 values are not 24
+
+
 # -- the shipped mapping files -------------------------------------------------------------------
 
 

@@ -108,7 +108,8 @@ class ConcatOp(Op):
         for i, t in enumerate(inputs):
             if t.layout != first.layout or t.dtype != first.dtype or len(t.shape) != len(first.shape):
                 raise RuleError(f"concat along axis {p.along} reads tensors of one layout and rank; input {i + 1} is "
-                                f"{t.describe()}, input 1 {first.describe()}", field="from")
+                                f"{t.layout_name()} {t.describe()}, input 1 {first.layout_name()} {first.describe()}",
+                                field="from", hint=layout_hint(t, first))
             others = [(a, b) for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != axis and a != b]
             if others:
                 raise RuleError(f"concat along axis {p.along} needs equal sizes on every other axis; input {i + 1} is "
@@ -132,3 +133,15 @@ CONCAT = register(ConcatOp())
 VALUES.register(CONCAT, largest)
 READS.register(CONCAT, ANY)
 register_decoding(CONCAT, channels_only("a concat along the tokens"))
+
+
+def layout_hint(t: TensorType, first: TensorType) -> str | None:
+    """What to do when two inputs of one rank differ in layout: which input to give which layout."""
+    if t.layout == first.layout or len(t.shape) != len(first.shape):
+        return None
+    target = {3: "tokens", 4: "image"}.get(len(first.shape), "tensor")
+    if target not in (t.layout, first.layout):
+        return None
+    odd = t if first.layout == target else first
+    return (f"a `rearrange` with `as: {target}` gives the {odd.layout} input ({odd.describe()}) the layout of "
+            f"the other")
