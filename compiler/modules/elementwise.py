@@ -21,7 +21,6 @@ from .activations import activation_class
 from .common import make
 
 COMPARISONS = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
-DTYPES = {"float32": torch.float32, "int64": torch.int64}
 
 
 def add_all(x, *others):
@@ -40,13 +39,31 @@ ELEMENTWISE_FUNCTIONS = {  # op -> fn(inputs..., **params), the params as keywor
     "scale": lambda x, factor: x * factor,
     "shift": lambda x, value: x + value,
     "clamp": lambda x, min, max: torch.clamp(x, min, max),
-    "compare": lambda x, op, value, dtype: COMPARISONS[op](x, value).to(DTYPES[dtype]),  # same shape, 0/1
 }
 
 MODULES = {  # op -> (params -> (module class, its keyword arguments)): the rows that are a module of their own
     "activation": lambda p: activation_class(p.fn),
     "dropout": lambda p: (nn.Dropout, {"p": p.rate}),
+    "compare": lambda p: (Compare, p.model_dump()),
 }
+
+
+class Compare(nn.Module):
+    """(x <op> value) as 0/1: int64, or floats of the model's floating dtype (float32 until the
+    model is cast: `anchor`, an empty buffer, follows .to(bfloat16) and .half(), so that a mask
+    made here adds to bf16 scores without promoting them to float32)."""
+
+    def __init__(self, op, value, dtype):
+        super().__init__()
+        self.op, self.value, self.dtype = op, value, dtype
+        self.register_buffer("anchor", torch.zeros(0), persistent=False)
+
+    def forward(self, x):
+        dtype = torch.int64 if self.dtype == "int64" else self.anchor.dtype
+        return COMPARISONS[self.op](x, self.value).to(dtype)  # same shape, 0/1
+
+    def extra_repr(self) -> str:
+        return f"{self.op} {self.value!r}, {self.dtype}"
 
 
 class Elementwise(nn.Module):

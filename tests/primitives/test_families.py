@@ -194,3 +194,37 @@ def test_the_standalone_model_py_gives_the_same(built, tmp_path):
     with torch.no_grad():
         for got, want in zip(again(x), model(x), strict=True):
             assert torch.equal(got, want)
+
+
+MASKED_SCORES = """name: masked_scores
+dims: {L: [1, 16]}
+inputs:
+  x: [B, L, 8]
+graph:
+  - {id: query_at, from: x, constant: {shape: [L, L], fill: index, along: 1}}
+  - {id: key_at, from: x, constant: {shape: [L, L], fill: index}}
+  - {id: ahead, from: [key_at, query_at], subtract: {}}
+  - {id: future, from: ahead, compare: {op: gt, value: 0}}
+  - {id: hidden, from: future, scale: {factor: -1.0e+4}}
+  - {id: k, from: x, linear: {dim: 8}}
+  - {id: s, from: [x, k], einsum: {eq: "b i d, b j d -> b i j"}}
+  - {id: masked, from: [s, hidden], add: {}}
+  - {id: out, from: [masked, k], einsum: {eq: "b i j, b j d -> b i d"}}
+outputs: [out]
+"""
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_float_compare_takes_the_models_dtype(dtype):
+    """The causal-mask recipe (compare, scale, add to the scores) in a bf16 model: the mask was
+    float32, promoted the scores and the next einsum failed (DiffLlama trial, exit 3)."""
+    model = archspec.build_text(MASKED_SCORES, seed=0).eval()
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        want = model(x)
+        got = model.to(dtype)(x.to(dtype))
+    assert got.dtype == dtype and (got.float() - want).abs().max() < 0.02 * want.abs().max()
+    compare = next(m for m in model.modules() if isinstance(m, torch_floor.Compare))
+    assert compare(torch.tensor([1.0, -1.0], dtype=dtype)).tolist() == [1, 0]
+    as_ids = torch_floor.Compare("gt", 0, "int64").to(dtype)
+    assert as_ids(torch.tensor([1.0, -1.0])).dtype == torch.int64

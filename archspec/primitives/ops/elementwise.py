@@ -67,7 +67,8 @@ class CompareParams(Params):
     op: Literal["lt", "le", "gt", "ge", "eq", "ne"] = Field(description="x < value, <=, >, >=, == or !=")
     value: int | float = Field(description="the constant x is compared with")
     dtype: Literal["float32", "int64"] = Field("float32", description="the 0/1 result's dtype (int64 [B, N]: a "
-                                                                      "sequence mask, as mask_token reads)")
+                                                                      "sequence mask, as mask_token reads; float32: "
+                                                                      "the model's floats, bf16 in a bf16 build)")
 
 
 class ActivationParams(Params):
