@@ -51,6 +51,8 @@ class Fit:
     passed_over: list[str] = field(default_factory=list)  # a user's mapping file not used, and why
     refused: list[str] = field(default_factory=list)  # the mapping's rules that matched a tensor and could not apply
     reshapeable: list[str] = field(default_factory=list)  # wrongly shaped, with the model's number of values
+    shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
+    offset_twice: list[str] = field(default_factory=list)  # a shifted weight whose norm adds an offset too
 
     @property
     def problems(self) -> int:
@@ -85,10 +87,10 @@ class Fit:
     @property
     def warnings(self) -> list[str]:
         """What the load did that may not be meant: learned tensors the mapping dropped, a
-        mapping file the user gave left unused."""
+        mapping file the user gave left unused, an offset added by both the mapping and the norm."""
         dropped = [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
                    f"(not buffers): {listing(self.dropped_learned)}"] if self.dropped_learned else []
-        return dropped + self.passed_over
+        return dropped + self.passed_over + self.offset_twice
 
     @property
     def classifier_note(self) -> str | None:
@@ -137,7 +139,8 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
     from the checkpoint (a headless one, as timm's num_classes=0 saves: left new too)."""
     converted = naming.convert(state, ours)
     fit = Fit(naming.name, dict(converted.state), clashes=converted.clashes, file=naming.file,
-              created=converted.created, dropped_learned=converted.dropped_learned, refused=converted.refused)
+              created=converted.created, dropped_learned=converted.dropped_learned, refused=converted.refused,
+              shifted=converted.shifted)
     resize_to_model(fit, ours, resample or {})
     others = shared_names(ours)
     for key, value in ours.items():

@@ -69,6 +69,7 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     except KeyProblem as exc:
         raise key_problem(exc, source_name(source)) from None
     check_dtypes(fit, ours, source_name(source))
+    fit.offset_twice = offsets_added_twice(model, fit.shifted)
     values = converted(fit, ours)
     check_one_value_per_tensor(values, ours, source_name(source))
     if not (allow_nan if allow_nan is not None else os.environ.get(ALLOW_NAN, "") not in ("", "0")):
@@ -78,6 +79,23 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
             if key in values:
                 value.copy_(values[key])
     return fit
+
+
+def offsets_added_twice(model: torch.nn.Module, shifted: dict[str, float]) -> list[str]:
+    """Warnings for the weights an affine rule added a number to whose norm scales by `offset +
+    weight` itself (norm_offset, qk_norm_offset): Gemma's w -> 1 + w done by the mapping and by
+    the spec both, a scale of 2 + w (the Gemma 2 trial loaded such a model silently). One
+    warning per (number added, offset), listing the weights."""
+    found: dict[tuple, list[str]] = {}
+    for key, added in shifted.items():
+        owner, _, name = key.rpartition(".")
+        offset = getattr(model.get_submodule(owner) if owner else model, "offset", 0.0)
+        if name == "weight" and isinstance(offset, (int, float)) and offset:
+            found.setdefault((added, offset), []).append(key)
+    return [f"the mapping's affine rule adds {added:g} to {len(keys)} norm weight(s) ({listing(keys)}) whose norm "
+            f"scales by {offset:g} + weight itself (the spec's norm_offset): they scale by {offset + added:g} + w; keep "
+            "one of the two (a checkpoint storing w loads as it is into a norm with norm_offset)"
+            for (added, offset), keys in found.items()]
 
 
 def key_problem(exc: KeyProblem, name: str) -> SpecError:

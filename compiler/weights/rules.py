@@ -494,6 +494,7 @@ class Converted:
     dropped_learned: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # a rule that matched a tensor and could not apply, and why
+    shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
 
 
 def note(refused: list | None, rule, key: str, why: str) -> None:
@@ -507,6 +508,7 @@ def note(refused: list | None, rule, key: str, why: str) -> None:
 def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> Converted:
     """`state` after `rules`; `ours` (the model's state dict) is what create rules make."""
     result = Converted(dict(state))
+    added: dict[int, tuple] = {}  # id(tensor) -> (the tensor, kept so the id stays its own; the number added)
     for rule in rules:
         out: dict = {}
         if isinstance(rule, Drop):
@@ -523,10 +525,13 @@ def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> C
             if key in out and key not in result.clashes:
                 result.clashes.append(key)
             out[key] = value
+            if isinstance(rule, Affine) and rule.add and value is not result.state.get(key):
+                added[id(value)] = (value, added.get(id(result.state[key]), (None, 0.0))[1] + rule.add)
         if isinstance(rule, Drop):  # a tied copy (BART's embed_tokens of `shared`) loses nothing
             result.dropped_learned += [key for key, value in dropped
                                        if looks_learned(key, value) and not kept_elsewhere(value, out.values())]
         elif isinstance(rule, Create):
             result.created += [key for key in out if key not in before]
         result.state = out
+    result.shifted = {key: added[id(value)][1] for key, value in result.state.items() if id(value) in added}
     return result

@@ -555,3 +555,31 @@ def test_a_malformed_map_exits_1_located(tmp_path, capsys):
     assert code == 1
     assert f"{tmp_path / 'bad.yaml'}:3:12: error: pattern '(' is not a valid regular expression" in err
     assert "Traceback" not in err
+
+
+OFFSET_NORM = """name: offset_norm
+inputs:
+  x: [B, 4, 8]
+graph:
+  - {id: norm, norm: {kind: rms, offset: 1.0}}
+  - {id: fc, linear: {dim: 8}}
+outputs: [fc]
+"""
+
+
+def test_an_offset_added_by_the_mapping_and_by_the_norm_is_a_warning(tmp_path, caplog):
+    """The Gemma 2 trial: mappings/README's `affine: {add: 1.0}` (w -> 1 + w) with a spec whose
+    norm has norm_offset 1.0 loaded a norm scaling by 2 + w, silently (4.55 off)."""
+    model = archspec.build_text(OFFSET_NORM, seed=0)
+    state = {"norm.weight": torch.randn(8) * 0.1, "fc.weight": torch.randn(8, 8), "fc.bias": torch.randn(8)}
+    (tmp_path / "gemma.yaml").write_text("name: gemma\nrules:\n  - affine: {match: '^norm\\.weight$', add: 1.0}\n")
+    fit = load_weights(model, state, mappings=[tmp_path / "gemma.yaml"])
+    assert fit.naming == "gemma"
+    assert fit.warnings == ["the mapping's affine rule adds 1 to 1 norm weight(s) (norm.weight) whose norm scales by "
+                            "1 + weight itself (the spec's norm_offset): they scale by 2 + w; keep one of the two (a "
+                            "checkpoint storing w loads as it is into a norm with norm_offset)"]
+    (tmp_path / "scaled.yaml").write_text("name: scaled\nrules:\n  - affine: {match: '^norm\\.weight$', scale: 2.0}\n"
+                                          "  - affine: {match: '^fc\\.bias$', add: 1.0}\n")
+    assert load_weights(model, state, mappings=[tmp_path / "scaled.yaml"]).warnings == []  # no add to the norm
+    plain = archspec.build_text(OFFSET_NORM.replace("kind: rms, offset: 1.0", "kind: rms"), seed=0)
+    assert load_weights(plain, state, mappings=[tmp_path / "gemma.yaml"]).warnings == []  # the recipe without offset
