@@ -55,12 +55,15 @@ class Node:
         return self.op is INPUT
 
     def param_loc(self, name: str | None) -> Loc | None:
-        """Where a parameter was written (its value), else where the node was. `from` names
-        the node's `from:` (for rules about a second input, e.g. cross attention's memory)."""
+        """Where a parameter was written (its value; a dotted name, an option inside one), else
+        where the node was. `from` names the node's `from:` (for rules about a second input,
+        e.g. cross attention's memory)."""
         if name == "from" and self.from_loc is not None:
             return self.from_loc
-        if name and name in self.param_locs:
-            return self.param_locs[name]
+        while name:  # a nested option (`scores.0.softcap.capp`), else the nearest enclosing one
+            if name in self.param_locs:
+                return self.param_locs[name]
+            name = name.rpartition(".")[0]
         return self.loc
 
 

@@ -13,7 +13,7 @@ path of the node that uses it: stages.2.blocks.1.attn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.declared import ValidationError
@@ -76,6 +76,7 @@ class Pending:
     loc: Loc | None
     param_locs: dict[str, Loc]
     from_loc: Loc | None
+    named: dict[int, Ref] = field(default_factory=dict)  # slot of `from:` -> the node an option names there
 
 
 class Expander:
@@ -390,10 +391,12 @@ class Expander:
         if not op.reads(params) and from_loc is None:
             inputs = []  # a source (a learned parameter) reads nothing, not the previous node
         checks.check_objective_place(op, self.doc, site.path, site.node_path)
-        checks.check_input_count(op, params, len(inputs), self.doc, site.path, site.node_path)
-        param_locs = {k: self.doc.loc(base + (k,)) for k in values}
+        checks.check_input_count(op, params, len(inputs), self.doc, site.path, site.node_path, base)
+        param_locs = param_locations(self.doc, base, values)
+        named = {slot: Ref(name, site.scope, param_locs.get(where), site.node_path)
+                 for slot, (name, where) in op.named_inputs(params).items()}
         self.pending.append(Pending(site.node_path, op, params, list(inputs), refs, self.doc.loc(base, key=True),
-                                    param_locs, from_loc))
+                                    param_locs, from_loc, named))
         return Out(site.node_path)
 
     # -- references ---------------------------------------------------------------------------
@@ -427,6 +430,7 @@ class Expander:
         if targets and not p.name.startswith(OBJECTIVES + "."):
             raise error(f"'{targets[0]}' is a training target: only objectives read targets", p.from_loc or p.loc,
                         p.name, hint="declare it under `inputs` if the network reads it")
+        check_named_inputs(p, names, self.resolve)
         params = p.params
         if p.refs:
             params = params.model_copy(update={k: self.resolve(r) for k, r in p.refs.items()})
@@ -557,3 +561,39 @@ def expand(doc: Document) -> Graph:
     spec = validate(doc)
     with work_budget(), hint_budget():
         return Expander(doc, spec).run()
+
+
+NESTED_DEPTH = 3  # a parameter's keys and items located below it: scores.0.softcap.cap
+
+
+def param_locations(doc, base: tuple, values: dict) -> dict:
+    """Where each parameter of a node was written (its value), and each key inside one and each
+    item of a list that is a mapping or a list (`scores.0.softcap.capp`: the key), so that a
+    rule may point at a nested option."""
+    locs = {}
+
+    def walk(value, path: tuple, name: str, depth: int) -> None:
+        locs[name] = doc.loc(path, key=depth > 0 and isinstance(path[-1], str))
+        if depth >= NESTED_DEPTH:
+            return
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            if isinstance(value, dict) or isinstance(item, (dict, list)):  # not each number of a long list
+                walk(item, path + (key,), f"{name}.{key}", depth + 1)
+
+    for key, value in values.items():
+        walk(value, base + (key,), str(key), 0)
+    return locs
+
+
+def check_named_inputs(p: Pending, names: list[str], resolve) -> None:
+    """Each input an option names (`embeddings: rel`) is the node `from:` gives in its place: the
+    input is read by position, and a name that is not there was read as something else (the
+    DeBERTa trial's `embeddings: x` ran on whatever stood in that place)."""
+    reads = p.op.reads(p.params)
+    for slot, ref in p.named.items():
+        target = resolve(ref)  # an unknown name is an error here, located at the option
+        if target is not None and slot < len(names) and names[slot] != target:
+            raise error(f"this option reads '{ref.text}', input {slot + 1} of `from:`, and `from:` gives "
+                        f"'{names[slot]}' there", ref.loc, p.name,
+                        hint=f"`from:` lists the inputs in this order: {', '.join(reads)}")

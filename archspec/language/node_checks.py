@@ -8,7 +8,7 @@ read). Each raises, or returns, a located error with the text and hint `check` s
 from __future__ import annotations
 
 from ..core.declared import ValidationError
-from ..core.errors import SpecError, error
+from ..core.errors import Diagnostic, SpecError, error
 from ..core.ir import Graph
 from ..core.words import DidYouMean, did_you_mean, one_of
 from ..primitives import registry
@@ -231,10 +231,17 @@ def check_objective_place(op: Op, doc: Document, path: tuple, node_path: str) ->
                          "graph, model.loss(...) the objectives")
 
 
-def check_input_count(op: Op, params, count: int, doc: Document, path: tuple, node_path: str) -> None:
-    """The node gives the op as many inputs as it reads."""
+def check_input_count(op: Op, params, count: int, doc: Document, path: tuple, node_path: str,
+                      base: tuple = ()) -> None:
+    """The node gives the op as many inputs as it reads; when it does not because an option that
+    names inputs is malformed (a score part's misspelt option), that option's error instead."""
     if op.accepts(params, count):
         return
+    problem = op.reads_problem(params)
+    if problem is not None:
+        field = tuple(int(k) if k.isdigit() else k for k in (problem.field or "").split(".") if k)
+        where = doc.loc(base + field, key=bool(field) and isinstance(field[-1], str))  # at the option's key
+        raise SpecError(Diagnostic(problem.message, where, node_path, suggestion=problem.suggestion))
     name, expected = op.primitive, op.reads(params)
     where = doc.loc(path + ("from",))
     if not expected:

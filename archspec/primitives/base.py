@@ -95,17 +95,25 @@ class SublayerParams(Params):
                                             "residual_multiplier; MiniCPM's scale_depth / sqrt(layers))")
 
     def check_without_affine(self) -> None:
-        """norm_affine: false takes a LayerNorm's weight and bias away: there must be a LayerNorm,
-        and no option that shapes its weight."""
-        if self.norm == "none" or self.norm_kind == "rms":
-            why = "norm: none leaves no norm" if self.norm == "none" else "it is a LayerNorm's option"
-            raise RuleError(f"norm_affine: false takes the LayerNorm's weight and bias away, but {why}",
-                            field="norm_affine", hint="drop norm_affine" + (", or place a norm (pre, post, ...)"
-                                                                          if self.norm == "none" else ""))
+        """norm_affine: false takes a LayerNorm's weight and bias away: the norm must be a
+        LayerNorm (norm: none is check_no_norm_options'), and no option shapes its weight."""
+        if self.norm_kind == "rms":
+            raise RuleError("norm_affine: false takes the LayerNorm's weight and bias away, but it is a LayerNorm's "
+                            "option", field="norm_affine", hint="drop norm_affine")
         for name in ("norm_bias", "norm_offset"):
             if name in self.model_fields_set:
                 raise RuleError(f"{name} goes with the norms' weight, and norm_affine: false leaves none",
                                 field=name, hint=f"drop {name}, or norm_affine: false")
+
+    def check_no_norm_options(self) -> None:
+        """norm: none: no option of the norm is given; all those given are named at once (the
+        Moonshine trial met them one fix at a time)."""
+        given = [name for name in NORM_OPTIONS if name in self.model_fields_set]
+        if given:
+            names = " and ".join(given) if len(given) < 3 else ", ".join(given[:-1]) + f" and {given[-1]}"
+            verb = "is" if len(given) == 1 else "are"
+            raise RuleError(f"{names} {verb} given but norm: none leaves no norm", field=given[0],
+                            hint=f"drop {names}, or place a norm (pre, post, ...)")
 
     def check_structure(self) -> None:
         """RuleError for options that do not go together."""
@@ -113,23 +121,19 @@ class SublayerParams(Params):
             raise RuleError("norm: post normalises the residual sum, and residual: false leaves no sum",
                             field="residual", hint="for a branch with its norm after the body use norm: res_post "
                                                    "with residual: false; or keep the residual")
-        for name in ("norm_eps", "norm_kind"):
-            if self.norm == "none" and name in self.model_fields_set:
-                raise RuleError(f"{name} is given but norm: none leaves no norm", field=name,
-                                hint=f"drop {name}, or place a norm (pre, post, ...)")
+        if self.norm == "none":
+            self.check_no_norm_options()
         if self.norm != "res_post" and "res_post_init" in self.model_fields_set:
             raise RuleError(f"res_post_init sets the res_post norm's first weight, and this norm is {self.norm}",
                             field="res_post_init", hint="drop res_post_init, or norm: res_post")
         if not self.norm_affine:
             self.check_without_affine()
-        if not self.norm_bias and (self.norm == "none" or self.norm_kind == "rms"):
-            why = "norm: none leaves no norm" if self.norm == "none" else "an RMSNorm has no bias"
-            raise RuleError(f"norm_bias: false takes the LayerNorm's bias away, but {why}", field="norm_bias",
-                            hint="drop norm_bias" + (", or place a norm (pre, post, ...)" if self.norm == "none"
-                                                     else ""))
-        if self.norm_offset and self.norm == "none":
-            raise RuleError("norm_offset is given but norm: none leaves no norm to offset", field="norm_offset",
-                            hint="drop norm_offset, or place a norm (pre, sandwich, ...)")
+        if not self.norm_bias and self.norm_kind == "rms":
+            raise RuleError("norm_bias: false takes the LayerNorm's bias away, but an RMSNorm has no bias",
+                            field="norm_bias", hint="drop norm_bias")
+
+
+NORM_OPTIONS = ("norm_kind", "norm_eps", "norm_bias", "norm_affine", "norm_offset")  # a sub-layer's norm's
 
 
 def sublayer_params(p: SublayerParams, width: int) -> int:
@@ -258,6 +262,16 @@ class Op:
         """Names of the inputs the node reads, given its params (one per `from` entry; with
         `variadic`, the last name may be given any number of times, at least once)."""
         return ("x",)
+
+    def named_inputs(self, p) -> dict[int, tuple[str, str]]:
+        """Inputs an option names (a score part's `embeddings: rel`): slot in `from:` -> (the node
+        named, the option's dotted field). The expander checks that `from:` gives that node there."""
+        return {}
+
+    def reads_problem(self, p) -> "RuleError | None":
+        """What in `p` keeps reads() from knowing every input (a malformed option that names
+        inputs, as a score part's): said before an input count that follows from it."""
+        return None
 
     def accepts(self, p, count: int) -> bool:
         """Whether the node may read `count` inputs."""

@@ -23,6 +23,16 @@ def divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
+def divisors_near(n: int, wanted: int, count: int = 6) -> list[int]:
+    """The `count` divisors of n (but 1) nearest `wanted` by ratio, ascending: the sizes a
+    hint offers in place of a size that does not divide (3904 near 48: 16, 32, 61, 64, 122, 244)."""
+    import math
+
+    inner = [d for d in divisors(n) if d > 1] or [n]
+    nearest = sorted(inner, key=lambda d: (abs(math.log(d / max(wanted, 1))), d))[:count]
+    return sorted(nearest)
+
+
 def origin_text(x: TensorType) -> str:
     """' (image 240 / patch 4 / merge 2)': how a grid came about, for error messages."""
     return f" ({x.origin})" if x.origin is not None else ""

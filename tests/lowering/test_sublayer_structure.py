@@ -300,7 +300,9 @@ def test_experts_without_gating_and_with_biases_are_weighted_by_the_renormalised
     ("attention: {kind: global, heads: 2, qk_norm_offset: 1.0}", "qk_norm_offset goes with qk_norm",
      "give `qk_norm: rms`", "1.0}"),
     ("mlp: {hidden: 32, norm: none, norm_offset: 1.0}",
-     "norm_offset is given but norm: none leaves no norm to offset", "drop norm_offset", "1.0"),
+     "norm_offset is given but norm: none leaves no norm", "drop norm_offset", "1.0"),
+    ("mlp: {hidden: 32, norm: none, norm_bias: false, norm_eps: 1.0e-6}",  # the Moonshine trial: both at once
+     "norm_eps and norm_bias are given but norm: none leaves no norm", "drop norm_eps and norm_bias", "1.0e-6"),
     ("norm: {kind: batch, offset: 1.0}", "unknown key 'offset' in norm (kind batch)",
      "'offset' is a parameter of kinds layer, rms", "offset"),
     ("norm: {kind: rms, offset: .inf}", "'.inf' is not a finite number", None, ".inf"),

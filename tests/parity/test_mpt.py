@@ -143,7 +143,7 @@ def test_beams_as_hugging_faces_for_a_spec_that_takes_a_mask(folder):
     ('bias: false, norm_bias: "${norm_bias}"}', 'bias: false, norm_bias: "${norm_bias}", norm_kind: rms}',
      "norm_bias: false takes the LayerNorm's bias away, but an RMSNorm has no bias"),
     ('bias: false, norm_bias: "${norm_bias}"}', 'bias: false, norm_bias: "${norm_bias}", norm: none}',
-     "norm_bias: false takes the LayerNorm's bias away, but norm: none leaves no norm"),
+     "norm_bias is given but norm: none leaves no norm"),
     ('clip_qkv: "${clip}"', "clip_qkv: -1.0", "clip_qkv"),
 ])
 def test_options_that_cannot_be_are_located_errors(right, wrong, message):

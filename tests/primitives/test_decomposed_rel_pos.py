@@ -185,7 +185,7 @@ SEQUENCE = (f"name: t\ninputs:\n  x: [B, 10, {DIM}]\ngraph:\n"
      "takes score parts that add a bias, and talking_heads", "scores"),
     (spec((5, 7), f"{{kind: window, heads: {HEADS}, window: 3}}"), "window 3 does not divide the 5x7", "window"),
     (spec((6, 6), f"{{kind: window, heads: {HEADS}, window: 3, scores: [{{decomposed: {{size: 3}}}}]}}"),
-     "score part 'decomposed': size", "scores"),
+     "score part 'decomposed' has no option 'size'", "{decomposed: {"),  # at the option itself
 ], ids=["no-grid", "class-token", "pad-shifted", "explicit-part-on-window", "no-pad-misfit", "unknown-option"])
 def test_bad_uses_are_located_errors(text, message, key):
     with pytest.raises(SpecError) as e:
@@ -194,4 +194,5 @@ def test_bad_uses_are_located_errors(text, message, key):
     diagnostic = e.value.diagnostics[0]
     assert diagnostic.path == "attn"
     line = text.splitlines()[diagnostic.loc.line - 1]
-    assert line[:diagnostic.loc.col - 1].rstrip().endswith(f"{key}:"), (line, diagnostic.loc.col)  # at its value
+    at = key if key.endswith("{") else f"{key}:"  # at its value, or at a score part's option
+    assert line[:diagnostic.loc.col - 1].rstrip().endswith(at), (line, diagnostic.loc.col)

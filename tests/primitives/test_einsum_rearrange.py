@@ -400,3 +400,11 @@ def test_a_side_that_does_not_divide_gets_input_sizes_that_pass():
     assert sizes
     for size in sizes:
         assert archspec.check_text(UNFOLD, {"img": size}).graph.type_of("quadrants").shape[2] % 2 == 0
+
+
+def test_the_divisors_a_hint_offers_are_those_near_the_size_given():
+    """The Moonshine trial: 3904 = 61 x 64 split by c=48 was offered 2, 4, 8, 16, 32, 61 (not 64)."""
+    from archspec.primitives.grids import divisors_near
+
+    assert divisors_near(3904, 48) == [16, 32, 61, 64, 122, 244]
+    assert divisors_near(6, 4) == [2, 3, 6] and divisors_near(7, 2) == [7]

@@ -141,7 +141,8 @@ def check_fits(g: Geometry, sizes: tuple[int, ...], origin: GridOrigin | None) -
             largest = (padded - 1) // g.dilation[axis] + 1
             raise RuleError(f"kernel {g.kernel[axis]}{dilated} is larger than the {shown} input padded to "
                             f"{padded}: the output would be empty", field="kernel", grid=origin,
-                            hint=Remedy(f"use a kernel of at most {largest}"))
+                            hint=Remedy(f"use a kernel of at most {largest}, or give a longer input (at least "
+                                        f"{g.reach(axis) - before - after} along that axis, padded as it is)"))
 
 
 def grid_step(g: Geometry) -> tuple:

@@ -36,7 +36,7 @@ from ...core.suggestions import GridOrigin
 from ...core.types import Sym, TensorType, batch_factor, batch_times
 from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
 from ..base import Cost, Op, Params, PositiveInt, RuleError
-from ..grids import divisors, grid_origin, image_origin, nearest_input
+from ..grids import divisors, divisors_near, grid_origin, image_origin, nearest_input
 from ..registry import register
 from ..index_ranges import VALUES, keeps
 from ..dtypes import READS, ANY
@@ -223,7 +223,7 @@ def group_sizes(group: tuple[str, ...], dim, d: int, given: dict, pattern: Patte
         parts = ", ".join(f"{a}={given[a]}" for a in group if a in given)
         raise RuleError(f"axis '{unknown[0]}' of '{written}': dimension {d} of size {dim} does not divide by "
                         f"{known} ({parts})", field="sizes", hint=f"give sizes whose product divides {dim} "
-                                                                 f"({', '.join(map(str, divisors(dim)[1:7]))})",
+                                                                 f"({', '.join(map(str, divisors_near(dim, known)))})",
                         grid=origin, input=nearest_input(origin, dim, known))
     if not unknown and known != dim:
         parts = " * ".join(f"{a}={given[a]}" for a in group) or "1"

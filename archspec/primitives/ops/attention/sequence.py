@@ -90,6 +90,28 @@ class SequenceAttentionOp(AttentionOp):
         return self.streams(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
             (("mask",) if p.padding_mask else ())
 
+    def named_inputs(self, p) -> dict[int, tuple[str, str]]:
+        """The score parts' tensors, named by their options, in `from:` after the token streams and
+        the bias."""
+        try:
+            uses = parse_scores(p.scores)
+        except RuleError:  # reads_problem says it
+            return {}
+        slot, named = len(self.streams(p)) + p.bias, {}
+        for i, use in enumerate(uses):
+            for name in getattr(use.params, "tensors", ()):
+                named[slot] = (name, f"scores.{i}.{use.part.name}.{option_holding(use.params, name)}")
+                slot += 1
+        return named
+
+    def reads_problem(self, p) -> RuleError | None:
+        """A malformed score part: its tensors are inputs (a misspelt option gave a wrong count)."""
+        try:
+            parse_scores(p.scores)
+        except RuleError as exc:
+            return exc
+        return None
+
     def streams(self, p) -> tuple[str, ...]:
         """The token streams the kind reads (before the padding mask)."""
         return ("x",)
@@ -157,19 +179,30 @@ class SequenceAttentionOp(AttentionOp):
             check_rope_sequence(x)
         if p.rope_theta is not None:
             dims = p.rope_dims or head
+            if not p.rope_dims and head % 2:
+                raise RuleError(f"rotary positions turn pairs of a head's channels, and the head width is {head}, "
+                                "odd", field="head_dim" if p.head_dim else "heads",
+                                hint="an even head_dim, or rope_dims: an even number of channels to rotate")
             if dims > head or dims % 2:
                 raise RuleError(f"rope_dims {dims} must be even and at most the head width {head}",
-                                field="rope_dims" if p.rope_dims else "rope_theta")
+                                field="rope_dims")
         if p.padding_mask:
             keys, mask = inputs[len(self.streams(p)) - 1], inputs[-1]
             if mask.layout != "ids":
-                raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()}",
-                                field="from")
+                raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
+                                f"{mask.describe()}", field="from", hint=mask_hint(mask))
             if mask.length != keys.length:
                 raise RuleError(f"a padding mask of {mask.length} values for {keys.length} keys", field="from")
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+
+
+def mask_hint(mask: TensorType) -> str | None:
+    """How to make the padding mask of a tensor that is not one (a slice of an int64 input)."""
+    if len(mask.shape) == 2:
+        return "`compare: {op: ne, value: 0, dtype: int64}` of it gives a mask of 0/1 ids [B, L]"
+    return None
 
 
 def qk_norm_params(p, head: int) -> int:
@@ -233,6 +266,17 @@ def longrope_refill(p) -> int | None:
     """SelfCache's refill: one past LongRoPE's original length, where every key is rotated again
     with the long factors (the long ones apply once the furthest position passes it); else None."""
     return p.rope_original_length + 1 if p.rope_long_factors is not None else None
+
+
+def option_holding(params, name: str) -> str:
+    """The dotted option of a score part's params that gives the tensor `name` (`embeddings`,
+    `tensors.1`), for an error to point at."""
+    for option, value in params.model_dump().items():
+        if value == name:
+            return option
+        if isinstance(value, list) and name in value:
+            return f"{option}.{value.index(name)}"
+    return ""
 
 
 def score_tensors(p) -> tuple[str, ...]:

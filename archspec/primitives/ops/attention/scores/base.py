@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from .....core.declared import ValidationError
 from .....core.suggestions import Remedy
+from .....core.words import did_you_mean
 from .....core.types import TensorType
 from ....base import Cost, RuleError
 from .... import registry
@@ -156,22 +157,36 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
             given = {} if given is None else given
         else:
             raise RuleError(f"scores entry {i + 1} must be a part name or a one-key mapping {{part: {{...}}}}",
-                            field="scores", hint=Remedy(f"e.g. scores: [{', '.join(sorted(known_parts()))}]"))
+                            field=f"scores.{i}",
+                            hint=Remedy(f"e.g. scores: [{', '.join(sorted(known_parts()))}]"))
+        at = f"scores.{i}" + (f".{name}" if isinstance(entry, dict) else "")
         part = part_named(name)
         if part is None:
-            raise RuleError(f"unknown score part {name!r}", field="scores",
-                            hint=Remedy(f"the score parts are: {', '.join(sorted(known_parts()))}"))
+            guess = did_you_mean(str(name), sorted(known_parts()))
+            parts = f"the score parts are: {', '.join(sorted(known_parts()))}"
+            raise RuleError(f"unknown score part {name!r}", field=at,
+                            hint=Remedy(f"{guess} ({parts})" if guess else parts))
         if not isinstance(given, dict):
-            raise RuleError(f"score part {name!r} takes a mapping of options, got {given!r}", field="scores")
+            raise RuleError(f"score part {name!r} takes a mapping of options, got {given!r}", field=at)
         try:
             params = part.Params.model_validate(given)
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(x) for x in first["loc"])
-            raise RuleError(f"score part {name!r}: {where + ': ' if where else ''}{first['msg']}",
-                            field="scores") from None
+            raise option_error(name, part, e.errors()[0], at) from None
         uses.append(ScoreUse(part, params))
     return uses
+
+
+def option_error(name: str, part, first: dict, at: str) -> RuleError:
+    """A score part's option that does not validate, located at the option: an unknown one with
+    the closest name (`capp`: did you mean 'cap'?), else pydantic's words for the value."""
+    where = ".".join(str(x) for x in first["loc"])
+    field = f"{at}.{where}" if where else at
+    options = sorted(part.Params.model_fields)
+    if first["type"] == "extra_forbidden":
+        guess = did_you_mean(where, options)
+        return RuleError(f"score part {name!r} has no option {where!r}", field=field,
+                         hint=Remedy(str(guess) if guess else f"its options: {', '.join(options) or 'none'}"))
+    return RuleError(f"score part {name!r}: {where + ': ' if where else ''}{first['msg']}", field=field)
 
 
 def check_bias_parts(entries: list[Any], site: ScoreSite, kind: str, hint: str) -> None:

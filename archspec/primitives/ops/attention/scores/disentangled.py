@@ -79,7 +79,9 @@ class DisentangledPart(ScorePart):
                             f"rows of the width), got {table.describe()}", field="scores",
                             hint=Remedy(f"a param of shape [{2 * span}, {width}], normed once for every layer"))
         if p.buckets and p.buckets >= p.max_position:
-            raise RuleError(f"buckets {p.buckets} must be below max_position {p.max_position}", field="scores")
+            raise RuleError(f"buckets {p.buckets} must be below max_position {p.max_position}", field="scores",
+                            hint=Remedy("DeBERTa's position_buckets (buckets) stay below its max_relative_positions "
+                                        f"(max_position): max_position above {p.buckets}, or buckets: 0 for none"))
         want = deberta_scale(p, site.head_dim)
         if site.scale is None or not math.isclose(site.scale, want, rel_tol=1e-6):
             raise RuleError(f"DeBERTa scales every term by 1/sqrt(head_dim x {1 + len(set(p.terms))}) = {want:.9g}, "
