@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from archspec.core.errors import bug, error
+from archspec.core.errors import InternalError, bug, error
 from archspec.core.ir import Graph
 
 from ..facts import ONNX_FUSIONS
@@ -262,6 +262,26 @@ def _export_optimized(gm, graph: Graph, path: str, verify: bool, fusions: tuple[
                      "graph (attention stays MatMul/Softmax)")
         opset = OPSET
         _export(gm, graph, path, OPSET, math_attention=True)
+    try:
+        result = _fused_and_checked(gm, graph, path, verify, fusions)
+    except InternalError as exc:
+        if opset != OPSET_FUSED:
+            raise
+        first = exc.diagnostics[0].message  # ONNX Runtime's fused attention disagrees: a degenerate mask row
+        notes.append(f"{first}; used the opset {OPSET} graph (attention stays MatMul/Softmax), which agrees "
+                     "(ONNX Runtime's Attention kernel treats a score bias of float32's minimum, or rows whose every "
+                     "key is hidden, otherwise than torch)")
+        opset = OPSET
+        _export(gm, graph, path, OPSET, math_attention=True)
+        result = _fused_and_checked(gm, graph, path, verify, fusions)
+    result.opset, result.notes = opset, notes + result.notes
+    return result
+
+
+def _fused_and_checked(gm, graph: Graph, path: str, verify: bool, fusions: tuple[str, ...]) -> OnnxResult:
+    """The exported file at `path` with archspec's own fusions, checked (the ONNX checker, what
+    ONNX Runtime fuses of it, its outputs against eager's: an InternalError when they differ)."""
+    onnx = _onnx()
     model = onnx.load(path)
     fused = None
     if "skip_layer_norm" in fusions:
@@ -272,9 +292,8 @@ def _export_optimized(gm, graph: Graph, path: str, verify: bool, fusions: tuple[
     fusions = [f for f in found if f.op != "Attention" or "attention" in fusions]
     gap = run_onnxruntime_check(gm, graph, path, instead=PLAIN_INSTEAD) if verify else None
     missing = [f for f in fusions if not f.complete]
-    if missing:
-        notes.append("fewer fused nodes than the spec implies: " + ", ".join(f.describe() for f in missing))
-    return OnnxResult(path, len(model.graph.node), gap, opset, fusions, notes)
+    notes = ["fewer fused nodes than the spec implies: " + ", ".join(f.describe() for f in missing)] if missing else []
+    return OnnxResult(path, len(model.graph.node), gap, None, fusions, notes)
 
 
 # -- archspec's fusion: residual add (+ bias) + LayerNormalization -> SkipLayerNormalization -------------
