@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
-from archspec.primitives.kv_cache import cached_layers, logits_output, padding_inputs, refusal
+from archspec.primitives.kv_cache import cached_layers, logits_output, padding_inputs, refusal, uncached_refusal
 
 from .facts import CLASSIFIER, FEATURE_NORM, Classifier
 from .model_interface import InterfaceFacts
@@ -68,8 +68,10 @@ class ModelFacts:
     layers: dict[str, tuple]  # module path -> layer ordinal, per block
     coarse_layers: dict[str, tuple]  # the same, per stage
     logits: tuple[int, str] | None = None  # (output index, lm head node) of the logits generate() reads
-    # why generate() cannot decode the spec, (node or None, why), or None (kv_cache.refusal)
+    # why generate() cannot decode the spec through a cache, (node or None, why), or None (kv_cache.refusal)
     decode_refusal: tuple[str | None, str] | None = None
+    # why generate() cannot run the spec at all, not even without a cache (kv_cache.uncached_refusal)
+    generate_refusal: tuple[str | None, str] | None = None
     cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
     padding_inputs: tuple[str, ...] = ()  # inputs read only as cached attention's key-padding mask (kv_cache's)
     refill_at: int | None = None  # the sequence length at which generate recomputes every cached key (DECODE's refill)
@@ -92,6 +94,7 @@ def model_facts(graph: Graph) -> ModelFacts:
                       blocks=tuple(found_blocks), stages=tuple(found_stages),
                       layers=layers(graph, found_blocks), coarse_layers=layers(graph, [s.path for s in found_stages]),
                       logits=logits_output(graph), decode_refusal=refusal(graph),
+                      generate_refusal=uncached_refusal(graph),
                       cached=tuple((layer.path, layer.window) for layer in cached),
                       refill_at=min((layer.refill for layer in cached if layer.refill is not None), default=None),
                       padding_inputs=padding_inputs(graph),

@@ -49,13 +49,22 @@ class CachedLayer:
 
 
 def generates(graph: Graph) -> bool:
-    """Whether generate() can decode with the spec (`refusal` says why not)."""
+    """Whether generate() can decode with the spec through a cache (`refusal` says why not)."""
     return refusal(graph) is None
 
 
 def refusal(graph: Graph) -> tuple[str | None, str] | None:
-    """None when generate() can decode the spec, else (the node in the way or None, why)."""
+    """None when generate() can decode the spec through a cache, else (the node in the way or
+    None, why). Where only the cache is refused (`uncached_refusal` is None), generate() runs the
+    whole sequence through forward at each step instead."""
     return decoding(graph)[0]
+
+
+def uncached_refusal(graph: Graph) -> tuple[str | None, str] | None:
+    """None when generate() can run the spec at all (without a cache: the whole sequence through
+    forward each step), else why not: its inputs are not what generate feeds, or none of its
+    outputs is an lm head's logits."""
+    return fed_and_logits(graph, fed_inputs(graph))
 
 
 def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
@@ -68,19 +77,10 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
     tokenwise node reads besides the target side holds no run of tokens (a fixed table of
     positions would not line up)."""
     inputs = fed_inputs(graph)
-    if len(inputs) not in (1, 2, 3):
-        return (None, f"it takes {len(inputs)} inputs besides padding masks; generate feeds token ids (decoder-only), "
-                      "or source ids, optionally the source's padding mask, and target ids (encoder-decoder)"), set()
-    logits = logits_output(graph)
-    if logits is None:
-        return (None, "none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
-                      "through tokenwise ops with a bias or a scale)"), set()
-    fed_ids = inputs[1:] if len(inputs) > 1 else inputs  # an encoder-decoder's source may be any tensor
-    not_ids = [node for node in fed_ids if node.type.layout != "ids"]
-    if not_ids:  # before any op is asked how it decodes
-        return (not_ids[0].name, "it is not token ids [B, L] (generate feeds token ids: a decoder-only spec's "
-                                 "input, an encoder-decoder's target)"), set()
-    reached, cached = decoded(graph, logits, inputs[-1].name), 0
+    structural = fed_and_logits(graph, inputs)
+    if structural is not None:
+        return structural, set()
+    reached, cached = decoded(graph, logits_output(graph), inputs[-1].name), 0
     for node in graph.nodes():
         if node.is_input or node.name not in reached:
             continue
@@ -99,6 +99,22 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
         return (None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding, alibi or "
                       "latent attention)"), reached
     return None, reached
+
+
+def fed_and_logits(graph: Graph, inputs) -> tuple[str | None, str] | None:
+    """Why generate() cannot run the spec even without a cache (its inputs, its outputs), or None."""
+    if len(inputs) not in (1, 2, 3):
+        return (None, f"it takes {len(inputs)} inputs besides padding masks; generate feeds token ids (decoder-only), "
+                      "or source ids, optionally the source's padding mask, and target ids (encoder-decoder)")
+    if logits_output(graph) is None:
+        return (None, "none of its outputs is an lm head's logits (a `head: {kind: lm}` node it returns, alone or "
+                      "through tokenwise ops with a bias or a scale)")
+    fed_ids = inputs[1:] if len(inputs) > 1 else inputs  # an encoder-decoder's source may be any tensor
+    not_ids = [node for node in fed_ids if node.type.layout != "ids"]
+    if not_ids:  # before any op is asked how it decodes
+        return (not_ids[0].name, "it is not token ids [B, L] (generate feeds token ids: a decoder-only spec's "
+                                 "input, an encoder-decoder's target)")
+    return None
 
 
 def taken_for_target(inputs) -> str:

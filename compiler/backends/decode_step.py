@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from archspec.core.ir import Graph
-from archspec.primitives.kv_cache import fed_inputs, generates
+from archspec.primitives.kv_cache import fed_inputs, generates, refusal, uncached_refusal
 
 CHECK_BATCH, CHECK_PAST = 3, 7  # the step is traced at batch 2 after 5 tokens (step.example_step)
 
@@ -138,11 +138,17 @@ def decode_programs(graph: Graph, suffix: str = ".pt2") -> DecodePrograms | None
 
 def unwritten_programs(graph: Graph) -> str | None:
     """Why a spec that generates gets no decode programs, in words, or None: an encoder-decoder
-    whose source is no token ids (seq2seq_step.py's examples are ids)."""
+    whose source is no token ids (seq2seq_step.py's examples are ids), or a decoder-only spec
+    that generates without a cache (driver.Decoder.without_cache: the programs carry one)."""
     inputs = fed_inputs(graph)
     if len(inputs) in (2, 3) and inputs[0].type.layout != "ids" and generates(graph):
         return (f"no encoder or decoder programs: they take a source of token ids for now, and "
                 f"'{inputs[0].name}' is not; generate with this spec in Python (model.generate)")
+    why = refusal(graph)
+    if len(inputs) == 1 and why is not None and uncached_refusal(graph) is None:
+        node, words = why
+        return (f"no decode programs (prefill, decode_step): they carry a key/value cache, and "
+                f"{f'{node!r}: ' if node else ''}{words}; generate() runs the whole sequence each step instead")
     return None
 
 

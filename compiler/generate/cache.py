@@ -265,3 +265,23 @@ def rotate_at(rotary, q, k, positions):
     angles = rotary.spread(freqs)[:, None]  # [B, N, dims] -> [B, 1, N, dims]
     cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
     return rotary.rotate(q, cos, sin), rotary.rotate(k, cos, sin)
+
+
+class SequenceSoFar:
+    """The cache of a generate() call on a spec that decodes without one (Decoder.without_cache):
+    `state` as a DecodeCache's, and the token ids so far [B, end], which each step runs whole."""
+
+    def __init__(self, state: DecodeState):
+        self.state, self.ids = state, None
+
+    def extended(self, ids: torch.Tensor) -> torch.Tensor:
+        """The ids so far with this call's `ids` [B, count] after them: [B, end]. A refill (the
+        whole sequence brought again) replaces them."""
+        if self.ids is None or ids.shape[1] == self.state.end:
+            self.ids = ids
+        else:
+            self.ids = torch.cat([self.ids, ids], dim=1)  # [B, end - count] -> [B, end]
+        return self.ids
+
+    def tensors(self) -> list[torch.Tensor]:
+        return []

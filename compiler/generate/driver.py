@@ -19,20 +19,27 @@ source and target ids (encoder-decoder, as the 2017 Transformer: what reads the 
 its embedding and encoder, runs once; on the target side attention is causal, sliding or alibi, or
 cross attention to the encoder's output, whose keys and values are projected at the first step
 and kept; the source side's outputs are computed at the first call and kept in the cache).
+A decoder-only spec whose layers do not all decode through a cache (attention written from
+einsum and softmax, global attention, a score part that mixes the weights) generates without
+one: each step runs the whole sequence so far through forward (Decoder.without_cache, said on
+the `archspec` logger with the node and why); it takes no padded prompts and no compile.
 """
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
-from archspec.core.errors import error
+from archspec.core.errors import SpecError, error
 
 from ..modules.attention.common import takes_cache
 from ..modules.attention.cross import CrossAttention
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
-from .cache import DecodeCache, DecodeState, KVCache
+from .beam import last_logits
+from .cache import DecodeCache, DecodeState, KVCache, SequenceSoFar
 from .compiled import CompiledSteps
 from .decode_graph import Handoff, decode_graph
 from .graphed import GraphedSteps
@@ -42,7 +49,7 @@ CAN_GENERATE = ("a spec can generate when it returns an lm head's logits and tak
                 "optionally an attention_mask its attention reads as `padding_mask`), with causal, "
                 "sliding, alibi or latent attention (shipped: gpt2, llama, mixtral, deepseek_v3), or a source (ids, "
                 "or any tensor: audio features, an image), optionally its padding mask, and target ids "
-                "(transformer_base, t5_small)")
+                "(transformer_base, t5_small); a decoder-only spec whose layers keep no cache generates without one")
 
 
 class Decoder:
@@ -70,10 +77,34 @@ class Decoder:
         if not_ids:
             raise refusal(f"its input '{not_ids[0].name}' is [{not_ids[0].declared}], not token ids [B, L] "
                           "(generate feeds token ids, and an encoder-decoder's source as its spec declares it)")
+        if facts.generate_refusal is not None:
+            node, why = facts.generate_refusal
+            raise refusal(f"'{node}': {why}" if node else why)
+        self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
+        self.min_length, self.max_length = sequence_range(model, target)
+        self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
+        self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
+        self.whole_sequence = None  # why each step runs the whole sequence (no cache), or None: cached
+        self.attention, self.paths, self.windows, self.biases, self.embeds, self.cross = [], [], [], [], [], []
+        self.cross_paths, self.decoding, self.refill_at = [], None, None
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
-            raise refusal(f"'{node}': {why}" if node else why)
-        self.source_side, self.target_side = split_by_target(model, fed[-1])
+            if self.encoder_decoder:  # which input is the target is known only where the cache's rules hold
+                raise refusal(f"'{node}': {why}" if node else why)
+            self.without_cache(f"'{node}': {why}" if node else why)
+            return
+        try:
+            self.with_cache(model, facts, fed[-1])
+        except SpecError as exc:  # a layer the decode graph cannot hand its cache: the whole sequence each step
+            if self.encoder_decoder:
+                raise
+            self.without_cache(exc.diagnostics[0].message.removeprefix("this spec cannot generate: "))
+
+    def with_cache(self, model, facts, target: str) -> None:
+        """The cached layers, the embeddings that take positions, the cross attention layers and the
+        decode graph that hands each its part of the cache; a SpecError (`refusal`) where a layer's
+        cache cannot be handed on."""
+        self.source_side, self.target_side = split_by_target(model, target)
         self.attention = [cache_holder(model, path) for path, _ in facts.cached]
         paths = {id(m): path for path, m in model.named_modules()}  # id(module) -> its dotted path
         self.paths = [paths[id(m)] for m in self.attention]  # the cache's keys: each layer's module path
@@ -85,12 +116,19 @@ class Decoder:
         self.embeds = [m for top in self.target_side for m in top.modules() if isinstance(m, TokenEmbed)]
         self.cross = [m for top in self.target_side for m in top.modules() if isinstance(m, CrossAttention)]
         self.cross_paths = [paths[id(m)] for m in self.cross]
-        self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
-        self.min_length, self.max_length = sequence_range(model, target)
-        self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.decoding = self.decode_copy(model, paths)
         self.refill_at = facts.refill_at  # LongRoPE: where every cached key is computed again (DECODE's refill)
-        self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
+
+    def without_cache(self, why: str) -> None:
+        """Generate without a cache: each step runs the whole sequence so far through forward and
+        takes the last position's logits (the tokens are those of a cache, slower as the sequence
+        grows). Said once, on the `archspec` logger, with why the cache is refused."""
+        self.whole_sequence = why
+        self.attention, self.paths, self.windows, self.biases, self.embeds, self.cross = [], [], [], [], [], []
+        self.cross_paths, self.decoding, self.refill_at = [], None, None
+        logging.getLogger("archspec").warning(
+            f"generate: {self.name} decodes without a cache ({why}): each new token runs the whole sequence through "
+            "forward; compile=True and padded prompts need a cache")
 
     def decode_copy(self, model, paths: dict[int, str]):
         """The model's decode graph (decode_graph.py): it hands the cached attention layers their
@@ -106,9 +144,12 @@ class Decoder:
                           "whose graph can hand it on")
         return copied
 
-    def new_cache(self, state: DecodeState) -> DecodeCache:
+    def new_cache(self, state: DecodeState) -> DecodeCache | SequenceSoFar:
         """The cache of one generate() call: an empty KVCache for each cached layer (a ring for a
-        sliding window shorter than the capacity) by its path, nothing projected or computed yet."""
+        sliding window shorter than the capacity) by its path, nothing projected or computed yet;
+        without a cache, the sequence so far (empty)."""
+        if self.whole_sequence is not None:
+            return SequenceSoFar(state)
         return DecodeCache(state, {path: KVCache(state, w) for path, w in zip(self.paths, self.windows)})
 
     @staticmethod
@@ -125,6 +166,8 @@ class Decoder:
     def logits(self, ids: torch.Tensor, cache: DecodeCache, source=None) -> torch.Tensor:
         """The last position's logits [B, vocab] in float32, for ids [B, count] in the cache's
         current slots (after the source inputs of an encoder-decoder spec: a tuple)."""
+        if self.whole_sequence is not None:  # every token so far through forward
+            return last_logits(self, cache.extended(ids), source)
         out = self.decoding(ids, cache) if source is None else self.decoding(*source, ids, cache)
         out = out[self.output] if isinstance(out, (tuple, list)) else out
         return out[:, -1, :].float()  # [B, count, vocab] -> [B, vocab]
@@ -259,6 +302,10 @@ def check_ids(decoder: Decoder, input_ids, attention_mask) -> None:
     if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
         raise ValueError(f"attention_mask is {list(attention_mask.shape)}, input_ids {list(input_ids.shape)}: "
                          "they must have the same shape")
+    if decoder.whole_sequence is not None and not decoder.encoder_decoder and attention_mask is not None \
+            and bool((attention_mask == 0).any()):
+        raise ValueError(f"{decoder.name} decodes without a cache ({decoder.whole_sequence}), which takes prompts of "
+                         "one length: give them unpadded, one call per length")
     check_vocabulary(decoder, input_ids)
 
 
@@ -376,6 +423,9 @@ def chosen_compile(model, compile: bool | None, input_ids, max_new_tokens: int, 
 
 def compile_refusal(decoder: Decoder, option: str = "compile=True") -> str | None:
     """Why the decode step `option` (compile=True, --compile) does not cover this spec, or None."""
+    if decoder.whole_sequence is not None:
+        return (f"{option} compiles a cached decode step, and {decoder.name} decodes without a cache "
+                f"({decoder.whole_sequence}): leave it out")
     if decoder.encoder_decoder:
         return f"{option} covers decoder-only specs; {decoder.name} is an encoder-decoder: leave it out"
     if decoder.biases:

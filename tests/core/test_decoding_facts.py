@@ -76,12 +76,26 @@ def test_a_sliding_layer_keeps_its_window_from_its_fact():
     assert {layer.window for layer in cached_layers(mistral)} == {8}
 
 
-def test_attention_that_sees_later_tokens_is_refused_naming_the_node():
+def test_attention_that_sees_later_tokens_decodes_without_a_cache_naming_the_node(caplog):
+    """No cache (refusal names the node), so generate runs the whole sequence each step, as
+    forward does, and says why on the archspec logger; compile and padded prompts need a cache."""
     graph = archspec.check_text(LM, {"middle": "global"}).graph
     assert refusal(graph) == ("a1", DECODE.of(registry.op("attention", "global")).why)
-    model = archspec.build_text(LM, {"middle": "global"})
-    with pytest.raises(SpecError, match="cannot generate: 'a1': it lets a token see later tokens"):
-        model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2)
+    model = archspec.build_text(LM, {"middle": "global"}, seed=0).eval()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    with caplog.at_level("WARNING", logger="archspec"):
+        got = model.generate(ids, max_new_tokens=4)
+    assert any("decodes without a cache ('a1': it lets a token see later tokens" in r.getMessage()
+               for r in caplog.records)
+    with torch.no_grad():
+        expected = ids
+        for _ in range(4):  # greedy over forward, the whole sequence each step
+            expected = torch.cat([expected, model(expected)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(got, expected)
+    with pytest.raises(ValueError, match="decodes without a cache .* leave it out"):
+        model.generate(ids, max_new_tokens=2, compile=True)
+    with pytest.raises(ValueError, match="takes prompts of one length"):
+        model.generate(ids, max_new_tokens=2, attention_mask=torch.tensor([[0, 1, 1], [1, 1, 1]]))
 
 
 def test_a_fixed_table_of_tokens_on_the_target_side_is_refused():
