@@ -18,6 +18,7 @@ from archspec.primitives.ops.attention.channel import CHANNEL
 from archspec.primitives.ops.attention.class_ import CLASS
 from archspec.primitives.ops.attention.convolutional import CONVOLUTIONAL
 from archspec.primitives.ops.attention.cross import CROSS
+from archspec.primitives.ops.attention.differential import DIFFERENTIAL
 from archspec.primitives.ops.attention.global_ import GLOBAL
 from archspec.primitives.ops.attention.latent import LATENT
 from archspec.primitives.ops.attention.linear_sra import LINEAR_SRA
@@ -80,7 +81,7 @@ from ..modules.mlp import onnx_fusion as mlp_fusion
 FUSES = {
     # one Attention op per node, unless a score part writes the scores out
     GLOBAL: attention_fusion, CAUSAL: attention_fusion, CROSS: attention_fusion, CLASS: attention_fusion,
-    SLIDING: attention_fusion, ALIBI: attention_fusion,
+    SLIDING: attention_fusion, ALIBI: attention_fusion, DIFFERENTIAL: attention_fusion,
     # one Attention op per node
     WINDOW: "attention", SHIFTED: "attention", SRA: "attention", LINEAR_SRA: "attention", LATENT: "attention",
     POOLED: "attention",  # one Attention op per node (the decomposed positions its bias)

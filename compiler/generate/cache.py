@@ -159,16 +159,19 @@ class KVCache:
             positions, key_positions = self.state.positions(), self.state.key_positions()  # [B, N], [B, M]
             mask = mask + rule.bias(positions[:, None, :, None], key_positions[:, None, None, :], q.dtype,
                                     module.kernel.table)  # [B, h, N, M]
+        calls = module.value_calls(v)  # one kernel call per values, as the forward (differential: two)
         if module.mixes_scores():  # score parts (their SCORE_DECODE said they decode): the forward's steps
-            k, v = module.share_kv(k), module.share_kv(v)  # [B, h, end (or window), d]
+            k = module.share_kv(k)  # [B, h, end (or window), d]
             bias = module.position_bias(q, k, bias)
             index = ScoreIndex.of_positions(q, self.state.positions(), self.key_positions(k.shape[2]), tensors)
-            out = module.kernel.scored(q, k, v, bias, mask, index, module.parts())  # [B, h, N, d]
+            outs = tuple(module.kernel.scored(q, k, module.share_kv(values), bias, mask, index, module.parts())
+                         for values in calls)  # each [B, h, N, d]
         else:
             bias = module.position_bias(q, k, bias)
             if bias is not None:
                 mask = mask + bias.to(q.dtype)  # [B, h, count, end]
-            out = self.attention(module, q, k, v, mask)  # [B, h, N, d]
+            outs = tuple(self.attention(module, q, k, values, mask) for values in calls)  # each [B, h, N, d]
+        out = module.combine_heads(outs)  # as the forward does after the kernel
         out = module.proj(out.transpose(1, 2).reshape(B, N, -1))  # -> [B, N, h*d]
         return module.proj_drop(out) if module.proj_drop is not None else out
 

@@ -24,13 +24,16 @@ from .sublayer import Sublayer, sublayer_args
 
 def glu(h, act, layout="halves", limit=None, offset=0.0):
     """act(gate) * value from a gated fc1's output [..., 2 hidden] -> [..., hidden]: the gate the
-    first half (halves) or the even positions (interleaved, GPT-OSS's gate_up_proj[..., ::2]);
+    first half (halves), the second (value_first: Moonshine's) or the even positions
+    (interleaved, GPT-OSS's gate_up_proj[..., ::2]);
     with `limit`, the gate clamped to at most limit and the value to [-limit, limit]; `offset`
     added to the value (GPT-OSS: (up + 1) * glu, its swiglu_limit the limit)."""
     if layout == "interleaved":
-        gate, value = h[..., ::2], h[..., 1::2]
+        gate, value = h[..., ::2], h[..., 1::2]  # [..., hidden] each
+    elif layout == "value_first":
+        value, gate = h.chunk(2, dim=-1)  # [..., hidden] each
     else:
-        gate, value = h.chunk(2, dim=-1)
+        gate, value = h.chunk(2, dim=-1)  # [..., hidden] each
     if limit is not None:
         gate = gate.clamp(max=limit)
         value = value.clamp(min=-limit, max=limit)

@@ -50,8 +50,8 @@ def test_onnx_fusion_is_the_onnx_backends_word_not_the_op_files():
         onnx_fusions.NO_FUSION)
     assert set(builtins) == table, sorted(op.label for op in set(builtins) ^ table)
     fused = {op.label for op, fusion in ONNX_FUSION.registered().items() if fusion is not None}
-    kinds = ("alibi", "causal", "channel", "class", "convolutional", "cross", "global", "latent", "linear_sra", "pooled",
-             "shifted", "sliding", "sra", "window", "xca")
+    kinds = ("alibi", "causal", "channel", "class", "convolutional", "cross", "differential", "global", "latent",
+             "linear_sra", "pooled", "shifted", "sliding", "sra", "window", "xca")
     assert fused == {"attention/" + k for k in kinds} | {"mlp"}
 
 

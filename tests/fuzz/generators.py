@@ -173,7 +173,7 @@ def mlp_options(rng: random.Random) -> list[str]:
                 "shared_experts": lambda: str(size(rng, [1, 2])),
                 "experts_layout": lambda: rng.choice(["out_in", "in_out"]),
                 "gated": lambda: rng.choice(["true", "false"]),
-                "gate_layout": lambda: rng.choice(["halves", "interleaved"]),
+                "gate_layout": lambda: rng.choice(["halves", "value_first", "interleaved"]),
                 "gate_limit": lambda: rng.choice(["7.0", "0.3", "1.0e300"]),
                 "value_offset": lambda: rng.choice(["1.0", "0.0", "1.0e300"])}
         for key in rng.sample(sorted(pool), rng.randint(0, 5)):

@@ -1,6 +1,6 @@
 """A Gemma 2 decoder written in the spec language (sandwich RMSNorms with (1 + w), GeGLU, the
 embedding times sqrt(dim), alternating sliding and full causal layers with soft-capped scores
-(`scores: [softcap]`), tied logits with Gemma 2's final soft-cap as three ops after the lm head)
+(`scores: [softcap]`), tied logits with Gemma 2's final soft-cap, the lm head's `logits_softcap`)
 against Hugging Face's Gemma2ForCausalLM at a tiny config with perturbed weights: logits within
 1e-5 over a prompt longer than the window, and greedy generate() token for token as Hugging
 Face's at batch 1 and on a left-padded batch (eager and compiled)."""
@@ -46,10 +46,7 @@ graph:
         mlp: {{hidden: 96, act: gelu_tanh, gated: true, bias: false, norm: sandwich, norm_kind: rms,
               norm_offset: 1.0, norm_eps: 1.0e-6}}
   - {{id: norm, norm: {{kind: rms, offset: 1.0, eps: 1.0e-6}}}}
-  - {{id: head, head: {{kind: lm, tie: embed}}}}
-  - {{id: shrunk, scale: {{factor: {1 / FINAL_CAP}}}}}
-  - {{id: squashed, activation: {{fn: tanh}}}}
-  - {{id: logits, scale: {{factor: {FINAL_CAP}}}}}
+  - {{id: logits, head: {{kind: lm, tie: embed, logits_softcap: {FINAL_CAP}}}}}
 outputs: [logits]
 """
 
@@ -94,7 +91,7 @@ def pair():
                 getattr(layer.self_attn, name).weight.mul_(4)
     ours = archspec.build_text(GEMMA2).eval()
     missing, unexpected = ours.load_state_dict(weights(ref), strict=False)
-    assert not unexpected and all(name.startswith("head.") for name in missing), (missing, unexpected)
+    assert not unexpected and all(name.startswith("logits.") for name in missing), (missing, unexpected)
     return ref, ours
 
 
@@ -106,6 +103,10 @@ def test_logits_equal_hugging_faces(pair):
         got = ours(ids)
     assert torch.allclose(got, expected, atol=1e-5, rtol=1e-5), (got - expected).abs().max()
     assert archspec.check_text(GEMMA2).params == sum(p.numel() for p in ref.parameters())
+    uncapped = archspec.build_text(GEMMA2.replace(f", logits_softcap: {FINAL_CAP}", "")).eval()
+    uncapped.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        assert (uncapped(ids) - expected).abs().max() > 0.1  # the cap matters: the comparison can fail
 
 
 def test_greedy_equals_hugging_faces_at_batch_1_and_on_a_left_padded_batch(pair):

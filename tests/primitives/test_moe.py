@@ -379,6 +379,33 @@ def test_a_dense_gated_mlp_takes_the_gate_options_too():
         assert relative(model(x), want) <= TOL
 
 
+def test_value_first_is_moonshines_gated_mlp():
+    """gate_layout: value_first (Moonshine: `hidden, gate = fc1(x).chunk(2)`, act(gate) * hidden),
+    against Hugging Face's MoonshineDecoderMLP with the same weights; halves gives other outputs."""
+    moonshine = pytest.importorskip("transformers.models.moonshine.modeling_moonshine")
+    from transformers import MoonshineConfig
+
+    config = MoonshineConfig(hidden_size=DIM, intermediate_size=16, decoder_hidden_act="silu")
+    torch.manual_seed(0)
+    ref = moonshine.MoonshineDecoderMLP(config, "silu").eval()
+    text = textwrap.dedent(f"""\
+        name: value_first
+        inputs:
+          x: [B, {TOKENS}, {DIM}]
+        graph:
+          - mlp: {{hidden: 16, act: silu, gated: true, gate_layout: LAYOUT, norm: none, residual: false}}
+        """)
+    x = torch.randn(2, TOKENS, DIM)
+    state = {"mlp.fc1.weight": ref.fc1.weight, "mlp.fc1.bias": ref.fc1.bias, "mlp.fc2.weight": ref.fc2.weight,
+             "mlp.fc2.bias": ref.fc2.bias}
+    with torch.no_grad():
+        want = ref(x)
+        ours = archspec.build_text(text.replace("LAYOUT", "value_first"), weights=state).eval()
+        assert relative(ours(x), want) <= TOL
+        other = archspec.build_text(text.replace("LAYOUT", "halves"), weights=state).eval()
+        assert relative(other(x), want) > 0.1
+
+
 def test_flops_count_the_router_and_the_shared_experts():
     report = archspec.check_text(spec_text(VARIANTS["deepseek_v3"][2], "deepseek_v3").replace(
         "mappings: [moe_deepseek_v3.yaml]\n", ""))

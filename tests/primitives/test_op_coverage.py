@@ -29,7 +29,10 @@ graph:
   - {id: conv_attn, attention: {kind: convolutional, heads: 2}}
   - {id: xca_attn, attention: {kind: xca, heads: 2}}
   - {id: channel_attn, attention: {kind: channel, heads: 2}}
+  - {id: diff_attn, attention: {kind: differential, heads: 2, lambda_init: 0.5, over_grid: true}}
+  - {id: grouped_tokens, norm: {kind: group, groups: 2}}
   - {id: img, to_image: {}}
+  - {id: grouped_image, norm: {kind: group, groups: 1}}
   - {id: up, pixel_shuffle: {factor: 2}}
   - {id: tok, to_tokens: {}}
   - {id: last, select: {index: -1}}

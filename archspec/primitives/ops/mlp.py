@@ -78,9 +78,10 @@ class MlpParams(SublayerParams):
         "out_in", description="with `experts`: how the stacked expert weights are stored. out_in: fc1 [E, first, C], "
                               "fc2 [E, C, hidden] (Mixtral, DeepSeek-V3); in_out: fc1 [E, C, first], fc2 "
                               "[E, hidden, C] (GPT-OSS)")
-    gate_layout: Literal["halves", "interleaved"] = Field(
+    gate_layout: Literal["halves", "value_first", "interleaved"] = Field(
         "halves", description="with `gated`: where the gate and the value lie in fc1's output. halves: the gate "
-                              "first, then the value (SwiGLU as Llama, Mixtral); interleaved: the gate at even "
+                              "first, then the value (SwiGLU as Llama, Mixtral); value_first: the value first, then "
+                              "the gate (Moonshine's `hidden, gate = fc1(x).chunk(2)`); interleaved: the gate at even "
                               "positions, the value at odd ones (GPT-OSS)")
     gate_limit: float | None = Field(None, gt=0, allow_inf_nan=False,
                                      description="with `gated`: the gate clamped to at most this and the value to "

@@ -191,6 +191,16 @@ class SequenceAttention(Sublayer):
         group = self.heads // h_kv
         return t[:, :, None].expand(B, h_kv, group, M, d).reshape(B, self.heads, M, d)  # [B, h, M, d]
 
+    def value_calls(self, v) -> tuple:
+        """The values [B, h_kv, M, d] of each kernel call: one call over them as they are
+        (differential.py: a call over each half of the key/value heads)."""
+        return (v,)
+
+    def combine_heads(self, outs: tuple):
+        """The kernel calls' outputs [B, h, N, d] as the projection reads them: the one call's
+        (differential.py: the differences of pairs of heads)."""
+        return outs[0]
+
     def parts(self) -> tuple:
         """The score part modules, in order (the kernel is given them at each call)."""
         return tuple(getattr(self, name) for name in self.score_parts)
@@ -236,9 +246,10 @@ class SequenceAttention(Sublayer):
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         q, k = self.rotate_parts(q, k)
-        k, v = self.share_kv(k), self.share_kv(v)
+        k = self.share_kv(k)
         bias = self.position_bias(q, k, bias, tensors)
-        x = self.kernel(q, k, v, bias, padding, self.parts(), tensors)  # [B, h, N, d]
+        x = self.combine_heads(tuple(self.kernel(q, k, self.share_kv(values), bias, padding, self.parts(), tensors)
+                                     for values in self.value_calls(v)))  # [B, h, N, d]
         if self.merge_heads == "head_major":
             x = self.proj(x.transpose(1, 2).reshape(B, N, -1))  # [B, h, N, d] -> [B, N, h*d]
         else:

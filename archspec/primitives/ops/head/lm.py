@@ -21,6 +21,10 @@ class LmParams(Params):
     bias: bool = False
     logits_divisor: float = Field(1.0, gt=0, allow_inf_nan=False,
                                   description="the logits divided by this fixed number (Granite's logits_scaling)")
+    logits_softcap: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                         description="the logits capped to (-cap, cap) as cap * tanh(logits / cap), "
+                                                     "after the divisor (Gemma 2's final_logit_softcapping: 30); "
+                                                     "none: no cap")
 
 
 def lm_vocab(p: LmParams, width: int, ctx) -> int:
