@@ -366,12 +366,26 @@ def with_spec_frames(program: torch.export.ExportedProgram, graph: Graph) -> tor
 
 
 def max_abs_difference(a, b) -> float:
-    """The largest |a - b| over all outputs; NaN if any difference is NaN (max() would hide it)."""
+    """The largest |a - b| over all outputs, where equal values (the same infinity) and NaN in
+    both at one place agree; NaN if one side alone is NaN there (max() would hide it)."""
     a = a if isinstance(a, (tuple, list)) else (a,)
     b = b if isinstance(b, (tuple, list)) else (b,)
     if len(a) != len(b):
         raise ValueError(f"{len(a)} outputs compared with {len(b)}")
-    return float(torch.stack([(x.float() - y.float()).abs().max() for x, y in zip(a, b)]).max())
+    return float(torch.stack([agreement_gap(x.float(), y.float()) for x, y in zip(a, b)]).max())
+
+
+def agreement_gap(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """max |x - y| (a 0-d tensor), 0 where both are the same value or both NaN."""
+    same = (x == y) | (torch.isnan(x) & torch.isnan(y))
+    gaps = (x - y).abs().masked_fill(same, 0.0)
+    return gaps.max() if gaps.numel() else torch.zeros(())
+
+
+def not_finite(outputs) -> tuple[int, int]:
+    """(values that are NaN or infinite, all values) over all outputs."""
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    return (sum(int((~torch.isfinite(x.float())).sum()) for x in outputs), sum(x.numel() for x in outputs))
 
 
 def export_range(batch) -> tuple[int, int] | None:
@@ -382,17 +396,19 @@ def export_range(batch) -> tuple[int, int] | None:
 
 
 def largest_magnitude(outputs) -> float:
-    """max |x| over all outputs (what a gap between two runs is measured against)."""
+    """max |x| over the finite values of all outputs (what a gap between two runs is measured
+    against)."""
     outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-    return max(float(x.float().abs().max()) for x in outputs)
+    finite = [x.float()[torch.isfinite(x.float())] for x in outputs]
+    return max((float(x.abs().max()) for x in finite if x.numel()), default=0.0)
 
 
-def gap_at_other_sizes(program, gm, graph: Graph, batch) -> tuple[float, float]:
+def gap_at_other_sizes(program, gm, graph: Graph, batch) -> tuple[float, float, tuple[int, int]]:
     """Run the exported program at another batch size (and lengths) than it was traced with, against
-    eager: (max |export - eager|, max |eager|)."""
+    eager: (max |export - eager|, max |eager|, (eager's values that are NaN or infinite, all))."""
     lo, hi = export_range(batch) or (graph.dims["B"].lo, graph.dims["B"].hi)
     size = EXAMPLE_BATCH + 1 if EXAMPLE_BATCH + 1 <= hi else lo
     args = example_inputs(graph, batch=size, lengths=other_lengths(graph))
     with torch.no_grad():
         eager = gm(*args)
-        return max_abs_difference(program.module()(*args), eager), largest_magnitude(eager)
+        return max_abs_difference(program.module()(*args), eager), largest_magnitude(eager), not_finite(eager)

@@ -55,6 +55,7 @@ from archspec.primitives.ops.merge.concat import CONCAT as MERGE_CONCAT
 from archspec.primitives.ops.merge.conv import CONV as MERGE_CONV
 from archspec.primitives.ops.mlp import MLP
 from archspec.primitives.ops.norm.batch import BATCH
+from archspec.primitives.ops.norm.group import GROUP
 from archspec.primitives.ops.norm.layer import LAYER
 from archspec.primitives.ops.norm.rms import RMS
 from archspec.primitives.ops.pad import PAD
@@ -98,7 +99,7 @@ NO_FUSION = (
     EXPAND, UNFOLD, FOLD,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
     LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
-    LAYER, RMS, BATCH,
+    LAYER, RMS, BATCH, GROUP,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
     CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,
 )

@@ -76,11 +76,15 @@ class Export(ModuleTarget):
 
 
 def describe(made) -> str:
-    """The build line's detail: how far the program (and the decode step) are from eager."""
-    gap, scale = made[1]
+    """The build line's detail: how far the program (and the decode step) are from eager, and
+    the values eager itself gives as NaN or infinity at the check's random inputs."""
+    gap, scale, (bad, total) = made[1]
     text = f"max |export - eager| {gap:.2e}"
     if scale > 1:  # large outputs: the gap relative to them reads truer
         text += f" ({gap / scale:.1e} of max |eager| {scale:.3g})"
+    if bad:  # a random 0/1 mask may hide every key of a row: 0/0 in the model itself
+        text += (f"; eager itself gives NaN or infinity at {bad} of {total} output values on the check's random "
+                 "inputs (a row whose every key is hidden?)" + (", the program the same there" if gap == gap else ""))
     return text + (f", decode programs {made[2]:.2e}" if len(made) > 2 else "")
 
 
