@@ -208,9 +208,21 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         return out
 
     def check_inputs(self, args) -> None:
-        """ValueError for an input outside the shape its spec declares (the module docstring)."""
+        """ValueError for an input outside the shape its spec declares (the module docstring), or
+        two inputs that give one of its dims (L) two sizes (the Longformer trial's 8 ids and a mask
+        of 9 met as a torch error deep in the model)."""
+        sizes: dict[str, tuple[int, str]] = {}  # a dim's name -> (its size, the input that gave it)
         for declared, x in zip(self.__dict__.get("meta", {}).get("archspec_inputs", ()), args):
             declared.check(x)
+            for index, name in declared.symbols.items():
+                size = x.shape[index] if isinstance(x, torch.Tensor) and x.dim() > index else None
+                if type(size) is not int:
+                    continue
+                first = sizes.setdefault(name, (size, declared.name))
+                if first[0] != size:
+                    where = f" ({declared.where})" if declared.where else ""
+                    raise ValueError(f"input '{declared.name}' has {name} = {size}, and input '{first[1]}' has "
+                                     f"{name} = {first[0]}: inputs that share {name} must agree{where}")
 
     def _explain_token_ids(self, args, exc: IndexError) -> None:
         """ValueError in words, from `exc`, where a token-id input holds an id outside the token table."""

@@ -13,12 +13,14 @@ path of the node that uses it: stages.2.blocks.1.attn.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.declared import ValidationError
 from ..core.errors import Collector, Loc, SpecError, error, warning
 from ..core.ir import INPUT, Graph, GroupInfo, Node, Output
+from ..core.words import did_you_mean
 from ..primitives import plugins
 from ..primitives.base import Op
 from . import node_checks as checks
@@ -119,6 +121,7 @@ class Expander:
         sources = mapping_files(self.spec, self.doc)
         self.graph.mapping_sources = sources  # read by compiler/weights/load.py
         self.graph.mappings = [source.path for source in sources if source.path is not None]
+        unread = unread_params(self.doc, self.spec)
         self.graph.params = {name: self.params.get(name) for name in self.spec.params}
         self.stop_if_errors()
         needed = self.graph.ancestors([out.node for out in self.graph.outputs + self.graph.objectives])
@@ -126,7 +129,7 @@ class Expander:
             self.errors.add(problem)
         self.stop_if_errors()
         self.graph.warnings = ([s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
-                               + condition_warnings(self.doc, self.spec))
+                               + condition_warnings(self.doc, self.spec) + unread)
         return self.graph
 
     def kept_alternatives(self) -> list[tuple]:
@@ -393,7 +396,7 @@ class Expander:
         checks.check_objective_place(op, self.doc, site.path, site.node_path)
         checks.check_input_count(op, params, len(inputs), self.doc, site.path, site.node_path, base)
         param_locs = param_locations(self.doc, base, values)
-        named = {slot: Ref(name, site.scope, param_locs.get(where), site.node_path)
+        named = {slot: Ref(name, site.scope, nearest_loc(param_locs, where), site.node_path)
                  for slot, (name, where) in op.named_inputs(params).items()}
         self.pending.append(Pending(site.node_path, op, params, list(inputs), refs, self.doc.loc(base, key=True),
                                     param_locs, from_loc, named))
@@ -586,6 +589,16 @@ def param_locations(doc, base: tuple, values: dict) -> dict:
     return locs
 
 
+def nearest_loc(param_locs: dict, name: str):
+    """Where the dotted option `name` was written (`scores.0.mod.tensors.1`), else the nearest
+    option that holds it (a list of names is located as a whole)."""
+    while name:
+        if name in param_locs:
+            return param_locs[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
 def check_named_inputs(p: Pending, names: list[str], resolve) -> None:
     """Each input an option names (`embeddings: rel`) is the node `from:` gives in its place: the
     input is read by position, and a name that is not there was read as something else (the
@@ -597,3 +610,41 @@ def check_named_inputs(p: Pending, names: list[str], resolve) -> None:
             raise error(f"this option reads '{ref.text}', input {slot + 1} of `from:`, and `from:` gives "
                         f"'{names[slot]}' there", ref.loc, p.name,
                         hint=f"`from:` lists the inputs in this order: {', '.join(reads)}")
+
+
+def unread_params(doc, spec) -> list:
+    """Warnings for params that no `${...}` of the spec (nor a dim's bare name) reads and whose
+    name is close to one that is read: a misspelt override (the CodeGen trial's `rotary_dims: 8`
+    under `extends` left the base's `rotary_dim: 16` in force, silently). Unread params that
+    resemble no other stay quiet: a mapping file or a reader of the build may read them."""
+    named = names_read(doc.data)
+    read = [name for name in spec.params if name in named]
+    found = []
+    for name in spec.params:
+        guess = did_you_mean(name, read) if name not in named else None
+        if guess is not None:
+            found.append(warning(f"param '{name}' is read by nothing in the spec", doc.loc(("params", name), key=True),
+                                 hint=f"{guess} (a misspelt param adds a new one and leaves the other as it was)"))
+    return found
+
+
+_PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def names_read(data) -> set[str]:
+    """Every name a `${...}` of `data` mentions, and every string that is a bare name (a dim's
+    `[1, context]`), walking mappings and lists (iteratively: specs may nest deeply)."""
+    found, stack = set(), [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            if _NAME.fullmatch(value):
+                found.add(value)
+            for expression in _PLACEHOLDER.findall(value):
+                found.update(_NAME.findall(expression))
+    return found

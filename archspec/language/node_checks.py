@@ -250,8 +250,9 @@ def check_input_count(op: Op, params, count: int, doc: Document, path: tuple, no
     kind = f" (kind {op.kind})" if op.kind else ""
     wanted = f"{len(expected)} or more" if op.variadic else str(len(expected))
     names = one_of(expected) + (", ..." if op.variadic else "")
+    more = op.more_inputs_hint(params, count)
     raise error(f"{name}{kind} reads {wanted} input(s) ({names}), this node gives {count}", where, node_path,
-                hint=f"name one node for each of {names}: `from: [node, ...]`")
+                hint=f"name one node for each of {names}: `from: [node, ...]`" + (f"; {more}" if more else ""))
 
 
 # -- the expanded graph ------------------------------------------------------------------------------

@@ -268,6 +268,11 @@ class Op:
         named, the option's dotted field). The expander checks that `from:` gives that node there."""
         return {}
 
+    def more_inputs_hint(self, p, count: int) -> str | None:
+        """What option makes the op read the inputs a node gives beyond those it reads (an
+        attention's `bias: true`), for the input-count error's hint; None: none does."""
+        return None
+
     def reads_problem(self, p) -> "RuleError | None":
         """What in `p` keeps reads() from knowing every input (a malformed option that names
         inputs, as a score part's): said before an input count that follows from it."""

@@ -289,8 +289,10 @@ def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: i
                          "to generate with it")
     total = prompt + max_new_tokens
     if decoder.max_length is not None and total > decoder.max_length:
-        raise ValueError(f"{prompt} prompt tokens + {max_new_tokens} new tokens = {total}, beyond "
-                         f"{decoder.name}'s longest sequence, {decoder.max_length}")
+        start = "the target's start token" if decoder.encoder_decoder else f"{prompt} prompt tokens"
+        side = "longest target" if decoder.encoder_decoder else "longest sequence"
+        raise ValueError(f"{start} + {max_new_tokens} new tokens = {total}, beyond {decoder.name}'s {side}, "
+                         f"{decoder.max_length}")
 
 
 def check_ids(decoder: Decoder, input_ids, attention_mask) -> None:

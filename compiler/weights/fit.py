@@ -86,11 +86,15 @@ class Fit:
 
     @property
     def warnings(self) -> list[str]:
-        """What the load did that may not be meant: learned tensors the mapping dropped, a
-        mapping file the user gave left unused, an offset added by both the mapping and the norm."""
+        """What the load did that may not be meant: learned tensors the mapping dropped, a rule
+        that matched a tensor and could not apply to it (the CodeGen trial's permute of a view
+        that did not fit, silently skipped), a mapping file the user gave left unused, an offset
+        added by both the mapping and the norm."""
         dropped = [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
                    f"(not buffers): {listing(self.dropped_learned)}"] if self.dropped_learned else []
-        return dropped + self.passed_over + self.offset_twice
+        refused = [f"{why}, and the load went on with it so (the checkpoint fits the model's shapes all the "
+                   "same: check that the rule is needed)" for why in self.refused]
+        return dropped + refused + self.passed_over + self.offset_twice
 
     @property
     def classifier_note(self) -> str | None:

@@ -114,6 +114,23 @@ def test_a_tensor_a_permute_cannot_take_is_left_and_named(tmp_path):
         "the permute rule (map.yaml:4:5) left v as it was: [6] (6 values) cannot be viewed as [5, -1]"]
 
 
+def test_a_rule_that_could_not_apply_in_the_naming_loaded_is_a_warning(tmp_path):
+    """The CodeGen trial: a permute whose view did not fit was skipped, the shapes fit all the
+    same, and the model loaded silently wrong (0.58 off); the load now warns, naming the rule."""
+    model = archspec.build_text("name: square\ninputs:\n  x: [B, 3, 4]\ngraph:\n  - {id: fc, linear: {dim: 4}}\n",
+                                seed=0)
+    path = write(tmp_path, r"""
+        name: swapped
+        rules:
+          - permute: {match: '^fc\.weight$', view: [3, -1], dims: [1, 0]}
+    """)
+    state = {"fc.weight": torch.randn(4, 4), "fc.bias": torch.randn(4)}
+    fit = load_weights(model, state, mappings=[path])
+    assert fit.naming == "swapped" and len(fit.warnings) == 1, fit.warnings
+    assert "the permute rule (" in fit.warnings[0] and "cannot be viewed as [3, -1]" in fit.warnings[0]
+    assert "the load went on with it so" in fit.summary()
+
+
 @pytest.mark.parametrize("rule, message, at", [
     ("- permute: {match: 'x', dims: [0, 0, 1]}", "permute: `dims` [0, 0, 1] names axis 0 twice", "[0, 0"),
     ("- permute: {match: 'x', dims: [2, 0, 3]}", "permute: dim 3 is not one of the 3 axes that `dims` [2, 0, 3] orders",

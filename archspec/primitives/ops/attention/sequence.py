@@ -104,6 +104,15 @@ class SequenceAttentionOp(AttentionOp):
                 slot += 1
         return named
 
+    def more_inputs_hint(self, p, count: int) -> str | None:
+        """The options that read more inputs (the UMT5 trial was told to drop its bias from
+        `from:`): a score bias after the token streams, a padding mask last."""
+        if count <= len(self.reads(p)):
+            return None
+        options = [o for o, given in (("`bias: true` reads a score bias after the token streams", p.bias),
+                                      ("`padding_mask: true` a padding mask last", p.padding_mask)) if not given]
+        return ", ".join(options) or None
+
     def reads_problem(self, p) -> RuleError | None:
         """A malformed score part: its tensors are inputs (a misspelt option gave a wrong count)."""
         try:

@@ -171,9 +171,15 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
         try:
             params = part.Params.model_validate(given)
         except ValidationError as e:
-            raise option_error(name, part, e.errors()[0], at) from None
+            raise option_error(name, part, first_error(e.errors()), at) from None
         uses.append(ScoreUse(part, params))
     return uses
+
+
+def first_error(errors: list[dict]) -> dict:
+    """The error to report of a part's options: an unknown option first (a misspelt required one
+    is also missing, and `windw` says more than `window: Field required`)."""
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
 
 
 def option_error(name: str, part, first: dict, at: str) -> RuleError:
