@@ -1,0 +1,59 @@
+"""Two quiet mistakes the CodeGen and Longformer trials made, now said: a param nothing reads
+whose name is close to one that is read (a misspelt override under `extends`: the base's value
+stayed in force); two inputs that give one dim two sizes at run time (a torch error deep in the
+model before)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+
+from tests.conftest import ROOT
+
+CHILD = """archspec: 1
+name: codegen_like
+extends: {base}
+params:
+  vocab: 101
+  dim: 64
+  layers: 1
+  heads: 4
+  rotary_dims: 8
+  context: 64
+"""
+
+
+def test_a_misspelt_override_is_a_warning_with_the_closest_name(tmp_path):
+    (tmp_path / "child.yaml").write_text(CHILD.format(base=ROOT / "specs" / "gptj.yaml"))
+    report = archspec.check(str(tmp_path / "child.yaml"))
+    found = [w for w in report.graph.warnings if "is read by nothing" in w.message]
+    assert [w.message for w in found] == ["param 'rotary_dims' is read by nothing in the spec"]
+    assert "did you mean 'rotary_dim'?" in found[0].hint and found[0].loc.line == 9
+    right = archspec.check(str(ROOT / "specs" / "gptj.yaml"))
+    assert not [w for w in right.graph.warnings if "is read by nothing" in w.message]
+
+
+def test_an_unread_param_unlike_any_other_stays_quiet():
+    text = "name: q\nparams: {dim: 8, mp_num: 4}\ninputs:\n  x: [B, 4, 8]\ngraph:\n  - {linear: {dim: '${dim}'}}\n"
+    assert not [w for w in archspec.check_text(text).graph.warnings if "is read by nothing" in w.message]
+
+
+TWO_INPUTS = """name: two
+dims: {L: [1, 16]}
+inputs:
+  ids: {shape: [B, L], dtype: int64}
+  attention_mask: {shape: [B, L], dtype: int64}
+graph:
+  - {id: embed, from: ids, embed: {vocab: 50, dim: 8, pos: none}}
+  - {id: attn, from: [embed, attention_mask], attention: {kind: global, heads: 2, padding_mask: true}}
+"""
+
+
+def test_two_inputs_that_give_one_dim_two_sizes_are_refused_in_words():
+    model = archspec.build_text(TWO_INPUTS, seed=0).eval()
+    with pytest.raises(ValueError, match="input 'attention_mask' has L = 9, and input 'ids' has L = 8: inputs that "
+                                         "share L must agree"):
+        model(torch.ones(2, 8, dtype=torch.long), torch.ones(2, 9, dtype=torch.long))
+    assert model(torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long)).shape == (2, 8, 8)
