@@ -22,14 +22,25 @@ def axis_positions(size, ref):
     return t if ref is None else t / size * ref
 
 
-def grid_table(grid, dims, theta, interleaved, indexing, ref_grid=None):
-    """sin | cos of every cell's angles, [H*W, 2 * dims], cells row-major: dims/4 frequencies
-    theta^(-i / (dims/4)) per axis; the first axis (row for ij, column for xy) fills the first
-    half of the angles, each angle twice (interleaved: side by side; else: the halves repeated)."""
+def axis_frequencies(dims, theta, frequencies="per_axis"):
+    """The frequencies [2, dims/4] of the first axis and of the second: each theta^(-i / (dims/4))
+    (per_axis, timm's), or one 1-D rotary's theta^(-2j / dims) split even, odd (alternating, Pixtral's)."""
+    if frequencies == "alternating":
+        full = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.int64).to(torch.float32) / dims))  # [dims/2]
+        return torch.stack((full[::2], full[1::2]))  # [2, dims/4]
+    bands = dims // 4
+    freqs = 1.0 / (theta ** (torch.arange(0, bands, dtype=torch.int64).to(torch.float32) / bands))  # [dims/4]
+    return torch.stack((freqs, freqs))  # [2, dims/4]
+
+
+def grid_table(grid, dims, theta, interleaved, indexing, ref_grid=None, frequencies="per_axis"):
+    """sin | cos of every cell's angles, [H*W, 2 * dims], cells row-major: dims/4 frequencies per
+    axis (axis_frequencies); the first axis (row for ij, column for xy) fills the first half of
+    the angles, each angle twice (interleaved: side by side; else: the halves repeated)."""
     h, w = grid
     ref_h, ref_w = ref_grid if ref_grid is not None else (None, None)
     bands = dims // 4
-    freqs = 1.0 / (theta ** (torch.arange(0, bands, dtype=torch.int64).to(torch.float32) / bands))  # [dims/4]
+    freqs = axis_frequencies(dims, theta, frequencies)  # [2, dims/4]
     rows, cols = torch.meshgrid(axis_positions(h, ref_h), axis_positions(w, ref_w), indexing="ij")  # 2 x [H, W]
     axes = (rows, cols) if indexing == "ij" else (cols, rows)
     cells = torch.stack(axes, dim=-1).reshape(h * w, 2)  # [H*W, 2]
@@ -57,10 +68,11 @@ class RotaryGrid(nn.Module):
     """Rotates the grid tokens' first `dims` dims of each head by their cell, after `prefix`
     tokens that stay as they are."""
 
-    def __init__(self, grid, dims, prefix=0, theta=10000.0, interleaved=True, indexing="ij", ref_grid=None):
+    def __init__(self, grid, dims, prefix=0, theta=10000.0, interleaved=True, indexing="ij", ref_grid=None,
+                 frequencies="per_axis"):
         super().__init__()
         self.dims, self.prefix, self.interleaved = dims, prefix, interleaved
-        self.register_buffer("pos_embed", grid_table(grid, dims, theta, interleaved, indexing, ref_grid),
+        self.register_buffer("pos_embed", grid_table(grid, dims, theta, interleaved, indexing, ref_grid, frequencies),
                              persistent=False)
 
     def rotate(self, q, k):
@@ -81,4 +93,5 @@ class RotaryGrid(nn.Module):
 def make_rotary_grid(p, site):
     return make(RotaryGrid, grid=tuple(site.grid), dims=rotated_dims(p, site), prefix=site.x.prefix,
                 theta=p.theta, interleaved=p.interleaved, indexing=p.indexing,
-                ref_grid=tuple(p.ref_grid) if p.ref_grid is not None else None)
+                ref_grid=tuple(p.ref_grid) if p.ref_grid is not None else None,
+                **({"frequencies": p.frequencies} if p.frequencies != "per_axis" else {}))  # model.py as before

@@ -4,7 +4,9 @@
 The first `dims` dims of each head's queries and keys rotate; half of them by the token's row on
 the H x W grid and half by its column (`indexing: ij` puts the row first, `xy` the column first,
 as timm's `rope_grid_indexing`), each axis with the frequencies theta^(-i / (dims / 4)),
-i = 0 .. dims/4 - 1 (timm's `freq_bands(dims // 4, temperature, step=1)`). The pairs that turn
+i = 0 .. dims/4 - 1 (timm's `freq_bands(dims // 4, temperature, step=1)`), or with
+`frequencies: alternating` those of one 1-D rotary over dims, theta^(-2j / dims), the even j to
+the first axis and the odd to the second (Hugging Face's Pixtral). The pairs that turn
 together are (2i, 2i + 1) with `interleaved: true` (timm's default) or (i, i + dims/2) with
 `interleaved: false` (timm's `rope_rotate_half`). `ref_grid` rescales the positions to a
 reference grid (timm's `ref_feat_shape`, EVA's way to fine-tune at another size). The prefix
@@ -31,8 +33,13 @@ class RotaryGridParams(Params):
                                                        "the row, half by the column); default: all")
     interleaved: bool = Field(True, description="rotate the pairs (2i, 2i + 1) (timm's default); false: (i, i + "
                                                 "dims/2), rotate-half (timm's rope_rotate_half)")
-    indexing: Literal["ij", "xy"] = Field("ij", description="ij: the first half of the dims carry the row, the "
-                                                            "second the column; xy: the column first (RoPE-ViT)")
+    indexing: Literal["ij", "xy"] = Field("ij", description="ij: the row's angles first, then the column's (the "
+                                                            "first half of the pairs carry the row); xy: the column "
+                                                            "first (RoPE-ViT)")
+    frequencies: Literal["per_axis", "alternating"] = Field(
+        "per_axis", description="per_axis: each axis theta^(-i / (dims/4)) (timm); alternating: the frequencies of "
+                                "one 1-D rotary over dims, theta^(-2j / dims), the even ones to the first axis and "
+                                "the odd ones to the second (Pixtral's: the columns a step finer than the rows)")
     ref_grid: list[PositiveInt] | None = Field(None, min_length=2, max_length=2,
                                                description="positions rescaled to this reference grid [H, W] "
                                                            "(timm's ref_feat_shape); none: the cell indices")
