@@ -242,7 +242,7 @@ def _wrong_type_hint(g: _ValueErrors, expected: list[str]) -> str | None:
     if isinstance(got, str) and got.lower() in ("none", "null") and _takes_null(g):
         return f"for no value write null or ~ ('{got}' is text in YAML), or leave the option out for its default"
     if isinstance(got, float) and "an integer" in expected and got == int(got):
-        return f"write {int(got)}; in expressions, // divides to a whole number"
+        return f"write {int(got)}; in expressions, // divides to a whole number and int(...) makes one"
     if isinstance(got, str) and any(t in expected for t in ("an integer", "a number")):
         if (g.base + g.path) in g.doc.quoted and _is_number(got):
             return "write numbers without quotes; expressions go in ${...}"
