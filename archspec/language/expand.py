@@ -20,12 +20,11 @@ from typing import Any
 from ..core.declared import ValidationError
 from ..core.errors import Collector, Loc, SpecError, error, warning
 from ..core.ir import INPUT, Graph, GroupInfo, Node, Output
-from ..core.words import did_you_mean
 from ..primitives import plugins
 from ..primitives.base import Op
 from . import node_checks as checks
 from .expressions import work_budget
-from .hints import hint_budget
+from .hints import hint_budget, suggest
 from .inputs import InputTypes, symbolic_dims
 from .loader import Document
 from .mapping_sources import MappingSource, mapping_sources
@@ -621,7 +620,7 @@ def unread_params(doc, spec) -> list:
     read = [name for name in spec.params if name in named]
     found = []
     for name in spec.params:
-        guess = did_you_mean(name, read) if name not in named else None
+        guess = suggest(name, read) if name not in named else None  # within the check's budget of searches
         if guess is not None:
             found.append(warning(f"param '{name}' is read by nothing in the spec", doc.loc(("params", name), key=True),
                                  hint=f"{guess} (a misspelt param adds a new one and leaves the other as it was)"))

@@ -209,5 +209,5 @@ def test_the_export_line_gives_the_gap_relative_to_large_outputs():
     """A user read 1.83e-04 on logits near 900 as a poor export: past 1, the line says the share."""
     from archspec.compiler.backends.targets.export import describe
 
-    assert describe((None, (1.83e-4, 912.0))) == "max |export - eager| 1.83e-04 (2.0e-07 of max |eager| 912)"
-    assert describe((None, (3.0e-7, 0.8))) == "max |export - eager| 3.00e-07"
+    assert describe((None, (1.83e-4, 912.0, (0, 100)))) == "max |export - eager| 1.83e-04 (2.0e-07 of max |eager| 912)"
+    assert describe((None, (3.0e-7, 0.8, (0, 100)))) == "max |export - eager| 3.00e-07"

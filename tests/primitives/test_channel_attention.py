@@ -16,7 +16,6 @@ import pytest
 import torch
 
 import archspec
-from archspec.core.errors import SpecError
 
 from tests.parity.test_vocabulary import count_flops, perturb_everything
 
@@ -126,7 +125,9 @@ def test_temperature_is_weight_decayed_as_timms_optimizer_decays_it():
     assert "blocks.0.attn.temperature" in decayed
 
 
-def test_generate_refuses_them_in_words():
+def test_generate_runs_them_without_a_cache_saying_why(caplog):
+    """Their weights sum over every token, so no cache holds them: generate runs the whole
+    sequence through forward at each step (as forward gives it), and says why."""
     text = """\
 archspec: 1
 name: lm
@@ -138,6 +139,13 @@ graph:
   - {id: attn, attention: {kind: xca, heads: 4}}
   - {id: head, head: {kind: lm, vocab: 50}}
 """
-    model = archspec.build_text(text)
-    with pytest.raises(SpecError, match="cross-covariance attention's weights: it sums over every token"):
-        model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2)
+    model = archspec.build_text(text, seed=0).eval()
+    ids = torch.tensor([[1, 2, 3]])
+    with caplog.at_level("WARNING", logger="archspec"):
+        got = model.generate(ids, max_new_tokens=2)
+    assert any("decodes without a cache ('attn'" in r.getMessage() and "sums over every token" in r.getMessage()
+               for r in caplog.records)
+    with torch.no_grad():
+        first = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+        expected = torch.cat([first, model(first)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(got, expected)

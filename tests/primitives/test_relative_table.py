@@ -166,7 +166,7 @@ CROSS = (f"name: t\ninputs:\n  x: {{shape: [B, 12, {DIM}], grid: [3, 4]}}\n  m: 
     (TWO_TOKENS, "needs one class token and the 4x4 grid (17 tokens), got 18", "there are 2"),
     (CROSS, "needs the keys on the queries' 3x4 grid, but there are 5 keys for 13 queries", "self-attention"),
     (spec((3, 4), BEIT_ATTN.replace("[relative_table]", "[{relative_table: {size: 3}}]")),
-     "score part 'relative_table': size", None),
+     "score part 'relative_table' has no option 'size'", None),
 ], ids=["no-grid", "no-class-token", "unexpected-class-token", "two-class-tokens", "cross", "unknown-option"])
 def test_bad_uses_are_located_errors(text, message, hint):
     with pytest.raises(SpecError) as e:
@@ -177,4 +177,5 @@ def test_bad_uses_are_located_errors(text, message, hint):
     if hint is not None:
         assert hint in diagnostic.hint, diagnostic.hint
     line = text.splitlines()[diagnostic.loc.line - 1]
-    assert line[:diagnostic.loc.col - 1].rstrip().endswith("scores:"), (line, diagnostic.loc.col)  # at its value
+    at = line[diagnostic.loc.col - 1:]  # at the value of `scores:`, or at the part's option it is about
+    assert line[:diagnostic.loc.col - 1].rstrip().endswith("scores:") or at.startswith("size"), (line, diagnostic.loc.col)

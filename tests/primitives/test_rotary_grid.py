@@ -252,7 +252,8 @@ WINDOW = spec(f"{{kind: window, heads: {HEADS}, window: 4, scores: [{PART}]}}", 
     (spec(attention("rotary_grid").replace(f"heads: {HEADS}", "heads: 8, head_dim: 6")),
      "the head width 6 (all of it rotates by default)", "up to 4"),
     (spec(attention("{rotary_grid: {indexing: yx}}")), "score part 'rotary_grid': indexing", None),
-    (spec(attention("{rotary_grid: {temperature: 100}}")), "score part 'rotary_grid': temperature", None),
+    (spec(attention("{rotary_grid: {temperature: 100}}")), "score part 'rotary_grid' has no option 'temperature'",
+     "its options: dims, frequencies, indexing, interleaved, ref_grid, theta"),
 ], ids=["no-grid", "cross", "window", "with-rope-theta", "dims-not-4", "dims-too-wide", "head-not-4",
         "bad-indexing", "unknown-option"])
 def test_bad_uses_are_located_errors(text, message, hint):
@@ -264,7 +265,9 @@ def test_bad_uses_are_located_errors(text, message, hint):
     if hint is not None:
         assert hint in diagnostic.hint, diagnostic.hint
     line = text.splitlines()[diagnostic.loc.line - 1]
-    assert line[:diagnostic.loc.col - 1].rstrip().endswith("scores:"), (line, diagnostic.loc.col)  # at its value
+    at = line[diagnostic.loc.col - 1:]  # at the value of `scores:`, or at the part's option it is about
+    assert line[:diagnostic.loc.col - 1].rstrip().endswith("scores:") or at.startswith(("indexing", "temperature")), \
+        (line, diagnostic.loc.col)
 
 
 def test_the_standalone_model_py_rotates_the_same(tmp_path):
