@@ -4,6 +4,8 @@ reading a grid as an image."""
 
 from __future__ import annotations
 
+import math
+
 from ..core.suggestions import GridOrigin, NearestInput
 from ..core.types import TensorType
 from ..core.words import plural
@@ -26,8 +28,6 @@ def divisors(n: int) -> list[int]:
 def divisors_near(n: int, wanted: int, count: int = 6) -> list[int]:
     """The `count` divisors of n (but 1) nearest `wanted` by ratio, ascending: the sizes a
     hint offers in place of a size that does not divide (3904 near 48: 16, 32, 61, 64, 122, 244)."""
-    import math
-
     inner = [d for d in divisors(n) if d > 1] or [n]
     nearest = sorted(inner, key=lambda d: (abs(math.log(d / max(wanted, 1))), d))[:count]
     return sorted(nearest)

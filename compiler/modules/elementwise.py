@@ -5,7 +5,8 @@ and this floor lacks fails here, naming it. Every member keeps the token grid of
 
     Elementwise(name="scale", factor=0.125)      x * 0.125; model.<node>.factor == 0.125
 
-activation and dropout are the modules of their own kind (nn.GELU, nn.Dropout, ...: MODULES).
+activation, dropout and compare are modules of their own kind (nn.GELU, nn.Dropout, Compare:
+MODULES; Compare follows the model's floating dtype).
 """
 
 from __future__ import annotations
