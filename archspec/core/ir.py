@@ -41,6 +41,16 @@ class _Input:
 INPUT = _Input()
 
 
+def nearest_loc(param_locs: Mapping[str, Loc], name: str) -> Loc | None:
+    """Where the dotted option `name` was written (`scores.0.softcap.capp`), else the nearest
+    option that holds it (a list of names is located as a whole); None when none is."""
+    while name:
+        if name in param_locs:
+            return param_locs[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
 @dataclass(frozen=True)
 class Node:
     name: str  # dotted path: stages.2.blocks.1.attn
@@ -60,11 +70,8 @@ class Node:
         e.g. cross attention's memory)."""
         if name == "from" and self.from_loc is not None:
             return self.from_loc
-        while name:  # a nested option (`scores.0.softcap.capp`), else the nearest enclosing one
-            if name in self.param_locs:
-                return self.param_locs[name]
-            name = name.rpartition(".")[0]
-        return self.loc
+        found = nearest_loc(self.param_locs, name) if name else None
+        return found if found is not None else self.loc
 
 
 class NodeView:

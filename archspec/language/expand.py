@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.declared import ValidationError
 from ..core.errors import Collector, Loc, SpecError, error, warning
-from ..core.ir import INPUT, Graph, GroupInfo, Node, Output
+from ..core.ir import INPUT, Graph, GroupInfo, Node, Output, nearest_loc
 from ..primitives import plugins
 from ..primitives.base import Op
 from . import node_checks as checks
@@ -586,16 +586,6 @@ def param_locations(doc, base: tuple, values: dict) -> dict:
     for key, value in values.items():
         walk(value, base + (key,), str(key), 0)
     return locs
-
-
-def nearest_loc(param_locs: dict, name: str):
-    """Where the dotted option `name` was written (`scores.0.mod.tensors.1`), else the nearest
-    option that holds it (a list of names is located as a whole)."""
-    while name:
-        if name in param_locs:
-            return param_locs[name]
-        name = name.rpartition(".")[0]
-    return None
 
 
 def check_named_inputs(p: Pending, names: list[str], resolve) -> None:

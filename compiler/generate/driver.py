@@ -85,8 +85,6 @@ class Decoder:
         self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
         self.whole_sequence = None  # why each step runs the whole sequence (no cache), or None: cached
-        self.attention, self.paths, self.windows, self.biases, self.embeds, self.cross = [], [], [], [], [], []
-        self.cross_paths, self.decoding, self.refill_at = [], None, None
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
             if self.encoder_decoder:  # which input is the target is known only where the cache's rules hold
@@ -304,8 +302,7 @@ def check_ids(decoder: Decoder, input_ids, attention_mask) -> None:
     if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
         raise ValueError(f"attention_mask is {list(attention_mask.shape)}, input_ids {list(input_ids.shape)}: "
                          "they must have the same shape")
-    if decoder.whole_sequence is not None and not decoder.encoder_decoder and attention_mask is not None \
-            and bool((attention_mask == 0).any()):
+    if decoder.whole_sequence is not None and attention_mask is not None and bool((attention_mask == 0).any()):
         raise ValueError(f"{decoder.name} decodes without a cache ({decoder.whole_sequence}), which takes prompts of "
                          "one length: give them unpadded, one call per length")
     check_vocabulary(decoder, input_ids)
