@@ -65,13 +65,26 @@ def owner_of_key(op: Op, key: str) -> str | None:
     return None
 
 
+def without_other_kinds_nones(op: Op, values: dict) -> dict:
+    """The values less each option that is none and that only other kinds of the primitive take,
+    so that one node may switch kinds by layer: `kind: "${'sliding' if i % 2 == 0 else 'causal'}"`
+    with `window: "${window if i % 2 == 0 else None}"` (Gemma 2's layer_types). An option of none
+    that no kind takes (a misspelt name) stays, for the check to refuse."""
+    if not registry.has_kinds(op.primitive):
+        return values
+    own = set(field_names(op.Params))
+    others = {name for kind in registry.kinds(op.primitive) for name in field_names(registry.op(op.primitive, kind).Params)}
+    return {key: value for key, value in values.items()
+            if not (value is None and key not in own and key in others)}
+
+
 def node_params(primitive: str, values: Any, doc: Document, base: tuple, node_path: str) -> tuple[Op, Any]:
     """(op, validated params) of a primitive node."""
     if not isinstance(values, dict):
         raise error(f"{primitive} takes a mapping of parameters", doc.loc(base), hint=f"e.g. `- {primitive}: {{...}}`")
     op = op_for(primitive, values, doc, base, node_path)
     try:
-        return op, op.Params.model_validate(values)
+        return op, op.Params.model_validate(without_other_kinds_nones(op, values))
     except ValidationError as exc:
         what = f"{primitive} (kind {op.kind})" if op.kind else primitive
         raise SpecError(diagnostics_from(exc, values, doc, base, op.Params, what, node_path,

@@ -1,0 +1,77 @@
+"""One node whose kind changes by layer: an option whose value is none is left out where the
+node's kind does not take it (`window: "${window if i % 2 == 0 else None}"` beside `kind:
+"${'sliding' if i % 2 == 0 else 'causal'}"`), so Gemma 2's or GPT-OSS's layer_types need one node,
+not two alternatives sharing an id. The one-node form must build the very model the two-node
+form builds (the same weights give the same logits past the window, where a layer that lost its
+window would differ), and a none option that no kind takes is still refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import archspec
+from archspec.core.errors import SpecError
+
+HEAD = """
+archspec: 1
+name: kind_by_layer
+params: {window: 4}
+inputs:
+  x: [B, 12, 32]
+graph:
+  - id: layers
+    repeat: 4
+    graph:
+"""
+
+ONE_NODE = HEAD + """\
+      - id: attn
+        attention: {kind: "${'sliding' if i % 2 == 0 else 'causal'}", window: "${window if i % 2 == 0 else None}",
+                    heads: 2, rope_theta: "${None if i == 3 else 10000.0}"}
+      - {id: mlp, mlp: {ratio: 2}}
+"""
+
+TWO_NODES = HEAD + """\
+      - id: attn
+        if: ${i % 2 == 0}
+        attention: {kind: sliding, window: "${window}", heads: 2, rope_theta: 10000.0}
+      - id: attn
+        if: ${i % 2 == 1}
+        attention: {kind: causal, heads: 2, rope_theta: "${None if i == 3 else 10000.0}"}
+      - {id: mlp, mlp: {ratio: 2}}
+"""
+
+ALL_CAUSAL = TWO_NODES.replace("kind: sliding, window: \"${window}\"", "kind: causal")
+
+
+def built(text: str, tmp_path, name: str):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return archspec.create_model(str(path)).eval()
+
+
+def test_one_node_alternating_kinds_is_the_two_node_model(tmp_path):
+    torch.manual_seed(0)
+    one, two, causal = (built(t, tmp_path, n) for t, n in
+                        ((ONE_NODE, "one"), (TWO_NODES, "two"), (ALL_CAUSAL, "causal")))
+    state = two.state_dict()
+    assert set(one.state_dict()) == set(state)
+    one.load_state_dict(state)
+    causal.load_state_dict(state)
+    x = torch.randn(2, 12, 32)
+    with torch.no_grad():
+        assert torch.equal(one(x), two(x))
+        assert (causal(x) - two(x)).abs().max() > 1e-3  # the windows matter at 12 tokens
+
+
+def test_a_none_option_no_kind_takes_is_still_refused(tmp_path):
+    text = ONE_NODE.replace('window: "${window if', 'windw: "${window if')
+    with pytest.raises(SpecError, match="windw"):
+        built(text, tmp_path, "misspelt")
+
+
+def test_a_none_option_the_kind_takes_is_given_to_it(tmp_path):
+    text = ONE_NODE.replace('window: "${window if i % 2 == 0 else None}"', "window: ~")
+    with pytest.raises(SpecError, match="window"):  # sliding needs its window: none is not left out
+        built(text, tmp_path, "sliding_without_window")
