@@ -17,8 +17,10 @@ class Slice(nn.Module):
         self.dim, self.start, self.stop = dim, start, stop
 
     def forward(self, x):
-        stop = x.shape[self.dim] if self.stop is None else self.stop
-        return x.narrow(self.dim, self.start, stop - self.start)
+        size = x.shape[self.dim]
+        start = self.start + size if self.start < 0 else self.start  # negative: from the end
+        stop = size if self.stop is None else (self.stop + size if self.stop < 0 else self.stop)
+        return x.narrow(self.dim, start, stop - start)  # dim -> stop - start
 
 
 @lowering(SLICE)

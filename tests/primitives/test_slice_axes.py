@@ -51,8 +51,12 @@ def test_slices_are_torchs_and_the_checker_knows_their_shapes():
     ("{from: image, slice: {along: -4}}", "axis -4 is not an axis of [B, 6, 8, 10] other than the batch", None),
     ("{from: image, slice: {along: tokens}}", "an image has no tokens axis ([B, 6, 8, 10])",
      "name the axis: along: 1 to 3, or -1 for the last"),
-    ("{from: image, slice: {along: 3, start: 10}}", "slice 10:10 is outside or empty for axis 3 of [B, 6, 8, 10]",
-     "indices run from 0 to 10"),
+    ("{from: image, slice: {along: 3, start: 10}}", "slice 10: is outside or empty for axis 3 of [B, 6, 8, 10]",
+     "indices run from 0 to 10 (or -10 to -1 from the end)"),
+    ("{from: image, slice: {along: 3, start: -11}}", "slice -11: is outside or empty for axis 3 of [B, 6, 8, 10]",
+     None),
+    ("{from: image, slice: {along: 3, start: 4, stop: -6}}", "slice 4:-6 is outside or empty for axis 3 of "
+     "[B, 6, 8, 10]", None),
 ])
 def test_bad_axes_give_a_located_error(node, message, hint):
     text = SPEC.split("graph:")[0] + f"graph:\n  - {node}\n"
@@ -80,3 +84,41 @@ outputs: [by_number, by_name, channels]
     assert graph.type_of("by_number") == graph.type_of("by_name")
     assert graph.type_of("by_number").grid == (4, 4) and graph.type_of("channels").grid == (4, 4)
     assert graph.type_of("channels").shape[1:] == (17, 8)
+
+
+NEGATIVE = """
+name: from_the_end
+dims: {L: [4, 64]}
+inputs:
+  x: [B, 16, 48]
+  image: [B, 6, 8, 10]
+  seq: [B, L, 8]
+graph:
+  - {id: all_but_last, from: x, slice: {stop: -1}}                  # Wav2Vec2's SamePad, x[:, :-1]: [B, 15, 48]
+  - {id: last, from: x, slice: {start: -1}}                        # [B, 1, 48]
+  - {id: middle, from: image, slice: {along: 3, start: -7, stop: -2}}   # [B, 6, 8, 5]
+  - {id: last_two_channels, from: x, slice: {along: channels, start: -2}}   # [B, 16, 2]
+  - {id: last_of_any_length, from: seq, slice: {start: -3}}        # [B, 3, 8]
+outputs: [all_but_last, last, middle, last_two_channels, last_of_any_length]
+"""
+
+
+def test_negative_indices_count_from_the_end_as_pythons_do():
+    report = archspec.check_text(NEGATIVE)
+    model = archspec.build_text(NEGATIVE).eval()
+    x, image, seq = torch.randn(2, 16, 48), torch.randn(2, 6, 8, 10), torch.randn(2, 9, 8)
+    expected = {"all_but_last": x[:, :-1], "last": x[:, -1:], "middle": image[..., -7:-2],
+                "last_two_channels": x[..., -2:], "last_of_any_length": seq[:, -3:]}
+    with torch.no_grad():
+        outs = model(x, image, seq)
+    for (name, want), got in zip(expected.items(), outs):
+        assert torch.equal(got, want), name
+        checked = report.graph.type_of(name)
+        assert [2 if str(d) == "B" else d for d in checked.shape] == list(want.shape), name
+
+
+def test_a_negative_stop_over_a_symbolic_length_is_refused_with_what_works():
+    text = NEGATIVE.split("graph:")[0] + "graph:\n  - {from: seq, slice: {stop: -1}}\n"
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check_text(text)
+    assert "needs a `stop` it always reaches (or a negative `start` alone: the last tokens)" in info.value.message

@@ -10,7 +10,7 @@ from typing import Literal, Union
 
 from ...core.declared import Field
 from ...core.types import Sym, TensorType, tokens
-from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
+from ..base import MAX_SIZE, Cost, Op, Params, RuleError
 from ..registry import register
 from ..index_ranges import VALUES, keeps
 from ..dtypes import READS, ANY
@@ -21,8 +21,37 @@ class SliceParams(Params):
     along: Union[Literal["tokens", "channels"], int] = Field(
         "tokens", description="tokens, channels, or an axis: counted from the batch (0) or from the end (-1), never "
                               "the batch")
-    start: NonNegInt = Field(0, description="first index taken")
-    stop: PositiveInt | None = Field(None, description="index after the last one taken (default: the end)")
+    start: int = Field(0, ge=-MAX_SIZE, le=MAX_SIZE,
+                       description="first index taken; negative counts from the end (-1: the last), as Python's")
+    stop: int | None = Field(None, ge=-MAX_SIZE, le=MAX_SIZE,
+                             description="index after the last one taken (default: the end); negative counts from the "
+                                         "end (-1: all but the last), as Python's")
+
+
+def bounds(p, size: int) -> tuple[int, int]:
+    """(start, stop) of the slice over `size` indices, negative ones counted from the end."""
+    start = p.start + size if p.start < 0 else p.start
+    stop = size if p.stop is None else (p.stop + size if p.stop < 0 else p.stop)
+    return start, stop
+
+
+def symbolic_bounds(p, size: Sym) -> tuple[int, int]:
+    """(start, stop) of the slice over a symbolic length, in indices of its shortest size: a stop
+    every size reaches, or the last -start indices (start < 0, no stop)."""
+    if p.start < 0 and p.stop is None:
+        if -p.start > size.lo:
+            raise RuleError(f"the last {-p.start} of a symbolic length ({size}, at least {size.lo}) are more than "
+                            "its shortest size has", field="start")
+        return size.lo + p.start, size.lo
+    if p.start < 0 or p.stop is None or p.stop < 0 or p.stop > size.lo:
+        raise RuleError(f"slicing a symbolic length ({size}, at least {size.lo}) needs a `stop` it always reaches "
+                        "(or a negative `start` alone: the last tokens)", field="stop")
+    return p.start, p.stop
+
+
+def span(p) -> str:
+    """The slice as written, start:stop (`1:`, `:-1`)."""
+    return f"{p.start or ''}:{'' if p.stop is None else p.stop}"
 
 
 def slice_axis(p, x: TensorType) -> int:
@@ -49,13 +78,13 @@ def axis_slice(p, x: TensorType) -> TensorType:
     size = x.shape[axis]
     if isinstance(size, Sym):
         raise RuleError(f"axis {axis} of {x.describe()} has a symbolic size ({size})", field="along")
-    stop = size if p.stop is None else p.stop
-    if not p.start < stop <= size:
-        raise RuleError(f"slice {p.start}:{stop} is outside or empty for axis {axis} of {x.describe()}",
-                        field="start", hint=f"indices run from 0 to {size}")
-    if stop - p.start == size:
+    start, stop = bounds(p, size)
+    if not 0 <= start < stop <= size:
+        raise RuleError(f"slice {span(p)} is outside or empty for axis {axis} of {x.describe()}",
+                        field="start", hint=f"indices run from 0 to {size} (or -{size} to -1 from the end)")
+    if stop - start == size:
         return x
-    shape = x.shape[:axis] + (stop - p.start,) + x.shape[axis + 1:]  # axis -> stop - start
+    shape = x.shape[:axis] + (stop - start,) + x.shape[axis + 1:]  # axis -> stop - start
     if x.layout == "tokens" and axis == 1:
         return replace(x, shape=shape, grid=None, prefix=0, origin=None)
     if x.layout == "image" and axis > 1:
@@ -83,21 +112,20 @@ class SliceOp(Op):
                                  "(along: 2)")
         size = x.channels if p.along == "channels" else x.length
         if isinstance(size, Sym):
-            if p.stop is None or p.stop > size.lo:
-                raise RuleError(f"slicing a symbolic length ({size}, at least {size.lo}) needs a `stop` it "
-                                "always reaches", field="stop")
+            start, stop = symbolic_bounds(p, size)
             size = size.lo
-        stop = size if p.stop is None else p.stop
-        if not p.start < stop <= size:
-            raise RuleError(f"slice {p.start}:{stop} is outside or empty for {size} {p.along}", field="start",
-                            hint=f"indices run from 0 to {size}")
+        else:
+            start, stop = bounds(p, size)
+        if not 0 <= start < stop <= size:
+            raise RuleError(f"slice {span(p)} is outside or empty for {size} {p.along}", field="start",
+                            hint=f"indices run from 0 to {size} (or -{size} to -1 from the end)")
         if p.along == "channels":
-            return replace(x, shape=tuple(x.shape[:-1]) + (stop - p.start,))  # [..., stop - start]
-        if x.grid and p.start == x.prefix and stop == size:
-            return replace(x, shape=(x.shape[0], stop - p.start, x.channels), prefix=0)  # the grid tokens
-        if x.grid and p.start == 0 and stop == size:
+            return replace(x, shape=tuple(x.shape[:-1]) + (stop - start,))  # [..., stop - start]
+        if x.grid and start == x.prefix and stop == size:
+            return replace(x, shape=(x.shape[0], stop - start, x.channels), prefix=0)  # the grid tokens
+        if x.grid and start == 0 and stop == size:
             return x
-        out = tokens(stop - p.start, x.channels)  # [B, stop - start, C]
+        out = tokens(stop - start, x.channels)  # [B, stop - start, C]
         return replace(out, shape=(x.shape[0],) + out.shape[1:])  # a param's batch of 1 stays 1
 
     def cost(self, p, inputs, out, ctx) -> Cost:
