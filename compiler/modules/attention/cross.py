@@ -37,17 +37,18 @@ class CrossAttention(SequenceAttention):
             x = x.expand(memory.shape[0], -1, -1)  # [1, N, C] -> [B, N, C]
         return super().forward(x, memory, *extra, cache=cache)
 
-    def project(self, x, memory=None):
+    def project(self, x, memory=None, positions=()):
         """As SequenceAttention's; a memory already projected (ProjectedMemory) is used as it is."""
         if isinstance(memory, ProjectedMemory):
             return self.queries(x), memory.keys, memory.values  # [B, h, N, d], 2 x [B, h_kv, M, d]
-        return super().project(x, memory)
+        return super().project(x, memory, positions)
 
     def body(self, x, memory, *extra, cache=None):
+        positions, extra = self.split_positions(extra)  # the queries' and the memory's (qk_positions)
         bias, padding = self.split_extra(extra)
-        if cache is not None:
+        if cache is not None:  # never with positions: such a layer does not decode (cross_decoding)
             memory = cache.project(self, memory)  # projected at the first step only: 2 x [B, h_kv, M, d]
-        return self.attend(x, memory, padding, bias)
+        return self.attend(x, memory, padding, bias, positions=positions)
 
 
 @lowering(CROSS)

@@ -118,7 +118,7 @@ class SequenceAttention(Sublayer):
                  qk_norm="none", qk_norm_eps=1e-6, qk_norm_over="head", qk_norm_bias=True, qk_norm_offset=0.0,
                  rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
-                 clip_qkv=None, **sublayer):
+                 clip_qkv=None, qk_positions=0, **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.clip_qkv = clip_qkv  # None, or the bound the projections' outputs are clamped to (DBRX, OLMo, MPT)
@@ -128,6 +128,7 @@ class SequenceAttention(Sublayer):
         self.score_bias = score_bias  # reads an additive score bias before the padding mask
         self.score_parts = tuple(score_parts)  # children of these names, installed after construction
         self.score_tensors = score_tensors  # inputs the parts read by name, after the score bias
+        self.qk_positions = qk_positions  # position inputs after the token streams, added to q's and k's inputs
         inner, kv_width = self.head_dim * heads, self.head_dim * self.kv_heads
         self.widths = (inner, kv_width, kv_width)
         bias = qkv_bias is True
@@ -155,20 +156,33 @@ class SequenceAttention(Sublayer):
         B, N, _ = x.shape
         return x.reshape(B, N, heads, self.head_dim).transpose(1, 2)  # [B, N, h*d] -> [B, h, N, d]
 
-    def project(self, x, memory=None):
-        """q [B, h, N, d], k and v [B, h_kv, M, d]."""
-        if memory is None:
-            if self.q_bias is None:
-                qkv = self.qkv(x)
-            else:
-                qkv = self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
-            q, k, v = self.clipped(qkv).split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
+    def project(self, x, memory=None, positions=()):
+        """q [B, h, N, d], k and v [B, h_kv, M, d]; `positions` (qk_positions) are added to the
+        queries' and keys' inputs: x's, then the memory's."""
+        if memory is not None:
+            return self.queries(x, *positions[:1]), *self.memory_keys_values(memory, *positions[1:])
+        if positions:
+            qkv = self.projected_with_positions(x, positions[0])
+        elif self.q_bias is None:
+            qkv = self.qkv(x)
         else:
-            return self.queries(x), *self.memory_keys_values(memory)
+            qkv = self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
+        q, k, v = self.clipped(qkv).split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
         return self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
 
-    def queries(self, x):
-        """Cross attention's queries [B, h, N, d] from x [B, N, C]."""
+    def projected_with_positions(self, x, positions):
+        """qkv [B, N, h*d + 2 h_kv*d] with q and k projected from x + positions, v from x alone
+        (DETR's with_pos_embed)."""
+        bias = self.qkv.bias if self.q_bias is None else torch.cat((self.q_bias, self.k_bias, self.v_bias))
+        qk = sum(self.widths[:2])
+        w_qk, w_v = self.qkv.weight[:qk], self.qkv.weight[qk:]
+        b_qk, b_v = (None, None) if bias is None else (bias[:qk], bias[qk:])
+        return torch.cat((F.linear(x + positions, w_qk, b_qk), F.linear(x, w_v, b_v)), dim=-1)  # [B, N, qk + v]
+
+    def queries(self, x, positions=None):
+        """Cross attention's queries [B, h, N, d] from x [B, N, C] (plus its positions, qk_positions)."""
+        if positions is not None:
+            x = x + positions
         q = self.q(x) if self.q_bias is None else F.linear(x, self.q.weight, self.q_bias)  # [B, N, h*d]
         return self.split_heads(self.clipped(q), self.heads)
 
@@ -176,11 +190,18 @@ class SequenceAttention(Sublayer):
         """The projections' outputs clamped to [-clip_qkv, clip_qkv], where the node says so."""
         return projected if self.clip_qkv is None else projected.clamp(-self.clip_qkv, self.clip_qkv)
 
-    def memory_keys_values(self, memory):
-        """Cross attention's keys and values [B, h_kv, M, d] from memory [B, M, C]."""
-        kv = self.kv(memory) if self.q_bias is None else F.linear(
-            memory, self.kv.weight, torch.cat((self.k_bias, self.v_bias)))
-        k, v = self.clipped(kv).split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
+    def memory_keys_values(self, memory, positions=None):
+        """Cross attention's keys and values [B, h_kv, M, d] from memory [B, M, C]; with the
+        memory's positions (qk_positions) the keys from memory + positions."""
+        bias = self.kv.bias if self.q_bias is None else torch.cat((self.k_bias, self.v_bias))
+        if positions is None:
+            kv = self.kv(memory) if self.q_bias is None else F.linear(memory, self.kv.weight, bias)
+            k, v = self.clipped(kv).split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
+        else:
+            width = self.widths[1]
+            b_k, b_v = (None, None) if bias is None else (bias[:width], bias[width:])
+            k = self.clipped(F.linear(memory + positions, self.kv.weight[:width], b_k))  # [B, M, h_kv*d]
+            v = self.clipped(F.linear(memory, self.kv.weight[width:], b_v))  # [B, M, h_kv*d]
         return self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
 
     def share_kv(self, t):
@@ -209,8 +230,13 @@ class SequenceAttention(Sublayer):
         """Whether a part changes the scores themselves (the attention is then not plain SDPA)."""
         return self.kernel.mixes_scores(self.parts())
 
+    def split_positions(self, extra) -> tuple[tuple, tuple]:
+        """The inputs after the token streams -> (the streams' positions (qk_positions), the rest:
+        what split_extra and parts_tensors read)."""
+        return tuple(extra[:self.qk_positions]), tuple(extra[self.qk_positions:])
+
     def split_extra(self, extra):
-        """The inputs after the token streams -> (score bias or None, padding mask or None); the
+        """The inputs after the positions -> (score bias or None, padding mask or None); the
         parts' tensors between them are `parts_tensors(extra)`."""
         bias = extra[0] if self.score_bias else None
         after = self.score_bias + self.score_tensors
@@ -238,9 +264,9 @@ class SequenceAttention(Sublayer):
         return bias
 
     # -- forward ------------------------------------------------------------------------------
-    def attend(self, x, memory=None, padding=None, bias=None, tensors=()):
+    def attend(self, x, memory=None, padding=None, bias=None, tensors=(), positions=()):
         B, N, C = x.shape
-        q, k, v = self.project(x, memory)
+        q, k, v = self.project(x, memory, positions)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
@@ -268,10 +294,11 @@ class SelfAttention(SequenceAttention):
         return self.kernel.keys.decodes
 
     def body(self, x, *extra, cache=None):
+        positions, extra = self.split_positions(extra)
         bias, padding = self.split_extra(extra)
-        if cache is not None:  # the cache's mask hides the padded keys
+        if cache is not None:  # the cache's mask hides the padded keys (no kind with positions decodes)
             return cache.attend(self, x, bias, self.parts_tensors(extra))
-        return self.attend(x, padding=padding, bias=bias, tensors=self.parts_tensors(extra))
+        return self.attend(x, padding=padding, bias=bias, tensors=self.parts_tensors(extra), positions=positions)
 
     def cache_entry(self) -> tuple[int, int, int]:
         """(heads, key width, value width) of what generate caches per token: the key/value heads."""
@@ -315,6 +342,9 @@ def longrope_args(p) -> dict | None:
 def make_sequence_attention(cls, op, p, inputs, **extra):
     """The attention module of a sequence kind's node, with its score parts installed."""
     width = inputs[0].channels
+    positions = len(op.positions(p))
+    if positions:  # model.py as before without them
+        extra["qk_positions"] = positions
     module = make(cls, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p), **extra)
     return install_score_parts(module, p, op.score_site(p, inputs))
 

@@ -12,8 +12,8 @@ from ....core.types import TensorType, dim_value
 from ...base import Cost, PositiveInt, RuleError
 from ...counting import linear_flops
 from ...registry import register
-from .sequence import SequenceAttentionOp, SequenceParams
-from ...decoding import CrossCache, register_decoding
+from .sequence import SequenceAttentionOp, SequenceParams, qk_positions_field
+from ...decoding import CrossCache, Mixes, register_decoding
 from .scores.base import unless_a_part_refuses
 
 
@@ -24,6 +24,7 @@ class CrossParams(SequenceParams):
                                                        "Perceiver's kv_dim); default: the query width")
     vdim: PositiveInt | None = Field(None, description="width of the memory the values are projected from (one "
                                                        "memory gives both: equal to kdim); default: kdim")
+    qk_positions: bool = qk_positions_field()
 
 
 class CrossAttentionOp(SequenceAttentionOp):
@@ -34,6 +35,9 @@ class CrossAttentionOp(SequenceAttentionOp):
 
     def streams(self, p) -> tuple[str, ...]:
         return ("x", "memory")
+
+    def positions(self, p) -> tuple[str, ...]:
+        return ("query_positions", "memory_positions") if p.qk_positions else ()
 
     def check(self, p, inputs: list[TensorType]) -> None:
         x, memory = inputs[0], inputs[1]
@@ -83,5 +87,13 @@ def memory_width(p, width: int) -> int:
     return p.kdim or p.vdim or width
 
 
+def cross_decoding(params):
+    """DECODE of cross attention: the memory's keys and values made once, unless a score part
+    refuses, or the queries read positions generate does not feed (qk_positions)."""
+    if params.qk_positions:
+        return Mixes("its queries read positions (qk_positions), which generate does not feed")
+    return unless_a_part_refuses(CrossCache())(params)
+
+
 CROSS = register(CrossAttentionOp())
-register_decoding(CROSS, unless_a_part_refuses(CrossCache()))
+register_decoding(CROSS, cross_decoding)

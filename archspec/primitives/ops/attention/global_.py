@@ -6,13 +6,14 @@ from typing import Literal
 
 from ...registry import register
 from .common import MergeHeads, merge_heads_field
-from .sequence import SequenceAttentionOp, SequenceParams
+from .sequence import SequenceAttentionOp, SequenceParams, qk_positions_field
 from ...decoding import Mixes, register_decoding
 
 
 class GlobalParams(SequenceParams):
     kind: Literal["global"]
     merge_heads: MergeHeads = merge_heads_field()
+    qk_positions: bool = qk_positions_field()
 
 
 class GlobalAttentionOp(SequenceAttentionOp):

@@ -81,14 +81,31 @@ class SequenceParams(AttentionParams):
                               description="score parts, in order: a name (talking_heads) or {name: {options}}")
 
 
+def qk_positions_field():
+    """The option of the kinds whose queries and keys may read positions the values do not (global, cross)."""
+    return Field(False, description="add position embeddings to the queries' and keys' inputs, not the values' "
+                                    "(DETR's with_pos_embed, SAM's two-way transformer): read after the token "
+                                    "streams, [B or 1, N, C] each; global reads one, cross two (the queries', then "
+                                    "the memory's)")
+
+
 class SequenceAttentionOp(AttentionOp):
     """The rules of the options every sequence kind takes."""
 
     Params = SequenceParams
 
     def reads(self, p) -> tuple[str, ...]:
-        return self.streams(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
+        return self.leading(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
             (("mask",) if p.padding_mask else ())
+
+    def positions(self, p) -> tuple[str, ...]:
+        """The position inputs added to the queries' and keys' inputs (qk_positions), one per
+        token stream, read after the streams."""
+        return ("positions",) if getattr(p, "qk_positions", False) else ()
+
+    def leading(self, p) -> tuple[str, ...]:
+        """The inputs before the score bias: the token streams and their positions."""
+        return self.streams(p) + self.positions(p)
 
     def named_inputs(self, p) -> dict[int, tuple[str, str]]:
         """The score parts' tensors, named by their options, in `from:` after the token streams and
@@ -97,7 +114,7 @@ class SequenceAttentionOp(AttentionOp):
             uses = parse_scores(p.scores)
         except RuleError:  # reads_problem says it
             return {}
-        slot, named = len(self.streams(p)) + p.bias, {}
+        slot, named = len(self.leading(p)) + p.bias, {}
         for i, use in enumerate(uses):
             for name in getattr(use.params, "tensors", ()):
                 named[slot] = (name, f"scores.{i}.{use.part.name}.{option_holding(use.params, name)}")
@@ -109,8 +126,11 @@ class SequenceAttentionOp(AttentionOp):
         `from:`): a score bias after the token streams, a padding mask last."""
         if count <= len(self.reads(p)):
             return None
-        options = [o for o, given in (("`bias: true` reads a score bias after the token streams", p.bias),
-                                      ("`padding_mask: true` a padding mask last", p.padding_mask)) if not given]
+        offered = (("`qk_positions: true` reads positions after the token streams",
+                    getattr(p, "qk_positions", True)),
+                   ("`bias: true` reads a score bias after the token streams", p.bias),
+                   ("`padding_mask: true` a padding mask last", p.padding_mask))
+        options = [o for o, given in offered if not given]
         return ", ".join(options) or None
 
     def reads_problem(self, p) -> RuleError | None:
@@ -137,7 +157,7 @@ class SequenceAttentionOp(AttentionOp):
     def score_site(self, p, inputs: list[TensorType]) -> ScoreSite:
         """Where the score parts work (window kinds give their window as the grid)."""
         x = inputs[0]
-        first = len(self.streams(p)) + p.bias
+        first = len(self.leading(p)) + p.bias
         tensors = tuple(inputs[first:first + len(score_tensors(p))])
         return ScoreSite(p.heads, self.head_dim(p, x.channels), dim_value(x.length), self.keys(p, inputs), x.grid,
                          x, rotates=True, rope_theta=p.rope_theta, tensors=tensors, masks=True, scale=p.scale)
@@ -161,8 +181,11 @@ class SequenceAttentionOp(AttentionOp):
         site = self.score_site(p, inputs)
         for use in parse_scores(p.scores):
             use.part.check(use.params, site)
+        streams = len(self.streams(p))
+        for stream, positions in zip(inputs[:streams], inputs[streams:len(self.leading(p))]):
+            check_positions(stream, positions)
         if p.bias:
-            check_score_bias(inputs[len(self.streams(p))], p.heads, x.length, inputs[len(self.streams(p)) - 1].length)
+            check_score_bias(inputs[len(self.leading(p))], p.heads, x.length, inputs[streams - 1].length)
         if p.kv_heads is not None and p.heads % p.kv_heads:
             fits = ", ".join(str(d) for d in range(1, p.heads + 1) if p.heads % d == 0)
             raise RuleError(f"{p.kv_heads} key/value heads do not divide the {p.heads} query heads", field="kv_heads",
@@ -196,7 +219,7 @@ class SequenceAttentionOp(AttentionOp):
                 raise RuleError(f"rope_dims {dims} must be even and at most the head width {head}",
                                 field="rope_dims")
         if p.padding_mask:
-            keys, mask = inputs[len(self.streams(p)) - 1], inputs[-1]
+            keys, mask = inputs[streams - 1], inputs[-1]
             if mask.layout != "ids":
                 raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
                                 f"{mask.describe()}", field="from", hint=mask_hint(mask))
@@ -204,7 +227,20 @@ class SequenceAttentionOp(AttentionOp):
                 raise RuleError(f"a padding mask of {mask.length} values for {keys.length} keys", field="from")
 
     def value_range(self, p, slot: int, ctx) -> int | None:
-        return 2 if p.padding_mask and slot == len(self.streams(p)) else None  # the mask is 0 or 1
+        return 2 if p.padding_mask and slot == len(self.reads(p)) - 1 else None  # the mask is 0 or 1
+
+
+def check_positions(stream: TensorType, positions: TensorType) -> None:
+    """qk_positions: a stream's positions are float [B or 1, its length, its width]."""
+    want = f"[B or 1, {stream.length}, {stream.channels}]"
+    if positions.dtype == "int64" or len(positions.shape) != 3:
+        raise RuleError(f"positions added to queries and keys must be a float tensor {want}, got "
+                        f"{positions.layout_name()} {positions.describe()}", field="from")
+    batch, length, width = positions.shape
+    if length != stream.length or width != stream.channels or (batch != 1 and batch != stream.shape[0]):
+        raise RuleError(f"positions {positions.describe()} do not fit the tokens {stream.describe()} they are "
+                        f"added to (want {want})", field="from",
+                        hint="with qk_positions, `from:` lists the token streams, then one position tensor each")
 
 
 def mask_hint(mask: TensorType) -> str | None:
