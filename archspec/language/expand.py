@@ -565,7 +565,7 @@ def expand(doc: Document) -> Graph:
         return Expander(doc, spec).run()
 
 
-NESTED_DEPTH = 3  # a parameter's keys and items located below it: scores.0.softcap.cap
+NESTED_DEPTH = 5  # a parameter's keys and items located below it: scores.0.softcap.cap, scores.0.mod.steps.1.out
 
 
 def param_locations(doc, base: tuple, values: dict) -> dict:

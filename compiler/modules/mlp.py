@@ -113,8 +113,10 @@ class Experts(nn.Module):
         nn.init.trunc_normal_(self.fc2, std=0.02)
 
     def forward(self, x):
-        in_out = self.layout == "in_out"
-        h = torch.einsum("tc,ecf->tef" if in_out else "tc,efc->tef", x, self.fc1)  # [T, C] -> [T, E, first]
+        """Every expert over x [T, C], or each expert over its own input [T, E, C] -> [T, E, C]."""
+        in_out, each = self.layout == "in_out", "e" if x.dim() == 3 else ""
+        equation = f"t{each}c,ecf->tef" if in_out else f"t{each}c,efc->tef"
+        h = torch.einsum(equation, x, self.fc1)  # [T, C] or [T, E, C] -> [T, E, first]
         if self.fc1_bias is not None:
             h = h + self.fc1_bias
         if self.gated:
@@ -162,10 +164,12 @@ class MixtureOfExperts(Sublayer):
     not depend on the routing. `router` returns the logits: a forward hook on it sees them."""
 
     def __init__(self, dim, hidden, act, experts, top_k, bias=True, dropout=0.0, gated=False, router=None,
-                 shared=None, layout="out_in", gate=None, hidden_dropout=None, shared_gate=False, **sublayer):
+                 shared=None, layout="out_in", gate=None, hidden_dropout=None, shared_gate=False, scales_input=False,
+                 **sublayer):
         super().__init__(dim, **sublayer)
         gate = gate or {}
         self.top_k = top_k
+        self.scales_input = scales_input  # the weights multiply each expert's input (Llama 4), not its output
         self.router = Router(dim, experts, top_k, **(router or {}))
         self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout, layout, **gate,
                                hidden_dropout=hidden_dropout)
@@ -180,7 +184,11 @@ class MixtureOfExperts(Sublayer):
 
     def body(self, x):
         tokens = x.reshape(-1, x.shape[-1])  # [B, N, C] -> [T, C]
-        mixed = (self.experts(tokens) * self.route(tokens)[..., None]).sum(1)  # [T, E, C] -> [T, C]
+        if self.scales_input:  # each expert over its weight times the token, in the token's dtype (Llama 4)
+            weighted = tokens[:, None, :] * self.route(tokens)[..., None].to(tokens.dtype)  # [T, E, C]
+            mixed = self.experts(weighted).sum(1)  # [T, E, C] -> [T, C]
+        else:
+            mixed = (self.experts(tokens) * self.route(tokens)[..., None]).sum(1)  # [T, E, C] -> [T, C]
         out = mixed.to(x.dtype).reshape(x.shape)  # -> [B, N, C]
         if self.shared is not None:
             out = out + self.shared(x)
@@ -220,7 +228,7 @@ def moe_args(p) -> dict:
               "scale": p.router_scale}
     router = {k: v for k, v in router.items() if v != ROUTER_OPTIONS["router_" + k]}
     args = {"router": router, "shared": p.shared_experts, "layout": p.experts_layout, "gate": gate_args(p),
-            "shared_gate": p.shared_gate}
+            "shared_gate": p.shared_gate, "scales_input": p.router_scales == "input"}
     return {k: v for k, v in args.items() if v not in ({}, None, "out_in", False)}
 
 

@@ -236,3 +236,32 @@ def test_options_that_would_do_nothing_are_located_errors(options, message):
     with pytest.raises(SpecError, match=message) as info:
         archspec.check_text(spec)
     assert info.value.diagnostics[0].loc is not None
+
+
+@pytest.mark.parametrize("options, message", [
+    ("qk_norm_affine: false", "qk_norm_affine goes with qk_norm"),
+    ("qk_norm: rms, qk_norm_affine: false, qk_norm_offset: 1.0", "qk_norm_offset goes with a weighted qk_norm"),
+    ("qk_norm: layer, qk_norm_affine: false, qk_norm_bias: false", "qk_norm_bias goes with a weighted qk_norm"),
+])
+def test_a_weightless_qk_norm_takes_no_weight_options(options, message):
+    spec = OLMO2.replace("qk_norm: rms, qk_norm_over: all_heads, qk_norm_eps: \"${eps}\"", options)
+    with pytest.raises(SpecError, match=message):
+        archspec.check_text(spec)
+
+
+@pytest.mark.parametrize("over", ["head", "each_head", "all_heads"])
+def test_a_weightless_qk_norm_is_the_rms_norm_alone(over):
+    """Llama 4's L2Norm of q and k: x * rsqrt(mean(x^2) + eps) in float32, no parameter."""
+    spec = OLMO2.replace("qk_norm: rms, qk_norm_over: all_heads, ",
+                         f"qk_norm: rms, qk_norm_over: {over}, qk_norm_affine: false, ")
+    model = archspec.build_text(spec)
+    norm = model.get_submodule("layers.0.attn").q_norm
+    assert sum(p.numel() for p in norm.parameters()) == 0
+    assert archspec.check_text(spec).params == sum(p.numel() for p in model.parameters())
+    x = torch.randn(2, 4, 5, 16, dtype=torch.bfloat16)
+    if over == "all_heads":
+        whole = x.float().transpose(1, 2).reshape(2, 5, 64)
+        expected = (whole * torch.rsqrt(whole.pow(2).mean(-1, keepdim=True) + 1e-6)).reshape(2, 5, 4, 16).transpose(1, 2)
+    else:
+        expected = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+    assert torch.equal(norm(x), expected.to(torch.bfloat16))

@@ -194,6 +194,7 @@ def test_steps_over_q_and_k_decode_with_a_cache_as_the_forward():
     ("[{score: {add: [score, 1.0]}}]", "step 1 'score': the name is an index, the score"),
     ("[{out: {where: [score, score, 0.0]}}]", "where takes true/false for 'score'"),
     ("[{out: \"__import__('os')\"}]", "step 1 'out' must be {op: [arguments]}"),
+    ("[{c: {floor_divide: [q, 0]}}, {out: {add: [score, c]}}]", "step 1 'c': floor_divide by 0"),
 ])
 def test_bad_steps_are_located_errors_naming_the_step(steps, words):
     text = CAPPED_BIAS.replace(CAPPED_BIAS[CAPPED_BIAS.index("            steps:"):CAPPED_BIAS.index("outputs:")],
@@ -201,6 +202,49 @@ def test_bad_steps_are_located_errors_naming_the_step(steps, words):
     with pytest.raises(SpecError) as e:
         archspec.check_text(text)
     assert words in str(e.value) and "attn" in str(e.value)
+
+
+def test_a_step_error_points_at_the_step_not_at_the_part():
+    text = CAPPED_BIAS.replace("{{squashed: {{tanh: t}}}}".replace("{{", "{").replace("}}", "}"), "{squashed: {sin: t}}")
+    assert text != CAPPED_BIAS
+    with pytest.raises(SpecError) as e:
+        archspec.check_text(text)
+    line = text.splitlines()[e.value.loc.line - 1]
+    assert "sin" in line, line
+
+
+def test_a_table_indexed_by_q_must_have_a_row_for_every_query():
+    """The Llama 4 trial's 32-row table indexed by q passed check and failed in the run at 33
+    tokens with a bare IndexError."""
+    text = CAPPED_BIAS.replace(f"param: {{shape: [{HEADS}]}}", "param: {shape: [32]}").replace(
+        "{bias: {at: [head_bias, h]}}", "{bias: {at: [head_bias, q]}}")
+    assert text != CAPPED_BIAS
+    with pytest.raises(SpecError) as e:
+        archspec.check_text(text)
+    assert "'head_bias' has 32 rows along the dim q indexes, and this attention has up to 64 queries" in str(e.value)
+    assert "at: [head_bias, q]" in text.splitlines()[e.value.loc.line - 1]
+    archspec.check_text(text.replace("L: [1, 64]", "L: [1, 32]"))  # 32 queries at most: it fits
+
+
+def test_chunks_by_floor_divide_equal_a_chunked_mask_by_hand():
+    """Llama 4's chunked attention: a query sees the earlier keys of its own chunk of 4."""
+    text = CAPPED_BIAS.replace("from: [x, head_bias]", "from: x").replace(
+        CAPPED_BIAS[CAPPED_BIAS.index("            tensors:"):CAPPED_BIAS.index("outputs:")],
+        "            steps:\n"
+        "              - {qc: {floor_divide: [q, 4]}}\n"
+        "              - {kc: {floor_divide: [k, 4]}}\n"
+        "              - {same: {equal: [qc, kc]}}\n"
+        "              - {out: {where: [same, score, -1.0e30]}}\n")
+    model = archspec.build_text(text).eval()
+    attn = model.get_submodule("attn")
+    x = torch.randn(2, 10, DIM, generator=torch.Generator().manual_seed(0))
+    q, k, v = attn.project(x)
+    index = torch.arange(10)
+    seen = (index[None, :] <= index[:, None]) & (index[None, :] // 4 == index[:, None] // 4)  # [10, 10]
+    by_hand = F.scaled_dot_product_attention(q, k, v, attn_mask=seen)  # [B, h, 10, d]
+    expected = attn.proj(by_hand.transpose(1, 2).reshape(2, 10, DIM))
+    with torch.no_grad():
+        assert (model(x) - expected).abs().max() < 1e-5
 
 
 def test_the_tensors_must_be_given_in_from():

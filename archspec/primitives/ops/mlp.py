@@ -67,6 +67,10 @@ class MlpParams(SublayerParams):
     router_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
                                 description="with `experts`: the chosen weights multiplied by this, after "
                                             "normalising (DeepSeek-V3's routed_scaling_factor)")
+    router_scales: Literal["output", "input"] = Field(
+        "output", description="with `experts`: what each chosen weight multiplies: its expert's output (Mixtral, "
+                              "DeepSeek-V3), or its expert's input, every expert's output then summed (Llama 4: "
+                              "router_score: sigmoid, router_normalize: false)")
     shared_experts: PositiveInt | None = Field(None, description="with `experts`: this many experts every token goes "
                                                                  "through, unweighted, as one MLP of this many "
                                                                  "times the hidden width added to the routed output "
@@ -120,7 +124,7 @@ def check_experts(p: MlpParams) -> None:
 
 ROUTER_OPTIONS = {"router_score": "softmax", "router_bias": False, "router_correction": False,
                   "router_groups": None, "router_top_groups": None, "router_normalize": True, "router_scale": 1.0,
-                  "shared_experts": None, "shared_gate": False, "experts_layout": "out_in"}
+                  "router_scales": "output", "shared_experts": None, "shared_gate": False, "experts_layout": "out_in"}
 GATE_OPTIONS = {"gate_layout": "halves", "gate_limit": None, "value_offset": 0.0}
 
 

@@ -118,7 +118,7 @@ class SequenceAttention(Sublayer):
                  qk_norm="none", qk_norm_eps=1e-6, qk_norm_over="head", qk_norm_bias=True, qk_norm_offset=0.0,
                  rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
-                 clip_qkv=None, qk_positions=0, **sublayer):
+                 clip_qkv=None, qk_positions=0, qk_norm_affine=True, **sublayer):
         super().__init__(dim, **sublayer)
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.clip_qkv = clip_qkv  # None, or the bound the projections' outputs are clamped to (DBRX, OLMo, MPT)
@@ -144,7 +144,7 @@ class SequenceAttention(Sublayer):
         else:
             self.q_bias = None
         self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_over, qk_norm_bias, qk_norm_eps, heads, self.kv_heads,
-                                            self.head_dim, qk_norm_offset)
+                                            self.head_dim, qk_norm_offset, qk_norm_affine)
         self.rotary = Rotary(**{"dims": self.head_dim, **rotary}) if rotary is not None else None
         self.kernel = AttentionKernel(keys or AllKeys(), scale, attn_drop)
         self.proj = Linear(inner, dim, bias=proj_bias)
@@ -311,7 +311,8 @@ def sequence_args(p, width: int) -> dict:
                 qk_norm_bias=p.qk_norm_bias, qk_norm_offset=p.qk_norm_offset, rotary=rotary_args(p),
                 head_dim=p.head_dim, scale=p.scale,
                 score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)),
-                **({"clip_qkv": p.clip_qkv} if p.clip_qkv is not None else {}))  # model.py as before without it
+                **({"clip_qkv": p.clip_qkv} if p.clip_qkv is not None else {}),  # model.py as before without them
+                **({"qk_norm_affine": False} if not p.qk_norm_affine else {}))
 
 
 def rotary_args(p) -> dict | None:

@@ -30,6 +30,8 @@ class SequenceParams(AttentionParams):
                             "per head [heads, head_dim] (each_head: Cohere's use_qk_norm), or all heads' values "
                             "together, weight [heads * head_dim] (all_heads: OLMo 2)")
     qk_norm_bias: bool = Field(True, description="qk_norm: layer has a bias beside its weight (false: Cohere's)")
+    qk_norm_affine: bool = Field(True, description="qk_norm's weight (and bias); false: neither, the norm alone (Llama "
+                                                   "4's L2 norm of q and k: qk_norm: rms, qk_norm_affine: false)")
     qk_norm_offset: float = Field(0.0, allow_inf_nan=False,
                                   description="qk_norm: rms weighs by offset + weight, the weight starting at 1 - "
                                               "offset (Gemma 3's q_norm and k_norm: 1.0, as norm_offset)")
@@ -180,7 +182,7 @@ class SequenceAttentionOp(AttentionOp):
         head = self.head_dim(p, x.channels)
         site = self.score_site(p, inputs)
         for use in parse_scores(p.scores):
-            use.part.check(use.params, site)
+            use.check(site)
         streams = len(self.streams(p))
         for stream, positions in zip(inputs[:streams], inputs[streams:len(self.leading(p))]):
             check_positions(stream, positions)
@@ -252,7 +254,7 @@ def mask_hint(mask: TensorType) -> str | None:
 
 def qk_norm_params(p, head: int) -> int:
     """The weights (and biases) of q_norm and k_norm: per head_dim, per head or over all heads."""
-    if p.qk_norm == "none":
+    if p.qk_norm == "none" or not p.qk_norm_affine:
         return 0
     per_value = 2 if p.qk_norm == "layer" and p.qk_norm_bias else 1  # a weight, and a bias
     if p.qk_norm_over == "head":
@@ -261,10 +263,15 @@ def qk_norm_params(p, head: int) -> int:
 
 
 def check_qk_norm(p) -> None:
-    for name in ("qk_norm_over", "qk_norm_bias", "qk_norm_offset", "qk_norm_eps"):
+    for name in ("qk_norm_over", "qk_norm_bias", "qk_norm_offset", "qk_norm_eps", "qk_norm_affine"):
         if p.qk_norm == "none" and name in p.model_fields_set:
             kinds = "`qk_norm: rms`" if name == "qk_norm_offset" else "`qk_norm: layer` or `rms`"
             raise RuleError(f"{name} goes with qk_norm", field=name, hint=Remedy(f"give {kinds}"))
+    if not p.qk_norm_affine:
+        for name in ("qk_norm_bias", "qk_norm_offset"):
+            if name in p.model_fields_set:
+                raise RuleError(f"{name} goes with a weighted qk_norm, and qk_norm_affine: false has no weight",
+                                field=name)
     if p.qk_norm == "rms" and "qk_norm_bias" in p.model_fields_set:
         raise RuleError("qk_norm_bias goes with qk_norm: layer (an rms norm has no bias)", field="qk_norm_bias")
     if p.qk_norm != "rms" and "qk_norm_offset" in p.model_fields_set:

@@ -12,7 +12,8 @@ from ...common import make
 from .base import score_module
 
 FUNCTIONS = {  # each op of the rule's table (archspec/primitives/ops/attention/scores/mod.py: OPS)
-    "add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": torch.div, "tanh": torch.tanh,
+    "add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": torch.div,
+    "floor_divide": torch.floor_divide, "remainder": torch.remainder, "tanh": torch.tanh,
     "exp": torch.exp, "log": torch.log, "abs": torch.abs, "clamp": torch.clamp, "less": torch.lt,
     "less_equal": torch.le, "greater": torch.gt, "greater_equal": torch.ge, "equal": torch.eq, "not_equal": torch.ne,
     "and": torch.logical_and, "or": torch.logical_or, "not": torch.logical_not, "where": torch.where,

@@ -18,7 +18,7 @@ softmax(q·k^T · scale + bias) · v, with the part's steps before and after the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from .....core.declared import ValidationError
@@ -138,6 +138,21 @@ class ScoreUse:
 
     part: ScorePart
     params: Any
+    at: str = "scores"  # where the entry is among the node's options: scores.0.mod
+
+    def check(self, site: ScoreSite) -> None:
+        """The part's check at `site`, its error located at the entry, or at the option of it that
+        the error names (`steps.2` of a mod: scores.0.mod.steps.2); an error about the node's
+        own options (`from`, `heads`) stays theirs."""
+        try:
+            self.part.check(self.params, site)
+        except RuleError as exc:
+            field = exc.field
+            if field == "scores":
+                exc.suggestion = replace(exc.suggestion, field=self.at)
+            elif field and field.split(".")[0] in self.part.Params.model_fields:
+                exc.suggestion = replace(exc.suggestion, field=f"{self.at}.{field}")
+            raise
 
 
 def part_named(name: str) -> ScorePart | None:
@@ -172,7 +187,7 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
             params = part.Params.model_validate(given)
         except ValidationError as e:
             raise option_error(name, part, first_error(e.errors()), at) from None
-        uses.append(ScoreUse(part, params))
+        uses.append(ScoreUse(part, params, at))
     return uses
 
 
@@ -202,7 +217,7 @@ def check_bias_parts(entries: list[Any], site: ScoreSite, kind: str, hint: str) 
         if use.part.explicit:
             raise RuleError(f"{kind} attention takes score parts that add a bias, and {use.part.name} "
                             "changes the scores themselves", field="scores", hint=Remedy(hint))
-        use.part.check(use.params, site)
+        use.check(site)
 
 
 # -- how a part decodes: a fact registered from the part's own file ------------------------------

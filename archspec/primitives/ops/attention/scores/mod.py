@@ -39,7 +39,8 @@ SCORE = "score"
 # "at" indexes a tensor by integer indices (one per dim of the tensor).
 OPS: dict[str, tuple[int | None, str, str]] = {
     "add": (2, "num", "same"), "subtract": (2, "num", "same"), "multiply": (2, "num", "same"),
-    "divide": (2, "num", "float"), "tanh": (1, "num", "float"), "exp": (1, "num", "float"),
+    "divide": (2, "num", "float"), "floor_divide": (2, "num", "same"), "remainder": (2, "num", "same"),
+    "tanh": (1, "num", "float"), "exp": (1, "num", "float"),
     "log": (1, "num", "float"), "abs": (1, "num", "same"), "clamp": (3, "num", "same"),
     "less": (2, "num", "bool"), "less_equal": (2, "num", "bool"), "greater": (2, "num", "bool"),
     "greater_equal": (2, "num", "bool"), "equal": (2, "num", "bool"), "not_equal": (2, "num", "bool"),
@@ -75,48 +76,54 @@ def parse_steps(p, site: ScoreSite | None = None) -> list[Step]:
         where = f"score part 'mod': tensor {name!r}"
         if name in kinds or not name.isidentifier():
             raise RuleError(f"{where}: a tensor's name must be an identifier other than "
-                            f"{', '.join((SCORE,) + INDICES)}", field="scores")
+                            f"{', '.join((SCORE,) + INDICES)}", field=f"tensors.{i}")
         kinds[name] = "tensor"
         ranks[name] = site.tensors[i].shape if site is not None and i < len(site.tensors) else None
+    limits = {"h": site.heads, "q": site.queries, "k": site.keys} if site is not None else {}
     steps = []
     for n, entry in enumerate(p.steps, start=1):
-        steps.append(parse_step(n, entry, kinds, ranks))
+        steps.append(parse_step(n, entry, kinds, ranks, limits))
         kinds[steps[-1].name] = steps[-1].kind
     if steps[-1].kind == "bool":
         raise RuleError(f"score part 'mod': the last step {steps[-1].name!r} is the new score, and "
-                        f"{steps[-1].op} gives true or false", field="scores",
+                        f"{steps[-1].op} gives true or false", field=f"steps.{len(steps) - 1}",
                         hint=Remedy("end with a number: e.g. {out: {where: [mask, score, -1.0e9]}}"))
     return steps
 
 
-def parse_step(n: int, entry: dict, kinds: dict[str, str], ranks: dict[str, tuple | None]) -> Step:
-    where = f"score part 'mod': step {n}"
+def parse_step(n: int, entry: dict, kinds: dict[str, str], ranks: dict[str, tuple | None],
+               limits: dict[str, int] | None = None) -> Step:
+    """One step, checked (RuleError located at the step); `limits`: the most heads, queries and
+    keys, which an index `at` reads directly must have room for."""
+    where, at = f"score part 'mod': step {n}", f"steps.{n - 1}"
     if len(entry) != 1:
-        raise RuleError(f"{where} must be one {{name: {{op: [arguments]}}}}, got {entry!r}", field="scores")
+        raise RuleError(f"{where} must be one {{name: {{op: [arguments]}}}}, got {entry!r}", field=at)
     (name, body), = entry.items()
     where += f" {name!r}"
     if not isinstance(name, str) or not name.isidentifier() or name in kinds:
         taken = "is an index, the score, a tensor or an earlier step" if name in kinds else "is no identifier"
-        raise RuleError(f"{where}: the name {taken}", field="scores",
+        raise RuleError(f"{where}: the name {taken}", field=at,
                         hint=Remedy("give each step a new name (the last step's is free: e.g. out)"))
     if not isinstance(body, dict) or len(body) != 1:
-        raise RuleError(f"{where} must be {{op: [arguments]}} with one op, got {body!r}", field="scores",
+        raise RuleError(f"{where} must be {{op: [arguments]}} with one op, got {body!r}", field=at,
                         hint=Remedy(f"the ops are: {', '.join(OPS)}"))
     (op, args), = body.items()
     if op not in OPS:
-        raise RuleError(f"{where}: unknown op {op!r}", field="scores", hint=Remedy(f"the ops are: {', '.join(OPS)}"))
+        raise RuleError(f"{where}: unknown op {op!r}", field=at, hint=Remedy(f"the ops are: {', '.join(OPS)}"))
     args = tuple(args) if isinstance(args, list) else (args,)
     count, takes, gives = OPS[op]
     if count is not None and len(args) != count:
-        raise RuleError(f"{where}: {op} takes {count} argument(s), got {len(args)}", field="scores")
-    found = [argument_kind(where, a, kinds) for a in args]
+        raise RuleError(f"{where}: {op} takes {count} argument(s), got {len(args)}", field=at)
+    found = [argument_kind(where, a, kinds, at) for a in args]
+    if op in ("divide", "floor_divide", "remainder") and isinstance(args[1], (int, float)) and args[1] == 0:
+        raise RuleError(f"{where}: {op} by 0", field=at)
     if takes == "at":
-        return Step(name, op, args, check_at(where, args, found, ranks))
+        return Step(name, op, args, check_at(where, args, found, ranks, at, limits or {}))
     wanted = ["bool", "num", "num"] if takes == "where" else [takes] * len(args)
     for a, got, want in zip(args, found, wanted):
         if (want == "num") != (got in ("int", "float")) or got == "tensor":
             raise RuleError(f"{where}: {op} takes {'true/false' if want == 'bool' else 'a number'} for {a!r}, "
-                            f"which is {describe(got)}", field="scores",
+                            f"which is {describe(got)}", field=at,
                             hint=Remedy("index a tensor with at: [tensor, h] first") if got == "tensor" else None)
     numbers = found[1:] if takes == "where" else found
     if gives == "same":
@@ -124,34 +131,44 @@ def parse_step(n: int, entry: dict, kinds: dict[str, str], ranks: dict[str, tupl
     return Step(name, op, args, gives)
 
 
-def argument_kind(where: str, a, kinds: dict[str, str]) -> str:
+def argument_kind(where: str, a, kinds: dict[str, str], at: str = "scores") -> str:
     if isinstance(a, bool):
-        raise RuleError(f"{where}: {a!r} is no number (write a comparison for true/false)", field="scores")
+        raise RuleError(f"{where}: {a!r} is no number (write a comparison for true/false)", field=at)
     if isinstance(a, int):
         return "int"
     if isinstance(a, float):
         return "float"
     if isinstance(a, str) and a in kinds:
         return kinds[a]
-    raise RuleError(f"{where}: unknown name {a!r}", field="scores",
+    raise RuleError(f"{where}: unknown name {a!r}", field=at,
                     hint=Remedy(f"the names are: {', '.join(kinds)}, and numbers"))
 
 
-def check_at(where: str, args: tuple, found: list[str], ranks: dict[str, tuple | None]) -> str:
+def check_at(where: str, args: tuple, found: list[str], ranks: dict[str, tuple | None], at: str = "scores",
+             limits: dict[str, int] | None = None) -> str:
     """`at: [tensor, i, ...]` indexes the tensor's dims after its leading 1s, one index each (a
-    param [heads] is [1, heads], indexed by one: h)."""
+    param [heads] is [1, heads], indexed by one: h); a dim indexed by h, q or k itself must have
+    room for every head, query or key (`limits`), else a run would index past its end."""
     if not args or found[0] != "tensor":
-        raise RuleError(f"{where}: at takes a tensor first, then one integer index per dim", field="scores")
+        raise RuleError(f"{where}: at takes a tensor first, then one integer index per dim", field=at)
     shape = ranks.get(args[0])
     if any(k != "int" for k in found[1:]):
         raise RuleError(f"{where}: at indexes {args[0]!r} with integers (b, h, q, k or steps of them), got "
-                        + ", ".join(f"{a!r} ({describe(k)})" for a, k in zip(args[1:], found[1:])), field="scores")
+                        + ", ".join(f"{a!r} ({describe(k)})" for a, k in zip(args[1:], found[1:])), field=at)
     indexed, lead = len(args) - 1, 0
     while shape is not None and lead < len(shape) - 1 and shape[lead] == 1:
         lead += 1  # a param [heads] is [1, heads]: its leading 1s are not indexed
     if shape is not None and indexed != len(shape) - lead:
         raise RuleError(f"{where}: {args[0]!r} is [{', '.join(map(str, shape))}], indexed by {indexed}: at takes "
-                        f"one index for each of its dims after the leading 1s ({len(shape) - lead})", field="scores")
+                        f"one index for each of its dims after the leading 1s ({len(shape) - lead})", field=at)
+    for index, size in zip(args[1:], shape[lead:] if shape is not None else ()):
+        most = (limits or {}).get(index)
+        if most is not None and isinstance(size, int) and size < most:
+            what = {"h": "heads", "q": "queries", "k": "keys"}[index]
+            raise RuleError(f"{where}: {args[0]!r} has {size} rows along the dim {index} indexes, and this attention "
+                            f"has up to {most} {what}", field=at,
+                            hint=Remedy(f"make the table at least {most} long (or index it with a step that stays "
+                                        f"below {size})"))
     return "float"
 
 
