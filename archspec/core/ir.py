@@ -121,6 +121,11 @@ class Output:
     loc: Loc | None = None
 
 
+# The methods of a model's outputs read by name (compiler/model.py's ModelOutput, a tuple): an
+# output of one of these names is out["keys"], never out.keys (a check warning says so).
+OUTPUT_METHODS = ("keys", "values", "items", "to_tuple", "count", "index")
+
+
 class Graph:
     def __init__(self, name: str, doc: str = "", file: str | None = None):
         self.name = name

@@ -25,8 +25,21 @@ def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:
     """A hint naming the closest known word, if one is close enough (difflib's ratio >= cutoff)."""
     import difflib  # only when a hint is wanted: keeps `archspec check` start-up short
 
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
+    names = [str(c) for c in choices]
+    reordered = same_parts(str(word), names)
+    if reordered is not None:  # `post_res` means res_post, not the closer-spelt post
+        return DidYouMean(word, reordered)
+    close = difflib.get_close_matches(str(word), names, n=1, cutoff=cutoff)
     return DidYouMean(word, close[0]) if close else None
+
+
+def same_parts(word: str, names: list[str]) -> str | None:
+    """The one name made of the same `_`-separated parts as `word` in another order, or None."""
+    parts = sorted(word.split("_"))
+    if len(parts) < 2:
+        return None
+    found = [name for name in names if name != word and sorted(name.split("_")) == parts]
+    return found[0] if len(found) == 1 else None
 
 
 def one_of(choices) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.declared import ValidationError
 from ..core.errors import Collector, Loc, SpecError, error, warning
-from ..core.ir import INPUT, Graph, GroupInfo, Node, Output, nearest_loc
+from ..core.ir import INPUT, OUTPUT_METHODS, Graph, GroupInfo, Node, Output, nearest_loc
 from ..primitives import plugins
 from ..primitives.base import Op
 from . import node_checks as checks
@@ -88,6 +88,7 @@ class Expander:
         self.errors = Collector()
         self.pending: list[Pending] = []
         self.block_stack: list[str] = []
+        self.block_arguments: list[dict] = []  # per block being expanded: argument -> (value, where the use gave it)
         self.block_uses: list[tuple] = []  # (path, block, input names, input values): GroupInfo once resolved
         self.resolved: dict = {}  # scope.resolve's memo
         self.depth = 0  # blocks and groups being expanded, one inside the other
@@ -128,7 +129,8 @@ class Expander:
             self.errors.add(problem)
         self.stop_if_errors()
         self.graph.warnings = ([s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
-                               + condition_warnings(self.doc, self.spec) + unread)
+                               + condition_warnings(self.doc, self.spec) + unread
+                               + method_named_outputs(self.graph.outputs))
         return self.graph
 
     def kept_alternatives(self) -> list[tuple]:
@@ -275,8 +277,11 @@ class Expander:
         if not refs:
             raise error("`from` is empty", self.doc.loc(base))
         paths = [base if isinstance(meta.from_, str) else base + (i,) for i in range(len(refs))]
-        return [Ref(self.from_path(r, path, site.env), site.scope, self.doc.loc(path), site.node_path)
-                for r, path in zip(refs, paths)]
+        try:
+            return [Ref(self.from_path(r, path, site.env), site.scope, self.doc.loc(path), site.node_path)
+                    for r, path in zip(refs, paths)]
+        except SpecError as exc:
+            raise own_index_in_from(exc, meta) from None
 
     def from_path(self, raw, path: tuple, env: Env, key: str = "from"):
         """A `from` (or `outputs`) entry: a path, or one made by expressions (`ms.${s - 1}.out0`),
@@ -289,8 +294,22 @@ class Expander:
 
     def condition(self, raw, site: Site) -> bool:
         value = evaluate_value(raw, site.path + ("if",), site.env, self.doc)
+        if not isinstance(value, bool):
+            self.refuse_argument_as_condition(raw, value, site)
         checks.check_condition(value, self.doc, site.path)
         return value
+
+    def refuse_argument_as_condition(self, raw, value, site: Site) -> None:
+        """An `if: ${name}` inside a block whose use gave `name` something not true or false: the
+        error is the use's, located where it gives the argument (the Q-Former trial's
+        `cross: "${i % 2}"` was reported inside the block, once per copy)."""
+        name = raw[2:-1].strip() if isinstance(raw, str) and raw.startswith("${") and raw.endswith("}") else None
+        given = self.block_arguments[-1].get(name) if self.block_arguments and name else None
+        if given is None or given[1] is None:
+            return
+        line = self.doc.loc(site.path + ("if",))
+        raise error(f"block parameter `{name}` is a condition (`if: {raw}`, line {line.line}), and this use gives "
+                    f"it {value!r}", given[1], hint="give true or false, e.g. ${i % 2 == 0}")
 
     def repeated(self, site: Site, meta: NodeMeta, inputs: list):
         if meta.repeat is None:
@@ -360,11 +379,14 @@ class Expander:
         inner = Scope(None)
         inner.names.update(zip(block.inputs, inputs))
         self.block_stack.append(name)
+        given_at = param_locations(self.doc, site.op_path, site.body) if isinstance(site.body, dict) else {}
+        self.block_arguments.append({key: (value, given_at.get(key)) for key, value in args.items()})
         try:
             out = self.expand_list(block.graph, ("blocks", name, "graph"), inner, Env(self.params, (args,)),
                                    site.node_path + ".", inputs[0])
         finally:
             self.block_stack.pop()
+            self.block_arguments.pop()
         return Compound(out, {k: v for k, v in inner.names.items() if k not in block.inputs})
 
     def block_args(self, site: Site, block: BlockDef) -> dict:
@@ -458,6 +480,29 @@ class Expander:
             if node is not None:
                 outs.append(Output(out_name, node, loc))
         return outs
+
+
+def own_index_in_from(exc: SpecError, meta: NodeMeta) -> SpecError:
+    """A repeated node's `from` naming its own index (the SAM decoder trial): said why. The first
+    copy reads `from`, each later one the copy before; the index is seen inside the copies."""
+    index = meta.as_ or "i"
+    first = exc.diagnostics[0]
+    if meta.repeat is None or first.message != f"unknown name '{index}'":
+        return exc
+    hint = (f"a repeated node's `from` is read once, by its first copy (each later copy reads the one before), so "
+            f"its index `{index}` is not seen there; inside a repeated `graph:` group the copies' nodes see it")
+    return SpecError([replace(first, hint=hint)] + list(exc.diagnostics[1:]))
+
+
+def method_named_outputs(outputs: list[Output]) -> list:
+    """A warning for each output (of several) named as a method of the outputs: `out.keys` gives the
+    method (the SAM decoder trial's `keys` output), `out["keys"]` the tensor."""
+    if len(outputs) < 2:
+        return []  # a single output is the tensor itself
+    return [warning(f"output '{out.name}' is named as a method of the outputs: out.{out.name} gives the method, "
+                    f"out[\"{out.name}\"] the tensor", out.loc,
+                    hint=f"name it otherwise (outputs: {{{out.name}_out: ...}}) to read it as an attribute")
+            for out in outputs if out.name in OUTPUT_METHODS]
 
 
 def mapping_files(spec: SpecDoc, doc: Document) -> list[MappingSource]:
@@ -609,8 +654,10 @@ def unread_params(doc, spec) -> list:
     named = names_read(doc.data)
     read = [name for name in spec.params if name in named]
     found = []
-    for name in spec.params:
-        guess = suggest(name, read) if name not in named else None  # within the check's budget of searches
+    for name, value in spec.params.items():
+        if name in named or has_placeholder(value):
+            continue  # read; or computed from others (`frames: ${samples // 320}`), no misspelt override
+        guess = suggest(name, read)  # within the check's budget of searches
         if guess is not None:
             found.append(warning(f"param '{name}' is read by nothing in the spec", doc.loc(("params", name), key=True),
                                  hint=f"{guess} (a misspelt param adds a new one and leaves the other as it was)"))
@@ -618,6 +665,11 @@ def unread_params(doc, spec) -> list:
 
 
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+
+
+def has_placeholder(value) -> bool:
+    """Whether a param's value is computed by a `${...}` (a string holding one)."""
+    return isinstance(value, str) and _PLACEHOLDER.search(value) is not None
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 

@@ -431,7 +431,11 @@ class _Evaluator:
         if isinstance(index, bool) or not isinstance(index, int):
             raise ExprError(f"index must be an integer, got {_type_name(index)} {index!r}", node.col_offset)
         if not -len(target) <= index < len(target):
-            raise ExprError(f"index {index} is out of range for a list of {len(target)}", node.col_offset)
+            named = f"`{node.value.id}`" if isinstance(node.value, ast.Name) else "the list"
+            raise ExprError(f"index {index} is out of range for a list of {len(target)}", node.col_offset,
+                            hint=f"{named} has {len(target)} entries and this reads entry {index}: a list read by a "
+                                 f"repeat's index needs one entry per copy (at least {index + 1})"
+                            if index >= 0 else None)
         return target[index]
 
     def _Call(self, node):

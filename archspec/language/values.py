@@ -138,4 +138,15 @@ def evaluate_value(value: Any, path: tuple, env: Env, doc: Document) -> Any:
         if loc is not None:
             quote = 1 if path in doc.quoted else 0
             loc = Loc(loc.file, loc.line, loc.col + quote + exc.offset)
-        raise error(exc.message, loc, hint=exc.hint) from None
+        raise error(exc.message, loc, hint=unknown_name_hint(exc, path)) from None
+
+
+def unknown_name_hint(exc: ExprError, path: tuple) -> str | None:
+    """The expression's hint; for a name unknown inside a block, also why (the Q-Former trial
+    read its caller's loop index `i` there): a block sees its own params and the spec's only."""
+    if not (exc.message.startswith("unknown name") and path[:1] == ("blocks",)):
+        return exc.hint
+    name = exc.message.split("'")[1]
+    why = (f"a block sees its own params and the spec's, not the loop indices or params of where it is used: "
+           f"declare `{name}` in the block's params and pass it at each use (`{path[1]}: {{{name}: ${{{name}}}}}`)")
+    return f"{exc.hint}; {why}" if exc.hint else why

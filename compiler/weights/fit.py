@@ -51,6 +51,7 @@ class Fit:
     passed_over: list[str] = field(default_factory=list)  # a user's mapping file not used, and why
     refused: list[str] = field(default_factory=list)  # the mapping's rules that matched a tensor and could not apply
     reshapeable: list[str] = field(default_factory=list)  # wrongly shaped, with the model's number of values
+    permuted: list[str] = field(default_factory=list)  # wrongly shaped, the model's sizes in another order
     shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
     offset_twice: list[str] = field(default_factory=list)  # a shifted weight whose norm adds an offset too
 
@@ -159,7 +160,9 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
                 fit.new_classifier.append(f"{key} {tuple(fit.state[key].shape)} -> {tuple(value.shape)}")
             else:
                 fit.wrong_shape.append(f"{key} {tuple(fit.state[key].shape)} (model has {tuple(value.shape)})")
-                if fit.state[key].numel() == value.numel():
+                if sorted(fit.state[key].shape) == sorted(value.shape):
+                    fit.permuted.append(key)  # the same sizes in another order: a reshape would scramble it
+                elif fit.state[key].numel() == value.numel():
                     fit.reshapeable.append(key)
     leave_classifier_new(fit, classifier)
     fit.unexpected = [k for k in fit.state if k not in ours]
@@ -219,10 +222,15 @@ def closest(fits: list[Fit]) -> Fit:
 def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool = False) -> SpecError:
     near = closest(fits)
     ranked = sorted(fits, key=lambda f: (-f.overlap, -f.matched))
-    hint = "namings tried (share of the checkpoint's tensors the model has under each): " + ", ".join(
-        f"{f.naming} {f.share()}" for f in ranked)
+    hint = ("namings tried (of the checkpoint's tensors each naming keeps, after its renames and drops, those the "
+            "model has): " + ", ".join(f"{f.naming} {f.share()}" for f in ranked))
     if not_tried:
         hint += "; not tried, the checkpoint lacks the keys that identify them: " + ", ".join(n.name for n in not_tried)
+    if near.permuted:
+        holds = "holds" if len(near.permuted) == 1 else "hold"
+        hint += (f"; {listing(near.permuted)} under {near.naming} {holds} the model's sizes with the axes in another "
+                 "order (a transposed layout: experts_layout, or a linear stored [in, out]?): a `permute` rule "
+                 "(`dims: [0, 2, 1]`) or `transpose` reorders them; a `reshape` would load the values scrambled")
     if near.reshapeable:
         holds = "holds" if len(near.reshapeable) == 1 else "hold"
         hint += (f"; {listing(near.reshapeable)} under {near.naming} {holds} the model's number of values in another "

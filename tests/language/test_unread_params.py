@@ -57,3 +57,17 @@ def test_two_inputs_that_give_one_dim_two_sizes_are_refused_in_words():
                                          "share L must agree"):
         model(torch.ones(2, 8, dtype=torch.long), torch.ones(2, 9, dtype=torch.long))
     assert model(torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long)).shape == (2, 8, 8)
+
+
+def test_an_unread_param_computed_from_others_is_no_misspelling():
+    """The Wav2Vec2 trial's `frames: ${samples // 320}`, read by nothing, was told 'did you mean
+    samples?': a computed param is nobody's misspelt override."""
+    text = """
+name: derived
+params: {samples: 800, frames: "${samples // 5}", dimm: 32, dim: 32}
+inputs: {x: [B, 8, dim]}
+graph:
+  - {id: a, attention: {kind: global, heads: 2}}
+"""
+    warned = [w.message for w in archspec.check_text(text).warnings if "read by nothing" in w.message]
+    assert warned == ["param 'dimm' is read by nothing in the spec"]

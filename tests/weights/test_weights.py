@@ -382,9 +382,26 @@ def test_a_timm_checkpoint_made_for_other_params_names_timm_as_closest():
     assert ("closest naming: timm vit, under which 30 of 30 (100%) of the checkpoint's tensors have the model's names"
             in text)
     assert "blocks.0.attn.qkv.weight (96, 32) (model has (192, 64))" in text
-    assert caught.value.hint.startswith("namings tried (share of the checkpoint's tensors the model has under "
-                                        "each): timm vit 30 of 30 (100%), archspec 20 of 32 (62.5%);")
+    assert caught.value.hint.startswith("namings tried (of the checkpoint's tensors each naming keeps, after its "
+                                        "renames and drops, those the model has): timm vit 30 of 30 (100%), archspec "
+                                        "20 of 32 (62.5%);")
     assert f"hint: {caught.value.hint}" in text  # str() carries the hint
+
+
+def test_a_tensor_with_the_models_sizes_in_another_order_is_hinted_a_permute_not_a_reshape(tmp_path):
+    """The Switch trial: stacked experts stored [E, hidden, C] where the model holds [E, C, hidden];
+    the hint said `reshape`, which loaded them scrambled without a word (logits 2.59 off)."""
+    naming = mapping(tmp_path, """
+        name: experts
+        rules:
+          - rename: {'^wi$': 'mlp.experts.fc1'}
+        """)
+    ours = {"mlp.experts.fc1": torch.zeros(4, 64, 128)}
+    with pytest.raises(archspec.SpecError) as caught:
+        best_fit({"wi": torch.zeros(4, 128, 64)}, ours, [ARCHSPEC, naming])
+    hint = caught.value.diagnostics[0].hint
+    assert "holds the model's sizes with the axes in another order" in hint and "`permute` rule" in hint, hint
+    assert "a `reshape` rule turns" not in hint
 
 
 def test_a_checkpoint_in_our_naming_with_problems_names_archspec():

@@ -83,7 +83,7 @@ def list_sizes(args) -> int:
                                              "the whole pipeline)")
 
     def progress(done: int, total: int) -> None:
-        print(f"--sizes: {done:,} of {total:,} sizes checked{why_slow}", file=sys.stderr, flush=True)
+        print(f"--sizes: {done:,} of {total:,} sizes checked so far{why_slow}", file=sys.stderr, flush=True)
 
     sizes = solver.sizes(lo, hi, progress)
     failed = not sizes and attempt.error is not None  # nothing passes: say why the spec's own size fails

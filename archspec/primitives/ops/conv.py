@@ -27,6 +27,16 @@ from ..dtypes import READS, FLOATS
 from ..decoding import Mixes, register_decoding
 
 
+def one_d_hint(x: TensorType) -> str | None:
+    """How to give a 1-D conv the tokens it reads: an image is dim: 2's; a signal [B, N] (raw
+    audio) is tokens of one channel after a rearrange."""
+    if x.layout == "image":
+        return "use dim: 2 to convolve an image"
+    if len(x.shape) == 2:
+        return "a signal [B, N] is tokens of one channel: `rearrange: {pattern: 'b n -> b n 1', as: tokens}` first"
+    return None
+
+
 class ConvParams(Params):
     dim: Literal[1, 2] = Field(2, description="2: over an image or a token grid; 1: along the tokens")
     out: PositiveInt | None = Field(None, description="output channels (default: the input's channels)")
@@ -180,7 +190,7 @@ class ConvOp(Op):
     def sequence_shape(self, p, g: Geometry, x: TensorType) -> TensorType:
         if x.layout != "tokens":
             raise RuleError(f"a 1-D conv reads tokens [B, N, C], got {x.layout_name()}", field="dim",
-                            hint=Remedy("use dim: 2 to convolve an image") if x.layout == "image" else None)
+                            hint=Remedy(one_d_hint(x)) if one_d_hint(x) else None)
         check_channels(p, x.channels)
         out = p.out or x.channels
         if g.keeps_size():

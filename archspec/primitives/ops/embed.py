@@ -27,7 +27,10 @@ class EmbedParams(Params):
                                    "the frequencies 10000^(-i/(d/2 - 1)) (fairseq: tensor2tensor's, fairseq's, "
                                    "FSMT's, M2M100's and Whisper's sinusoids; fairseq numbers them from the ids: "
                                    "pos_pad_id)")
-    max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover")
+    max_len: PositiveInt | None = Field(None, description="longest sequence the positions cover (with pos_offset, "
+                                                          "the rows after the offset's: Hugging Face's "
+                                                          "max_position_embeddings minus pos_offset, 514 - 2 for "
+                                                          "RoBERTa)")
     pos_offset: NonNegInt = Field(0, description="learned positions: the table has this many rows more, "
                                                  "before the first position's (BART, OPT: 2)")
     scale: bool = Field(False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.)")

@@ -111,7 +111,8 @@ class Onnx(Target):
         note = None
         if not os.path.exists(path):  # the file `build --target onnx` writes (bench measures its deviation itself)
             result = write_model_onnx(model, graph, path, verify=False)
-            note = f"opset {result.opset}, fused " + ", ".join(f.describe() for f in result.fusions)
+            fused = ", ".join(f.describe() for f in result.fusions)
+            note = f"opset {result.opset}, " + (f"fused {fused}" if fused else "no op fused")
         if precision == "int8":
             quantized = os.path.join(workdir, "model.int8.onnx")
             if not os.path.exists(quantized):

@@ -49,6 +49,10 @@ class CrossAttentionOp(SequenceAttentionOp):
                             field="vdim", hint=Remedy(f"give the memory's width once: `kdim: {p.kdim}`"))
         if memory.channels != declared:
             said = "the query width" if p.kdim is None and p.vdim is None else ("kdim" if p.kdim else "vdim")
+            if p.kdim is not None or p.vdim is not None:
+                raise RuleError(f"memory width {memory.channels} differs from {said} {declared}",
+                                hint=f"set `{said}: {memory.channels}`, the width of the memory `from:` gives",
+                                field=said)
             raise RuleError(f"memory width {memory.channels} differs from {said} {declared}",
                             hint=f"project the memory to the same width first, or declare its width with `kdim: "
                                  f"{memory.channels}` (keys and values projected from it, as Perceiver's)",

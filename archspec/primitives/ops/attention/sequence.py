@@ -346,10 +346,12 @@ def check_score_bias(bias: TensorType, heads: int, queries, keys) -> None:
     if bias.dtype != "float32" or len(bias.shape) != 4:
         raise RuleError(f"the score bias must be a float tensor {want}, got {bias.layout_name()} "
                         f"{bias.describe()}", field="from",
-                        hint=Remedy("feed the output of a position_bias node (or any [1, h, N, M] tensor)"))
+                        hint=Remedy("feed the output of a relative_bias node (or any [1, h, N, M] tensor)"))
     _, h, n, m = bias.shape
     if h not in (1, heads) or n != queries or m != keys:
-        raise RuleError(f"the score bias {bias.describe()} does not fit scores {want}", field="from")
+        hint = (f"the node that makes the bias gives {h} heads, and this attention has {heads}: give that node "
+                f"`heads: {heads}` (a relative_bias's)" if h not in (1, heads) else None)
+        raise RuleError(f"the score bias {bias.describe()} does not fit scores {want}", field="from", hint=hint)
 
 
 def check_rope_sequence(x: TensorType) -> None:

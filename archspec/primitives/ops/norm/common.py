@@ -6,7 +6,7 @@ from typing import Annotated
 
 from ....core.declared import Field
 from ....core.types import TensorType
-from ...base import RuleError
+from ...base import RuleError, not_tokens_hint
 
 Bias = Annotated[bool, Field(description="a learned bias (false: none, as torch's LayerNorm(bias=False); the "
                                          "parameters are the weight only)")]
@@ -19,5 +19,5 @@ def check_normalisable(x: TensorType, image: bool = False) -> TensorType:
         return x  # same shape
     if x.layout not in ("tokens", "vector"):
         raise RuleError(f"norm needs tokens or a feature vector, got {x.layout_name()}",
-                        hint="a norm normalises the channels of tokens; patchify an image first")
+                        hint=not_tokens_hint(x) or "a norm normalises the channels of tokens")
     return x  # same shape

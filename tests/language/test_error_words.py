@@ -1,0 +1,87 @@
+"""Errors the trials of this round found wanting, each now located where the mistake is and
+saying what to do:
+
+- `norm: post_res` was told "did you mean 'post'?", which builds another network; the name of the
+  same words in another order comes first (res_post);
+- a block parameter used as an `if:` and given an integer at the use (`cross: "${i % 2}"`, the
+  Q-Former trial) was reported inside the block, once per copy; now at the use;
+- a repeated node's own index in its `from:` and a caller's index inside a block were "unknown
+  name 'i'" with a list of params; now each says why (the SAM decoder and Q-Former trials);
+- a cross attention whose `kdim` is given but wrong was told to declare `kdim`."""
+
+from __future__ import annotations
+
+import pytest
+
+import archspec
+from archspec.core.errors import SpecError
+
+
+def first_error(text: str):
+    with pytest.raises(SpecError) as info:
+        archspec.check_text(text)
+    return info.value.diagnostics[0], text.splitlines()
+
+
+def test_the_same_words_in_another_order_come_first():
+    d, _ = first_error("""
+name: t
+inputs: {x: [B, 8, 32]}
+graph:
+  - {id: attn, attention: {kind: global, heads: 2, norm: post_res}}
+""")
+    assert d.hint == "did you mean 'res_post'?"
+
+
+def test_a_block_parameter_used_as_a_condition_is_refused_where_the_use_gives_it():
+    d, lines = first_error("""
+name: t
+inputs: {x: [B, 8, 32]}
+blocks:
+  layer:
+    params: {cross: ~}
+    graph:
+      - {id: attn, attention: {kind: global, heads: 2}}
+      - {id: extra, if: "${cross}", mlp: {ratio: 2}}
+graph:
+  - {id: layers, repeat: 2, layer: {cross: "${i % 2}"}}
+""")
+    assert d.message.startswith("block parameter `cross` is a condition (`if: ${cross}`, line 9)")
+    assert "layer: {cross:" in lines[d.loc.line - 1]
+
+
+def test_a_repeated_nodes_own_index_in_its_from_says_why():
+    d, _ = first_error("""
+name: t
+inputs: {x: [B, 8, 32]}
+graph:
+  - {id: first, attention: {kind: global, heads: 2}}
+  - {id: layers, repeat: 3, from: "${'first' if i == 0 else 'x'}", mlp: {ratio: 2}}
+""")
+    assert d.message == "unknown name 'i'" and "read once, by its first copy" in d.hint
+
+
+def test_a_callers_index_inside_a_block_says_blocks_see_their_params():
+    d, _ = first_error("""
+name: t
+inputs: {x: [B, 8, 32]}
+blocks:
+  layer:
+    graph:
+      - {id: a, attention: {kind: global, heads: "${2 + i}"}}
+graph:
+  - {id: more, repeat: 2, layer: {}}
+""")
+    assert "a block sees its own params and the spec's" in d.hint and "`layer: {i: ${i}}`" in d.hint
+
+
+def test_a_wrong_kdim_is_told_its_value():
+    d, lines = first_error("""
+name: t
+inputs: {x: [B, 8, 32], memory: [B, 10, 48]}
+graph:
+  - {id: cross, from: [x, memory], attention: {kind: cross, heads: 2, kdim: 40}}
+""")
+    assert d.message.endswith("memory width 48 differs from kdim 40") and d.hint == (
+        "set `kdim: 48`, the width of the memory `from:` gives")
+    assert "kdim: 40" in lines[d.loc.line - 1]
