@@ -20,14 +20,26 @@ class Convolution(nn.Module):
     (`grid`: the (H, W) it reads); "tokens" [B, N, C] -> [B, N', out] (1-D along N). `pads`:
     (before, after) zeros per convolved axis."""
 
-    def __init__(self, reads, in_channels, out, kernel, stride, dilation, pads, groups, bias, grid=None):
+    def __init__(self, reads, in_channels, out, kernel, stride, dilation, pads, groups, bias, grid=None,
+                 weight_norm=None):
         super().__init__()
         self.reads, self.grid = reads, tuple(grid) if grid is not None else None
         even = all(before == after for before, after in pads)
         self.pad = None if even else [side for before, after in reversed(pads) for side in (before, after)]
-        conv = nn.Conv1d if reads == "tokens" else Conv2d
+        conv = nn.Conv1d if reads == "tokens" else Conv2d if weight_norm is None else nn.Conv2d
         self.conv = conv(in_channels, out, kernel, stride, padding=[before for before, _ in pads] if even else 0,
                          dilation=dilation, groups=groups, bias=bias)
+        self.weight_norm = weight_norm  # the axis g keeps (torch's weight_norm `dim`), or None
+        if weight_norm is not None:  # conv.weight -> weight_g (its norm, so that the weight starts as it was), weight_v
+            v = self.conv.weight.detach()
+            del self.conv.weight
+            self.conv.weight_g = nn.Parameter(norm_except(v, weight_norm))  # [1, .., size, .., 1]
+            self.conv.weight_v = nn.Parameter(v)
+
+    def normed_weight(self):
+        """The conv's weight: g * v / ||v||, the norm over every axis but weight_norm's."""
+        v, g = self.conv.weight_v, self.conv.weight_g
+        return v * (g / norm_except(v, self.weight_norm))  # [out, in / groups, *kernel]
 
     def forward(self, x):
         if self.reads == "tokens":
@@ -36,10 +48,19 @@ class Convolution(nn.Module):
             x = grid_as_image(x, self.grid)  # [B, HW, C] -> [B, C, H, W]
         if self.pad is not None:
             x = F.pad(x, self.pad)  # [B, C, *S] -> [B, C, *(S + before + after)]
-        x = self.conv(x)  # [B, C, *S] -> [B, out, *S']
+        if self.weight_norm is None:
+            x = self.conv(x)  # [B, C, *S] -> [B, out, *S']
+        else:
+            x = self.conv._conv_forward(x, self.normed_weight(), self.conv.bias)  # [B, C, *S] -> [B, out, *S']
         if self.reads != "image":
             x = image_as_tokens(x)  # [B, out, H', W'] -> [B, H'W', out]; [B, out, N'] -> [B, N', out]
         return x
+
+
+def norm_except(v, dim: int):
+    """The L2 norm of v over every axis but `dim` (torch's norm_except_dim), kept as size-1 axes."""
+    axes = [axis for axis in range(v.dim()) if axis != dim]
+    return v.pow(2).sum(dim=axes, keepdim=True).sqrt()  # [out, in, *k] -> [1, .., size of dim, .., 1]
 
 
 @lowering(CONV)
@@ -50,7 +71,8 @@ def lower(p, inputs, ctx):
     reads = "tokens" if p.dim == 1 else "grid" if x.layout == "tokens" else "image"
     return make(Convolution, reads=reads, in_channels=channels, out=p.out or channels, kernel=list(g.kernel),
                 stride=list(g.stride), dilation=list(g.dilation), pads=[list(pad) for pad in g.pads],
-                groups=groups_of(p, channels), bias=p.bias, grid=x.grid if reads == "grid" else None)
+                groups=groups_of(p, channels), bias=p.bias, grid=x.grid if reads == "grid" else None,
+                **({"weight_norm": p.weight_norm} if p.weight_norm is not None else {}))
 
 
 def conv_grid(p, grid):

@@ -50,6 +50,11 @@ class ConvParams(Params):
     bias: bool = True
     causal: bool = Field(False, description="dim 1: pad (kernel - 1) * dilation on the left only, so no output "
                                             "reads a later token")
+    weight_norm: int | None = Field(None, ge=0, le=3,
+                                    description="the weight as g * v / ||v||, the norm over every axis of v but this "
+                                                "one (torch's weight_norm and its `dim`: Wav2Vec2's positional conv, "
+                                                "2, the kernel's axis): parameters `conv.weight_g` and "
+                                                "`conv.weight_v` in place of `conv.weight`; none: a plain weight")
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,7 @@ class ConvOp(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
         g = geometry(p)
+        self.check_weight_norm(p)
         return self.image_shape(p, g, x) if p.dim == 2 else self.sequence_shape(p, g, x)
 
     def image_shape(self, p, g: Geometry, x: TensorType) -> TensorType:
@@ -186,6 +192,12 @@ class ConvOp(Op):
         if x.layout == "image":
             return image(out, grid[0], grid[1], origin=step)  # [B, out, H', W']
         return grid_tokens(grid, out, origin=step)  # [B, H'W', out]
+
+    def check_weight_norm(self, p) -> None:
+        if p.weight_norm is not None and p.weight_norm > p.dim + 1:
+            raise RuleError(f"weight_norm {p.weight_norm} is not an axis of a {p.dim}-D conv's weight [out, in / "
+                            f"groups, {'kernel' if p.dim == 1 else 'kh, kw'}]", field="weight_norm",
+                            hint=f"an axis from 0 to {p.dim + 1}: {p.dim + 1} is the kernel's last")
 
     def sequence_shape(self, p, g: Geometry, x: TensorType) -> TensorType:
         if x.layout != "tokens":
@@ -210,7 +222,13 @@ class ConvOp(Op):
             fan_in *= k
         width = out.channels
         positions = out.max_numel() // width  # H'W' or N' (symbolic lengths at their longest)
-        return Cost(fan_in * width + (width if p.bias else 0), 2 * fan_in * width * positions)
+        norm = weight_norm_params(p, (width, channels // groups_of(p, channels)) + geometry(p).kernel)
+        return Cost(fan_in * width + (width if p.bias else 0) + norm, 2 * fan_in * width * positions)
+
+
+def weight_norm_params(p, weight_shape: tuple[int, ...]) -> int:
+    """The weight norm's g, one value along the axis kept (0 without weight_norm)."""
+    return 0 if p.weight_norm is None else weight_shape[p.weight_norm]
 
 
 CONV = register(ConvOp())
