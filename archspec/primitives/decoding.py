@@ -102,6 +102,17 @@ class Mixes(Decode):
     why: str
 
 
+@dataclass(frozen=True)
+class ByTypes(Decode):
+    """An answer the params alone cannot give, decided from them and the types of the node's
+    inputs (`decide(params, input types)` gives one of the others): an einsum or a rearrange
+    keeps each token's values apart when every token axis is one name that the output keeps.
+    Without the types (a node outside a checked graph) it is `Mixes(why)`."""
+
+    decide: Callable
+    why: str
+
+
 TOKENWISE, POSITIONAL, NO_TOKENS = Tokenwise(), Positional(), NoTokens()
 LOGITS, CLASSES, FEATURES = "logits", "classes", "features"
 ROLES = (LOGITS, CLASSES, FEATURES, None)
@@ -124,9 +135,45 @@ def register_decoding(op: Op, decode, role=None) -> Op:
 
 
 def decode_of(node) -> Decode:
-    """DECODE's answer for an IR node (a function of the params applied to the node's)."""
+    """DECODE's answer for an IR node (a function of the params applied to the node's; ByTypes
+    given the node's input types too, where the node is a graph's NodeView)."""
     answer = DECODE.of(node.op, node)
-    return answer if isinstance(answer, Decode) else answer(node.params)
+    answer = answer if isinstance(answer, Decode) else answer(node.params)
+    if not isinstance(answer, ByTypes):
+        return answer
+    graph = getattr(node, "graph", None)
+    if graph is None:
+        return Mixes(answer.why)
+    return answer.decide(node.params, [graph.type_of(name) for name in node.inputs])
+
+
+def token_length(size) -> bool:
+    """Whether an axis of this size is a sequence's tokens: a symbolic size other than the batch
+    (a spec whose length is fixed cannot tell its tokens' axis from another of that size)."""
+    from ..core.types import Sym, batch_factor
+
+    return isinstance(size, Sym) and batch_factor(size) is None
+
+
+def kept_token_axis(sides, types, output_names) -> bool:
+    """Whether every token axis of the inputs (`sides`: each input's axis names, in order, one per
+    dim; `types`: their types) is one name, which `output_names` keeps, not last: the op then
+    reads each token's values alone, and the ops after it, tokenwise along the last axis only
+    (reduce, softmax, slice), still are."""
+    token = None
+    for names, x in zip(sides, types):
+        if len(names) != len(x.shape):
+            return False
+        for name, size in zip(names, x.shape):
+            if token_length(size):
+                if token not in (None, name):
+                    return False
+                token = name
+            elif name == token:
+                return False
+    if token is None or token not in output_names or output_names[-1] == token:
+        return False
+    return all(token not in names or names.count(token) == 1 for names in sides)
 
 
 def role_of(node) -> str | None:

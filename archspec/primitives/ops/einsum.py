@@ -16,7 +16,7 @@ from ..axes_notation import AxesError, Equation, Side, input_terms, parse_equati
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
 from ..dtypes import READS, FLOATS
-from ..decoding import Mixes, register_decoding
+from ..decoding import TOKENWISE, ByTypes, Decode, Mixes, kept_token_axis, register_decoding
 
 MAX_INPUTS = 3
 INPUT_NAMES = ("x", "y", "z")
@@ -134,4 +134,19 @@ def contraction_flops(equation: Equation, sizes: dict[str, int]) -> int:
 
 EINSUM = register(EinsumOp())
 READS.register(EINSUM, FLOATS)
-register_decoding(EINSUM, Mixes("an einsum may sum over the tokens"))
+SUMS_TOKENS = "an einsum may sum over the tokens (it keeps them apart when every input's token axis is one name the " \
+              "output keeps, and the length is symbolic)"
+
+
+def einsum_decoding(p, types) -> Decode:
+    """Tokenwise where every input's token axis is one name the output keeps (`b l c, b l e -> b
+    l e c`, the Llama 4 trial's); else it may mix the tokens."""
+    try:
+        equation = parse_equation(p.eq)
+    except AxesError:
+        return Mixes(SUMS_TOKENS)
+    sides = [side.axes for side in equation.inputs]
+    return TOKENWISE if kept_token_axis(sides, types, equation.output.axes) else Mixes(SUMS_TOKENS)
+
+
+register_decoding(EINSUM, ByTypes(einsum_decoding, SUMS_TOKENS))

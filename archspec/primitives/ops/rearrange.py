@@ -40,7 +40,7 @@ from ..grids import divisors, divisors_near, grid_origin, image_origin, nearest_
 from ..registry import register
 from ..index_ranges import VALUES, keeps
 from ..dtypes import READS, ANY
-from ..decoding import Mixes, register_decoding
+from ..decoding import TOKENWISE, ByTypes, Decode, Mixes, kept_token_axis, register_decoding
 
 AxisName = Annotated[str, Field(pattern=f"^{AXIS_NAME.pattern}$")]
 
@@ -295,4 +295,25 @@ def rearranged_grid(p: RearrangeParams, grid):
 REARRANGE = register(RearrangeOp())
 VALUES.register(REARRANGE, keeps)
 READS.register(REARRANGE, ANY)
-register_decoding(REARRANGE, Mixes("a rearrange may move values between tokens"))
+MOVES_TOKENS = "a rearrange may move values between tokens (it keeps them apart when the token axis is a name of " \
+               "its own on both sides, and the length is symbolic)"
+
+
+def rearrange_decoding(p, types) -> Decode:
+    """Tokenwise where the token axis is a name of its own, ungrouped, on both sides (`b l (e f) ->
+    b l e f`); else it may move values between tokens (`b (n t) c -> (b n) t c`)."""
+    try:
+        pattern = parse_pattern(p.pattern)
+    except AxesError:
+        return Mixes(MOVES_TOKENS)
+    left, right = (dimension_names(side) for side in (pattern.left, pattern.right))
+    return TOKENWISE if kept_token_axis([left], types, right) else Mixes(MOVES_TOKENS)
+
+
+def dimension_names(side) -> list[str]:
+    """One name per dimension of a pattern's side: an axis alone by its name, a group as written
+    (`(e f)`), which no axis name equals."""
+    return [group[0] if len(group) == 1 else "(" + " ".join(group) + ")" for group in side.groups]
+
+
+register_decoding(REARRANGE, ByTypes(rearrange_decoding, MOVES_TOKENS))
