@@ -1,7 +1,8 @@
 """`extends`: a spec laid over the spec it extends (and that one over its own base, and so on).
 
 A spec that extends another starts from that spec's document: `params`, `param_types`,
-`timm_args`, `dims`, `inputs`, `targets` and `blocks` are overridden key by key; `name`, `doc`,
+`timm_args`, `dims`, `inputs`, `targets` and `blocks` are overridden key by key (an input or a
+target given `~` is removed: the Q-Former trial's learned queries in place of an input); `name`, `doc`,
 `graph`, `outputs` and the rest are replaced whole. Instead of a whole `graph`, the spec may edit its base's graph
 (edits.py). Every value keeps the position of the file it came from. Which files `extends`
 may name: paths.py (YAML files in the spec's folder tree or archspec's specs folder). A shipped
@@ -31,6 +32,7 @@ from .paths import named_file
 from .schema import GROUP
 
 MERGED_BY_KEY = ("params", "param_types", "timm_args", "dims", "inputs", "targets", "blocks")
+REMOVABLE = ("inputs", "targets")  # `name: ~` removes the base's input or target (no input is null)
 
 
 def with_bases(doc: Document) -> Document:
@@ -139,7 +141,8 @@ def merge(base: Document, child: Document, edited: list | None = None) -> tuple[
         if key in MERGED_BY_KEY and isinstance(value, dict) and isinstance(before, dict):
             for name in value.keys() & before.keys():
                 out.drop_positions_of((key, name), before[name])
-            data[key] = {**before, **value}
+            removed = {name for name, given in value.items() if given is None and key in REMOVABLE}
+            data[key] = {name: v for name, v in {**before, **value}.items() if name not in removed}
             merged.add(key)
             continue
         if key in data:

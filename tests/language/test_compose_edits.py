@@ -599,3 +599,34 @@ def test_vit_b16_with_a_norm_after_the_patch_embedding(tmp_path):
     assert [row.path for row in report.nodes][:3] == ["patch_embed", "pre_norm", "blocks.0.attn"]
     assert report.graph.node("blocks.0.attn").inputs == ("pre_norm",)
     assert report.graph.node("pre_norm").params.eps == 1.0e-6
+
+
+def test_an_input_given_null_under_extends_is_removed(tmp_path):
+    """The Q-Former trial could not drop its base's `query_embeds` input for learned queries: the
+    extending spec's model still asked for it. `inputs: {query_embeds: ~}` removes it; a graph
+    that still reads it is a located error in the base."""
+    (tmp_path / "base.yaml").write_text("""
+name: base
+inputs:
+  queries: [B, 8, 32]
+  image: [B, 10, 32]
+graph:
+  - {id: attn, from: queries, attention: {kind: global, heads: 2}}
+  - {id: cross, from: [attn, image], attention: {kind: cross, heads: 2}}
+""")
+    (tmp_path / "learned.yaml").write_text("""
+extends: base.yaml
+name: learned
+inputs:
+  queries: ~
+graph:
+  - {id: learned, param: {shape: [8, 32]}}
+  - {id: attn, from: learned, attention: {kind: global, heads: 2}}
+  - {id: cross, from: [attn, image], attention: {kind: cross, heads: 2}}
+""")
+    report = archspec.check(str(tmp_path / "learned.yaml"))
+    assert [i.name for i in report.graph.inputs()] == ["image"]
+    (tmp_path / "dangling.yaml").write_text("extends: base.yaml\nname: dangling\ninputs:\n  queries: ~\n")
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check(str(tmp_path / "dangling.yaml"))
+    assert "unknown node 'queries'" in info.value.message and info.value.loc.file.endswith("base.yaml")
