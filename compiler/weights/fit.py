@@ -52,6 +52,7 @@ class Fit:
     refused: list[str] = field(default_factory=list)  # the mapping's rules that matched a tensor and could not apply
     reshapeable: list[str] = field(default_factory=list)  # wrongly shaped, with the model's number of values
     permuted: list[str] = field(default_factory=list)  # wrongly shaped, the model's sizes in another order
+    untied: list[tuple[str, str]] = field(default_factory=list)  # (missing head weight, loaded embedding table)
     shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
     offset_twice: list[str] = field(default_factory=list)  # a shifted weight whose norm adds an offset too
 
@@ -165,9 +166,19 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
                 elif fit.state[key].numel() == value.numel():
                     fit.reshapeable.append(key)
     leave_classifier_new(fit, classifier)
+    fit.untied = untied_heads(fit, ours)
     fit.unexpected = [k for k in fit.state if k not in ours]
     fit.matched = len(fit.state) - len(fit.unexpected)
     return fit
+
+
+def untied_heads(fit: Fit, ours: dict) -> list[tuple[str, str]]:
+    """Missing lm head weights with an embedding table of their shape that the checkpoint gives:
+    a reference that ties them stores one (the SmolLM3 trial's head left untied was told only
+    '1 missing')."""
+    tables = {tuple(ours[k].shape): k for k in fit.state if k in ours and k.endswith(".tokens.weight")}
+    return [(key, tables[tuple(ours[key].shape)]) for key in fit.missing
+            if key.endswith(".fc.weight") and tuple(ours[key].shape) in tables]
 
 
 def leave_classifier_new(fit: Fit, classifier: frozenset[str]) -> None:
@@ -226,6 +237,10 @@ def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool 
             "model has): " + ", ".join(f"{f.naming} {f.share()}" for f in ranked))
     if not_tried:
         hint += "; not tried, the checkpoint lacks the keys that identify them: " + ", ".join(n.name for n in not_tried)
+    for head, table in near.untied:
+        node = head.rsplit(".fc.weight", 1)[0]
+        hint += (f"; {head} is missing and has the shape of {table}: if the reference ties them "
+                 f"(tie_word_embeddings), say `tie: {table.rsplit('.tokens.weight', 1)[0]}` on the head '{node}'")
     if near.permuted:
         holds = "holds" if len(near.permuted) == 1 else "hold"
         hint += (f"; {listing(near.permuted)} under {near.naming} {holds} the model's sizes with the axes in another "

@@ -600,3 +600,23 @@ def test_an_offset_added_by_the_mapping_and_by_the_norm_is_a_warning(tmp_path, c
     assert load_weights(model, state, mappings=[tmp_path / "scaled.yaml"]).warnings == []  # no add to the norm
     plain = archspec.build_text(OFFSET_NORM.replace("kind: rms, offset: 1.0", "kind: rms"), seed=0)
     assert load_weights(plain, state, mappings=[tmp_path / "gemma.yaml"]).warnings == []  # the recipe without offset
+
+
+def test_a_missing_lm_head_with_the_embedding_tables_shape_is_hinted_tie():
+    """The SmolLM3 trial's head left untied (its mapping drops the tied lm_head.weight): the
+    error said '1 missing (head.fc.weight)' and no more."""
+    untied = archspec.build_text("""
+name: lm
+params: {vocab: 50, dim: 16}
+dims: {L: [1, 8]}
+inputs: {ids: {shape: [B, L], dtype: int64}}
+graph:
+  - {id: embed, embed: {vocab: "${vocab}", dim: "${dim}", pos: none}}
+  - {id: head, head: {kind: lm, vocab: "${vocab}", bias: false}}
+""")
+    state = {k: v for k, v in untied.state_dict().items() if k != "head.fc.weight"}
+    with pytest.raises(archspec.SpecError) as caught:
+        best_fit(state, untied.state_dict(), [ARCHSPEC])
+    hint = caught.value.diagnostics[0].hint
+    assert ("head.fc.weight is missing and has the shape of embed.tokens.weight: if the reference ties them "
+            "(tie_word_embeddings), say `tie: embed` on the head 'head'") in hint, hint
