@@ -113,6 +113,15 @@ class TensorType:
             total *= d.hi if isinstance(d, Sym) else d
         return total
 
+    def row_numel(self) -> int:
+        """Elements per row of the batch (a row of B*k is 1/k of a sample), symbolic dims at
+        their largest: what an op's cost rule counts, the costing scaling it by the rows a sample
+        has (primitives/cost.py)."""
+        total = 1
+        for d in self.shape[1:]:
+            total *= d.hi if isinstance(d, Sym) else d
+        return total
+
     def nbytes(self) -> int:
         return self.max_numel() * DTYPE_BYTES[self.dtype]
 

@@ -137,6 +137,33 @@ def test_flops_are_per_sample():
     assert report.flops == pytest.approx(counter.get_total_flops(), rel=0.01)
 
 
+FOLDED = """
+name: folded
+inputs:
+  x: [B, 32, 64]
+graph:
+  - {id: fold, rearrange: {pattern: "b (t n) c -> (b t) n c", sizes: {t: 2}, as: tokens}}
+  - {id: lin, linear: {dim: 64}}
+  - {id: mlp, mlp: {ratio: 2}}
+  - {id: conv, conv: {dim: 1, kernel: 3, padding: same}}
+  - {id: attn, attention: {kind: global, heads: 4}}
+  - {id: unfold, rearrange: {pattern: "(b t) n c -> b (t n) c", sizes: {t: 2}, as: tokens}}
+  - {id: lin_unfolded, linear: {dim: 64}}
+"""
+
+
+def test_linear_mlp_and_conv_over_a_folded_batch_count_each_row_once():
+    """The Qwen2-VL trial: a linear or an mlp over frames folded into the batch counted its FLOPs
+    once per frame twice over (the fold squared), in check, report.json and the model card."""
+    report = archspec.check_text(FOLDED)
+    flops = {n.name: n.meta["cost"].flops for n in report.graph.nodes() if not n.is_input}
+    assert flops["lin"] == flops["lin_unfolded"] == 2 * 32 * 64 * 64
+    counter = FlopCounterMode(display=False)
+    with sdpa_kernel(SDPBackend.MATH), counter:
+        archspec.build_text(FOLDED, seed=0)(torch.randn(1, 32, 64))
+    assert report.flops == pytest.approx(counter.get_total_flops(), rel=0.01)
+
+
 def spec_with(graph: str) -> str:
     return f"name: bad\ninputs:\n  video: [B, {FRAMES}, 3, {SIDE}, {SIDE}]\n  x: [B, 8, 16]\ngraph:\n{graph}"
 

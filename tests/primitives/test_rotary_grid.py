@@ -253,7 +253,7 @@ WINDOW = spec(f"{{kind: window, heads: {HEADS}, window: 4, scores: [{PART}]}}", 
      "the head width 6 (all of it rotates by default)", "up to 4"),
     (spec(attention("{rotary_grid: {indexing: yx}}")), "score part 'rotary_grid': indexing", None),
     (spec(attention("{rotary_grid: {temperature: 100}}")), "score part 'rotary_grid' has no option 'temperature'",
-     "its options: dims, frequencies, indexing, interleaved, ref_grid, theta"),
+     "its options: dims, frequencies, indexing, interleaved, positions, ref_grid, theta"),
 ], ids=["no-grid", "cross", "window", "with-rope-theta", "dims-not-4", "dims-too-wide", "head-not-4",
         "bad-indexing", "unknown-option"])
 def test_bad_uses_are_located_errors(text, message, hint):
@@ -265,8 +265,9 @@ def test_bad_uses_are_located_errors(text, message, hint):
     if hint is not None:
         assert hint in diagnostic.hint, diagnostic.hint
     line = text.splitlines()[diagnostic.loc.line - 1]
-    at = line[diagnostic.loc.col - 1:]  # at the value of `scores:`, or at the part's option it is about
-    assert line[:diagnostic.loc.col - 1].rstrip().endswith("scores:") or at.startswith(("indexing", "temperature")), \
+    at = line[diagnostic.loc.col - 1:]  # at `scores:`, at the part's entry, or at the part's option it is about
+    before = line[:diagnostic.loc.col - 1].rstrip()
+    assert before.endswith("scores:") or at.startswith(("rotary_grid", "indexing", "temperature")), \
         (line, diagnostic.loc.col)
 
 

@@ -221,7 +221,7 @@ class ConvOp(Op):
         for k in geometry(p).kernel:
             fan_in *= k
         width = out.channels
-        positions = out.max_numel() // width  # H'W' or N' (symbolic lengths at their longest)
+        positions = out.row_numel() // width  # H'W' or N' per row of the batch (symbolic lengths at their longest)
         norm = weight_norm_params(p, (width, channels // groups_of(p, channels)) + geometry(p).kernel)
         return Cost(fan_in * width + (width if p.bias else 0) + norm, 2 * fan_in * width * positions)
 

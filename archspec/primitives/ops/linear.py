@@ -42,7 +42,7 @@ class LinearOp(Op):
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         x = inputs[0]
-        rows = x.max_numel() // x.channels
+        rows = x.row_numel() // x.channels  # per row of the batch: the costing counts the rows of a sample
         return Cost(linear_params(x.channels, p.dim, p.bias), linear_flops(rows, x.channels, p.dim))
 
 

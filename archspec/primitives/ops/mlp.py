@@ -210,7 +210,7 @@ class MlpOp(Op):
         return x  # same shape
 
     def cost(self, p, inputs, out: TensorType, ctx) -> Cost:
-        width, n = out.channels, out.max_numel() // out.channels
+        width, n = out.channels, out.row_numel() // out.channels
         hidden = hidden_of(p, width)
         first = 2 * hidden if p.gated else hidden  # fc1's width
         params = linear_params(width, first, p.bias) + linear_params(hidden, width, p.bias)

@@ -41,7 +41,7 @@ class ReconstructHead(Op):
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         x = inputs[0]
         out_channels = p.stride * p.stride * p.channels
-        positions = x.max_numel() // x.channels
+        positions = x.row_numel() // x.channels
         return Cost(linear_params(x.channels, out_channels), linear_flops(positions, x.channels, out_channels))
 
 

@@ -6,6 +6,8 @@ is not persistent either); the prefix tokens are left unrotated."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn as nn
 
@@ -15,9 +17,13 @@ from ...common import make
 from .base import score_module
 
 
-def axis_positions(size, ref):
-    """The positions 0..size-1 along one axis, rescaled to a reference size when given
-    (timm's `_build_grid`: index / size * ref, in float32)."""
+def axis_positions(size, ref, positions="cells"):
+    """The positions along one axis [size], float32: the cells 0..size-1, rescaled to a reference
+    size when given (timm's `_build_grid`: index / size * ref); or the patches' centres on
+    [-1, 1], times 2 pi (DINOv3's get_patches_center_coordinates and its 2 pi, as it computes them)."""
+    if positions == "centres":
+        centres = torch.arange(0.5, size, dtype=torch.float32) / size  # [size] on (0, 1)
+        return 2 * math.pi * (2.0 * centres - 1.0)  # [size] on (-2 pi, 2 pi)
     t = torch.arange(size, dtype=torch.int64).to(torch.float32)  # [size]
     return t if ref is None else t / size * ref
 
@@ -33,7 +39,7 @@ def axis_frequencies(dims, theta, frequencies="per_axis"):
     return torch.stack((freqs, freqs))  # [2, dims/4]
 
 
-def grid_table(grid, dims, theta, interleaved, indexing, ref_grid=None, frequencies="per_axis"):
+def grid_table(grid, dims, theta, interleaved, indexing, ref_grid=None, frequencies="per_axis", positions="cells"):
     """sin | cos of every cell's angles, [H*W, 2 * dims], cells row-major: dims/4 frequencies per
     axis (axis_frequencies); the first axis (row for ij, column for xy) fills the first half of
     the angles, each angle twice (interleaved: side by side; else: the halves repeated)."""
@@ -41,7 +47,8 @@ def grid_table(grid, dims, theta, interleaved, indexing, ref_grid=None, frequenc
     ref_h, ref_w = ref_grid if ref_grid is not None else (None, None)
     bands = dims // 4
     freqs = axis_frequencies(dims, theta, frequencies)  # [2, dims/4]
-    rows, cols = torch.meshgrid(axis_positions(h, ref_h), axis_positions(w, ref_w), indexing="ij")  # 2 x [H, W]
+    rows, cols = torch.meshgrid(axis_positions(h, ref_h, positions), axis_positions(w, ref_w, positions),
+                                indexing="ij")  # 2 x [H, W]
     axes = (rows, cols) if indexing == "ij" else (cols, rows)
     cells = torch.stack(axes, dim=-1).reshape(h * w, 2)  # [H*W, 2]
     angles = (cells[:, :, None] * freqs).reshape(h * w, 2 * bands)  # [H*W, 2, dims/4] -> [H*W, dims/2]
@@ -69,11 +76,11 @@ class RotaryGrid(nn.Module):
     tokens that stay as they are."""
 
     def __init__(self, grid, dims, prefix=0, theta=10000.0, interleaved=True, indexing="ij", ref_grid=None,
-                 frequencies="per_axis"):
+                 frequencies="per_axis", positions="cells"):
         super().__init__()
         self.dims, self.prefix, self.interleaved = dims, prefix, interleaved
-        self.register_buffer("pos_embed", grid_table(grid, dims, theta, interleaved, indexing, ref_grid, frequencies),
-                             persistent=False)
+        table = grid_table(grid, dims, theta, interleaved, indexing, ref_grid, frequencies, positions)
+        self.register_buffer("pos_embed", table, persistent=False)
 
     def rotate(self, q, k):
         """q [B, h, P + H*W, d] and k [B, h_kv, P + H*W, d] -> the same, rotated."""
@@ -94,4 +101,5 @@ def make_rotary_grid(p, site):
     return make(RotaryGrid, grid=tuple(site.grid), dims=rotated_dims(p, site), prefix=site.x.prefix,
                 theta=p.theta, interleaved=p.interleaved, indexing=p.indexing,
                 ref_grid=tuple(p.ref_grid) if p.ref_grid is not None else None,
-                **({"frequencies": p.frequencies} if p.frequencies != "per_axis" else {}))  # model.py as before
+                **({"frequencies": p.frequencies} if p.frequencies != "per_axis" else {}),  # model.py as before
+                **({"positions": p.positions} if p.positions != "cells" else {}))

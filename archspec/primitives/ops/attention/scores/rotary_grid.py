@@ -9,7 +9,8 @@ i = 0 .. dims/4 - 1 (timm's `freq_bands(dims // 4, temperature, step=1)`), or wi
 the first axis and the odd to the second (Hugging Face's Pixtral). The pairs that turn
 together are (2i, 2i + 1) with `interleaved: true` (timm's default) or (i, i + dims/2) with
 `interleaved: false` (timm's `rope_rotate_half`). `ref_grid` rescales the positions to a
-reference grid (timm's `ref_feat_shape`, EVA's way to fine-tune at another size). The prefix
+reference grid (timm's `ref_feat_shape`, EVA's way to fine-tune at another size);
+`positions: centres` puts each patch at its centre on [-1, 1], times 2 pi (DINOv3). The prefix
 (class and register) tokens are not rotated. The part turns queries and keys before the
 scores, so the attention stays one fused SDPA.
 """
@@ -40,6 +41,10 @@ class RotaryGridParams(Params):
         "per_axis", description="per_axis: each axis theta^(-i / (dims/4)) (timm); alternating: the frequencies of "
                                 "one 1-D rotary over dims, theta^(-2j / dims), the even ones to the first axis and "
                                 "the odd ones to the second (Pixtral's: the columns a step finer than the rows)")
+    positions: Literal["cells", "centres"] = Field(
+        "cells", description="cells: each token's row and column index (timm; ref_grid may rescale them); centres: "
+                             "its patch's centre on [-1, 1], times 2 pi ((i + 0.5) / n * 2 - 1: DINOv3, whose theta "
+                             "is its rope_theta, 100)")
     ref_grid: list[PositiveInt] | None = Field(None, min_length=2, max_length=2,
                                                description="positions rescaled to this reference grid [H, W] "
                                                            "(timm's ref_feat_shape); none: the cell indices")
@@ -69,6 +74,9 @@ class RotaryGridPart(ScorePart):
                                         "`theta` and `dims`"))
         self._check_grid(site)
         self._check_dims(p, site)
+        if p.positions == "centres" and p.ref_grid is not None:
+            raise RuleError("ref_grid rescales cell indices, and positions: centres are already on [-1, 1] whatever "
+                            "the grid", field="ref_grid", hint=Remedy("drop ref_grid, or use positions: cells"))
 
     def _check_grid(self, site: ScoreSite) -> None:
         site.grid_of_the_queries("2-D rotary positions need", f"{GRID_HINT}; 1-D positions are `rope_theta`")
