@@ -47,6 +47,7 @@ class Report:
     @classmethod
     def from_graph(cls, graph: Graph) -> "Report":
         rows = []
+        varies = varying_options(graph)
         for node in graph.nodes():
             if node.is_input:
                 continue
@@ -56,8 +57,9 @@ class Report:
                       "grid": list(node.type.grid) if node.type.grid else None,
                       "params": c.params, "flops": c.flops, "activation_bytes": c.activation_bytes,
                       "buffer_bytes": c.buffer_bytes, "score_bytes": c.score_bytes, "shared_with": c.shared_with,
-                      "line": node.loc.line if node.loc else None}
-            rows.append(NodeRow(node.name, node.op.label, node.type.describe(), c.params, c.flops,
+                      "line": node.loc.line if node.loc else None, "varies": varies.get(node.name, {})}
+            op = " ".join([node.op.label] + [f"{k}={short(v)}" for k, v in varies.get(node.name, {}).items()])
+            rows.append(NodeRow(node.name, op, node.type.describe(), c.params, c.flops,
                                 c.activation_bytes, c.buffer_bytes, c.score_bytes, record))
         total = totals(graph)
         inputs = {n.name: n.type for n in graph.inputs()}
@@ -107,6 +109,45 @@ class Report:
         return "\n".join([f"{self.name}: {ins} -> {outs}", line(head), rule, *map(line, body), rule,
                           f"total: {self.params:,} params, {human(self.flops)}FLOPs {self.flops_basis} "
                           "(multiply-add = 2; matmul, conv and attention)", *([cache] if cache else [])])
+
+
+QUIET_OPTIONS = ("drop_path", "kind")  # drop_path varies by layer in vision specs; the label shows the kind
+MOST_SHOWN = 3
+
+
+def varying_options(graph: Graph) -> dict[str, dict]:
+    """For each node among the copies of one node (the innermost repeat's: the same path but for
+    the last copy number, the same op and kind), the options whose values differ among the copies, with this
+    node's value (the SmolLM3 trial: the layers without rotary looked like the others in
+    check); at most MOST_SHOWN, the options every copy has."""
+    groups: dict[tuple, list] = {}
+    for node in graph.nodes():
+        if not node.is_input and node.params is not None:
+            parts = node.name.split(".")
+            last = max((i for i, part in enumerate(parts) if part.isdigit()), default=None)  # the innermost repeat
+            template = ".".join("#" if i == last else part for i, part in enumerate(parts))
+            groups.setdefault((template, node.op.label), []).append(node)
+    found = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        values = [m.params.model_dump() for m in members]
+        common = [k for k in values[0] if all(k in v for v in values) and k not in QUIET_OPTIONS]
+        differ = [k for k in common if any(v[k] != values[0][k] for v in values)][:MOST_SHOWN]
+        for member, value in zip(members, values):
+            if differ:
+                found[member.name] = {k: value[k] for k in differ}
+    return found
+
+
+def short(value) -> str:
+    """An option's value in a few characters: none, true, 16, 1e-05, [1, 0, ...]."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 16 else text[:13] + "..."
 
 
 def human(n: int) -> str:

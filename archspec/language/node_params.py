@@ -39,6 +39,8 @@ def where_key_belongs(op: Op, key: str) -> str | None:
     first (`rope_dim` under causal attention: did you mean 'rope_dims'?, though latent has a
     `rope_dim`). None: the key is nobody's, so a did-you-mean over the op's own keys fits best."""
     elsewhere = owner_of_key(op, key)
+    if key in op.key_hints:
+        return f"{elsewhere}; {op.key_hints[key]}" if elsewhere else op.key_hints[key]
     if elsewhere is None or elsewhere.startswith(f"'{key}' is an op"):
         return elsewhere
     own = did_you_mean(key, field_names(op.Params), cutoff=0.7)

@@ -239,6 +239,9 @@ class Op:
     default: ClassVar[bool] = False  # the kind a node gets when it gives no `kind`
     objective: ClassVar[bool] = False  # a loss: lives under `objectives:`, not part of forward
     moves_batch: ClassVar[bool] = False  # its shape rule sets the output's batch (a rearrange folding axes into B)
+    # more to say of an unknown key on this op than which other kinds take it (global attention's `window`:
+    # sliding is causal; a window both ways is the local_window score part)
+    key_hints: ClassVar[dict[str, str]] = {}
 
     def one_grid(self, p) -> str | None:
         """What a node of this op keeps that is made for the grid it was built for (a table, a

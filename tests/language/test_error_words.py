@@ -85,3 +85,26 @@ graph:
     assert d.message.endswith("memory width 48 differs from kdim 40") and d.hint == (
         "set `kdim: 48`, the width of the memory `from:` gives")
     assert "kdim: 40" in lines[d.loc.line - 1]
+
+
+def test_window_on_global_attention_names_the_window_both_ways():
+    """The T5Gemma trial was told `window` belongs to kind sliding, which is causal: its encoder
+    would have become causal without a word."""
+    d, _ = first_error("""
+name: t
+inputs: {x: [B, 8, 32]}
+graph:
+  - {id: attn, attention: {kind: global, heads: 2, window: 4}}
+""")
+    assert "sliding is causal" in d.hint and "local_window" in d.hint
+
+
+def test_a_local_window_on_cross_attention_is_refused():
+    """It checked and built, and generate then refused it with words about causal attention."""
+    d, _ = first_error("""
+name: t
+inputs: {x: [B, 8, 32], m: [B, 8, 32]}
+graph:
+  - {id: attn, from: [x, m], attention: {kind: cross, heads: 2, scores: [{local_window: {window: 4}}]}}
+""")
+    assert "cross attention's keys are another sequence's" in d.message

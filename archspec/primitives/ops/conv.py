@@ -208,8 +208,12 @@ class ConvOp(Op):
         if g.keeps_size():
             return replace(x, shape=(x.shape[0], x.length, out))  # [B, N, out], the grid kept
         if isinstance(x.length, Sym):
+            even = g.kernel[0] % 2 == 0
             raise RuleError(f"a 1-D conv over the symbolic length {x.length} must keep the length", field="stride",
-                            hint=Remedy("use stride: 1 with padding: same or causal: true"))
+                            hint=Remedy("use stride: 1 with padding: same or causal: true" + (
+                                f" (with the even kernel {g.kernel[0]}, same pads one more after than before, as "
+                                "torch's; a conv that pads kernel / 2 on both sides and drops its last output, "
+                                "Wav2Vec2's, needs a fixed length)" if even else "")))
         check_fits(g, (x.length,), None)
         (length,) = g.out_sizes((x.length,))
         return tokens(length, out)  # [B, N', out]

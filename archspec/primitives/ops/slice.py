@@ -43,7 +43,12 @@ def symbolic_bounds(p, size: Sym) -> tuple[int, int]:
             raise RuleError(f"the last {-p.start} of a symbolic length ({size}, at least {size.lo}) are more than "
                             "its shortest size has", field="start")
         return size.lo + p.start, size.lo
-    if p.start < 0 or p.stop is None or p.stop < 0 or p.stop > size.lo:
+    if p.stop is not None and p.stop < 0:
+        raise RuleError(f"a negative stop over the symbolic length {size} would leave {size} - {-p.stop} tokens, a "
+                        "length archspec cannot name", field="stop",
+                        hint="give the input a fixed length, or cut a fixed count: `stop: N` from the start, or "
+                             "`start: -N` alone for the last N")
+    if p.start < 0 or p.stop is None or p.stop > size.lo:
         raise RuleError(f"slicing a symbolic length ({size}, at least {size.lo}) needs a `stop` it always reaches "
                         "(or a negative `start` alone: the last tokens)", field="stop")
     return p.start, p.stop

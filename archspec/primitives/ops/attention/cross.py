@@ -73,6 +73,10 @@ class CrossAttentionOp(SequenceAttentionOp):
     def keys(self, p, inputs: list[TensorType]) -> int:
         return dim_value(inputs[1].length)
 
+    def score_site(self, p, inputs: list[TensorType]):
+        """As the sequence kinds', the keys a memory's tokens, not the queries' own."""
+        return replace(super().score_site(p, inputs), self_attention=False)
+
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         """As every kind's, with the key/value projection from the memory's width."""
         cost = super().cost(p, inputs, out, ctx)

@@ -21,6 +21,9 @@ class GlobalAttentionOp(SequenceAttentionOp):
 
     kind = "global"
     Params = GlobalParams
+    key_hints = {"window": "sliding is causal: a window both ways over a sequence (each token sees up to w // 2 "
+                           "before and after it: ModernBERT, T5Gemma's encoder) is the score part "
+                           "`scores: [{local_window: {window: w}}]`"}
 
 
 GLOBAL = register(GlobalAttentionOp())

@@ -53,6 +53,7 @@ class ScoreSite:
     masks: bool = False  # the kind's module joins the parts' masks to its own (the sequence kinds)
     scale: float | None = None  # the node's score scale (None: 1/sqrt(head width)), for parts that must agree
     key_grid: tuple[int, int] | None = None  # the keys' grid where it is not the queries' (pooled attention)
+    self_attention: bool = True  # the keys are the queries' own tokens (not a memory's: cross attention)
 
     def check_queries_on_the_grid(self, needs: str) -> None:
         """For a part that `needs` (e.g. "a relative position table needs") queries on a grid, at a

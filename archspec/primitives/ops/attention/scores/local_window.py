@@ -33,6 +33,10 @@ class LocalWindowPart(ScorePart):
             raise RuleError("local_window hides keys by their distance in a sequence, and this kind of attention "
                             "does not take mask parts", field="scores",
                             hint=Remedy("use it on global attention (or another sequence kind)"))
+        if not site.self_attention:
+            raise RuleError("local_window hides keys by their distance from the query in one sequence, and cross "
+                            "attention's keys are another sequence's", field="scores",
+                            hint=Remedy("use it on self-attention (global)"))
 
 
 LOCAL_WINDOW = register(LocalWindowPart())
