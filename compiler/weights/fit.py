@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from archspec.core.errors import SpecError, error
 
 from .naming import Naming
+from .rules import Lacking
 
 MAX_LISTED = 8
 ABSENT = " (not in the checkpoint)"  # a new_classifier entry: the checkpoint is headless
@@ -95,7 +96,7 @@ class Fit:
         dropped = [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
                    f"(not buffers): {listing(self.dropped_learned)}"] if self.dropped_learned else []
         refused = [f"{why}, and the load went on with it so (the checkpoint fits the model's shapes all the "
-                   "same: check that the rule is needed)" for why in self.refused]
+                   "same: check that the rule is needed)" for why in self.refused if not isinstance(why, Lacking)]
         return dropped + refused + self.passed_over + self.offset_twice
 
     @property

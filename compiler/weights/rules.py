@@ -117,8 +117,8 @@ def joined(rule, state: dict, group: str, refused: list | None) -> Pairs:
         groups.setdefault(stem, {})[found.group(group)] = value
     for (head, tail), found in groups.items():
         tensor, why = rule.join(found)
-        if tensor is None:
-            note(refused, rule, head + rule.into + tail, why)
+        if tensor is None:  # named by the keys it leaves, not the one it would have made (the DINOv3 trial)
+            note(refused, rule, ", ".join(head + text + tail for text in found), why)
             yield from ((head + text + tail, value) for text, value in found.items())
         else:
             yield head + rule.into + tail, tensor
@@ -146,8 +146,8 @@ class Fuse:
 
     def why_not(self, found: dict) -> str:
         lacking = [part for part in self.parts if part not in found]
-        if lacking:
-            return f"no {', '.join(lacking)} beside {', '.join(found)}"
+        if lacking:  # the tensors keep their names: a load that fits meant them so (a fuse for gated variants)
+            return Lacking(f"no {', '.join(lacking)} beside {', '.join(found)}")
         shapes = ", ".join(f"{part} {list(found[part].shape)}" for part in self.parts)
         return f"{shapes} do not join along dim {self.dim}"
 
@@ -497,12 +497,18 @@ class Converted:
     shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
 
 
+class Lacking(str):
+    """Why a fuse left a group as it was: a part is not in the checkpoint. Said when the load
+    fails; no warning when it fits (the keys kept their names, which the model has)."""
+
+
 def note(refused: list | None, rule, key: str, why: str) -> None:
     """Tell `refused` that `rule` matched `key` and could not apply to it, and why."""
     if refused is not None:
         kind = type(rule).__name__.lower()
         where = f" ({rule.where})" if rule.where is not None else ""
-        refused.append(f"the {kind} rule{where} left {key} as it was: {why}")
+        line = f"the {kind} rule{where} left {key} as it was: {why}"
+        refused.append(Lacking(line) if isinstance(why, Lacking) else line)
 
 
 def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> Converted:

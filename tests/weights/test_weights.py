@@ -142,7 +142,7 @@ def test_a_rule_that_cannot_apply_says_which_tensor_and_why(tmp_path):
         "the reshape rule (map.yaml:3:5) left odd as it was: [6] (6 values) cannot take [4, -1]",
         "the split rule (map.yaml:4:5) left w as it was: dim 0 of [6, 2] does not cut by shares [1, 1, 1, 1]",
         "the split rule (map.yaml:5:5) left v as it was: [6, 2] has no dim 2 to cut by shares [1, 1]",
-        "the fuse rule (map.yaml:6:5) left both as it was: no dist_token beside cls_token"]
+        "the fuse rule (map.yaml:6:5) left cls_token as it was: no dist_token beside cls_token"]
 
 
 def test_the_load_error_names_the_rule_that_could_not_apply(tmp_path):
@@ -620,3 +620,19 @@ graph:
     hint = caught.value.diagnostics[0].hint
     assert ("head.fc.weight is missing and has the shape of embed.tokens.weight: if the reference ties them "
             "(tie_word_embeddings), say `tie: embed` on the head 'head'") in hint, hint
+
+
+def test_a_fuse_lacking_a_part_in_a_load_that_fits_is_no_warning(tmp_path):
+    """The DINOv3 trial's mapping fuses gate_proj and up_proj for the gated variant; loading the
+    plain one warned for every layer, naming a key (fc1) that was nowhere."""
+    naming = mapping(tmp_path, r"""
+        name: optional_fuse
+        rules:
+          - fuse: {match: '^mlp\.{part}\.weight$', parts: [gate_proj, up_proj], into: fc1}
+          - rename: {'^mlp\.up_proj\.': 'mlp.fc1.'}
+        """)
+    ours = {"mlp.fc1.weight": torch.zeros(4, 2)}
+    fit = best_fit({"mlp.up_proj.weight": torch.zeros(4, 2)}, ours, [naming])
+    assert fit.warnings == []
+    assert fit.refused == ["the fuse rule (map.yaml:3:5) left mlp.up_proj.weight as it was: no gate_proj beside "
+                           "up_proj".replace("map.yaml", f"{tmp_path}/map.yaml")]

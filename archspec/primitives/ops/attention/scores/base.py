@@ -31,7 +31,8 @@ from ....decoding import Mixes
 from ....facts import Fact
 
 
-GRID_HINT = "patchify an image first, or declare the input's `grid: [H, W]`"
+GRID_HINT = ("patchify an image first, declare the input's `grid: [H, W]`, or make tokens on a grid of an image: "
+             "`to_tokens` (a `rearrange` with `as: image` first, for patches in another order)")
 
 
 @dataclass(frozen=True)
