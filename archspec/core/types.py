@@ -108,10 +108,8 @@ class TensorType:
 
     def max_numel(self) -> int:
         """Elements per sample (batch 1; k rows of a batch B*k), symbolic dims at their largest."""
-        total = (batch_factor(self.shape[0]) or 1) if self.shape else 1
-        for d in self.shape[1:]:
-            total *= d.hi if isinstance(d, Sym) else d
-        return total
+        rows = (batch_factor(self.shape[0]) or 1) if self.shape else 1
+        return rows * self.row_numel()
 
     def row_numel(self) -> int:
         """Elements per row of the batch (a row of B*k is 1/k of a sample), symbolic dims at

@@ -665,12 +665,12 @@ def unread_params(doc, spec) -> list:
 
 
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def has_placeholder(value) -> bool:
     """Whether a param's value is computed by a `${...}` (a string holding one)."""
     return isinstance(value, str) and _PLACEHOLDER.search(value) is not None
-_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def names_read(data) -> set[str]:

@@ -144,8 +144,8 @@ def evaluate_value(value: Any, path: tuple, env: Env, doc: Document) -> Any:
 def unknown_name_hint(exc: ExprError, path: tuple) -> str | None:
     """The expression's hint; for a name unknown inside a block, also why (the Q-Former trial
     read its caller's loop index `i` there): a block sees its own params and the spec's only."""
-    if not (exc.message.startswith("unknown name") and path[:1] == ("blocks",)):
-        return exc.hint
+    if not (exc.message.startswith("unknown name") and path[:1] == ("blocks",)) or str(exc.hint).startswith("did you"):
+        return exc.hint  # (a misspelt name of the block's own: the did-you-mean says it)
     name = exc.message.split("'")[1]
     why = (f"a block sees its own params and the spec's, not the loop indices or params of where it is used: "
            f"declare `{name}` in the block's params and pass it at each use (`{path[1]}: {{{name}: ${{{name}}}}}`)")

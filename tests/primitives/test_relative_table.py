@@ -177,5 +177,6 @@ def test_bad_uses_are_located_errors(text, message, hint):
     if hint is not None:
         assert hint in diagnostic.hint, diagnostic.hint
     line = text.splitlines()[diagnostic.loc.line - 1]
-    at = line[diagnostic.loc.col - 1:]  # at the value of `scores:`, or at the part's option it is about
-    assert line[:diagnostic.loc.col - 1].rstrip().endswith("scores:") or at.startswith("size"), (line, diagnostic.loc.col)
+    at = line[diagnostic.loc.col - 1:]  # at `scores:`, at the part's entry, or at the part's option it is about
+    assert line[:diagnostic.loc.col - 1].rstrip().endswith("scores:") or at.startswith(("relative_table", "size")), \
+        (line, diagnostic.loc.col)

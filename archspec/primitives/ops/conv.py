@@ -201,8 +201,9 @@ class ConvOp(Op):
 
     def sequence_shape(self, p, g: Geometry, x: TensorType) -> TensorType:
         if x.layout != "tokens":
+            hint = one_d_hint(x)
             raise RuleError(f"a 1-D conv reads tokens [B, N, C], got {x.layout_name()}", field="dim",
-                            hint=Remedy(one_d_hint(x)) if one_d_hint(x) else None)
+                            hint=Remedy(hint) if hint else None)
         check_channels(p, x.channels)
         out = p.out or x.channels
         if g.keeps_size():
