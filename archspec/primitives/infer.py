@@ -53,7 +53,7 @@ class ShapeInference(Interpreter):
             batch = common_batch(inputs)
             out = node.op.shape(node.params, inputs, GraphContext(self.graph, node))
         except RuleError as exc:
-            raise rule_failure(node, with_video_hint(exc, inputs)) from None
+            raise rule_failure(node, with_lost_grid_hint(with_video_hint(exc, inputs), node, inputs)) from None
         check_reads(node, inputs)  # int64 ids into a float-only op (dtypes.py), after the op's own words
         record_and_check(node, inputs, self.graph, GraphContext(self.graph, node))  # index ranges (index_ranges.py)
         problem = beyond_float32(node.params)
@@ -130,6 +130,43 @@ def with_video_hint(exc: RuleError, inputs: list) -> RuleError:
             "fold the frames into the batch first: a rearrange 'b t c h w -> (b t) c h w' with `as: image` "
             "gives one image per frame"))
     return exc
+
+
+def with_lost_grid_hint(exc: RuleError, node: NodeView, inputs: list) -> RuleError:
+    """A rule's error asking for a grid its token input has not, with the node upstream that
+    gave tokens without the grid its own input had (a slice that kept 9 of 16 grid tokens):
+    the error is at the reader, the mistake most often there. It takes the place of the rule's
+    general advice (where grids come from), which it makes precise."""
+    if "grid" not in exc.message:
+        return exc
+    if not any(isinstance(t, TensorType) and t.layout == "tokens" and not t.grid for t in inputs):
+        return exc
+    lost = where_grid_lost(node)
+    if lost is not None:
+        exc.suggestion = replace(exc.suggestion, advice=Note(lost))
+    return exc
+
+
+def where_grid_lost(node: NodeView) -> str | None:
+    """Words naming the nearest node upstream of `node` whose output is tokens without a grid
+    while one of its inputs is on a grid; None where there is none."""
+    graph, seen, frontier = node.graph, set(), list(node.inputs)
+    while frontier:
+        name = frontier.pop(0)
+        if name in seen or name not in graph:
+            continue
+        seen.add(name)
+        out = graph.meta(name).get("type")
+        if not (isinstance(out, TensorType) and out.layout == "tokens" and not out.grid):
+            continue
+        for source in graph.inputs_of(name):
+            had = graph.meta(source).get("type")
+            if isinstance(had, TensorType) and had.layout == "tokens" and had.grid:
+                op = graph.node(name).op
+                return (f"the grid was lost at `{name}` ({op.primitive}): it reads `{source}`, "
+                        f"{had.layout_name()} ({had.describe()}), and gives {out.layout_name()} ({out.describe()})")
+        frontier.extend(graph.inputs_of(name))
+    return None
 
 
 def common_batch(inputs: list):

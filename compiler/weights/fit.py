@@ -53,6 +53,7 @@ class Fit:
     refused: list[str] = field(default_factory=list)  # the mapping's rules that matched a tensor and could not apply
     reshapeable: list[str] = field(default_factory=list)  # wrongly shaped, with the model's number of values
     permuted: list[str] = field(default_factory=list)  # wrongly shaped, the model's sizes in another order
+    square: list[str] = field(default_factory=list)  # ours, beside a permuted one, fitting either order
     untied: list[tuple[str, str]] = field(default_factory=list)  # (missing head weight, loaded embedding table)
     shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
     offset_twice: list[str] = field(default_factory=list)  # a shifted weight whose norm adds an offset too
@@ -94,7 +95,8 @@ class Fit:
         that did not fit, silently skipped), a mapping file the user gave left unused, an offset
         added by both the mapping and the norm."""
         dropped = [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
-                   f"(not buffers): {listing(self.dropped_learned)}"] if self.dropped_learned else []
+                   f"(floating point, not named like a buffer the model rebuilds; a buffer among them is no loss): "
+                   f"{listing(self.dropped_learned)}"] if self.dropped_learned else []
         refused = [f"{why}, and the load went on with it so (the checkpoint fits the model's shapes all the "
                    "same: check that the rule is needed)" for why in self.refused if not isinstance(why, Lacking)]
         return dropped + refused + self.passed_over + self.offset_twice
@@ -166,6 +168,7 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
                     fit.permuted.append(key)  # the same sizes in another order: a reshape would scramble it
                 elif fit.state[key].numel() == value.numel():
                     fit.reshapeable.append(key)
+    fit.square = square_siblings(fit.permuted, ours)
     leave_classifier_new(fit, classifier)
     fit.untied = untied_heads(fit, ours)
     fit.unexpected = [k for k in fit.state if k not in ours]
@@ -231,6 +234,15 @@ def closest(fits: list[Fit]) -> Fit:
     return max(fits, key=lambda f: (f.overlap, f.matched))
 
 
+def square_siblings(permuted: list[str], ours: dict) -> list[str]:
+    """The model's tensors in the same module as a permuted one whose last two axes are of one
+    size, so that a transposed order loads without a word (an expert fc1 [E, 2I, H] with 2I = H
+    beside its permuted fc2)."""
+    parents = {key.rsplit(".", 2)[0] for key in permuted}
+    return [key for key, value in ours.items() if key not in permuted and key.rsplit(".", 2)[0] in parents
+            and value.dim() >= 2 and value.shape[-1] == value.shape[-2]]
+
+
 def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool = False) -> SpecError:
     near = closest(fits)
     ranked = sorted(fits, key=lambda f: (-f.overlap, -f.matched))
@@ -247,6 +259,11 @@ def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool 
         hint += (f"; {listing(near.permuted)} under {near.naming} {holds} the model's sizes with the axes in another "
                  "order (a transposed layout: experts_layout, or a linear stored [in, out]?): a `permute` rule "
                  "(`dims: [0, 2, 1]`) or `transpose` reorders them; a `reshape` would load the values scrambled")
+        square = near.square
+        if square:
+            hint += (f"; {listing(square)} beside them {'is' if len(square) == 1 else 'are'} square, so {'its' if len(square) == 1 else 'their'} "
+                     "shape cannot show a transposed order: a layout option of the spec (the mlp's `experts_layout`) "
+                     "fixes all of them, a `permute` of the ones named above leaves the square ones transposed")
     if near.reshapeable:
         holds = "holds" if len(near.reshapeable) == 1 else "hold"
         hint += (f"; {listing(near.reshapeable)} under {near.naming} {holds} the model's number of values in another "

@@ -404,6 +404,23 @@ def test_a_tensor_with_the_models_sizes_in_another_order_is_hinted_a_permute_not
     assert "a `reshape` rule turns" not in hint
 
 
+def test_a_permuted_experts_tensor_names_its_square_sibling_which_no_shape_can_show(tmp_path):
+    """The GraniteMoE trial: experts_layout wrong, so fc2 [E, I, H] came as [E, H, I] and fc1
+    [E, 2I, H] (2I = H) loaded transposed without a word; permuting fc2 alone, as the hint said,
+    built a model 5.6e-4 off. The hint now names fc1 and the layout option that fixes both."""
+    naming = mapping(tmp_path, """
+        name: experts
+        rules:
+          - rename: {'^w1$': 'mlp.experts.fc1', '^w2$': 'mlp.experts.fc2'}
+        """)
+    ours = {"mlp.experts.fc1": torch.zeros(4, 64, 64), "mlp.experts.fc2": torch.zeros(4, 64, 32)}
+    with pytest.raises(archspec.SpecError) as caught:
+        best_fit({"w1": torch.zeros(4, 64, 64), "w2": torch.zeros(4, 32, 64)}, ours, [ARCHSPEC, naming])
+    hint = caught.value.diagnostics[0].hint
+    assert "mlp.experts.fc2 under experts holds the model's sizes with the axes in another order" in hint, hint
+    assert "mlp.experts.fc1 beside them is square" in hint and "`experts_layout`" in hint, hint
+
+
 def test_a_checkpoint_in_our_naming_with_problems_names_archspec():
     state = small_vit().state_dict()
     del state["head.fc.bias"]

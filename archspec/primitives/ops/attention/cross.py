@@ -53,9 +53,12 @@ class CrossAttentionOp(SequenceAttentionOp):
                 raise RuleError(f"memory width {memory.channels} differs from {said} {declared}",
                                 hint=f"set `{said}: {memory.channels}`, the width of the memory `from:` gives",
                                 field=said)
-            raise RuleError(f"memory width {memory.channels} differs from {said} {declared}",
-                            hint=f"project the memory to the same width first, or declare its width with `kdim: "
-                                 f"{memory.channels}` (keys and values projected from it, as Perceiver's)",
+            raise RuleError(f"memory width {memory.channels} differs from {said} {declared}: `from:` takes the "
+                            f"queries from its first input (width {x.channels}), keys and values from its second "
+                            f"(width {memory.channels})",
+                            hint=f"if the two are swapped, list the queries first; otherwise project the memory to "
+                                 f"the same width, or declare its width with `kdim: {memory.channels}` (keys and "
+                                 f"values projected from it, as Perceiver's)",
                             field="from")
         if p.rope_theta is not None:
             raise RuleError("rotary embeddings apply to self-attention, where queries and keys share positions",
