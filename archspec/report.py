@@ -11,7 +11,8 @@ from typing import Any
 from .core.errors import Diagnostic
 from .core.ir import Graph
 from .core.types import BATCH, TensorType
-from .primitives.kv_cache import cached_layers, cross_layers, line as kv_cache_line, summary as kv_cache_summary
+from .primitives.kv_cache import cached_layers, cross_layers, recent_layers, without_cache
+from .primitives.kv_cache import line as kv_cache_line, summary as kv_cache_summary
 from .primitives.cost import totals
 
 
@@ -90,7 +91,9 @@ class Report:
             "nodes": [row.record for row in self.nodes],
             "warnings": [w.record() for w in self.warnings],
             # generate's cache (and an encoder-decoder's source cache), or None
-            "kv_cache": kv_cache_summary(cached_layers(self.graph), cross_layers(self.graph)),
+            "kv_cache": kv_cache_summary(cached_layers(self.graph), cross_layers(self.graph),
+                                         recent_layers(self.graph)),
+            "decodes_without_cache": without_cache(self.graph),  # why generate() runs whole sequences, or None
         }
 
     def table(self) -> str:
@@ -105,7 +108,11 @@ class Report:
         ins = ", ".join(f"{k} {t.describe()}" for k, t in self.inputs.items())
         outs = ", ".join(f"{k} {t.describe()}" for k, t in self.outputs.items())
         rule = "-" * len(line(head))
-        cache = kv_cache_line(cached_layers(self.graph), cross_layers(self.graph))
+        cache = kv_cache_line(cached_layers(self.graph), cross_layers(self.graph), recent_layers(self.graph))
+        uncached = without_cache(self.graph)
+        if uncached is not None:
+            cache = (f"KV cache (generate): none, {uncached}: each new token runs the whole sequence so far "
+                     "(slower as it grows; no compile, no padded prompts)")
         return "\n".join([f"{self.name}: {ins} -> {outs}", line(head), rule, *map(line, body), rule,
                           f"total: {self.params:,} params, {human(self.flops)}FLOPs {self.flops_basis} "
                           "(multiply-add = 2; matmul, conv and attention)", *([cache] if cache else [])])

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
-from archspec.primitives.kv_cache import cached_layers, logits_output, padding_inputs, refusal, uncached_refusal
+from archspec.primitives.kv_cache import cached_layers, logits_output, padding_inputs, recent_layers, refusal
+from archspec.primitives.kv_cache import uncached_refusal
 
 from .facts import CLASSIFIER, FEATURE_NORM, Classifier
 from .model_interface import InterfaceFacts
@@ -73,6 +74,7 @@ class ModelFacts:
     # why generate() cannot run the spec at all, not even without a cache (kv_cache.uncached_refusal)
     generate_refusal: tuple[str | None, str] | None = None
     cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
+    recent: tuple[tuple[str, int], ...] = ()  # (node, tokens kept) of each layer keeping its last inputs (a causal conv)
     padding_inputs: tuple[str, ...] = ()  # inputs read only as cached attention's key-padding mask (kv_cache's)
     refill_at: int | None = None  # the sequence length at which generate recomputes every cached key (DECODE's refill)
     ops: tuple[tuple[str, str, str | None], ...] = ()  # (node, primitive, kind) of every network node: its op's facts
@@ -96,6 +98,7 @@ def model_facts(graph: Graph) -> ModelFacts:
                       logits=logits_output(graph), decode_refusal=refusal(graph),
                       generate_refusal=uncached_refusal(graph),
                       cached=tuple((layer.path, layer.window) for layer in cached),
+                      recent=tuple((layer.path, layer.count) for layer in recent_layers(graph)),
                       refill_at=min((layer.refill for layer in cached if layer.refill is not None), default=None),
                       padding_inputs=padding_inputs(graph),
                       ops=tuple((name, graph.record(name).op.primitive, graph.record(name).op.kind)

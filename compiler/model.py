@@ -62,6 +62,7 @@ class InputShape:
     where: str
     sequence: bool  # dim 1 counts tokens (ids, tokens)
     ids: bool = False  # token ids [B, L] (int64), what generate feeds
+    batched: bool = False  # dim 0 is the batch B, which every such input shares
 
     def check(self, x) -> None:
         shape = getattr(x, "shape", None)
@@ -69,6 +70,9 @@ class InputShape:
             return
         if len(shape) != self.rank:
             raise ValueError(self.refusal(f"is {_shape_words(shape)}", f"[{self.declared}]"))
+        if self.ids and isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
+            raise ValueError(self.refusal(f"holds {str(x.dtype).removeprefix('torch.')} values",
+                                          f"token ids (int64: `.long()` turns them so)"))
         for index, lo, hi in self.checks:
             size = shape[index]
             if type(size) is not int:  # symbolic (a tracer's): the program's own guards hold
@@ -100,6 +104,7 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
     for node in graph.inputs():
         t = node.type
         checks, symbols = [], {}
+        batched = bool(t.shape) and isinstance(t.shape[0], Sym) and t.shape[0].name == "B"
         for index, d in enumerate(t.shape):
             if isinstance(d, Sym):
                 if d.name == "B":
@@ -111,7 +116,7 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
         loc = node.loc
         shapes.append(InputShape(node.name, len(t.shape), tuple(checks), symbols,
                                  ", ".join(str(d) for d in t.shape), f"{loc.file}:{loc.line}" if loc else "",
-                                 t.layout in ("ids", "tokens"), t.layout == "ids"))
+                                 t.layout in ("ids", "tokens"), t.layout == "ids", batched))
     return tuple(shapes)
 
 
@@ -214,7 +219,8 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         sizes: dict[str, tuple[int, str]] = {}  # a dim's name -> (its size, the input that gave it)
         for declared, x in zip(self.__dict__.get("meta", {}).get("archspec_inputs", ()), args):
             declared.check(x)
-            for index, name in declared.symbols.items():
+            symbols = {0: "B"} | declared.symbols if declared.batched else declared.symbols
+            for index, name in symbols.items():
                 size = x.shape[index] if isinstance(x, torch.Tensor) and x.dim() > index else None
                 if type(size) is not int:
                     continue

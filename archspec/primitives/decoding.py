@@ -3,7 +3,7 @@ own rule file beside its shape rule (facts.py):
 
     DECODE.register(CAUSAL, SelfCache())                       # attention/causal.py
     DECODE.register(SLIDING, SelfCache(window=lambda p: p.window))
-    DECODE.register(CONV, Mixes("a conv reads the tokens around each one"))
+    DECODE.register(CONV, conv_decoding)   # RecentInputs when causal, else Mixes("a conv reads ...")
     ROLE.register(LM_HEAD, LOGITS)                              # head/lm.py
 
 DECODE  how the op behaves when generate() brings the tokens one at a time after the prompt:
@@ -11,7 +11,9 @@ DECODE  how the op behaves when generate() brings the tokens one at a time after
         the mlp), `Positional` (tokenwise, and reads each token's position, which generate
         gives: embed, relative_bias), `SelfCache` (reads earlier tokens through a cache of their
         keys and values, all or the last `window`: causal attention), `CrossCache` (reads a
-        memory whose keys and values are made once: cross attention), `NoTokens` (reads no
+        memory whose keys and values are made once: cross attention), `RecentInputs` (reads the
+        last few inputs before each token, kept as a rolling state: a causal 1-D conv, LFM2's
+        and Mamba's short conv), `NoTokens` (reads no
         tokens: param, constant), or `Mixes(why)` (an output token reads other tokens and keeps
         no cache: a spec whose target side holds one cannot generate, and the refusal names the
         node and says why). A function of the node's params may stand for any of these.
@@ -88,6 +90,18 @@ class SelfCache(Decode):
 @dataclass(frozen=True)
 class CrossCache(Decode):
     """Reads a memory (an encoder's output) whose keys and values are made once per source."""
+
+
+@dataclass(frozen=True)
+class RecentInputs(Decode):
+    """Reads, besides each token's own input, the inputs of the `count(params)` tokens before it
+    (a causal 1-D conv: (kernel - 1) * dilation), kept while decoding as a rolling state of the
+    last `count` inputs [B, count, C], the same size at every step (Hugging Face's conv state)."""
+
+    count: Callable
+
+    def count_of(self, params) -> int:
+        return self.count(params)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.ir import Graph
-from .decoding import LOGITS, CrossCache, Mixes, Positional, SelfCache, Tokenwise, decode_of, role_of
+from .decoding import LOGITS, CrossCache, Mixes, Positional, RecentInputs, SelfCache, Tokenwise, decode_of, role_of
 
 PRECISIONS = {"fp32": 4, "bf16": 2}
 
@@ -89,7 +89,7 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
             return (node.name, decode.why), reached
         if isinstance(decode, CrossCache) and len(inputs) == 1:
             return (node.name, "cross attention reads a memory, and a decoder-only spec has none"), reached
-        cached += isinstance(decode, SelfCache)
+        cached += isinstance(decode, SelfCache | RecentInputs)
         fixed = [n for n in graph.inputs_of(node.name) if n not in reached and spans_tokens(graph.type_of(n))]
         if fixed and isinstance(decode, Tokenwise | Positional):
             return (node.name, f"it reads '{fixed[0]}', {graph.type_of(fixed[0]).length} tokens made apart from the "
@@ -97,8 +97,20 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
                                + taken_for_target(inputs)), reached
     if not cached:
         return (None, "nothing the target ids reach keeps a cache of earlier tokens (causal, sliding, alibi or "
-                      "latent attention)"), reached
+                      "latent attention, or a causal conv)"), reached
     return None, reached
+
+
+def without_cache(graph: Graph) -> str | None:
+    """Why generate() decodes the spec without a cache, in words ('node': why), where it runs it
+    at all; None where it keeps a cache, or cannot generate."""
+    if uncached_refusal(graph) is not None:
+        return None
+    why = refusal(graph)
+    if why is None:
+        return None
+    node, words = why
+    return f"'{node}': {words}" if node else words
 
 
 def fed_and_logits(graph: Graph, inputs) -> tuple[str | None, str] | None:
@@ -236,20 +248,56 @@ def cached_layers(graph: Graph, cache: type = SelfCache) -> list[CachedLayer]:
     return layers
 
 
+@dataclass(frozen=True)
+class RecentLayer:
+    """A layer that keeps the inputs of its last `count` tokens while decoding (DECODE
+    RecentInputs: a causal conv), `channels` numbers each, whatever the sequence's length."""
+
+    path: str
+    channels: int
+    count: int
+
+    @property
+    def numbers(self) -> int:
+        return self.channels * self.count
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "channels": self.channels, "tokens": self.count,
+                "bytes": {p: self.numbers * size for p, size in PRECISIONS.items()}}
+
+
+def recent_layers(graph: Graph) -> list[RecentLayer]:
+    """The layers that keep their last inputs while generate() decodes (RecentInputs), in node
+    order (none for a spec it cannot decode through a cache)."""
+    why, reached = decoding(graph)
+    if why is not None:
+        return []
+    layers = []
+    for node in graph.nodes():
+        decode = None if node.is_input or node.name not in reached else decode_of(node)
+        if isinstance(decode, RecentInputs):
+            layers.append(RecentLayer(node.name, graph.type_of(node.inputs[0]).channels, decode.count_of(node.params)))
+    return layers
+
+
 def cross_layers(graph: Graph) -> list[CachedLayer]:
     """An encoder-decoder's cross attention layers: each keeps the source's keys and values
     (per source token, up to the longest source) while generate() decodes."""
     return cached_layers(graph, CrossCache)
 
 
-def summary(layers: list[CachedLayer], cross: list[CachedLayer] = ()) -> dict | None:
+def summary(layers: list[CachedLayer], cross: list[CachedLayer] = (), recent: list[RecentLayer] = ()) -> dict | None:
     """The whole cache for --json: bytes per token and at the longest sequence (fp32, bf16), and
-    each layer's, and the same for the cross layers' source keys and values (None for a
-    decoder-only spec); None when nothing is cached."""
-    if not layers:
+    each layer's, the same for the cross layers' source keys and values (None for a
+    decoder-only spec), and the recent inputs the causal convs keep (`recent_inputs`: bytes,
+    whatever the length, and each layer's; None without one); None when nothing is cached."""
+    if not layers and not recent:
         return None
-    found = totals(layers)
+    found = totals(layers) if layers else {"bytes_per_token": {p: 0 for p in PRECISIONS}, "max_length": None,
+                                           "bytes_at_max_length": {p: 0 for p in PRECISIONS}, "layers": []}
     found["cross_layers"] = totals(cross) if cross else None
+    found["recent_inputs"] = ({"bytes": {p: sum(r.numbers for r in recent) * size for p, size in PRECISIONS.items()},
+                               "layers": [r.to_json() for r in recent]} if recent else None)
     return found
 
 
@@ -260,14 +308,20 @@ def totals(layers: list[CachedLayer]) -> dict:
             "bytes_at_max_length": at_max, "layers": [l.to_json() for l in layers]}
 
 
-def line(layers: list[CachedLayer], cross: list[CachedLayer] = ()) -> str | None:
-    """One line for the table (with a clause on the cross layers' source cache), or None when nothing is cached."""
-    found = summary(layers, cross)
+def line(layers: list[CachedLayer], cross: list[CachedLayer] = (), recent: list[RecentLayer] = ()) -> str | None:
+    """One line for the table (with clauses on the cross layers' source cache and the causal
+    convs' recent inputs), or None when nothing is cached."""
+    found = summary(layers, cross, recent)
     if found is None:
         return None
     per, at = found["bytes_per_token"], found["bytes_at_max_length"]
     text = (f"KV cache (generate, {len(layers)} layers): {size(per['fp32'])} per token, {size(at['fp32'])} at "
-            f"{found['max_length']:,} tokens (fp32); {size(per['bf16'])}, {size(at['bf16'])} (bf16)")
+            f"{found['max_length']:,} tokens (fp32); {size(per['bf16'])}, {size(at['bf16'])} (bf16)"
+            if layers else "KV cache (generate): none")
+    if recent:
+        kept = found["recent_inputs"]["bytes"]
+        text += (f"; the last inputs of {len(recent)} causal conv layers: {size(kept['fp32'])} at any length "
+                 f"(fp32), {size(kept['bf16'])} (bf16)")
     if cross:
         source = found["cross_layers"]
         text += (f"; the source's keys and values for {len(cross)} cross attention layers: "

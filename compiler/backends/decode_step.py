@@ -3,8 +3,9 @@ tiny_lm): `build --target export` adds decode_step.pt2 and prefill.pt2, `--targe
 decode_step.onnx and prefill.onnx: the single-token step with the key/value cache as inputs
 and outputs, and the prefill that fills it from the prompt (the same inputs, the past empty),
 Hugging Face's names (`input_ids`, `attention_mask`, `position_ids`,
-`past_key_values.{i}.key|value` -> `logits`, `present.{i}.key|value`), batch and cache (or
-prompt) length dynamic (compiler/generate/step.py).
+`past_key_values.{i}.key|value` -> `logits`, `present.{i}.key|value`; a causal conv's last
+inputs `past_conv.{i}` -> `present_conv.{i}`, as LFM2's), batch and cache (or prompt) length
+dynamic (compiler/generate/step.py).
 
 Each is checked against the eager step at a batch and a cache length it was not traced at
 (random past keys and values; the prefill on a left-padded prompt): the largest difference
@@ -26,7 +27,7 @@ from typing import Callable
 import torch
 
 from archspec.core.ir import Graph
-from archspec.primitives.kv_cache import fed_inputs, generates, refusal, uncached_refusal
+from archspec.primitives.kv_cache import fed_inputs, generates, recent_layers, refusal, uncached_refusal
 
 CHECK_BATCH, CHECK_PAST = 3, 7  # the step is traced at batch 2 after 5 tokens (step.example_step)
 
@@ -144,6 +145,9 @@ def unwritten_programs(graph: Graph) -> str | None:
     if len(inputs) in (2, 3) and inputs[0].type.layout != "ids" and generates(graph):
         return (f"no encoder or decoder programs: they take a source of token ids for now, and "
                 f"'{inputs[0].name}' is not; generate with this spec in Python (model.generate)")
+    if len(inputs) in (2, 3) and recent_layers(graph):
+        return (f"no encoder or decoder programs: they carry no causal conv's recent inputs yet, and "
+                f"'{recent_layers(graph)[0].path}' keeps them; generate with this spec in Python (model.generate)")
     why = refusal(graph)
     if len(inputs) == 1 and why is not None and uncached_refusal(graph) is None:
         node, words = why
@@ -157,7 +161,7 @@ def has_seq2seq_step(graph: Graph) -> bool:
     A source that is no token ids (audio features, an image) generates in Python, but its
     programs are not written yet (seq2seq_step.py's examples and stand-ins are ids)."""
     inputs = fed_inputs(graph)
-    return len(inputs) in (2, 3) and inputs[0].type.layout == "ids" and generates(graph)
+    return len(inputs) in (2, 3) and inputs[0].type.layout == "ids" and generates(graph) and not recent_layers(graph)
 
 
 def save_seq2seq_programs(model, encoder_path: str, prefill_path: str, step_path: str) -> float:

@@ -63,6 +63,10 @@ class DecodeState:
         self.start, self.count = 0, self.end
         self._masks = {}
 
+    def current_seen(self) -> torch.Tensor:
+        """Which of the current tokens are real [B, count] (0: left padding)."""
+        return self.seen[:, self.start:self.end]
+
     def positions(self) -> torch.Tensor:
         """The current tokens' positions [B, count]: Hugging Face's attention_mask.cumsum(-1) - 1, 0 on padding."""
         seen = self.seen[:, : self.end]
@@ -203,6 +207,29 @@ class KVCache:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=module.scale)  # [B, h, N, d]
 
 
+class RecentTokens:
+    """One causal conv layer's inputs of the last `count` tokens [B, count, C] (Hugging Face's
+    conv state), zeros before the first call: each call convolves its tokens after them and
+    keeps the last `count` again. A padded token's input is taken as zeros, as Hugging Face's
+    LFM2 and Mamba zero the padded tokens' states before their short conv (one bias-free
+    projection before the conv gives the same zeros)."""
+
+    def __init__(self, state, count: int, held: torch.Tensor | None = None):
+        self.state, self.count, self.held = state, count, held  # held: [B, count, C], made at the first call
+
+    def convolve(self, conv, x: torch.Tensor) -> torch.Tensor:
+        """conv (the module's plain forward, causal) of the current tokens x [B, N, C] after the held ones -> [B, N, out]."""
+        x = x * self.state.current_seen()[:, :, None].to(x.dtype)  # [B, N, C]: padded tokens read as zeros
+        if self.held is None:
+            self.held = x.new_zeros(x.shape[0], self.count, x.shape[2])  # [B, count, C]
+        joined = torch.cat([self.held, x], dim=1)  # [B, count + N, C]
+        self.keep(joined[:, -self.count:])  # [B, count, C]
+        return conv(joined)[:, -x.shape[1]:]  # [B, count + N, out] -> [B, N, out]
+
+    def keep(self, recent: torch.Tensor) -> None:
+        self.held = recent
+
+
 class KeptMemory:
     """One cross attention layer's keys and values of the memory (the encoder's output, the same
     at every step), projected at the first call and kept; an exported step is given them."""
@@ -226,24 +253,31 @@ class DecodeCache:
     it to the module (`attn_cache = cache.layer('layers.0.attn'); attn = self.attn(x, cache = attn_cache)`)."""
 
     def __init__(self, state, layers: dict[str, KVCache], memories: dict[str, KeptMemory] | None = None,
-                 sources: dict[str, torch.Tensor] | None = None):
+                 sources: dict[str, torch.Tensor] | None = None, recent: dict[str, RecentTokens] | None = None):
         self.state, self.layers = state, layers
         self.memories = {} if memories is None else memories
         self.sources = {} if sources is None else sources
+        self.recent = {} if recent is None else recent
 
     def layer(self, path: str) -> KVCache:
         """The keys and values of the cached attention layer at `path`."""
         return self.layers[path]
+
+    def recent_inputs(self, path: str) -> RecentTokens:
+        """The last inputs of the causal conv layer at `path`."""
+        return self.recent[path]
 
     def memory(self, path: str) -> KeptMemory:
         """The projected memory of the cross attention layer at `path` (empty until its first call)."""
         return self.memories.setdefault(path, KeptMemory())
 
     def restart(self) -> None:
-        """The next call brings every token so far again, slots 0 .. end - 1 (a refill of the
-        whole cache: Phi-3's LongRoPE switch, Decoder.refills)."""
-        self.start, self.count = 0, self.end
-        self._masks = {}
+        """The next call brings every token so far again (a refill of the whole cache: Phi-3's
+        LongRoPE switch, Decoder.refills): the state from slot 0, the causal convs' recent
+        inputs emptied (the keys and values are overwritten where they lie)."""
+        self.state.restart()
+        for recent in self.recent.values():
+            recent.held = None
 
     def positions(self) -> torch.Tensor:
         """The current tokens' positions [B, count] (the embeddings')."""
@@ -257,8 +291,9 @@ class DecodeCache:
         return self.sources[name]
 
     def tensors(self) -> list[torch.Tensor]:
-        """Every cached layer's keys and values, layer by layer (the compiled step's inputs)."""
-        return [t for kv in self.layers.values() for t in (kv.keys, kv.values)]
+        """Every cached layer's keys and values, layer by layer, then every causal conv's recent
+        inputs (the compiled step's inputs, the exported step's outputs)."""
+        return [t for kv in self.layers.values() for t in (kv.keys, kv.values)] + [r.held for r in self.recent.values()]
 
 
 def rotate_at(rotary, q, k, positions):

@@ -32,7 +32,7 @@ import torch.nn as nn
 from ..modules.attention.kernel import additive, later_or_outside
 from ..inductor.frozen import TUNED_LINEARS, FrozenProgram, compile_frozen, compile_unpacked, load_frozen
 from ..inductor.matvec import packing_pays, weight_matrices
-from .cache import DecodeCache, DecodeState, KVCache
+from .cache import DecodeCache, DecodeState, KVCache, RecentTokens
 from .kept_steps import KeptSteps, cache_root
 
 
@@ -44,6 +44,10 @@ class SlotState:
         self.seen, self.slot = seen, slot
         self.slots = torch.arange(seen.shape[1], device=seen.device)  # [capacity]
         self.queries: list[torch.Tensor] = []  # each layer's query [B, h, 1, d], returned by the step (StaticStep)
+
+    def current_seen(self) -> torch.Tensor:
+        """Whether the current token is real [B, 1] (it is: decode steps bring no padding)."""
+        return self.seen.index_select(1, self.slot)  # [B, 1]
 
     def positions(self) -> torch.Tensor:
         """The current token's position [B, 1]: the tokens seen up to its slot, less one (Hugging Face's)."""
@@ -93,6 +97,13 @@ class SlotCache(KVCache):
         return one_query_attention(q, k, v, mask, module.scale)
 
 
+class SlotRecent(RecentTokens):
+    """One causal conv's recent inputs [B, count, C], the prefill's, written again in place."""
+
+    def keep(self, recent: torch.Tensor) -> None:
+        self.held.copy_(recent)
+
+
 def one_query_attention(q, k, v, mask, scale: float | None) -> torch.Tensor:
     """SDPA of one query per sequence q [B, h, 1, d] over every slot of the cache k, v
     [B, h_kv, S, d], mask [B, 1 or h, 1, S] -> [B, h, 1, d], written as products and sums.
@@ -114,7 +125,8 @@ def one_query_attention(q, k, v, mask, scale: float | None) -> torch.Tensor:
 
 class StaticStep(nn.Module):
     """One decode step of a decoder-only model over its filled caches:
-    forward(ids [B, 1], slot [1], seen [B, capacity], keys and values of each layer) -> (logits
+    forward(ids [B, 1], slot [1], seen [B, capacity], keys and values of each layer, then the
+    recent inputs of each causal conv [B, count, C]) -> (logits
     [B, vocab], their argmax [B]: greedy decoding's choice, taken in the program, then each
     cached layer's query [B, h, 1, d], which the callers drop).
     `model` is the model's decode graph (its modules at the model's paths).
@@ -130,10 +142,14 @@ class StaticStep(nn.Module):
         self.model = decoder.decoding
         self.paths, self.output = decoder.paths, decoder.output  # each cached layer's path
         self.windows = decoder.windows  # each layer's sliding window (its DECODE fact), or None
+        self.recent_paths, self.recent_counts = decoder.recent_paths, decoder.recent_counts  # the causal convs
 
     def forward(self, ids, slot, seen, *caches):
         state = SlotState(seen, slot)
-        out = self.model(ids, DecodeCache(state, self.slot_caches(state, caches)))
+        held = caches[2 * len(self.paths):]  # each causal conv's recent inputs, after the keys and values
+        recent = {path: SlotRecent(state, count, inputs)
+                  for path, count, inputs in zip(self.recent_paths, self.recent_counts, held)}
+        out = self.model(ids, DecodeCache(state, self.slot_caches(state, caches), recent=recent))
         out = out[self.output] if isinstance(out, (tuple, list)) else out
         logits = out[:, -1, :].float()  # [B, 1, vocab] -> [B, vocab]
         return logits, first_best(logits), *state.queries  # [B, vocab], [B], each [B, h, 1, d]

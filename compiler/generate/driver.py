@@ -35,11 +35,12 @@ from archspec.core.errors import SpecError, error
 
 from ..modules.attention.common import takes_cache
 from ..modules.attention.cross import CrossAttention
+from ..modules.conv import Convolution
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
 from .beam import last_logits
-from .cache import DecodeCache, DecodeState, KVCache, SequenceSoFar
+from .cache import DecodeCache, DecodeState, KVCache, RecentTokens, SequenceSoFar
 from .compiled import CompiledSteps
 from .decode_graph import Handoff, decode_graph
 from .graphed import GraphedSteps
@@ -114,6 +115,9 @@ class Decoder:
         self.embeds = [m for top in self.target_side for m in top.modules() if isinstance(m, TokenEmbed)]
         self.cross = [m for top in self.target_side for m in top.modules() if isinstance(m, CrossAttention)]
         self.cross_paths = [paths[id(m)] for m in self.cross]
+        self.recent = [recent_holder(model, path) for path, _ in facts.recent]  # the causal convs
+        self.recent_paths = [path for path, _ in facts.recent]
+        self.recent_counts = [count for _, count in facts.recent]  # the inputs each keeps (DECODE RecentInputs)
         self.decoding = self.decode_copy(model, paths)
         self.refill_at = facts.refill_at  # LongRoPE: where every cached key is computed again (DECODE's refill)
 
@@ -124,6 +128,7 @@ class Decoder:
         self.whole_sequence = why
         self.attention, self.paths, self.windows, self.biases, self.embeds, self.cross = [], [], [], [], [], []
         self.cross_paths, self.decoding, self.refill_at = [], None, None
+        self.recent, self.recent_paths, self.recent_counts = [], [], []
         logging.getLogger("archspec").warning(
             f"generate: {self.name} decodes without a cache ({why}): each new token runs the whole sequence through "
             "forward; compile=True and padded prompts need a cache")
@@ -131,11 +136,14 @@ class Decoder:
     def decode_copy(self, model, paths: dict[int, str]):
         """The model's decode graph (decode_graph.py): it hands the cached attention layers their
         KVCache, the cross attention layers their kept memory, the embeddings the positions and
-        the relative biases the whole cache, on the target side. `paths`: id(module) -> its path."""
+        the relative biases the whole cache and the causal convs their recent inputs, on the target
+        side. `paths`: id(module) -> its path."""
         readers = {id(m): Handoff(path, method="layer", keyed=True) for m, path in zip(self.attention, self.paths)}
         readers |= {id(m): Handoff(path, method="memory", keyed=True) for m, path in zip(self.cross, self.cross_paths)}
         readers |= {id(m): Handoff(paths[id(m)]) for m in self.biases}
         readers |= {id(m): Handoff(paths[id(m)], "positions", "positions") for m in self.embeds}
+        readers |= {id(m): Handoff(path, method="recent_inputs", keyed=True)
+                    for m, path in zip(self.recent, self.recent_paths)}
         copied, unreached = decode_graph(model, readers, self.source_side, self.model.facts.padding_inputs)
         if unreached:
             raise refusal(f"'{unreached[0]}' reads the decode cache, but the module that calls it is not a group "
@@ -144,11 +152,13 @@ class Decoder:
 
     def new_cache(self, state: DecodeState) -> DecodeCache | SequenceSoFar:
         """The cache of one generate() call: an empty KVCache for each cached layer (a ring for a
-        sliding window shorter than the capacity) by its path, nothing projected or computed yet;
-        without a cache, the sequence so far (empty)."""
+        sliding window shorter than the capacity) and empty RecentTokens for each causal conv, by
+        path, nothing projected or computed yet; without a cache, the sequence so far (empty)."""
         if self.whole_sequence is not None:
             return SequenceSoFar(state)
-        return DecodeCache(state, {path: KVCache(state, w) for path, w in zip(self.paths, self.windows)})
+        recent = {path: RecentTokens(state, count) for path, count in zip(self.recent_paths, self.recent_counts)}
+        return DecodeCache(state, {path: KVCache(state, w) for path, w in zip(self.paths, self.windows)},
+                           recent=recent)
 
     @staticmethod
     def find_logits(model):
@@ -182,7 +192,7 @@ class Decoder:
         [B, end], asked for only then)."""
         if not self.refills(cache.state):
             return step(ids, cache, source)
-        cache.state.restart()
+        cache.restart()
         return self.logits(sequence(), cache, source), None
 
     def stepper(self, compile: bool, cache: DecodeCache):
@@ -218,6 +228,15 @@ def cache_holder(model, path: str):
         raise refusal(f"'{path}' decodes with a cache of its keys and values (its op's DECODE fact), but its module "
                       f"holds {len(found)} attention bodies that take one (modules.attention.common.takes_cache)")
     return found[0]
+
+
+def recent_holder(model, path: str):
+    """The conv module of node `path`, which takes its recent inputs (modules/conv.py's Convolution)."""
+    module = model.get_submodule(path)
+    if not isinstance(module, Convolution):
+        raise refusal(f"'{path}' decodes keeping its recent inputs (its op's DECODE fact), but its module is a "
+                      f"{type(module).__name__}, not a conv")
+    return module
 
 
 def refusal(why: str):

@@ -64,6 +64,8 @@ class Seq2SeqProgram(nn.Module):
         self.decoder = Decoder(model)
         if not self.decoder.encoder_decoder:
             raise NotImplementedError("these programs are an encoder-decoder's; step.py has the decoder-only ones")
+        if self.decoder.recent:  # decode_step.unwritten_programs says so before a build gets here
+            raise NotImplementedError("these programs carry no causal conv's recent inputs yet")
         self.model = self.decoder.decoding
 
 

@@ -2,8 +2,10 @@
 takes the cache as inputs and gives it back as outputs, as Hugging Face's ONNX exports name them:
 
     forward(input_ids [B, N], attention_mask [B, P + N], position_ids [B, N],
-            past_key_values.0.key, past_key_values.0.value, ...  [B, h_kv, P, d] each)
-        -> (logits [B, N, vocab], present.0.key, present.0.value, ...  [B, h_kv, P + N, d])
+            past_key_values.0.key, past_key_values.0.value, ...  [B, h_kv, P, d] each,
+            past_conv.0, ...  [B, count, C] each: a causal conv's last inputs, zeros before the prompt)
+        -> (logits [B, N, vocab], present.0.key, present.0.value, ...  [B, h_kv, P + N, d],
+            present_conv.0, ...  [B, count, C])
 
 One module serves both programs of a decoder-only spec: the prefill (P = 0, N the prompt) and
 the single-token decode step (N = 1, P the tokens so far); `export_decode_step` and
@@ -23,7 +25,7 @@ import torch
 import torch.nn as nn
 
 from ..modules.attention.kernel import additive, later_or_outside
-from .cache import DecodeCache, KVCache
+from .cache import DecodeCache, KVCache, RecentTokens
 from .driver import Decoder
 
 DECODE_OPSET = 18  # the decode programs' ONNX opset: model.onnx's plain one (backends/onnx.py's OPSET), any runtime
@@ -48,6 +50,10 @@ class StepState:
 
     def positions(self) -> torch.Tensor:
         return self.position_ids
+
+    def current_seen(self) -> torch.Tensor:
+        """Which of this step's tokens are real [B, N] (0: left padding)."""
+        return self.attention_mask[:, self.start:]
 
     def key_positions(self) -> torch.Tensor:
         """The positions of every key, past and current [B, P + N] (0 on padding, which the mask hides)."""
@@ -100,19 +106,29 @@ class DecodeStep(nn.Module):
         for module in self.decoder.attention:
             heads, key, value = module.cache_entry()
             shapes += [(batch, heads, length, key), (batch, heads, length, value)]
-        return shapes
+        return shapes + self.recent_shapes(batch)
+
+    def recent_shapes(self, batch: int) -> list[tuple[int, ...]]:
+        """The shape of each causal conv's recent inputs, [B, count, C], whatever the length."""
+        d = self.decoder
+        return [(batch, count, conv.conv.in_channels) for conv, count in zip(d.recent, d.recent_counts)]
 
     def names(self) -> tuple[list[str], list[str]]:
-        """(input names, output names), Hugging Face's ONNX naming."""
-        layers = range(len(self.decoder.attention))
+        """(input names, output names), Hugging Face's ONNX naming (LFM2's for a causal conv's state)."""
+        layers, convs = range(len(self.decoder.attention)), range(len(self.decoder.recent))
         past = [f"past_key_values.{i}.{kind}" for i in layers for kind in ("key", "value")]
         present = [f"present.{i}.{kind}" for i in layers for kind in ("key", "value")]
-        return ["input_ids", "attention_mask", "position_ids", *past], ["logits", *present]
+        return (["input_ids", "attention_mask", "position_ids", *past, *(f"past_conv.{i}" for i in convs)],
+                ["logits", *present, *(f"present_conv.{i}" for i in convs)])
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
         state = StepState(attention_mask, position_ids, input_ids.shape[1])
+        d = self.decoder
+        held = past[2 * len(d.paths):]  # each causal conv's recent inputs, after the keys and values
+        recent = {path: RecentTokens(state, count, inputs) for path, count, inputs in zip(d.recent_paths,
+                                                                                        d.recent_counts, held)}
         cache = DecodeCache(state, {path: ExplicitCache(state, past[2 * i], past[2 * i + 1], window)
-                                    for i, (path, window) in enumerate(zip(self.decoder.paths, self.decoder.windows))})
+                                    for i, (path, window) in enumerate(zip(d.paths, d.windows))}, recent=recent)
         out = self.model(input_ids, cache)
         logits = out[self.decoder.output] if isinstance(out, (tuple, list)) else out
         return (logits, *cache.tensors())  # [B, N, vocab], each layer's [B, h_kv, P + N, d]
@@ -133,7 +149,8 @@ def step_dynamic_shapes(step: DecodeStep, longest: int):
     batch = torch.export.Dim("batch", min=1, max=1024)
     past = torch.export.Dim("past", min=1, max=longest - 1)
     count = len(step.decoder.attention) * 2
-    return ({0: batch}, {0: batch, 1: past + 1}, {0: batch}, tuple({0: batch, 2: past} for _ in range(count)))
+    convs = tuple({0: batch} for _ in step.decoder.recent)  # [B, count, C]: the batch alone
+    return ({0: batch}, {0: batch, 1: past + 1}, {0: batch}, tuple({0: batch, 2: past} for _ in range(count)) + convs)
 
 
 def export_decode_step(model, max_length: int | None = None):
@@ -158,7 +175,7 @@ def prefill_dynamic_shapes(step: DecodeStep, longest: int):
     """Dynamic dims of the prefill's inputs: the batch and the prompt's length (the past stays empty)."""
     batch = torch.export.Dim("batch", min=1, max=1024)
     tokens = torch.export.Dim("tokens", min=1, max=longest - 1)
-    count = len(step.decoder.attention) * 2
+    count = len(step.decoder.attention) * 2 + len(step.decoder.recent)
     return ({0: batch, 1: tokens}, {0: batch, 1: tokens}, {0: batch, 1: tokens}, tuple({0: batch} for _ in range(count)))
 
 

@@ -41,7 +41,14 @@ class Convolution(nn.Module):
         v, g = self.conv.weight_v, self.conv.weight_g
         return v * (g / norm_except(v, self.weight_norm))  # [out, in / groups, *kernel]
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
+        """`cache`: while generate() decodes a causal conv, its recent inputs (generate/cache.py's
+        RecentTokens), which convolve the current tokens after the ones they hold."""
+        if cache is not None:
+            return cache.convolve(self.convolve, x)
+        return self.convolve(x)
+
+    def convolve(self, x):
         if self.reads == "tokens":
             x = x.transpose(1, 2)  # [B, N, C] -> [B, C, N]
         elif self.reads == "grid":  # a token grid read as an image, channels-last (a view)

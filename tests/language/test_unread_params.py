@@ -59,6 +59,18 @@ def test_two_inputs_that_give_one_dim_two_sizes_are_refused_in_words():
     assert model(torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long)).shape == (2, 8, 8)
 
 
+def test_inputs_of_two_batches_and_float_ids_are_refused_in_words():
+    """The CLIP trial: 2 images and 5 texts ran in eager (the spec's output says [B, B]) and
+    failed in its exports with a guard or ONNX Runtime's broadcast error; float ids met torch's
+    embedding error."""
+    model = archspec.build_text(TWO_INPUTS, seed=0).eval()
+    with pytest.raises(ValueError, match="input 'attention_mask' has B = 3, and input 'ids' has B = 2: inputs that "
+                                         "share B must agree"):
+        model(torch.ones(2, 8, dtype=torch.long), torch.ones(3, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"input 'ids' holds float32 values; the spec declares token ids \(int64"):
+        model(torch.ones(2, 8), torch.ones(2, 8, dtype=torch.long))
+
+
 def test_an_unread_param_computed_from_others_is_no_misspelling():
     """The Wav2Vec2 trial's `frames: ${samples // 320}`, read by nothing, was told 'did you mean
     samples?': a computed param is nobody's misspelt override."""

@@ -24,7 +24,7 @@ from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, Rule
 from ..grids import as_image, divisors
 from ..registry import register
 from ..dtypes import READS, FLOATS
-from ..decoding import Mixes, register_decoding
+from ..decoding import TOKENWISE, Mixes, RecentInputs, register_decoding
 
 
 def one_d_hint(x: TensorType) -> str | None:
@@ -238,4 +238,19 @@ def weight_norm_params(p, weight_shape: tuple[int, ...]) -> int:
 
 CONV = register(ConvOp())
 READS.register(CONV, FLOATS)
-register_decoding(CONV, Mixes("a conv reads the tokens around each one"))
+def conv_decoding(p):
+    """DECODE of a conv: a causal 1-D conv of stride 1 reads the (kernel - 1) * dilation inputs
+    before each token, which generate keeps (RecentInputs); any other reads later tokens, or
+    drops some."""
+    if p.dim == 1 and p.causal:
+        g = geometry(p)
+        if g.kernel[0] == 1:
+            return TOKENWISE
+        if g.stride[0] == 1:
+            return RecentInputs(lambda q: (geometry(q).kernel[0] - 1) * geometry(q).dilation[0])
+        return Mixes(f"a causal conv of stride {g.stride[0]} gives an output for every {g.stride[0]}th token only")
+    return Mixes("a conv reads the tokens around each one" + ("" if p.dim == 2 else
+                                                               " (`causal: true` reads earlier ones only, and decodes)"))
+
+
+register_decoding(CONV, conv_decoding)

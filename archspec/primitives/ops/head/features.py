@@ -48,6 +48,7 @@ class FeaturesHeadOp(Op):
                                 field="from")
             if ids.length != x.length:
                 raise RuleError(f"{ids.length} token ids for {x.length} tokens", field="from")
+            check_eos_in_vocabulary(p, ctx)
         width = p.project or x.channels
         if p.pool == "none":
             return tokens(x.length, width, x.grid, x.prefix, x.origin)  # [B, N, C] -> [B, N, width]
@@ -63,6 +64,34 @@ class FeaturesHeadOp(Op):
             params += linear_params(width, p.project, bias=False)
             flops = linear_flops(rows, width, p.project)
         return Cost(params, flops)
+
+
+def check_eos_in_vocabulary(p, ctx) -> None:
+    """eos_id within the vocabulary of an embed that reads the same token ids: one beyond it is
+    never found, and every sequence would pool its first token without a word."""
+    if p.eos_id is None or ctx is None or not hasattr(ctx, "readers"):
+        return
+    ids = ctx.node.inputs[1]
+    for reader in ctx.readers(ids):
+        node = ctx.node_named(reader)
+        vocab = vocabulary_of(node, ctx)
+        if vocab is not None and p.eos_id >= vocab:
+            raise RuleError(f"eos_id {p.eos_id} is outside the vocabulary of '{reader}' ({vocab} tokens, ids 0 .. "
+                            f"{vocab - 1}), which reads the same ids: no sequence holds it, and each would pool "
+                            f"its first token", field="eos_id",
+                            hint=f"the end-of-text token's id, below {vocab}; leave eos_id out to pool at the "
+                                 "largest id (CLIP's legacy eos_token_id 2)")
+
+
+def vocabulary_of(node, ctx) -> int | None:
+    """The vocabulary of a node reading token ids, where it is an embed of a known table."""
+    op = node.op
+    if getattr(op, "primitive", None) != "embed":
+        return None
+    try:
+        return op.value_range(node.params, 0, ctx)
+    except RuleError:
+        return None
 
 
 FEATURES = register(FeaturesHeadOp())
