@@ -123,6 +123,21 @@ outputs: [chain, swapped, summed, outer]
 """)
 
 
+def test_an_axis_summed_within_one_input_of_several_is_warned_and_one_inputs_sum_is_not():
+    """The EfficientViT, TimesFM and Perceiver trials' typo, 'b d i, b e j -> b i j' (d and e
+    each summed apart), checked clean; a one-input sum ('b n c -> b n') is a reduce, meant."""
+    lone = spec("""\
+  - {id: y, linear: {dim: 16}}
+  - {id: s, from: [x, y], einsum: {eq: "b i d, b j e -> b i j"}}
+""")
+    warnings = [w for w in archspec.check_text(lone).graph.warnings if "before the product" in w.message]
+    assert [w.message for w in warnings] == ["'b i d, b j e -> b i j' sums 'd' within input 1, 'e' within input 2 "
+                                             "alone, before the product: each such sum is taken apart from the "
+                                             "other inputs"]
+    assert "a misspelt shared axis?" in warnings[0].hint
+    assert not [w for w in archspec.check_text(THREE_WAY).graph.warnings if "before the product" in w.message]
+
+
 def test_three_inputs_one_input_and_an_outer_product():
     report, model = build_counted(THREE_WAY)
     x = torch.randn(2, 6, 16)
