@@ -192,12 +192,17 @@ def spec_param_names(path: str) -> list[str]:
 
 def check_classifier(function: str, model, path: str, num_classes) -> None:
     """With num_classes given: the built model's classifier has that many classes (0: the
-    classifier is removed, as timm's reset_classifier(0)); a UsageError for a model without one."""
+    classifier is removed, as timm's reset_classifier(0)). A model without a classifier head
+    (a head written from other words: LeViT's BatchNorm and linear) takes N > 0 through its
+    `classes` param alone, and a UsageError for 0."""
     if num_classes is None:
         return
+    if model.facts.head is None and num_classes > 0:  # the `classes` param was set (classes_override): its word
+        return  # (the EfficientViT trial: levit_128s's BatchNorm-and-linear head refused num_classes=10)
     if model.facts.head is None:
-        raise UsageError(f"archspec.{function}: `num_classes` needs a classifier head (a head of kind classify or "
-                         f"distilled that the model returns), and {path} has none")
+        raise UsageError(f"archspec.{function}: `num_classes=0` removes a classifier head (a head of kind classify "
+                         f"or distilled that the model returns), and {path} has none: its `{CLASSES}` param sets "
+                         "its classes (num_classes > 0)")
     if num_classes == 0:
         model.reset_classifier(0)
     elif model.num_classes != num_classes:

@@ -176,7 +176,7 @@ def not_tokens_hint(x) -> str | None:
 def require_float(x, what: str, field: str | None = "from") -> None:
     """RuleError unless `x` holds floating-point values: '`what` reads floating-point values'."""
     if x.dtype != "float32":
-        raise RuleError(f"{what} reads floating-point values, got {x.layout_name()}", field=field)
+        raise RuleError(f"{what} reads floating-point values, got {x.layout_name()} of {x.dtype}", field=field)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ FILLS = ("zeros", "ones", "eye")  # what a create rule makes (or a number: a ten
 # something learned, and the load warns (Drop.learned).
 BUFFER_NAMES = frozenset({"inv_freq", "original_inv_freq", "position_ids", "token_type_ids", "relative_position_index",
                           "relative_coords_table", "attn_mask", "masked_bias", "running_mean", "running_var",
-                          "num_batches_tracked", "k_bias"})
+                          "num_batches_tracked", "k_bias", "inv_timescales", "freqs_cis", "cos_cached", "sin_cached",
+                          "_float_tensor"})
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,15 @@ def test_create_model_num_classes_follows_timm(tmp_path):
         archspec.create_model("vit_ti16", num_classes="10")
 
 
+def test_num_classes_sets_the_classes_of_a_head_written_from_other_words():
+    """The EfficientViT trial: levit_128s (its heads a BatchNorm and a linear, no classify head)
+    refused num_classes=10, though it declares timm's num_classes as its `classes` param."""
+    model = archspec.create_model("levit_128s", num_classes=10, img_size=64).eval()
+    assert model(torch.randn(1, 3, 64, 64)).shape == (1, 10)
+    with pytest.raises(archspec.UsageError, match="`num_classes=0` removes a classifier head"):
+        archspec.create_model("levit_128s", num_classes=0, img_size=64)
+
+
 def test_a_headless_checkpoint_loads_with_num_classes_as_timms_and_not_without(tmp_path, caplog):
     """timm's num_classes=0 saves no classifier (DINOv2's checkpoints): create_model with
     num_classes=0 gives its features, with N a new classifier said on the log; without

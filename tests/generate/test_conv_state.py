@@ -172,3 +172,15 @@ def test_check_reports_the_state_and_a_conv_that_is_not_causal_decodes_without_a
     same = archspec.check(str(folder / "lfm2.yaml"), {"causal": False})
     assert ("KV cache (generate): none, 'layers.0.conv.conv': a conv reads the tokens around each one "
             "(`causal: true` reads earlier ones only, and decodes)") in same.table()
+
+
+def test_bench_generate_says_why_a_spec_without_a_cache_is_not_timed(pair, capsys):
+    """The LFM2 trial: bench --generate said 'cannot generate' of a spec that generates (without a cache)."""
+    from archspec.cli import EXIT_SPEC, main
+
+    _, _, folder = pair
+    assert main(["bench", str(folder / "lfm2.yaml"), "--generate", "--set", "causal=false", "--new-tokens", "12"]) \
+        == EXIT_SPEC
+    err = capsys.readouterr().err
+    assert "lfm2_tiny decodes without one ('layers.0.conv.conv': a conv reads the tokens around each one" in err
+    assert "`archspec generate` and model.generate decode it all the same" in err

@@ -174,7 +174,7 @@ def test_reduce_on_integers_keeps_them_but_refuses_a_mean():
     with pytest.raises(archspec.SpecError) as info:
         archspec.check_text(spec(inputs="  ids: {shape: [B, 6], dtype: int64}\n",
                                  graph="  - {reduce: {fn: mean, axes: [1]}}\n"))
-    assert info.value.message == "a mean reads floating-point values, got token ids"
+    assert info.value.message == "a mean reads floating-point values, got token ids of int64"
     assert info.value.hint == "sum, max or min keep integers"
 
 

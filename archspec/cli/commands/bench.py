@@ -215,8 +215,20 @@ def cannot_generate(report):
     from ...compiler.generate.driver import CAN_GENERATE
     from ...core.errors import error
 
-    if len(report.graph.inputs()) == 2:
+    from ...primitives.kv_cache import fed_inputs, without_cache
+
+    graph = report.graph
+    if len(fed_inputs(graph)) > 1:
+        ids = fed_inputs(graph)[0].type.layout == "ids"
         return error(f"bench --generate times decoder-only specs; {report.name} is an encoder-decoder",
-                     hint="`archspec generate` decodes it; time a decoder-only spec such as gpt2 or llama")
+                     hint=("`archspec generate` decodes it" if ids else "model.generate decodes it in Python (the "
+                           "command line feeds token ids, and its source is not)")
+                     + "; time a decoder-only spec such as gpt2 or llama")
+    uncached = without_cache(graph)
+    if uncached is not None:
+        return error(f"bench --generate times decoding through a cache, and {report.name} decodes without one "
+                     f"({uncached}): each new token runs the whole sequence again",
+                     hint="`archspec generate` and model.generate decode it all the same; for a cache, see "
+                          "docs/generate.md on what keeps one")
     return error(f"{report.name} cannot generate, so bench --generate has nothing to time",
                  hint=CAN_GENERATE)

@@ -37,7 +37,7 @@ class FoldOp(Op):
             raise RuleError(f"fold reads columns [B, C*kh*kw, L], got {x.layout_name()} {x.describe()}", field="from",
                             hint="unfold gives them; rearrange to [B, C*kh*kw, L] first")
         if x.dtype != "float32":
-            raise RuleError(f"fold reads floating-point values, got {x.layout_name()}", field="from")
+            raise RuleError(f"fold reads floating-point values, got {x.layout_name()} of {x.dtype}", field="from")
         rows, count = x.shape[1], x.shape[2]
         if isinstance(rows, Sym) or isinstance(count, Sym):
             raise RuleError(f"fold needs fixed sizes, got {x.describe()}", field="from")

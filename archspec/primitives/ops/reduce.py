@@ -63,7 +63,7 @@ class ReduceOp(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
         if p.fn == "mean" and x.dtype != "float32":
-            raise RuleError(f"a mean reads floating-point values, got {x.layout_name()}", field="fn",
+            raise RuleError(f"a mean reads floating-point values, got {x.layout_name()} of {x.dtype}", field="fn",
                             hint="sum, max or min keep integers")
         axes = normalised_axes(p.axes, x)
         if p.keepdim:
