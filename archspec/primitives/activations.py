@@ -26,6 +26,8 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "abs": "|x|",
     "sign": "sign(x): -1, 0 or 1",
     "log1p": "log(1 + x) (with abs and sign, timm's RelPosMlp coordinates sign(x) log(1 + |x|))",
+    "softplus": "log(1 + exp(x)), linear above 20 (torch's F.softplus: TimesFM's per-dimension query scale)",
+    "log": "log(x) (natural)",
 }
 
 # those an mlp's `act` takes

@@ -80,6 +80,13 @@ class Log1p(nn.Module):
         return torch.log1p(x)
 
 
+class Log(nn.Module):
+    """log(x), the natural logarithm."""
+
+    def forward(self, x):
+        return torch.log(x)
+
+
 TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, their keyword arguments, oneDNN's post-op)
     "gelu": (nn.GELU, F.gelu, {}, ("gelu", "none")),  # erf
     "gelu_tanh": (nn.GELU, F.gelu, {"approximate": "tanh"}, ("gelu", "tanh")),
@@ -97,6 +104,8 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "abs": (Abs, torch.abs, {}, None),
     "sign": (Sign, torch.sign, {}, None),
     "log1p": (Log1p, torch.log1p, {}, None),
+    "softplus": (nn.Softplus, F.softplus, {}, None),
+    "log": (Log, torch.log, {}, None),
 }
 
 

@@ -36,6 +36,8 @@ ELEMENTWISE_FUNCTIONS = {  # op -> fn(inputs..., **params), the params as keywor
     "subtract": lambda x, y: x - y,  # broadcast
     "multiply": lambda x, y: x * y,  # broadcast
     "divide": lambda x, y: x / y,  # broadcast
+    "maximum": torch.maximum,  # broadcast
+    "minimum": torch.minimum,  # broadcast
     "power": lambda x, exponent: x ** exponent,
     "scale": lambda x, factor: x * factor,
     "shift": lambda x, value: x + value,

@@ -299,7 +299,10 @@ EVERY_OP = spec(inputs="  x: [B, 8, 8]\n", params="params:\n  cap: 30.0\n  eps: 
   - {id: floor, clamp: {min: 0.5}}
   - {id: unit, from: [x, floor], divide: {}}
   - {id: capped_unit, clamp: {min: -0.25, max: 0.25}}
-outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped, grown, capped_unit]
+  - {id: above_half, from: [x, one_half], maximum: {}}
+  - {id: soft, activation: {fn: softplus}}
+  - {id: bounded, from: [soft, norm], minimum: {}}
+outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped, grown, capped_unit, bounded]
 """)
 
 
@@ -316,7 +319,8 @@ def every_op_reference(model, x):
             x.amin(1) * 0.5, x * torch.eye(8), torch.cat([x, x * columns], dim=-1),
             pairs @ model.mapped.weight.t() + model.mapped.bias,
             torch.cat([(offsets * 0.5).sin(), (offsets * 0.5).cos()], dim=-1).exp(),
-            F.normalize(x, dim=-1, eps=0.5).clamp(-0.25, 0.25))
+            F.normalize(x, dim=-1, eps=0.5).clamp(-0.25, 0.25),
+            torch.minimum(F.softplus(torch.maximum(x, torch.tensor(0.5))), x.norm(dim=-1, keepdim=True)))
 
 
 def test_every_op_against_its_definition_and_flop_counter():

@@ -156,6 +156,11 @@ ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs,
     ElementwiseRow("divide", NoParams, "x / y, element-wise on floating-point values; shapes must broadcast.\n\n"
                    "Integers are refused: torch divides them into floats, which is not their type.",
                    BINARY, quotient, FLOATS),
+    ElementwiseRow("maximum", NoParams, "max(x, y), element-wise (torch.maximum); shapes must broadcast.",
+                   BINARY, broadcasts("maximum"), ANY),
+    ElementwiseRow("minimum", NoParams, "min(x, y), element-wise (torch.minimum): two additive masks joined "
+                   "without overflow (TimesFM's causal and padding masks); shapes must broadcast.",
+                   BINARY, broadcasts("minimum"), ANY),
     ElementwiseRow("power", PowerParams, "x ** exponent, element-wise; the output has the input's type.",
                    UNARY, of_floats("power"), FLOATS),
     ElementwiseRow("scale", ScaleParams, "x * factor, element-wise; the output has the input's type.",

@@ -17,6 +17,7 @@ FUNCTIONS = {  # each op of the rule's table (archspec/primitives/ops/attention/
     "exp": torch.exp, "log": torch.log, "abs": torch.abs, "clamp": torch.clamp, "less": torch.lt,
     "less_equal": torch.le, "greater": torch.gt, "greater_equal": torch.ge, "equal": torch.eq, "not_equal": torch.ne,
     "and": torch.logical_and, "or": torch.logical_or, "not": torch.logical_not, "where": torch.where,
+    "maximum": torch.maximum, "minimum": torch.minimum,
 }
 SCORE_NAME = "score"  # the names a step reads besides the tensors and earlier steps (the rule's SCORE, INDICES)
 INDEX_NAMES = "b h q k"

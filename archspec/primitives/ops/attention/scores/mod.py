@@ -46,6 +46,7 @@ OPS: dict[str, tuple[int | None, str, str]] = {
     "greater_equal": (2, "num", "bool"), "equal": (2, "num", "bool"), "not_equal": (2, "num", "bool"),
     "and": (2, "bool", "bool"), "or": (2, "bool", "bool"), "not": (1, "bool", "bool"),
     "where": (3, "where", "same"), "at": (None, "at", "float"),
+    "maximum": (2, "num", "same"), "minimum": (2, "num", "same"),
 }
 
 
