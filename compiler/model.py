@@ -63,6 +63,7 @@ class InputShape:
     sequence: bool  # dim 1 counts tokens (ids, tokens)
     ids: bool = False  # token ids [B, L] (int64), what generate feeds
     batched: bool = False  # dim 0 is the batch B, which every such input shares
+    vocab: int | None = None  # ids: the fewest rows of the embeds that read them (an id at or past it fails)
 
     def check(self, x) -> None:
         shape = getattr(x, "shape", None)
@@ -116,8 +117,30 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
         loc = node.loc
         shapes.append(InputShape(node.name, len(t.shape), tuple(checks), symbols,
                                  ", ".join(str(d) for d in t.shape), f"{loc.file}:{loc.line}" if loc else "",
-                                 t.layout in ("ids", "tokens"), t.layout == "ids", batched))
+                                 t.layout in ("ids", "tokens"), t.layout == "ids", batched,
+                                 vocabulary(graph, node.name) if t.layout == "ids" else None))
     return tuple(shapes)
+
+
+def vocabulary(graph, name: str) -> int | None:
+    """The fewest rows among the tables of the nodes that read the ids input `name` as indices
+    (Op.value_range: an embed's vocabulary), or None where none does."""
+    from archspec.primitives.base import RuleError
+    from archspec.primitives.infer import GraphContext
+
+    found = []
+    for reader in dict.fromkeys(graph.readers(name)):
+        node = graph.node(reader)
+        for slot, source in enumerate(node.inputs):
+            if source != name:
+                continue
+            try:
+                rows = node.op.value_range(node.params, slot, GraphContext(graph, node))
+            except RuleError:
+                rows = None
+            if isinstance(rows, int):
+                found.append(rows)
+    return min(found, default=None)
 
 
 class ModelOutput(tuple):
@@ -234,11 +257,11 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         """ValueError in words, from `exc`, where a token-id input holds an id outside the token table."""
         tables = [m.tokens.num_embeddings for m in self.modules()  # embed's token tables (modules/embed.py)
                   if isinstance(getattr(m, "tokens", None), torch.nn.Embedding)]
-        if not tables:
-            return
-        rows = min(tables)
         for declared, x in zip(self.__dict__.get("meta", {}).get("archspec_inputs", ()), args):
             if not (declared.ids and isinstance(x, torch.Tensor) and x.numel()):
+                continue
+            rows = declared.vocab if declared.vocab is not None else min(tables, default=None)  # its readers' tables
+            if rows is None:
                 continue
             wrong = x[(x < 0) | (x >= rows)]
             if wrong.numel():

@@ -161,6 +161,27 @@ def test_a_token_id_outside_the_vocabulary_is_refused_in_words(tiny_lm, wrong):
     assert isinstance(info.value.__cause__, IndexError)
 
 
+def test_an_id_outside_its_own_embeds_vocabulary_names_that_input_and_that_vocabulary():
+    """The LayoutLMv3 trial: two id inputs read by embeds of 100 and 8 rows; an id of 9 in the
+    second was told 'input ids holds token id 50, outside the vocabulary of 8 ids' (every input
+    checked against the smallest table)."""
+    model = archspec.build_text("""
+name: two_vocabularies
+dims: {L: [1, 16]}
+inputs:
+  ids: {shape: [B, L], dtype: int64}
+  small_ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: a, from: ids, embed: {vocab: 100, dim: 8, pos: none}}
+  - {id: b, from: small_ids, embed: {vocab: 8, dim: 8, pos: none}}
+  - {id: s, from: [a, b], add: {}}
+""")
+    with pytest.raises(ValueError, match=r"^input 'small_ids' holds token id 9, outside the vocabulary of 8 ids"):
+        model(torch.tensor([[50, 60]]), torch.tensor([[3, 9]]))
+    with pytest.raises(ValueError, match=r"^input 'ids' holds token id 150, outside the vocabulary of 100 ids"):
+        model(torch.tensor([[150, 6]]), torch.tensor([[3, 1]]))
+
+
 def test_a_fixed_size_is_checked_too():
     model = archspec.build_text("""
 name: img
