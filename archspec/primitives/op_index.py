@@ -96,6 +96,7 @@ OPS = {  # primitive (or a dotted family of parts) -> kind or part (None: no kin
     'argsort': {None: 'argsort'},
     'attention': {'alibi': 'attention.alibi', 'causal': 'attention.causal', 'channel': 'attention.channel', 'class': 'attention.class_', 'convolutional': 'attention.convolutional', 'cross': 'attention.cross', 'differential': 'attention.differential', 'global': 'attention.global_', 'latent': 'attention.latent', 'linear_sra': 'attention.linear_sra', 'outlook': 'attention.outlook', 'pooled': 'attention.pooled', 'shifted': 'attention.shifted', 'sliding': 'attention.sliding', 'sra': 'attention.sra', 'window': 'attention.window', 'xca': 'attention.xca'},
     'attention.scores': {'decomposed': 'attention.scores.decomposed', 'disentangled': 'attention.scores.disentangled', 'local_window': 'attention.scores.local_window', 'mod': 'attention.scores.mod', 'offset_table': 'attention.scores.offset_table', 'relative_table': 'attention.scores.relative_table', 'rotary_grid': 'attention.scores.rotary_grid', 'sinks': 'attention.scores.sinks', 'softcap': 'attention.scores.softcap', 'talking_heads': 'attention.scores.talking_heads'},
+    'cast': {None: 'elementwise'},
     'clamp': {None: 'elementwise'},
     'compare': {None: 'elementwise'},
     'concat': {None: 'concat'},

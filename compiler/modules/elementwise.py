@@ -48,7 +48,24 @@ MODULES = {  # op -> (params -> (module class, its keyword arguments)): the rows
     "activation": lambda p: activation_class(p.fn),
     "dropout": lambda p: (nn.Dropout, {"p": p.rate}),
     "compare": lambda p: (Compare, p.model_dump()),
+    "cast": lambda p: (Cast, p.model_dump()),
 }
+
+
+class Cast(nn.Module):
+    """x as int64, or as floats of the model's floating dtype (float32 until the model is cast:
+    `anchor` follows .to(bfloat16), as Compare's)."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
+        self.register_buffer("anchor", torch.zeros(0), persistent=False)
+
+    def forward(self, x):
+        return x.to(torch.int64 if self.dtype == "int64" else self.anchor.dtype)  # same shape
+
+    def extra_repr(self) -> str:
+        return self.dtype
 
 
 class Compare(nn.Module):

@@ -302,7 +302,9 @@ EVERY_OP = spec(inputs="  x: [B, 8, 8]\n", params="params:\n  cap: 30.0\n  eps: 
   - {id: above_half, from: [x, one_half], maximum: {}}
   - {id: soft, activation: {fn: softplus}}
   - {id: bounded, from: [soft, norm], minimum: {}}
-outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped, grown, capped_unit, bounded]
+  - {id: truncated, from: capped, cast: {dtype: int64}}
+  - {id: counted, cast: {dtype: float32}}
+outputs: [mixed, gemma, probs, total, halved, diagonal, joined, mapped, grown, capped_unit, bounded, counted]
 """)
 
 
@@ -320,7 +322,8 @@ def every_op_reference(model, x):
             pairs @ model.mapped.weight.t() + model.mapped.bias,
             torch.cat([(offsets * 0.5).sin(), (offsets * 0.5).cos()], dim=-1).exp(),
             F.normalize(x, dim=-1, eps=0.5).clamp(-0.25, 0.25),
-            torch.minimum(F.softplus(torch.maximum(x, torch.tensor(0.5))), x.norm(dim=-1, keepdim=True)))
+            torch.minimum(F.softplus(torch.maximum(x, torch.tensor(0.5))), x.norm(dim=-1, keepdim=True)),
+            capped.long().float())
 
 
 def test_every_op_against_its_definition_and_flop_counter():
@@ -415,3 +418,29 @@ def test_archspec_check_exits_1_on_a_bad_op_without_a_traceback(tmp_path, capsys
     err = capsys.readouterr().err
     assert f"{path}:5:43: error: pooled: reduce over axis 0, the batch" in err
     assert "hint: axes count from the batch" in err and "Traceback" not in err
+
+
+def test_cast_turns_ids_into_floats_of_the_models_dtype_and_floats_into_ids():
+    """The LayoutLMv3 trial turned int64 coordinates into floats with a 64-row constant table
+    and a gather (6 nodes); `cast` says it."""
+    report, model = build_counted("""
+name: casts
+dims: {L: [1, 16]}
+inputs:
+  ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: coords, from: ids, cast: {dtype: float32}}
+  - {id: halved, scale: {factor: 0.5}}
+  - {id: back, cast: {dtype: int64}}
+  - {id: rows, from: back, embed: {vocab: 64, dim: 4, pos: none}}
+outputs: [halved, rows]
+""")
+    assert report.graph.type_of("coords").layout == "tensor" and report.graph.type_of("back").layout == "ids"
+    ids = torch.tensor([[3, 8, 63]])
+    halved, rows = model(ids)
+    assert torch.equal(halved, ids.float() * 0.5)
+    assert torch.equal(rows, model.rows.tokens.weight[ids // 2])
+    assert model.to(torch.bfloat16)(ids)[0].dtype == torch.bfloat16
+    with pytest.raises(archspec.SpecError, match="cast to int64 of values that are int64 already"):
+        archspec.check_text("name: c\ninputs:\n  ids: {shape: [B, 4], dtype: int64}\ngraph:\n"
+                            "  - {id: c, cast: {dtype: int64}}\n")

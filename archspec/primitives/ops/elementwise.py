@@ -30,7 +30,7 @@ its own file.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Literal, Optional
 
 from ...core.declared import Field
@@ -69,6 +69,12 @@ class CompareParams(Params):
     dtype: Literal["float32", "int64"] = Field("float32", description="the 0/1 result's dtype (int64 [B, N]: a "
                                                                       "sequence mask, as mask_token reads; float32: "
                                                                       "the model's floats, bf16 in a bf16 build)")
+
+
+class CastParams(Params):
+    dtype: Literal["float32", "int64"] = Field(description="float32: integers as floats (of the model's floating "
+                                                           "dtype once it is cast); int64: floats truncated toward "
+                                                           "zero, as torch's .long()")
 
 
 class ActivationParams(Params):
@@ -115,6 +121,20 @@ def clamped(p: ClampParams, inputs: list[TensorType]) -> TensorType:
     if p.min is not None and p.max is not None and p.min > p.max:
         raise RuleError(f"clamp's min {p.min} is above its max {p.max}", field="min")
     return of_floats("clamp")(p, inputs)
+
+
+def cast(p: CastParams, inputs: list[TensorType]) -> TensorType:
+    """x's values as `dtype`: int64 [B, N] is ids; token ids as floats are a tensor [B, N]; any
+    other keeps its layout."""
+    (x,) = inputs
+    if p.dtype == x.dtype:
+        raise RuleError(f"cast to {p.dtype} of values that are {x.dtype} already", field="dtype",
+                        hint="drop the cast")
+    if p.dtype == "int64" and len(x.shape) == 2 and x.shape[0] is BATCH:
+        return ids(x.shape[1])  # [B, N] int64
+    if x.layout == "ids":
+        return tensor(x.shape, p.dtype)  # [B, N] float32
+    return replace(x, dtype=p.dtype)  # same shape and layout
 
 
 def compared(p: CompareParams, inputs: list[TensorType]) -> TensorType:
@@ -172,6 +192,9 @@ ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs,
     ElementwiseRow("compare", CompareParams, "(x <op> value) as 0/1 of `dtype`, the shape of x (int64 [B, N]: ids, "
                    "a sequence mask).\n\nAnything else is a tensor of x's shape.",
                    UNARY, compared, ANY),
+    ElementwiseRow("cast", CastParams, "x's values as `dtype` (torch's .to): integer indices or coordinates as "
+                   "floats, or floats truncated to int64.\n\nint64 [B, N] is ids; any other keeps its layout.",
+                   UNARY, cast, ANY),
     ElementwiseRow("activation", ActivationParams, "fn(x), element-wise.",
                    UNARY, of_floats("an activation", field=None), FLOATS),
     ElementwiseRow("dropout", DropoutParams, "Dropout (identity in eval).",
