@@ -69,6 +69,7 @@ class SelfCache(Decode):
     entry: Callable | None = None
     key_padding: Callable | None = None
     refill: Callable | None = None
+    entry_of_types: Callable | None = None  # (params, input types) -> the entry, or None: `entry`'s (external q/k/v)
 
     def window_of(self, params) -> int | None:
         return None if self.window is None else self.window(params)
@@ -79,8 +80,13 @@ class SelfCache(Decode):
     def reads_key_padding(self, params) -> bool:
         return self.key_padding is not None and bool(self.key_padding(params))
 
-    def entry_of(self, op, params, width: int) -> tuple[int, int, int]:
-        """(heads, key width, value width) cached per token."""
+    def entry_of(self, op, params, width: int, types=None) -> tuple[int, int, int]:
+        """(heads, key width, value width) cached per token; `types`, the node's input types, where
+        the entry depends on them (`entry_of_types`: external projections, the widths of k and v)."""
+        if self.entry_of_types is not None and types is not None:
+            found = self.entry_of_types(params, types)
+            if found is not None:
+                return found
         if self.entry is not None:
             return self.entry(params, width)
         head = op.head_dim(params, width)

@@ -239,7 +239,7 @@ def cached_layers(graph: Graph, cache: type = SelfCache) -> list[CachedLayer]:
         length = keys.length if isinstance(keys.length, int) else keys.length.hi
         refill = None
         if isinstance(decode, SelfCache):
-            heads, key, value = decode.entry_of(node.op, p, x.channels)
+            heads, key, value = decode.entry_of(node.op, p, x.channels, [graph.type_of(n) for n in node.inputs])
             window, refill = decode.window_of(p), decode.refill_of(p)
         else:  # cross attention: the memory's keys and values, the sequence kinds'
             heads, key, value, window = p.kv_heads or p.heads, node.op.head_dim(p, x.channels), None, None

@@ -148,10 +148,11 @@ class KVCache:
         return self.keys, self.values, state.ring_mask(window, k.dtype)
 
     def attend(self, module, x: torch.Tensor, bias: torch.Tensor | None = None, tensors=()) -> torch.Tensor:
-        """module's attention for the current tokens x [B, count, C] over every token so far;
+        """module's attention for the current tokens x [B, count, C] (external projections: the
+        node's q, k and v) over every token so far;
         `bias`: a score bias input ([1, h, count, end]: T5's relative_bias at the cached slots)."""
-        B, N, _ = x.shape
-        q, k, v = module.project(x)  # [B, h, N, d], 2 x [B, h_kv, N, d]
+        q, k, v = module.project(x)  # [B, h, N, d], 2 x [B, h_kv, N, d]; x: (q, k, v) where external
+        B, N = q.shape[0], q.shape[2]
         if module.q_norm is not None:
             q, k = module.q_norm(q), module.k_norm(k)
         if module.rotary is not None:

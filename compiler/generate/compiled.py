@@ -119,8 +119,8 @@ def one_query_attention(q, k, v, mask, scale: float | None) -> torch.Tensor:
     scores = (grouped * k[:, :, None].float()).sum(-1) * scale  # [B, h_kv, group, S]
     scores = scores + mask.reshape(mask.shape[0], h_kv if mask.shape[1] > 1 else 1, -1, slots)  # [B, h_kv, group, S]
     weights = scores.softmax(-1)  # [B, h_kv, group, S]
-    out = (weights[..., None] * v[:, :, None].float()).sum(-2)  # [B, h_kv, group, d]
-    return out.to(q.dtype).reshape(B, h, 1, d)  # [B, h, 1, d]
+    out = (weights[..., None] * v[:, :, None].float()).sum(-2)  # [B, h_kv, group, dv]
+    return out.to(q.dtype).reshape(B, h, 1, v.shape[-1])  # [B, h, 1, dv]
 
 
 class StaticStep(nn.Module):

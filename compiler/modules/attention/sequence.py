@@ -118,8 +118,10 @@ class SequenceAttention(Sublayer):
                  qk_norm="none", qk_norm_eps=1e-6, qk_norm_over="head", qk_norm_bias=True, qk_norm_offset=0.0,
                  rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
-                 clip_qkv=None, qk_positions=0, qk_norm_affine=True, **sublayer):
+                 clip_qkv=None, qk_positions=0, qk_norm_affine=True, projections="internal", value_dim=None,
+                 **sublayer):
         super().__init__(dim, **sublayer)
+        self.external = projections == "external"  # q, k and v are inputs: no projections here (dim: q's width)
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.clip_qkv = clip_qkv  # None, or the bound the projections' outputs are clamped to (DBRX, OLMo, MPT)
         self.head_dim = head_dim or dim // heads
@@ -130,9 +132,12 @@ class SequenceAttention(Sublayer):
         self.score_tensors = score_tensors  # inputs the parts read by name, after the score bias
         self.qk_positions = qk_positions  # position inputs after the token streams, added to q's and k's inputs
         inner, kv_width = self.head_dim * heads, self.head_dim * self.kv_heads
-        self.widths = (inner, kv_width, kv_width)
+        self.value_dim = value_dim or self.head_dim  # each head's value width (external v's may differ)
+        self.widths = (inner, kv_width, self.value_dim * self.kv_heads)
         bias = qkv_bias is True
-        if memory_width is None:  # queries, keys and values of x: one projection
+        if self.external:  # made by other nodes; qkv_bias and proj_bias are the rule's to refuse
+            pass
+        elif memory_width is None:  # queries, keys and values of x: one projection
             self.qkv = Linear(dim, inner + 2 * kv_width, bias=bias)
         else:  # queries of x, keys and values of a memory this wide (cross and class attention; kdim)
             self.q = Linear(dim, inner, bias=bias)
@@ -147,18 +152,23 @@ class SequenceAttention(Sublayer):
                                             self.head_dim, qk_norm_offset, qk_norm_affine)
         self.rotary = Rotary(**{"dims": self.head_dim, **rotary}) if rotary is not None else None
         self.kernel = AttentionKernel(keys or AllKeys(), scale, attn_drop)
-        self.proj = Linear(inner, dim, bias=proj_bias)
+        self.proj = Linear(inner, dim, bias=proj_bias) if not self.external else nn.Identity()
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else None
         trunc_normal_linears(self)
 
     # -- pieces -------------------------------------------------------------------------------
-    def split_heads(self, x, heads):
+    def split_heads(self, x, heads, width=None):
         B, N, _ = x.shape
-        return x.reshape(B, N, heads, self.head_dim).transpose(1, 2)  # [B, N, h*d] -> [B, h, N, d]
+        return x.reshape(B, N, heads, width or self.head_dim).transpose(1, 2)  # [B, N, h*d] -> [B, h, N, d]
 
     def project(self, x, memory=None, positions=()):
         """q [B, h, N, d], k and v [B, h_kv, M, d]; `positions` (qk_positions) are added to the
-        queries' and keys' inputs: x's, then the memory's."""
+        queries' and keys' inputs: x's, then the memory's. With external projections x is (q, k,
+        v) as the node read them, split into their heads."""
+        if self.external:
+            q, k, v = x  # [B, N, h*d], [B, N, h_kv*d], [B, N, h_kv*dv]
+            return (self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads),
+                    self.split_heads(v, self.kv_heads, self.value_dim))  # [B, h, N, d], [B, h_kv, N, d or dv]
         if memory is not None:
             return self.queries(x, *positions[:1]), *self.memory_keys_values(memory, *positions[1:])
         if positions:
@@ -265,8 +275,8 @@ class SequenceAttention(Sublayer):
 
     # -- forward ------------------------------------------------------------------------------
     def attend(self, x, memory=None, padding=None, bias=None, tensors=(), positions=()):
-        B, N, C = x.shape
         q, k, v = self.project(x, memory, positions)
+        B, N = q.shape[0], q.shape[2]
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
@@ -294,6 +304,8 @@ class SelfAttention(SequenceAttention):
         return self.kernel.keys.decodes
 
     def body(self, x, *extra, cache=None):
+        if self.external:  # x is q; k and v come first among the rest
+            x, extra = (x, *extra[:2]), extra[2:]
         positions, extra = self.split_positions(extra)
         bias, padding = self.split_extra(extra)
         if cache is not None:  # the cache's mask hides the padded keys (no kind with positions decodes)
@@ -302,7 +314,7 @@ class SelfAttention(SequenceAttention):
 
     def cache_entry(self) -> tuple[int, int, int]:
         """(heads, key width, value width) of what generate caches per token: the key/value heads."""
-        return self.kv_heads, self.head_dim, self.head_dim
+        return self.kv_heads, self.head_dim, self.value_dim
 
 
 def sequence_args(p, width: int) -> dict:
@@ -341,12 +353,17 @@ def longrope_args(p) -> dict | None:
 
 
 def make_sequence_attention(cls, op, p, inputs, **extra):
-    """The attention module of a sequence kind's node, with its score parts installed."""
+    """The attention module of a sequence kind's node, with its score parts installed; with
+    external projections no projections, norm or residual of its own (a bare sub-layer)."""
     width = inputs[0].channels
     positions = len(op.positions(p))
     if positions:  # model.py as before without them
         extra["qk_positions"] = positions
-    module = make(cls, **common_args(p, width), **sequence_args(p, width), **sublayer_args(p), **extra)
+    sublayer = sublayer_args(p)
+    if p.projections == "external":  # model.py as before without it
+        extra.update(projections="external", value_dim=inputs[2].channels // (p.kv_heads or p.heads))
+        sublayer.update(norm="none", residual=False, layer_scale=None, drop_path=0.0)
+    module = make(cls, **common_args(p, width), **sequence_args(p, width), **sublayer, **extra)
     return install_score_parts(module, p, op.score_site(p, inputs))
 
 

@@ -11,7 +11,7 @@ from ....core.declared import Field
 from ....core.types import TensorType
 from ...base import RuleError
 from ...registry import register
-from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, reads_padding_mask
+from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, external_cache_entry, reads_padding_mask
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
@@ -24,6 +24,8 @@ class AlibiParams(SequenceParams):
 class AlibiAttentionOp(SequenceAttentionOp):
     """Causal attention with a per-head linear penalty on the distance to each earlier key."""
 
+    takes_external = True
+
     kind = "alibi"
     Params = AlibiParams
 
@@ -35,4 +37,5 @@ class AlibiAttentionOp(SequenceAttentionOp):
 
 
 ALIBI = register(AlibiAttentionOp())
-register_decoding(ALIBI, unless_a_part_refuses(SelfCache(key_padding=reads_padding_mask)))
+register_decoding(ALIBI, unless_a_part_refuses(SelfCache(key_padding=reads_padding_mask,
+                                                          entry_of_types=external_cache_entry)))

@@ -9,6 +9,7 @@ from ....core.declared import Field
 from ....core.types import TensorType
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, longrope_refill, reads_padding_mask
+from .sequence import external_cache_entry
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
@@ -21,6 +22,8 @@ class CausalParams(SequenceParams):
 class CausalAttentionOp(SequenceAttentionOp):
     """Each token attends to itself and earlier tokens (nn.Transformer decoder, CLIP text)."""
 
+    takes_external = True
+
     kind = "causal"
     Params = CausalParams
 
@@ -30,4 +33,5 @@ class CausalAttentionOp(SequenceAttentionOp):
 
 
 CAUSAL = register(CausalAttentionOp())
-register_decoding(CAUSAL, unless_a_part_refuses(SelfCache(key_padding=reads_padding_mask, refill=longrope_refill)))
+register_decoding(CAUSAL, unless_a_part_refuses(SelfCache(key_padding=reads_padding_mask, refill=longrope_refill,
+                                                           entry_of_types=external_cache_entry)))

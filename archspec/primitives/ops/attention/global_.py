@@ -19,6 +19,8 @@ class GlobalParams(SequenceParams):
 class GlobalAttentionOp(SequenceAttentionOp):
     """All tokens attend to all tokens (timm ViT)."""
 
+    takes_external = True
+
     kind = "global"
     Params = GlobalParams
     key_hints = {"window": "sliding is causal: a window both ways over a sequence (each token sees up to w // 2 "

@@ -1,16 +1,19 @@
 """What the sequence kinds (global, causal, sliding, cross) share: grouped-query attention,
 rotary position embeddings, query/key normalisation, separate q/k/v biases, a head size of its
-own, the score scale, an additive score-bias input, score parts (scores/) and a key-padding
-mask input."""
+own, the score scale, an additive score-bias input, score parts (scores/), a key-padding mask
+input, and `projections: external` (q, k and v made by other nodes, read as the first three
+inputs: the kernel, its mask rule and parts over projections the node does not own)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from dataclasses import replace
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
 from ...base import Cost, Eps, PositiveInt, RuleError
+from ...counting import attention_flops
 from .common import AttentionOp, AttentionParams
 from .scores.base import ScoreSite, parse_scores
 
@@ -81,6 +84,13 @@ class SequenceParams(AttentionParams):
                                          "input after the token streams (a relative position bias node's output)")
     scores: list[Any] = Field(default_factory=list,
                               description="score parts, in order: a name (talking_heads) or {name: {options}}")
+    projections: Literal["internal", "external"] = Field(
+        "internal", description="internal: the node projects its tokens to q, k and v and back; external: it reads "
+                                "q [B, N, heads x head_dim], k [B, N, kv_heads x head_dim] and v [B, N, kv_heads x "
+                                "value width] as its first three inputs, made by any ops, and gives the heads' "
+                                "outputs [B, N, heads x value width] (no norm, residual or output projection): "
+                                "the fused kernel, its mask rule, score parts, rotary, qk_norm and generate's cache "
+                                "over projections of your own (global, causal, sliding, alibi)")
 
 
 def qk_positions_field():
@@ -91,10 +101,17 @@ def qk_positions_field():
                                     "the memory's)")
 
 
+# the options that belong to the node's own projections and sub-layer, which external ones leave out
+INTERNAL_ONLY = ("norm", "norm_kind", "norm_eps", "norm_offset", "norm_bias", "norm_affine", "residual", "layer_scale",
+                 "drop_path", "branch_scale", "res_post_init", "qkv_bias", "proj_bias", "proj_drop", "clip_qkv",
+                 "qk_positions")
+
+
 class SequenceAttentionOp(AttentionOp):
     """The rules of the options every sequence kind takes."""
 
     Params = SequenceParams
+    takes_external: ClassVar[bool] = False  # `projections: external` (global, causal, sliding, alibi)
 
     def reads(self, p) -> tuple[str, ...]:
         return self.leading(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
@@ -144,8 +161,19 @@ class SequenceAttentionOp(AttentionOp):
         return None
 
     def streams(self, p) -> tuple[str, ...]:
-        """The token streams the kind reads (before the padding mask)."""
-        return ("x",)
+        """The token streams the kind reads (before the padding mask): its tokens, or with external
+        projections the queries, keys and values."""
+        return ("q", "k", "v") if external(p) else ("x",)
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        """The tokens' shape; with external projections the queries' length and grid, heads x the
+        value width wide (the heads' outputs, before any projection of yours)."""
+        out = super().shape(p, inputs, ctx)
+        if not external(p):
+            return out
+        q, v = inputs[0], inputs[2]
+        width = p.heads * (v.channels // (p.kv_heads or p.heads))
+        return replace(out, shape=tuple(out.shape[:-1]) + (width,))  # [B, N, h*d] -> [B, N, h*dv]
 
     def head_dim(self, p, width: int) -> int:
         return p.head_dim or width // p.heads
@@ -180,6 +208,8 @@ class SequenceAttentionOp(AttentionOp):
     def check(self, p, inputs: list[TensorType]) -> None:
         x = inputs[0]
         head = self.head_dim(p, x.channels)
+        if external(p):
+            self.check_external(p, inputs)
         site = self.score_site(p, inputs)
         for use in parse_scores(p.scores):
             use.check(site)
@@ -230,6 +260,65 @@ class SequenceAttentionOp(AttentionOp):
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.reads(p)) - 1 else None  # the mask is 0 or 1
+
+    def check_external(self, p, inputs: list[TensorType]) -> None:
+        """External projections: a kind that takes them, none of the options of the node's own
+        projections and sub-layer, and q, k and v of one length whose widths split into the heads."""
+        if not self.takes_external:
+            raise RuleError(f"{self.kind} attention projects its own inputs; external projections go with global, "
+                            "causal, sliding and alibi attention", field="projections")
+        for name in INTERNAL_ONLY:
+            if name in p.model_fields_set:
+                raise RuleError(f"{name} belongs to the node's own projections and sub-layer, which external "
+                                "projections leave out", field=name,
+                                hint="drop it: make q, k and v, the norm before and the output projection and "
+                                     "residual after, with nodes of their own")
+        q, k, v = inputs[:3]
+        kv_heads = p.kv_heads or p.heads
+        head = self.head_dim(p, q.channels)
+        if p.heads * head != q.channels:
+            raise RuleError(f"external q is {q.channels} wide, and {p.heads} heads of head_dim {head} make "
+                            f"{p.heads * head}", field="head_dim", hint="drop head_dim: q's width over the heads is it")
+        for name, t in (("k", k), ("v", v)):
+            if t.layout != "tokens":
+                raise RuleError(f"external {name} must be tokens [B, N, C], got {t.layout_name()} {t.describe()}",
+                                field="from", hint="a rearrange with `as: tokens` makes a rank-3 tensor tokens")
+            if t.length != q.length:
+                raise RuleError(f"external {name} has {t.length} tokens and q {q.length}: self-attention's keys "
+                                "are its queries' tokens", field="from")
+        if k.channels != kv_heads * head:
+            raise RuleError(f"external k is {k.channels} wide, and {kv_heads} key heads of q's head width {head} "
+                            f"({q.channels} / {p.heads} heads) make {kv_heads * head}", field="from",
+                            hint="q and k share the head width; kv_heads sets the key and value heads")
+        if v.channels % kv_heads:
+            raise RuleError(f"external v is {v.channels} wide, which {kv_heads} value heads do not divide",
+                            field="from")
+
+    def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
+        """As every kind's; with external projections the kernel's products (and the score parts
+        and q/k norms) alone: q·k over the heads' q width, the weights times v over their v width."""
+        if not external(p):
+            return super().cost(p, inputs, out, ctx)
+        q, v = inputs[0], inputs[2]
+        queries, keys = dim_value(q.length), self.keys(p, inputs)
+        core = self.core_cost(p, inputs)  # the parts' and norms' params, over q's width
+        products = 2 * queries * keys * (q.channels + p.heads * (v.channels // (p.kv_heads or p.heads)))
+        flops = core.flops - attention_flops(queries, keys, q.channels) + products
+        return Cost(core.params, flops, core.buffer_bytes, self.score_bytes(p, inputs))
+
+
+def external(p) -> bool:
+    """Whether the node reads q, k and v made outside it (`projections: external`)."""
+    return getattr(p, "projections", "internal") == "external"
+
+
+def external_cache_entry(p, types: list[TensorType]) -> tuple[int, int, int] | None:
+    """SelfCache's entry_of_types: with external projections, (key/value heads, key width, value
+    width) from k's and v's widths; else None (the kind's own)."""
+    if not external(p):
+        return None
+    kv_heads = p.kv_heads or p.heads
+    return kv_heads, types[1].channels // kv_heads, types[2].channels // kv_heads
 
 
 def check_positions(stream: TensorType, positions: TensorType) -> None:

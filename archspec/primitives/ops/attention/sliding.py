@@ -10,6 +10,7 @@ from ....core.types import TensorType
 from ...base import PositiveInt
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, longrope_refill, reads_padding_mask
+from .sequence import external_cache_entry
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
@@ -22,6 +23,8 @@ class SlidingParams(SequenceParams):
 
 class SlidingWindowAttentionOp(SequenceAttentionOp):
     """Causal attention limited to the last `window` tokens."""
+
+    takes_external = True
 
     kind = "sliding"
     Params = SlidingParams
@@ -38,4 +41,5 @@ def sliding_window(p) -> int:
 
 SLIDING = register(SlidingWindowAttentionOp())
 register_decoding(SLIDING, unless_a_part_refuses(SelfCache(window=sliding_window, key_padding=reads_padding_mask,
-                                                                 refill=longrope_refill)))
+                                                                 refill=longrope_refill,
+                                                                 entry_of_types=external_cache_entry)))

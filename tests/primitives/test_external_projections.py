@@ -1,0 +1,147 @@
+"""`projections: external`: attention over q, k and v made by other nodes. Eleven of fifteen
+user trials wrote attention by hand from einsum and softmax because its projections were not
+the node's (TimesFM's learned per-dimension query scale, JetMoE's per-expert query and output
+projections, Perceiver's query/key width apart from its value width, EfficientViT's cascaded
+heads): 18 to 84 nodes a layer, no fused kernel, no cache. Here the node reads them and keeps
+the kernel, its mask rule, rotary, grouped key/value heads, the padding mask and generate's
+cache, against torch's own SDPA written out in each test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import archspec
+from archspec.compiler.backends.onnx import export_onnx
+from archspec.compiler.generate import generate
+from archspec.compiler.generate.driver import decoder_of
+
+CAUSAL = """
+name: external_causal
+params: {dim: 32, heads: 4, kv_heads: 2, value_width: 12}
+dims: {L: [1, 64]}
+inputs:
+  input_ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: embed, embed: {vocab: 50, dim: "${dim}", pos: none}}
+  - {id: norm, norm: {kind: rms}}
+  - {id: q, from: norm, linear: {dim: 32, bias: false}}
+  - {id: per_dim, param: {shape: [32], init: normal}}
+  - {id: soft, activation: {fn: softplus}}
+  - {id: q_scaled, from: [q, soft], multiply: {}}
+  - {id: k, from: norm, linear: {dim: 16, bias: false}}
+  - {id: v, from: norm, linear: {dim: "${kv_heads * value_width}", bias: false}}
+  - id: attn
+    from: [q_scaled, k, v]
+    attention: {kind: causal, heads: "${heads}", kv_heads: "${kv_heads}", projections: external, rope_theta: 10000.0}
+  - {id: o, linear: {dim: "${dim}", bias: false}}
+  - {id: res, from: [embed, o], add: {}}
+  - {id: head, head: {kind: lm, vocab: 50, bias: false}}
+outputs: [head]
+"""
+
+
+def rotated(x, positions):
+    """Hugging Face's rotate-half rotary over x [B, h, N, d] at positions [N], theta 10000."""
+    d = x.shape[-1]
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))  # [d/2]
+    angles = positions.float()[:, None] * inv[None]  # [N, d/2]
+    cos, sin = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()  # [N, d]
+    turned = torch.cat([-x[..., d // 2:], x[..., : d // 2]], -1)
+    return x * cos + turned * sin
+
+
+def causal_reference(model, ids):
+    """CAUSAL written out: torch's SDPA over the rotated, grouped heads, values 12 wide."""
+    e = model.embed.tokens.weight[ids]  # [B, N, 32]
+    n = model.norm(e)
+    B, N = ids.shape
+    q = (n @ model.q.weight.t()) * F.softplus(model.per_dim.value[0])
+    q = q.view(B, N, 4, 8).transpose(1, 2)
+    k = (n @ model.k.weight.t()).view(B, N, 2, 8).transpose(1, 2)
+    v = (n @ model.v.weight.t()).view(B, N, 2, 12).transpose(1, 2)
+    q, k = rotated(q, torch.arange(N)), rotated(k, torch.arange(N))
+    out = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), is_causal=True)
+    out = out.transpose(1, 2).reshape(B, N, 48)  # [B, N, h*dv]
+    return model.head(out @ model.o.weight.t() + e)
+
+
+@pytest.fixture(scope="module")
+def causal_model():
+    model = archspec.build_text(CAUSAL, seed=0).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    return model
+
+
+def test_the_causal_kernel_over_external_projections_is_torchs(causal_model):
+    report = archspec.check_text(CAUSAL)
+    assert report.graph.type_of("attn").shape[-1] == 48  # heads x the value width
+    assert report.params == sum(p.numel() for p in causal_model.parameters())  # no projection of its own
+    ids = torch.randint(0, 50, (2, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert (causal_model(ids) - causal_reference(causal_model, ids)).abs().max() < 1e-5
+
+
+def test_generate_caches_the_external_keys_and_values(causal_model):
+    """Cached, eager and compiled, the tokens of a greedy loop over forward; the cache holds
+    2 key heads of 8 and values of 12."""
+    decoder = decoder_of(causal_model)
+    assert decoder.whole_sequence is None and decoder.attention[0].cache_entry() == (2, 8, 12)
+    assert "KV cache (generate, 1 layers): 160 B per token" in archspec.check_text(CAUSAL).table()
+    ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(2))
+    expected = ids
+    with torch.no_grad():
+        for _ in range(8):
+            expected = torch.cat([expected, causal_model(expected)[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(generate(causal_model, ids, max_new_tokens=8), expected)
+    assert torch.equal(generate(causal_model, ids[:1], max_new_tokens=8, compile=True), expected[:1])
+
+
+def test_onnx_runs_the_external_projections(causal_model, tmp_path):
+    pytest.importorskip("onnxruntime")
+    report = archspec.check_text(CAUSAL)
+    result = export_onnx(causal_model, report.graph, str(tmp_path / "model.onnx"))
+    assert result.max_difference is not None and result.max_difference < 1e-4
+
+
+def test_global_external_projections_with_a_padding_mask():
+    model = archspec.build_text("""
+name: external_global
+dims: {L: [1, 16]}
+inputs:
+  x: [B, L, 24]
+  mask: {shape: [B, L], dtype: int64}
+graph:
+  - {id: q, from: x, linear: {dim: 24}}
+  - {id: kv, from: x, linear: {dim: 48}}
+  - {id: k, from: kv, slice: {along: channels, stop: 24}}
+  - {id: v, from: kv, slice: {along: channels, start: 24}}
+  - {id: attn, from: [q, k, v, mask], attention: {kind: global, heads: 3, projections: external, padding_mask: true}}
+outputs: [attn]
+""", seed=3).eval()
+    x = torch.randn(2, 6, 24)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        q = (x @ model.q.weight.t() + model.q.bias).view(2, 6, 3, 8).transpose(1, 2)
+        kv = x @ model.kv.weight.t() + model.kv.bias
+        k, v = (t.reshape(2, 6, 3, 8).transpose(1, 2) for t in kv.split(24, -1))
+        keep = mask.bool()[:, None, None, :]
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=keep).transpose(1, 2).reshape(2, 6, 24)
+        assert (model(x, mask) - want).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("change, message", [
+    ("projections: external, norm: pre", "norm belongs to the node's own projections and sub-layer"),
+    ("projections: external, kind: cross", "cross attention projects its own inputs"),
+    ("projections: external, kv_heads: 4", "external k is 16 wide, and 4 key heads of q's head width 8"),
+])
+def test_what_external_projections_cannot_take_is_a_located_error(change, message):
+    text = CAUSAL.replace("projections: external", change)
+    text = text.replace("kind: causal, heads", "heads") if "kind: cross" in change else text
+    text = text.replace('kv_heads: "${kv_heads}", ', "") if "kv_heads: 4" in change else text
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.check_text(text)
+    assert message in caught.value.diagnostics[0].message
