@@ -102,12 +102,18 @@ class CrossCache(Decode):
 class RecentInputs(Decode):
     """Reads, besides each token's own input, the inputs of the `count(params)` tokens before it
     (a causal 1-D conv: (kernel - 1) * dilation), kept while decoding as a rolling state of the
-    last `count` inputs [B, count, C], the same size at every step (Hugging Face's conv state)."""
+    last `count` inputs [B, count, C], the same size at every step (Hugging Face's conv state).
+    `key_padding(params)`, when given, says whether its last input is a padding mask [B, L], which
+    generate does not feed (its own attention_mask marks the padding: kv_cache.padding_inputs)."""
 
     count: Callable
+    key_padding: Callable | None = None  # (params) -> whether its last input is a padding mask [B, L] (SelfCache's)
 
     def count_of(self, params) -> int:
         return self.count(params)
+
+    def reads_key_padding(self, params) -> bool:
+        return self.key_padding is not None and bool(self.key_padding(params))
 
 
 @dataclass(frozen=True)

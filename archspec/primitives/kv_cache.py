@@ -104,7 +104,7 @@ def decoding(graph: Graph) -> tuple[tuple[str | None, str] | None, set[str]]:
 def without_cache(graph: Graph) -> str | None:
     """Why generate() decodes the spec without a cache, in words ('node': why), where it runs it
     at all; None where it keeps a cache, or cannot generate."""
-    if uncached_refusal(graph) is not None:
+    if uncached_refusal(graph) is not None or len(fed_inputs(graph)) != 1:  # an encoder-decoder is refused instead
         return None
     why = refusal(graph)
     if why is None:
@@ -134,7 +134,8 @@ def taken_for_target(inputs) -> str:
     if len(inputs) == 1:
         return ""
     return (f" (of its {len(inputs)} inputs generate takes '{inputs[-1].name}' for an encoder-decoder's target ids; "
-            "an attention_mask is no input generate feeds unless only attention reads it, as `padding_mask`)")
+            "an attention_mask is no input generate feeds unless only causal attention and causal convs read it, "
+            "each as its `padding_mask`)")
 
 
 def spans_tokens(t) -> bool:
@@ -189,8 +190,9 @@ def fed_inputs(graph: Graph) -> list:
 
 
 def padding_inputs(graph: Graph) -> tuple[str, ...]:
-    """The inputs that only cached self attention reads, each time as its key-padding mask (its
-    last input; SelfCache.key_padding): a decoder-only spec's attention_mask [B, L]. generate()
+    """The inputs that only cached self attention (or a causal conv) reads, each time as its
+    key-padding mask (its last input; SelfCache's and RecentInputs' key_padding): a decoder-only
+    spec's attention_mask [B, L]. generate()
     feeds none of them: its own attention_mask marks the padding, and the cache's mask hides the
     padded keys (the decode graph hands those slots a stand-in no layer reads)."""
     found = []
@@ -204,13 +206,14 @@ def padding_inputs(graph: Graph) -> tuple[str, ...]:
 
 
 def reads_only_as_key_padding(graph: Graph, reader: str, name: str) -> bool:
-    """Node `reader` reads `name` once, as the key-padding mask of a cached self attention."""
+    """Node `reader` reads `name` once, as the key-padding mask of a cached self attention or of
+    a causal conv."""
     slots = graph.inputs_of(reader)
     if slots.count(name) != 1 or slots[-1] != name:
         return False
     node = graph.record(reader)
     decode = decode_of(node)
-    return isinstance(decode, SelfCache) and decode.reads_key_padding(node.params)
+    return isinstance(decode, SelfCache | RecentInputs) and decode.reads_key_padding(node.params)
 
 
 def target_side(graph: Graph, target: str) -> set[str]:

@@ -21,9 +21,10 @@ class Convolution(nn.Module):
     (before, after) zeros per convolved axis."""
 
     def __init__(self, reads, in_channels, out, kernel, stride, dilation, pads, groups, bias, grid=None,
-                 weight_norm=None):
+                 weight_norm=None, padding_mask=False):
         super().__init__()
         self.reads, self.grid = reads, tuple(grid) if grid is not None else None
+        self.padding_mask = padding_mask  # tokens: a mask [B, N] follows x, and a padded token reads as zeros
         even = all(before == after for before, after in pads)
         self.pad = None if even else [side for before, after in reversed(pads) for side in (before, after)]
         conv = nn.Conv1d if reads == "tokens" else Conv2d if weight_norm is None else nn.Conv2d
@@ -41,9 +42,12 @@ class Convolution(nn.Module):
         v, g = self.conv.weight_v, self.conv.weight_g
         return v * (g / norm_except(v, self.weight_norm))  # [out, in / groups, *kernel]
 
-    def forward(self, x, cache=None):
-        """`cache`: while generate() decodes a causal conv, its recent inputs (generate/cache.py's
+    def forward(self, x, *mask, cache=None):
+        """`mask` (with padding_mask): [B, N], 0 where a token is padding, whose input then reads as
+        zeros. `cache`: while generate() decodes a causal conv, its recent inputs (generate/cache.py's
         RecentTokens), which convolve the current tokens after the ones they hold."""
+        if mask:
+            x = x * mask[0][:, :, None].to(x.dtype)  # [B, N, C]: padded tokens' inputs zeroed
         if cache is not None:
             return cache.convolve(self.convolve, x)
         return self.convolve(x)
@@ -79,7 +83,8 @@ def lower(p, inputs, ctx):
     return make(Convolution, reads=reads, in_channels=channels, out=p.out or channels, kernel=list(g.kernel),
                 stride=list(g.stride), dilation=list(g.dilation), pads=[list(pad) for pad in g.pads],
                 groups=groups_of(p, channels), bias=p.bias, grid=x.grid if reads == "grid" else None,
-                **({"weight_norm": p.weight_norm} if p.weight_norm is not None else {}))
+                **({"weight_norm": p.weight_norm} if p.weight_norm is not None else {}),
+                **({"padding_mask": True} if p.padding_mask else {}))
 
 
 def conv_grid(p, grid):

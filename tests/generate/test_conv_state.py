@@ -69,6 +69,63 @@ graph:
 outputs: [head]
 """
 
+# The same with Hugging Face's padding: the mask zeroes a padded token's input to the conv
+# (`padding_mask: true`), and the attention hides padded keys, in forward as in generate.
+SPEC_MASKED = """\
+archspec: 1
+name: lfm2_tiny
+params: {vocab: 128, dim: 64, hidden: 128, layers: 4, heads: 4, kv_heads: 2, full_attn: [1, 3], kernel: 3,
+         causal: true, theta: 1000000.0, eps: 1.0e-5, context: 128}
+dims:
+  L: [1, context]
+inputs:
+  input_ids: {shape: [B, L], dtype: int64}
+  attention_mask: {shape: [B, L], dtype: int64}
+blocks:
+  short_conv:
+    params: {dim: ~}
+    inputs: [x, mask]
+    graph:
+      - {id: norm, from: x, norm: {kind: rms, eps: "${eps}"}}
+      - {id: in_proj, linear: {dim: "${3 * dim}", bias: false}}
+      - {id: b, from: in_proj, slice: {along: channels, start: 0, stop: "${dim}"}}
+      - {id: c, from: in_proj, slice: {along: channels, start: "${dim}", stop: "${2 * dim}"}}
+      - {id: xs, from: in_proj, slice: {along: channels, start: "${2 * dim}"}}
+      - {id: bx, from: [b, xs], multiply: {}}
+      - id: conv
+        from: [bx, mask]
+        conv: {dim: 1, kernel: "${kernel}", causal: "${causal}", padding: "${0 if causal else 'same'}",
+               groups: depthwise, bias: false, padding_mask: true}
+      - {id: y, from: [c, conv], multiply: {}}
+      - {id: out_proj, linear: {dim: "${dim}", bias: false}}
+      - {id: out, from: [x, out_proj], add: {}}
+  layer:
+    params: {attention: ~}
+    inputs: [x, mask]
+    graph:
+      - id: attn
+        if: ${attention}
+        from: [x, mask]
+        attention: {kind: causal, padding_mask: true, heads: "${heads}", kv_heads: "${kv_heads}",
+                    rope_theta: "${theta}", qkv_bias: false, proj_bias: false, norm_kind: rms, norm_eps: "${eps}",
+                    qk_norm: rms, qk_norm_eps: "${eps}"}
+      - id: conv
+        if: ${not attention}
+        from: [attn, mask]
+        short_conv: {dim: "${dim}"}
+      - {id: mlp, mlp: {hidden: "${hidden}", act: silu, gated: true, bias: false, norm_kind: rms,
+                        norm_eps: "${eps}"}}
+graph:
+  - {id: embed, from: input_ids, embed: {vocab: "${vocab}", dim: "${dim}", pos: none}}
+  - id: layers
+    repeat: ${layers}
+    from: [embed, attention_mask]
+    layer: {attention: "${i in full_attn}"}
+  - {id: norm, norm: {kind: rms, eps: "${eps}"}}
+  - {id: head, head: {kind: lm, tie: embed}}
+outputs: [head]
+"""
+
 MAPPING = r"""
 name: hf lfm2
 identify: ['^model\.embed_tokens\.weight$', '^model\.layers\.\d+\.conv\.in_proj\.weight$']
@@ -184,3 +241,31 @@ def test_bench_generate_says_why_a_spec_without_a_cache_is_not_timed(pair, capsy
     err = capsys.readouterr().err
     assert "lfm2_tiny decodes without one ('layers.0.conv.conv': a conv reads the tokens around each one" in err
     assert "`archspec generate` and model.generate decode it all the same" in err
+
+
+@pytest.fixture(scope="module")
+def masked(pair):
+    _, _, folder = pair
+    (folder / "lfm2_masked.yaml").write_text(SPEC_MASKED)
+    return archspec.build(str(folder / "lfm2_masked.yaml"), weights=str(folder / "ref.pt"),
+                          mapping=str(folder / "hf_lfm2.yaml")).eval()
+
+
+def test_a_conv_that_reads_the_padding_mask_is_hugging_faces_forward_and_generates(pair, masked):
+    """The new-words trial wrote Hugging Face's masking before the conv as three nodes: its
+    forward was exact on padded input and it could not generate (the mask was a second input
+    generate does not feed); forward without it parted from generate's on padded prompts."""
+    ref, _, _ = pair
+    ids = prompts(batch=3)
+    mask = torch.ones_like(ids)
+    mask[0, :3], mask[2, :1] = 0, 0
+    ids = ids.masked_fill(mask == 0, 0)
+    with torch.no_grad():
+        ours, theirs = masked(ids, mask), ref(ids, attention_mask=mask).logits
+        real = mask.bool()
+        assert (ours[real] - theirs[real]).abs().max() < 1e-4
+        expected = ref.generate(ids, attention_mask=mask, max_new_tokens=12, do_sample=False, eos_token_id=None,
+                                pad_token_id=0)
+    decoder = decoder_of(masked)
+    assert decoder.whole_sequence is None and masked.facts.padding_inputs == ("attention_mask",)
+    assert torch.equal(generate(masked, ids, attention_mask=mask, max_new_tokens=12), expected)

@@ -23,7 +23,7 @@ from ...core.types import Sym, TensorType, grid_tokens, image, tokens
 from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError
 from ..grids import as_image, divisors
 from ..registry import register
-from ..dtypes import READS, FLOATS
+from ..dtypes import READS, FLOAT_FIRST
 from ..decoding import TOKENWISE, Mixes, RecentInputs, register_decoding
 
 
@@ -50,6 +50,10 @@ class ConvParams(Params):
     bias: bool = True
     causal: bool = Field(False, description="dim 1: pad (kernel - 1) * dilation on the left only, so no output "
                                             "reads a later token")
+    padding_mask: bool = Field(False, description="dim 1: read a padding mask [B, L] (1 keeps a token, 0 pads) as "
+                                                  "the last input; a padded token's input reads as zeros (Hugging "
+                                                  "Face's apply_mask_to_padding_states before LFM2's and Mamba's "
+                                                  "short conv); generate feeds its own attention_mask for it")
     weight_norm: int | None = Field(None, ge=0, le=3,
                                     description="the weight as g * v / ||v||, the norm over every axis of v but this "
                                                 "one (torch's weight_norm and its `dim`: Wav2Vec2's positional conv, "
@@ -160,6 +164,18 @@ def check_fits(g: Geometry, sizes: tuple[int, ...], origin: GridOrigin | None) -
                                         f"{g.reach(axis) - before - after} along that axis, padded as it is)"))
 
 
+def check_padding_mask(p, x: TensorType, mask: TensorType) -> None:
+    """A 1-D conv's padding mask: int64 [B, L], one value per token."""
+    if p.dim != 1:
+        raise RuleError("padding_mask goes with a 1-D conv along the tokens", field="padding_mask",
+                        hint=Remedy("use dim: 1, or drop padding_mask"))
+    if mask.layout != "ids":
+        raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
+                        f"{mask.describe()}", field="from")
+    if mask.length != x.length:
+        raise RuleError(f"a padding mask of {mask.length} values for {x.length} tokens", field="from")
+
+
 def grid_step(g: Geometry) -> tuple:
     """How a GridOrigin names this conv: (kernel, stride), or per axis when they differ."""
     if len(set(g.kernel)) == 1 and len(set(g.stride)) == 1:
@@ -173,11 +189,19 @@ class ConvOp(Op):
     primitive = "conv"
     Params = ConvParams
 
+    def reads(self, p) -> tuple[str, ...]:
+        return ("x", "mask") if p.padding_mask else ("x",)
+
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
-        (x,) = inputs
+        x = inputs[0]
         g = geometry(p)
         self.check_weight_norm(p)
+        if p.padding_mask:
+            check_padding_mask(p, x, inputs[1])
         return self.image_shape(p, g, x) if p.dim == 2 else self.sequence_shape(p, g, x)
+
+    def value_range(self, p, slot: int, ctx) -> int | None:
+        return 2 if p.padding_mask and slot == 1 else None  # the mask is 0 or 1
 
     def image_shape(self, p, g: Geometry, x: TensorType) -> TensorType:
         if x.layout == "tokens" and not x.grid:
@@ -237,7 +261,7 @@ def weight_norm_params(p, weight_shape: tuple[int, ...]) -> int:
 
 
 CONV = register(ConvOp())
-READS.register(CONV, FLOATS)
+READS.register(CONV, FLOAT_FIRST)
 def conv_decoding(p):
     """DECODE of a conv: a causal 1-D conv of stride 1 reads the (kernel - 1) * dilation inputs
     before each token, which generate keeps (RecentInputs); any other reads later tokens, or
@@ -247,7 +271,8 @@ def conv_decoding(p):
         if g.kernel[0] == 1:
             return TOKENWISE
         if g.stride[0] == 1:
-            return RecentInputs(lambda q: (geometry(q).kernel[0] - 1) * geometry(q).dilation[0])
+            return RecentInputs(lambda q: (geometry(q).kernel[0] - 1) * geometry(q).dilation[0],
+                                key_padding=lambda q: q.padding_mask)
         return Mixes(f"a causal conv of stride {g.stride[0]} gives an output for every {g.stride[0]}th token only")
     return Mixes("a conv reads the tokens around each one" + ("" if p.dim == 2 else
                                                                " (`causal: true` reads earlier ones only, and decodes)"))
