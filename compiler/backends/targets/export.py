@@ -84,7 +84,9 @@ def describe(made) -> str:
         text += f" ({gap / scale:.1e} of max |eager| {scale:.3g})"
     if bad:  # a random 0/1 mask may hide every key of a row: 0/0 in the model itself
         text += (f"; eager itself gives NaN or infinity at {bad} of {total} output values on the check's random "
-                 "inputs (a row whose every key is hidden?)" + (", the program the same there" if gap == gap else ""))
+                 "inputs (float inputs are normal noise, int64 ones any value their readers take: a float input "
+                 "the model reads as a 0/1 mask or a scale, or a row whose every key is hidden, can give them)"
+                 + (", the program the same there" if gap == gap else ""))
     return text + (f", decode programs {made[2]:.2e}" if len(made) > 2 else "")
 
 
