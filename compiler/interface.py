@@ -74,7 +74,7 @@ class ModelFacts:
     # why generate() cannot run the spec at all, not even without a cache (kv_cache.uncached_refusal)
     generate_refusal: tuple[str | None, str] | None = None
     cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
-    recent: tuple[tuple[str, int], ...] = ()  # (node, tokens kept) of each layer keeping its last inputs (a causal conv)
+    recent: tuple[tuple[str, int], ...] = ()  # (node, tokens kept) of each causal conv keeping its last inputs
     padding_inputs: tuple[str, ...] = ()  # inputs read only as cached attention's key-padding mask (kv_cache's)
     refill_at: int | None = None  # the sequence length at which generate recomputes every cached key (DECODE's refill)
     ops: tuple[tuple[str, str, str | None], ...] = ()  # (node, primitive, kind) of every network node: its op's facts

@@ -219,7 +219,8 @@ class RecentTokens:
         self.state, self.count, self.held = state, count, held  # held: [B, count, C], made at the first call
 
     def convolve(self, conv, x: torch.Tensor) -> torch.Tensor:
-        """conv (the module's plain forward, causal) of the current tokens x [B, N, C] after the held ones -> [B, N, out]."""
+        """conv (the module's plain forward, causal) of the current tokens x [B, N, C] after the
+        held ones -> [B, N, out]."""
         x = x * self.state.current_seen()[:, :, None].to(x.dtype)  # [B, N, C]: padded tokens read as zeros
         if self.held is None:
             self.held = x.new_zeros(x.shape[0], self.count, x.shape[2])  # [B, count, C]

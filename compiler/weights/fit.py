@@ -261,7 +261,8 @@ def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool 
                  "(`dims: [0, 2, 1]`) or `transpose` reorders them; a `reshape` would load the values scrambled")
         square = near.square
         if square:
-            hint += (f"; {listing(square)} beside them {'is' if len(square) == 1 else 'are'} square, so {'its' if len(square) == 1 else 'their'} "
+            one = len(square) == 1
+            hint += (f"; {listing(square)} beside them {'is' if one else 'are'} square, so {'its' if one else 'their'} "
                      "shape cannot show a transposed order: a layout option of the spec (the mlp's `experts_layout`) "
                      "fixes all of them, a `permute` of the ones named above leaves the square ones transposed")
     if near.reshapeable:

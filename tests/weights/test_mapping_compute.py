@@ -329,7 +329,8 @@ def test_build_prints_the_drop_warning(tmp_path, capsys):
     args += [a for key, value in SMALL.items() for a in ("--set", f"{key}={value}")]
     main(["build", *args])
     out = capsys.readouterr()
-    assert "dropped 1 learned tensor(s) of the checkpoint (floating point, not named like a buffer the model rebuilds; a buffer among them is no loss): cls.predictions.bias" in out.out + out.err
+    assert ("dropped 1 learned tensor(s) of the checkpoint (floating point, not named like a buffer the model "
+            "rebuilds; a buffer among them is no loss): cls.predictions.bias") in out.out + out.err
 
 
 # -- bad rules: located errors --------------------------------------------------------------------

@@ -274,8 +274,8 @@ def conv_decoding(p):
             return RecentInputs(lambda q: (geometry(q).kernel[0] - 1) * geometry(q).dilation[0],
                                 key_padding=lambda q: q.padding_mask)
         return Mixes(f"a causal conv of stride {g.stride[0]} gives an output for every {g.stride[0]}th token only")
-    return Mixes("a conv reads the tokens around each one" + ("" if p.dim == 2 else
-                                                               " (`causal: true` reads earlier ones only, and decodes)"))
+    later = "" if p.dim == 2 else " (`causal: true` reads earlier ones only, and decodes)"
+    return Mixes("a conv reads the tokens around each one" + later)
 
 
 register_decoding(CONV, conv_decoding)
