@@ -171,7 +171,7 @@ class SequenceAttentionOp(AttentionOp):
         out = super().shape(p, inputs, ctx)
         if not external(p):
             return out
-        q, v = inputs[0], inputs[2]
+        v = inputs[2]
         width = p.heads * (v.channels // (p.kv_heads or p.heads))
         return replace(out, shape=tuple(out.shape[:-1]) + (width,))  # [B, N, h*d] -> [B, N, h*dv]
 
