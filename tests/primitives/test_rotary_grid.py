@@ -253,7 +253,7 @@ WINDOW = spec(f"{{kind: window, heads: {HEADS}, window: 4, scores: [{PART}]}}", 
      "the head width 6 (all of it rotates by default)", "up to 4"),
     (spec(attention("{rotary_grid: {indexing: yx}}")), "score part 'rotary_grid': indexing", None),
     (spec(attention("{rotary_grid: {temperature: 100}}")), "score part 'rotary_grid' has no option 'temperature'",
-     "its options: dims, frequencies, indexing, interleaved, positions, ref_grid, theta"),
+     "its options: dims, frequencies, indexing, interleaved, positions, prefix_angles, ref_grid, theta"),
 ], ids=["no-grid", "cross", "window", "with-rope-theta", "dims-not-4", "dims-too-wide", "head-not-4",
         "bad-indexing", "unknown-option"])
 def test_bad_uses_are_located_errors(text, message, hint):

@@ -257,12 +257,13 @@ class SequenceAttention(Sublayer):
         """The inputs the score parts read by name (`mod`'s tensors), in order."""
         return tuple(extra[self.score_bias: self.score_bias + self.score_tensors])
 
-    def rotate_parts(self, q, k):
-        """q and k turned by the score parts that rotate them (2-D rotary positions), in order."""
+    def rotate_parts(self, q, k, tensors=()):
+        """q and k turned by the score parts that rotate them (2-D rotary positions), in order; a
+        part with `reads_tensors` is given the named tensors (rotary_grid's prefix angles)."""
         for part in self.parts():
             if hasattr(part, "rotate"):
-                q, k = part.rotate(q, k)  # [B, h, N, d], [B, h_kv, M, d]: shapes kept
-        return q, k
+                q, k = part.rotate(q, k, tensors) if getattr(part, "reads_tensors", False) else part.rotate(q, k)
+        return q, k  # [B, h, N, d], [B, h_kv, M, d]: shapes kept
 
     def position_bias(self, q, k, bias, tensors=()):
         """The additive score biases: the bias input and the parts' biases ([B, h, N, M]), or None; a
@@ -281,7 +282,7 @@ class SequenceAttention(Sublayer):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             q, k = self.rotary(q, k)
-        q, k = self.rotate_parts(q, k)
+        q, k = self.rotate_parts(q, k, tensors)
         k = self.share_kv(k)
         bias = self.position_bias(q, k, bias, tensors)
         x = self.combine_heads(tuple(self.kernel(q, k, self.share_kv(values), bias, padding, self.parts(), tensors)

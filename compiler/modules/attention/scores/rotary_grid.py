@@ -76,24 +76,36 @@ class RotaryGrid(nn.Module):
     tokens that stay as they are."""
 
     def __init__(self, grid, dims, prefix=0, theta=10000.0, interleaved=True, indexing="ij", ref_grid=None,
-                 frequencies="per_axis", positions="cells"):
+                 frequencies="per_axis", positions="cells", prefix_angles=False):
         super().__init__()
         self.dims, self.prefix, self.interleaved = dims, prefix, interleaved
+        self.reads_tensors = prefix_angles  # rotate(q, k, tensors): the prefix tokens' angles [1, P, dims/2]
         table = grid_table(grid, dims, theta, interleaved, indexing, ref_grid, frequencies, positions)
         self.register_buffer("pos_embed", table, persistent=False)
 
-    def rotate(self, q, k):
-        """q [B, h, P + H*W, d] and k [B, h_kv, P + H*W, d] -> the same, rotated."""
-        return self.turn(q), self.turn(k)
+    def rotate(self, q, k, tensors=()):
+        """q [B, h, P + H*W, d] and k [B, h_kv, P + H*W, d] -> the same, rotated; `tensors` (with
+        prefix_angles): the prefix tokens' angles [1, P, dims/2], which turn them too."""
+        table = self.pos_embed  # [H*W, 2*dims] = sin | cos
+        if self.reads_tensors:
+            table = torch.cat((self.angles_table(tensors[0][0]), table), dim=0)  # [P + H*W, 2*dims]
+        return self.turn(q, table), self.turn(k, table)
 
-    def turn(self, x):
-        sin, cos = self.pos_embed.chunk(2, dim=-1)  # 2 x [H*W, dims]
-        cells = x[:, :, self.prefix:]  # [B, h, H*W, d]
-        moving, kept = cells[..., : self.dims], cells[..., self.dims:]  # [B, h, H*W, dims], [.., d - dims]
+    def angles_table(self, angles):
+        """sin | cos [P, 2*dims] of the prefix's angles [P, dims/2], each twice as a cell's are."""
+        angles = angles.float()
+        twice = angles.repeat_interleave(2, -1) if self.interleaved else torch.cat((angles, angles), -1)  # [P, dims]
+        return torch.cat((twice.sin(), twice.cos()), -1)  # [P, 2*dims]
+
+    def turn(self, x, table):
+        sin, cos = table.chunk(2, dim=-1)  # 2 x [rows, dims]: every token's (with prefix angles) or the cells'
+        start = 0 if table.shape[0] == x.shape[2] else self.prefix
+        cells = x[:, :, start:]  # [B, h, rows, d]
+        moving, kept = cells[..., : self.dims], cells[..., self.dims:]  # [B, h, rows, dims], [.., d - dims]
         quarter = turn_pairs(moving) if self.interleaved else turn_halves(moving)
-        moved = (moving * cos + quarter * sin).to(x.dtype)  # [B, h, H*W, dims]
-        cells = torch.cat((moved, kept), dim=-1) if kept.shape[-1] else moved  # [B, h, H*W, d]
-        return torch.cat((x[:, :, : self.prefix], cells), dim=2) if self.prefix else cells  # [B, h, P + H*W, d]
+        moved = (moving * cos + quarter * sin).to(x.dtype)  # [B, h, rows, dims]
+        cells = torch.cat((moved, kept), dim=-1) if kept.shape[-1] else moved  # [B, h, rows, d]
+        return torch.cat((x[:, :, :start], cells), dim=2) if start else cells  # [B, h, P + H*W, d]
 
 
 @score_module(ROTARY_GRID)
@@ -102,4 +114,5 @@ def make_rotary_grid(p, site):
                 theta=p.theta, interleaved=p.interleaved, indexing=p.indexing,
                 ref_grid=tuple(p.ref_grid) if p.ref_grid is not None else None,
                 **({"frequencies": p.frequencies} if p.frequencies != "per_axis" else {}),  # model.py as before
-                **({"positions": p.positions} if p.positions != "cells" else {}))
+                **({"positions": p.positions} if p.positions != "cells" else {}),
+                **({"prefix_angles": True} if p.prefix_angles is not None else {}))

@@ -11,8 +11,9 @@ together are (2i, 2i + 1) with `interleaved: true` (timm's default) or (i, i + d
 `interleaved: false` (timm's `rope_rotate_half`). `ref_grid` rescales the positions to a
 reference grid (timm's `ref_feat_shape`, EVA's way to fine-tune at another size);
 `positions: centres` puts each patch at its centre on [-1, 1], times 2 pi (DINOv3). The prefix
-(class and register) tokens are not rotated. The part turns queries and keys before the
-scores, so the attention stays one fused SDPA.
+(class and register) tokens are not rotated, unless `prefix_angles` names a tensor of their
+angles (MLCD's learned class_pos_emb), laid out as a cell's. The part turns queries and keys
+before the scores, so the attention stays one fused SDPA.
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ class RotaryGridParams(Params):
     ref_grid: list[PositiveInt] | None = Field(None, min_length=2, max_length=2,
                                                description="positions rescaled to this reference grid [H, W] "
                                                            "(timm's ref_feat_shape); none: the cell indices")
+    prefix_angles: str | None = Field(None, description="the name of a tensor [1, prefix, dims/2] in the node's "
+                                                        "`from:` (after the token stream and any score bias): the "
+                                                        "angles that turn the prefix (class) tokens, laid out as "
+                                                        "a cell's (MLCD's learned class_pos_emb, one `param` every "
+                                                        "layer reads); none: the prefix tokens stay as they are")
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """The inputs it reads by name (the node's `from:` lists them): prefix_angles'."""
+        return (self.prefix_angles,) if self.prefix_angles is not None else ()
 
 
 def rotated_dims(p, site: ScoreSite) -> int:
@@ -74,9 +85,28 @@ class RotaryGridPart(ScorePart):
                                         "`theta` and `dims`"))
         self._check_grid(site)
         self._check_dims(p, site)
+        if p.prefix_angles is not None:
+            self._check_prefix_angles(p, site)
         if p.positions == "centres" and p.ref_grid is not None:
             raise RuleError("ref_grid rescales cell indices, and positions: centres are already on [-1, 1] whatever "
                             "the grid", field="ref_grid", hint=Remedy("drop ref_grid, or use positions: cells"))
+
+    def _check_prefix_angles(self, p, site: ScoreSite) -> None:
+        """The prefix angles: the node's one named tensor, float [1, prefix, dims/2], with a prefix to turn."""
+        if len(site.tensors) != 1:
+            raise RuleError(f"rotary_grid's prefix_angles reads one tensor, and this attention gives its score "
+                            f"parts {len(site.tensors)}", field="prefix_angles",
+                            hint=Remedy("name it in the node's `from:` after the token stream (and the score "
+                                        "bias); one part of a node reads tensors"))
+        angles, prefix, half = site.tensors[0], site.x.prefix, rotated_dims(p, site) // 2
+        if not prefix:
+            raise RuleError("prefix_angles turn the prefix (class) tokens, and these tokens have none",
+                            field="prefix_angles", hint=Remedy("drop prefix_angles"))
+        want = f"[1, {prefix}, {half}]"
+        if angles.dtype != "float32" or tuple(angles.shape) != (1, prefix, half):
+            raise RuleError(f"prefix_angles '{p.prefix_angles}' must be float {want} (a prefix token's {half} "
+                            f"angles, dims/2), got {angles.describe()}", field="prefix_angles",
+                            hint=Remedy(f"a `param: {{shape: [{prefix}, {half}]}}`"))
 
     def _check_grid(self, site: ScoreSite) -> None:
         site.grid_of_the_queries("2-D rotary positions need", f"{GRID_HINT}; 1-D positions are `rope_theta`")
