@@ -103,8 +103,10 @@ class InputTypes:
             return ids(shape[1])
         if len(shape) == 3 and not any(isinstance(d, Sym) for d in shape[1:]):
             return grid_mask((shape[1], shape[2]))
-        raise error(f"integer input '{name}' must be labels [B], token ids [B, L] or a grid mask [B, H, W] "
-                    "(with fixed H and W)", loc)
+        if len(shape) in (3, 4):  # per-token integers (LayoutLMv3's boxes [B, L, 4]): a tensor, sliced or gathered
+            return tensor(tuple(shape), "int64")
+        raise error(f"integer input '{name}' must be labels [B], token ids [B, L], a grid mask [B, H, W] (with "
+                    "fixed H and W) or a tensor of rank 3 or 4 (per-token integers, [B, L, 4] boxes)", loc)
 
     def dim(self, value: Any, path: tuple):
         if isinstance(value, str):

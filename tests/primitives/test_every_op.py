@@ -444,3 +444,26 @@ outputs: [halved, rows]
     with pytest.raises(archspec.SpecError, match="cast to int64 of values that are int64 already"):
         archspec.check_text("name: c\ninputs:\n  ids: {shape: [B, 4], dtype: int64}\ngraph:\n"
                             "  - {id: c, cast: {dtype: int64}}\n")
+
+
+def test_an_int64_input_of_rank_3_is_a_tensor_its_readers_slice_or_cast():
+    """The LayoutLMv3 trial's boxes [B, L, 4] int64 were refused (integer inputs were labels, ids
+    or grid masks), and went in as four [B, L] inputs."""
+    report, model = build_counted("""
+name: boxes
+dims: {L: [1, 16]}
+inputs:
+  bbox: {shape: [B, L, 4], dtype: int64}
+graph:
+  - {id: corners, from: bbox, cast: {dtype: float32}}
+  - {id: height, from: bbox, slice: {along: -1, start: 3, stop: 4}}
+  - {id: tall, compare: {op: gt, value: 10}}
+outputs: [corners, tall]
+""")
+    assert report.graph.type_of("bbox").shape[1:] == (report.graph.dims["L"], 4)
+    bbox = torch.randint(0, 64, (2, 5, 4))
+    corners, tall = model(bbox)
+    assert torch.equal(corners, bbox.float()) and torch.equal(tall, (bbox[..., 3:] > 10).float())
+    with pytest.raises(archspec.SpecError, match="integer input 'x' must be labels"):
+        archspec.check_text("name: f\ninputs:\n  x: {shape: [B, 2, 3, 4, 5], dtype: int64}\ngraph:\n"
+                            "  - {id: c, cast: {dtype: float32}}\n")
