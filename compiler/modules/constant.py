@@ -27,6 +27,8 @@ def filled(shape, fill=None, value=None, axis=None, dtype=None, device=None):
         return identity
     if fill == "eye":
         return torch.eye(shape[-2], shape[-1], **like).expand(shape).clone()  # the identity on every leading index
+    if fill == "lowest":  # the dtype's own: float32's -3.4e38 rounds to -inf in bfloat16
+        return torch.full(shape, torch.finfo(like["dtype"]).min, **like)
     if fill == "index":
         line = [1] * len(shape)
         line[axis] = shape[axis]
@@ -37,9 +39,12 @@ def filled(shape, fill=None, value=None, axis=None, dtype=None, device=None):
 class Constant(nn.Module):
     def __init__(self, shape, fill=None, value=None, axis=None):
         super().__init__()
+        self.lowest = fill == "lowest"  # made again in the buffer's dtype at each call (the model may be cast)
         self.register_buffer("value", filled((1, *shape), fill, value, axis), persistent=False)  # [1, ...]
 
     def forward(self):
+        if self.lowest:
+            return torch.full_like(self.value, torch.finfo(self.value.dtype).min)  # [1, ...]
         return self.value  # [1, ...]
 
 

@@ -467,3 +467,23 @@ outputs: [corners, tall]
     with pytest.raises(archspec.SpecError, match="integer input 'x' must be labels"):
         archspec.check_text("name: f\ninputs:\n  x: {shape: [B, 2, 3, 4, 5], dtype: int64}\ngraph:\n"
                             "  - {id: c, cast: {dtype: float32}}\n")
+
+
+def test_a_lowest_constant_is_the_lowest_finite_value_of_the_models_dtype():
+    """The new-words trial built TimesFM's mask with float32's minimum: cast to bfloat16 it was
+    -inf, and the padded rows were 0.29 off Hugging Face's finfo(dtype).min."""
+    model = archspec.build_text("""
+name: lowest
+dims: {L: [1, 8]}
+inputs:
+  x: [B, L, 4]
+graph:
+  - {id: fixed, constant: {shape: [2, 2], fill: lowest}}
+  - {id: sized, from: x, constant: {shape: [L, L], fill: lowest}}
+outputs: [fixed, sized]
+""")
+    x = torch.randn(1, 3, 4)
+    for dtype in (torch.float32, torch.bfloat16):
+        fixed, sized = model.to(dtype)(x.to(dtype))
+        assert sized.shape == (1, 3, 3)
+        assert bool((fixed == torch.finfo(dtype).min).all()) and bool((sized == torch.finfo(dtype).min).all())

@@ -41,9 +41,11 @@ class ConstantParams(Params):
     shape: list[Union[PositiveInt, str]] = Field(
         min_length=1, max_length=6, description="the tensor's shape without the batch: sizes, or dims declared under "
                                                 "`dims` (taken at run time from the tensor the node reads)")
-    fill: Literal["zeros", "ones", "eye", "index"] | None = Field(
-        None, description="zeros, ones, eye (an identity on the last two axes), or index (each value its index "
-                          "along `along`); default zeros, or `value`")
+    fill: Literal["zeros", "ones", "eye", "index", "lowest"] | None = Field(
+        None, description="zeros, ones, eye (an identity on the last two axes), index (each value its index "
+                          "along `along`), or lowest (the lowest finite value of the model's floating dtype: "
+                          "float32's, bfloat16's once the model is cast, as Hugging Face's finfo(dtype).min masks); "
+                          "default zeros, or `value`")
     value: float | None = Field(None, allow_inf_nan=False, description="every value this number (instead of fill)")
     along: int | None = Field(None, description="fill: index: the axis whose index is the value (1 is the first "
                                                 "axis of shape, -1 the last; the default)")
