@@ -269,3 +269,16 @@ def test_a_conv_that_reads_the_padding_mask_is_hugging_faces_forward_and_generat
     decoder = decoder_of(masked)
     assert decoder.whole_sequence is None and masked.facts.padding_inputs == ("attention_mask",)
     assert torch.equal(generate(masked, ids, attention_mask=mask, max_new_tokens=12), expected)
+
+
+def test_the_command_line_generates_through_a_mapping_file(pair, capsys):
+    """`archspec generate` took no --map: the new-words trial added `mappings:` to its spec to load
+    a checkpoint in Hugging Face's naming."""
+    from archspec.cli import EXIT_OK, main
+
+    _, model, folder = pair
+    argv = ["generate", str(folder / "lfm2.yaml"), "--weights", str(folder / "ref.pt"), "--map",
+            str(folder / "hf_lfm2.yaml"), "--ids", "5,6,7", "--max-new-tokens", "6"]
+    assert main(argv) == EXIT_OK
+    printed = [int(t) for t in capsys.readouterr().out.split()]
+    assert printed[-6:] == generate(model, torch.tensor([[5, 6, 7]]), max_new_tokens=6)[0, 3:].tolist()

@@ -53,6 +53,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=20, metavar="N",
                         help="how many tokens to add (default 20; prompt + N within the spec's longest sequence)")
     parser.add_argument("--weights", metavar="FILE", help="load weights first (as for build)")
+    parser.add_argument("--map", dest="mapping", metavar="FILE",
+                        help="with --weights: a weight mapping file (YAML) for a checkpoint named another way, "
+                             "tried after the spec's own (as for build)")
     parser.add_argument("--do-sample", action="store_true", help="sample instead of choosing the likeliest token")
     parser.add_argument("--temperature", type=float, default=None, help="divide the logits by this (sampling)")
     parser.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest tokens")
@@ -155,6 +158,9 @@ def run(args) -> int:
     counted(args.max_new_tokens, "--max-new-tokens", 1, MAX_NEW_TOKENS)
     checked_seed(args.seed)
     sampling_options(args)
+    from .build import mapping_argument
+
+    mapping_argument(args)  # --map without --weights, or a missing file: usage errors
     report = check_file(spec_path(args), overrides_of(args))
     check_build_memory(report, runs_model=False)
     import torch
@@ -168,7 +174,7 @@ def run(args) -> int:
     if args.weights:
         from ...compiler.weights.load import load_weights
 
-        load_weights(model, args.weights, report.graph)
+        load_weights(model, args.weights, report.graph, [args.mapping] if args.mapping else [])
     model.eval()
     decoder = decoder_of(model)  # a spec that cannot generate: its error, exit 1
     check_decoder_start(decoder, args.decoder_start)
