@@ -135,7 +135,7 @@ outputs: [attn]
 
 @pytest.mark.parametrize("change, message", [
     ("projections: external, norm: pre", "norm belongs to the node's own projections and sub-layer"),
-    ("projections: external, kind: cross", "cross attention projects its own inputs"),
+    ("projections: external, kind: cross", "unknown key 'projections' in attention (kind cross)"),
     ("projections: external, kv_heads: 4", "external k is 16 wide, and 4 key heads of q's head width 8"),
 ])
 def test_what_external_projections_cannot_take_is_a_located_error(change, message):
@@ -145,3 +145,5 @@ def test_what_external_projections_cannot_take_is_a_located_error(change, messag
     with pytest.raises(archspec.SpecError) as caught:
         archspec.check_text(text)
     assert message in caught.value.diagnostics[0].message
+    if "kind: cross" in change:  # the hint names the kinds that take it, and no other
+        assert caught.value.diagnostics[0].hint == "'projections' is a parameter of kinds alibi, causal, global, sliding"

@@ -361,7 +361,7 @@ def make_sequence_attention(cls, op, p, inputs, **extra):
     if positions:  # model.py as before without them
         extra["qk_positions"] = positions
     sublayer = sublayer_args(p)
-    if p.projections == "external":  # model.py as before without it
+    if getattr(p, "projections", "internal") == "external":  # model.py as before without it
         extra.update(projections="external", value_dim=inputs[2].channels // (p.kv_heads or p.heads))
         sublayer.update(norm="none", residual=False, layer_scale=None, drop_path=0.0)
     module = make(cls, **common_args(p, width), **sequence_args(p, width), **sublayer, **extra)

@@ -12,19 +12,19 @@ from ....core.types import TensorType
 from ...base import RuleError
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, external_cache_entry, reads_padding_mask
+from .sequence import Projections, projections_field
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
 
 class AlibiParams(SequenceParams):
     kind: Literal["alibi"]
+    projections: Projections = projections_field()
     over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
 
 
 class AlibiAttentionOp(SequenceAttentionOp):
     """Causal attention with a per-head linear penalty on the distance to each earlier key."""
-
-    takes_external = True
 
     kind = "alibi"
     Params = AlibiParams

@@ -9,20 +9,19 @@ from ....core.declared import Field
 from ....core.types import TensorType
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, longrope_refill, reads_padding_mask
-from .sequence import external_cache_entry
+from .sequence import Projections, external_cache_entry, projections_field
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
 
 class CausalParams(SequenceParams):
     kind: Literal["causal"]
+    projections: Projections = projections_field()
     over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
 
 
 class CausalAttentionOp(SequenceAttentionOp):
     """Each token attends to itself and earlier tokens (nn.Transformer decoder, CLIP text)."""
-
-    takes_external = True
 
     kind = "causal"
     Params = CausalParams

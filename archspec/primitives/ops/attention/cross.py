@@ -12,7 +12,7 @@ from ....core.types import TensorType, dim_value
 from ...base import Cost, PositiveInt, RuleError
 from ...counting import linear_flops
 from ...registry import register
-from .sequence import SequenceAttentionOp, SequenceParams, external, qk_positions_field
+from .sequence import SequenceAttentionOp, SequenceParams, qk_positions_field
 from ...decoding import CrossCache, Mixes, register_decoding
 from .scores.base import unless_a_part_refuses
 
@@ -34,14 +34,12 @@ class CrossAttentionOp(SequenceAttentionOp):
     Params = CrossParams
 
     def streams(self, p) -> tuple[str, ...]:
-        return super().streams(p) if external(p) else ("x", "memory")  # external: refused by check_external
+        return ("x", "memory")
 
     def positions(self, p) -> tuple[str, ...]:
         return ("query_positions", "memory_positions") if p.qk_positions else ()
 
     def check(self, p, inputs: list[TensorType]) -> None:
-        if external(p):
-            self.check_external(p, inputs)  # refused: cross attention projects its memory itself
         x, memory = inputs[0], inputs[1]
         if memory.layout != "tokens":
             raise RuleError(f"cross attention's memory must be tokens, got {memory.layout_name()}", field="from")

@@ -6,20 +6,19 @@ from typing import Literal
 
 from ...registry import register
 from .common import MergeHeads, merge_heads_field
-from .sequence import SequenceAttentionOp, SequenceParams, qk_positions_field
+from .sequence import Projections, SequenceAttentionOp, SequenceParams, projections_field, qk_positions_field
 from ...decoding import Mixes, register_decoding
 
 
 class GlobalParams(SequenceParams):
     kind: Literal["global"]
+    projections: Projections = projections_field()
     merge_heads: MergeHeads = merge_heads_field()
     qk_positions: bool = qk_positions_field()
 
 
 class GlobalAttentionOp(SequenceAttentionOp):
     """All tokens attend to all tokens (timm ViT)."""
-
-    takes_external = True
 
     kind = "global"
     Params = GlobalParams

@@ -7,7 +7,7 @@ inputs: the kernel, its mask rule and parts over projections the node does not o
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from ....core.declared import Field
 from ....core.suggestions import Remedy
@@ -84,13 +84,20 @@ class SequenceParams(AttentionParams):
                                          "input after the token streams (a relative position bias node's output)")
     scores: list[Any] = Field(default_factory=list,
                               description="score parts, in order: a name (talking_heads) or {name: {options}}")
-    projections: Literal["internal", "external"] = Field(
-        "internal", description="internal: the node projects its tokens to q, k and v and back; external: it reads "
-                                "q [B, N, heads x head_dim], k [B, N, kv_heads x head_dim] and v [B, N, kv_heads x "
-                                "value width] as its first three inputs, made by any ops, and gives the heads' "
-                                "outputs [B, N, heads x value width] (no norm, residual or output projection): "
-                                "the fused kernel, its mask rule, score parts, rotary, qk_norm and generate's cache "
-                                "over projections of your own (global, causal, sliding, alibi)")
+
+
+def projections_field():
+    """`projections`: the option of the kinds that take q, k and v made by other nodes (global,
+    causal, sliding, alibi)."""
+    return Field("internal", description="internal: the node projects its tokens to q, k and v and back; external: "
+                                         "it reads q [B, N, heads x head_dim], k [B, N, kv_heads x head_dim] and v "
+                                         "[B, N, kv_heads x value width] as its first three inputs, made by any ops, "
+                                         "and gives the heads' outputs [B, N, heads x value width] (no norm, "
+                                         "residual or output projection): the fused kernel, its mask rule, score "
+                                         "parts, rotary, qk_norm and generate's cache over projections of your own")
+
+
+Projections = Literal["internal", "external"]
 
 
 def qk_positions_field():
@@ -111,7 +118,6 @@ class SequenceAttentionOp(AttentionOp):
     """The rules of the options every sequence kind takes."""
 
     Params = SequenceParams
-    takes_external: ClassVar[bool] = False  # `projections: external` (global, causal, sliding, alibi)
 
     def reads(self, p) -> tuple[str, ...]:
         return self.leading(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
@@ -262,11 +268,9 @@ class SequenceAttentionOp(AttentionOp):
         return 2 if p.padding_mask and slot == len(self.reads(p)) - 1 else None  # the mask is 0 or 1
 
     def check_external(self, p, inputs: list[TensorType]) -> None:
-        """External projections: a kind that takes them, none of the options of the node's own
-        projections and sub-layer, and q, k and v of one length whose widths split into the heads."""
-        if not self.takes_external:
-            raise RuleError(f"{self.kind} attention projects its own inputs; external projections go with global, "
-                            "causal, sliding and alibi attention", field="projections")
+        """External projections (the kinds whose params take `projections`: global, causal, sliding,
+        alibi): none of the options of the node's own projections and sub-layer, and q, k and v of
+        one length whose widths split into the heads."""
         for name in INTERNAL_ONLY:
             if name in p.model_fields_set:
                 raise RuleError(f"{name} belongs to the node's own projections and sub-layer, which external "

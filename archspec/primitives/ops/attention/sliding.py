@@ -10,21 +10,20 @@ from ....core.types import TensorType
 from ...base import PositiveInt
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, longrope_refill, reads_padding_mask
-from .sequence import external_cache_entry
+from .sequence import Projections, external_cache_entry, projections_field
 from ...decoding import SelfCache, register_decoding
 from .scores.base import unless_a_part_refuses
 
 
 class SlidingParams(SequenceParams):
     kind: Literal["sliding"]
+    projections: Projections = projections_field()
     window: PositiveInt = Field(description="how many tokens each token sees: itself and window - 1 before it")
     over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
 
 
 class SlidingWindowAttentionOp(SequenceAttentionOp):
     """Causal attention limited to the last `window` tokens."""
-
-    takes_external = True
 
     kind = "sliding"
     Params = SlidingParams
