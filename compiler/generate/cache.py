@@ -295,7 +295,8 @@ class DecodeCache:
     def tensors(self) -> list[torch.Tensor]:
         """Every cached layer's keys and values, layer by layer, then every causal conv's recent
         inputs (the compiled step's inputs, the exported step's outputs)."""
-        return [t for kv in self.layers.values() for t in (kv.keys, kv.values)] + [r.held for r in self.recent.values()]
+        kept = [t for kv in self.layers.values() for t in (kv.keys, kv.values)]
+        return kept + [r.held for r in self.recent.values()]
 
 
 def rotate_at(rotary, q, k, positions):
