@@ -123,24 +123,11 @@ def input_shapes(graph) -> tuple[InputShape, ...]:
 
 
 def vocabulary(graph, name: str) -> int | None:
-    """The fewest rows among the tables of the nodes that read the ids input `name` as indices
-    (Op.value_range: an embed's vocabulary), or None where none does."""
-    from archspec.primitives.base import RuleError
-    from archspec.primitives.infer import GraphContext
+    """The fewest values the readers of the ids input `name` take (readers_bounds: an embed's
+    vocabulary), or None where none bounds them."""
+    from archspec.primitives.infer import readers_bounds
 
-    found = []
-    for reader in dict.fromkeys(graph.readers(name)):
-        node = graph.node(reader)
-        for slot, source in enumerate(node.inputs):
-            if source != name:
-                continue
-            try:
-                rows = node.op.value_range(node.params, slot, GraphContext(graph, node))
-            except RuleError:
-                rows = None
-            if isinstance(rows, int):
-                found.append(rows)
-    return min(found, default=None)
+    return min((bound for _, bound in readers_bounds(graph, name) if isinstance(bound, int)), default=None)
 
 
 class ModelOutput(tuple):

@@ -218,6 +218,10 @@ class RuleContext(Protocol):
     def readers(self, name: str) -> list[str]:
         """The nodes that read the node `name`."""
 
+    def reader_bounds(self, name: str) -> list[tuple[str, Any]]:
+        """(reader, bound) for each node that reads the node `name` as integers it bounds
+        (Op.value_range: an embed's vocabulary); shape inference's context has it."""
+
     def warn(self, message: str, field: str | None = None, hint: str | None = None) -> None:
         """A warning the report carries, located at `field` (the node checks all the same): for
         what is legal and rarely meant."""

@@ -30,10 +30,27 @@ class GraphContext:
     def readers(self, name: str) -> list[str]:
         return self.graph.readers(name)
 
+    def reader_bounds(self, name: str) -> list[tuple[str, object]]:
+        """readers_bounds of `name` in this graph."""
+        return readers_bounds(self.graph, name)
+
     def warn(self, message: str, field: str | None = None, hint: str | None = None) -> None:
         found = warning(message, self.node.param_loc(field or "from"), self.node.name, hint)
         if not any(w.message == found.message and w.loc == found.loc for w in self.graph.warnings):
             self.graph.warnings.append(found)  # once per place, not per copy of a repeat
+
+
+def readers_bounds(graph: Graph, name: str) -> list[tuple[str, object]]:
+    """(reader, bound) for each slot where a node reads the node `name` as integers whose values
+    it bounds, 0 .. bound - 1 (Op.value_range: an embed's vocabulary, a padding mask's 2)."""
+    found = []
+    for reader in dict.fromkeys(graph.readers(name)):
+        node = graph.node(reader)
+        for slot, source in enumerate(node.inputs):
+            bound = node.op.value_range(node.params, slot, GraphContext(graph, node)) if source == name else None
+            if bound is not None:
+                found.append((reader, bound))
+    return found
 
 
 def rule_failure(node: NodeView, exc: RuleError) -> NodeFailed:

@@ -24,7 +24,7 @@ import torch
 from archspec.core.errors import InternalError, UsageError
 from archspec.core.ir import Graph
 from archspec.core.types import Sym
-from archspec.primitives.infer import GraphContext
+from archspec.primitives.infer import readers_bounds
 
 from ..facts import KEEPS, TOKEN_GRID
 
@@ -68,15 +68,7 @@ def _example_size(dim, longest: bool, lengths: Mapping[str, int]) -> int:
 def value_bound(graph: Graph, input_name: str) -> int:
     """Integer inputs hold 0 .. this - 1: the smallest bound its readers' ops state
     (Op.value_range: an embed's vocabulary), or 2 when none states one."""
-    bounds = []
-    for reader in graph.readers(input_name):
-        node = graph.node(reader)
-        for slot, source in enumerate(node.inputs):
-            if source == input_name:
-                bound = node.op.value_range(node.params, slot, GraphContext(graph, node))
-                if bound is not None:
-                    bounds.append(bound)
-    return min(bounds, default=2)
+    return min((bound for _, bound in readers_bounds(graph, input_name)), default=2)
 
 
 @dataclass(frozen=True)

@@ -67,31 +67,17 @@ class FeaturesHeadOp(Op):
 
 
 def check_eos_in_vocabulary(p, ctx) -> None:
-    """eos_id within the vocabulary of an embed that reads the same token ids: one beyond it is
-    never found, and every sequence would pool its first token without a word."""
-    if p.eos_id is None or ctx is None or not hasattr(ctx, "readers"):
+    """eos_id within the values the readers of the same token ids take (an embed's vocabulary):
+    one beyond them is never found, and every sequence would pool its first token without a word."""
+    if p.eos_id is None or not hasattr(ctx, "reader_bounds"):
         return
-    ids = ctx.node.inputs[1]
-    for reader in ctx.readers(ids):
-        node = ctx.node_named(reader)
-        vocab = vocabulary_of(node, ctx)
-        if vocab is not None and p.eos_id >= vocab:
+    for reader, vocab in ctx.reader_bounds(ctx.node.inputs[1]):
+        if isinstance(vocab, int) and p.eos_id >= vocab:
             raise RuleError(f"eos_id {p.eos_id} is outside the vocabulary of '{reader}' ({vocab} tokens, ids 0 .. "
                             f"{vocab - 1}), which reads the same ids: no sequence holds it, and each would pool "
                             f"its first token", field="eos_id",
                             hint=f"the end-of-text token's id, below {vocab}; leave eos_id out to pool at the "
                                  "largest id (CLIP's legacy eos_token_id 2)")
-
-
-def vocabulary_of(node, ctx) -> int | None:
-    """The vocabulary of a node reading token ids, where it is an embed of a known table."""
-    op = node.op
-    if getattr(op, "primitive", None) != "embed":
-        return None
-    try:
-        return op.value_range(node.params, 0, ctx)
-    except RuleError:
-        return None
 
 
 FEATURES = register(FeaturesHeadOp())
