@@ -173,6 +173,18 @@ def not_tokens_hint(x) -> str | None:
     return None
 
 
+def check_padding_mask(mask, length, counted: str = "keys") -> None:
+    """A key-padding mask is int64 [B, L] (1 keeps, 0 pads), one value per of the `length`
+    tokens it masks (`counted`: what they are, in the error)."""
+    if mask.layout != "ids":
+        hint = ("`compare: {op: ne, value: 0, dtype: int64}` of it gives a mask of 0/1 ids [B, L]"
+                if len(mask.shape) == 2 else None)
+        raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
+                        f"{mask.describe()}", field="from", hint=hint)
+    if mask.length != length:
+        raise RuleError(f"a padding mask of {mask.length} values for {length} {counted}", field="from")
+
+
 def require_float(x, what: str, field: str | None = "from") -> None:
     """RuleError unless `x` holds floating-point values: '`what` reads floating-point values'."""
     if x.dtype != "float32":

@@ -225,18 +225,26 @@ def target_side(graph: Graph, target: str) -> set[str]:
     return reached
 
 
+def decoded_as(graph: Graph, kind: type):
+    """(node, its DECODE answer) of each node generate() runs one token at a time whose answer is
+    a `kind` (SelfCache, CrossCache, RecentInputs), in node order; none for a spec it cannot
+    decode through a cache."""
+    why, reached = decoding(graph)
+    if why is not None:
+        return
+    for node in graph.nodes():
+        if not node.is_input and node.name in reached:
+            decode = decode_of(node)
+            if isinstance(decode, kind):
+                yield node, decode
+
+
 def cached_layers(graph: Graph, cache: type = SelfCache) -> list[CachedLayer]:
     """The layers whose DECODE is `cache` (SelfCache: their own keys and values; CrossCache: a
     memory's) that generate() keeps while decoding, in node order (none for a spec it cannot
     decode)."""
-    why, reached = decoding(graph)
-    if why is not None:
-        return []
     layers = []
-    for node in graph.nodes():
-        decode = None if node.is_input or node.name not in reached else decode_of(node)
-        if not isinstance(decode, cache):
-            continue
+    for node, decode in decoded_as(graph, cache):
         p, x = node.params, graph.type_of(node.inputs[0])
         keys = graph.type_of(node.inputs[1]) if cache is CrossCache else x  # cross: the memory's length
         length = keys.length if isinstance(keys.length, int) else keys.length.hi
@@ -272,15 +280,8 @@ class RecentLayer:
 def recent_layers(graph: Graph) -> list[RecentLayer]:
     """The layers that keep their last inputs while generate() decodes (RecentInputs), in node
     order (none for a spec it cannot decode through a cache)."""
-    why, reached = decoding(graph)
-    if why is not None:
-        return []
-    layers = []
-    for node in graph.nodes():
-        decode = None if node.is_input or node.name not in reached else decode_of(node)
-        if isinstance(decode, RecentInputs):
-            layers.append(RecentLayer(node.name, graph.type_of(node.inputs[0]).channels, decode.count_of(node.params)))
-    return layers
+    return [RecentLayer(node.name, graph.type_of(node.inputs[0]).channels, decode.count_of(node.params))
+            for node, decode in decoded_as(graph, RecentInputs)]
 
 
 def cross_layers(graph: Graph) -> list[CachedLayer]:

@@ -20,7 +20,7 @@ from typing import Literal, Union
 from ...core.declared import Field
 from ...core.suggestions import Divides, GridOrigin, Remedy
 from ...core.types import Sym, TensorType, grid_tokens, image, tokens
-from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError
+from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError, check_padding_mask
 from ..grids import as_image, divisors
 from ..registry import register
 from ..dtypes import READS, FLOAT_FIRST
@@ -164,16 +164,12 @@ def check_fits(g: Geometry, sizes: tuple[int, ...], origin: GridOrigin | None) -
                                         f"{g.reach(axis) - before - after} along that axis, padded as it is)"))
 
 
-def check_padding_mask(p, x: TensorType, mask: TensorType) -> None:
+def check_conv_padding_mask(p, x: TensorType, mask: TensorType) -> None:
     """A 1-D conv's padding mask: int64 [B, L], one value per token."""
     if p.dim != 1:
         raise RuleError("padding_mask goes with a 1-D conv along the tokens", field="padding_mask",
                         hint=Remedy("use dim: 1, or drop padding_mask"))
-    if mask.layout != "ids":
-        raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
-                        f"{mask.describe()}", field="from")
-    if mask.length != x.length:
-        raise RuleError(f"a padding mask of {mask.length} values for {x.length} tokens", field="from")
+    check_padding_mask(mask, x.length, "tokens")
 
 
 def grid_step(g: Geometry) -> tuple:
@@ -197,7 +193,7 @@ class ConvOp(Op):
         g = geometry(p)
         self.check_weight_norm(p)
         if p.padding_mask:
-            check_padding_mask(p, x, inputs[1])
+            check_conv_padding_mask(p, x, inputs[1])
         return self.image_shape(p, g, x) if p.dim == 2 else self.sequence_shape(p, g, x)
 
     def value_range(self, p, slot: int, ctx) -> int | None:

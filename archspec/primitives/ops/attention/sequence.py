@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
-from ...base import Cost, Eps, PositiveInt, RuleError
+from ...base import Cost, Eps, PositiveInt, RuleError, check_padding_mask
 from ...counting import attention_flops
 from .common import AttentionOp, AttentionParams
 from .scores.base import ScoreSite, parse_scores
@@ -257,12 +257,7 @@ class SequenceAttentionOp(AttentionOp):
                 raise RuleError(f"rope_dims {dims} must be even and at most the head width {head}",
                                 field="rope_dims")
         if p.padding_mask:
-            keys, mask = inputs[streams - 1], inputs[-1]
-            if mask.layout != "ids":
-                raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
-                                f"{mask.describe()}", field="from", hint=mask_hint(mask))
-            if mask.length != keys.length:
-                raise RuleError(f"a padding mask of {mask.length} values for {keys.length} keys", field="from")
+            check_padding_mask(inputs[-1], inputs[streams - 1].length)
 
     def value_range(self, p, slot: int, ctx) -> int | None:
         return 2 if p.padding_mask and slot == len(self.reads(p)) - 1 else None  # the mask is 0 or 1
@@ -336,13 +331,6 @@ def check_positions(stream: TensorType, positions: TensorType) -> None:
         raise RuleError(f"positions {positions.describe()} do not fit the tokens {stream.describe()} they are "
                         f"added to (want {want})", field="from",
                         hint="with qk_positions, `from:` lists the token streams, then one position tensor each")
-
-
-def mask_hint(mask: TensorType) -> str | None:
-    """How to make the padding mask of a tensor that is not one (a slice of an int64 input)."""
-    if len(mask.shape) == 2:
-        return "`compare: {op: ne, value: 0, dtype: int64}` of it gives a mask of 0/1 ids [B, L]"
-    return None
 
 
 def qk_norm_params(p, head: int) -> int:
