@@ -33,7 +33,9 @@ def _one(a, b):
 
 def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
     if x.dtype != y.dtype:
-        raise RuleError(f"{what} reads {x.dtype} and {y.dtype} tensors", field="from")
+        raise RuleError(f"{what} reads {x.dtype} and {y.dtype} tensors", field="from",
+                        hint="give both one dtype: `cast: {dtype: float32}` on the int64 one (or int64 on the "
+                             "float one, to truncate it)")
     if x.grid is not None and y.grid is not None and tuple(x.grid) != tuple(y.grid):
         raise RuleError(f"{what}: tokens on a {_grid(x.grid)} grid and tokens on a {_grid(y.grid)} grid", field="from",
                         hint="both sides must lie on the same grid (check the patch, stride or pool sizes that make "

@@ -380,6 +380,13 @@ def not_finite(outputs) -> tuple[int, int]:
     return (sum(int((~torch.isfinite(x.float())).sum()) for x in outputs), sum(x.numel() for x in outputs))
 
 
+def not_finite_note(bad: int, total: int) -> str:
+    """What a build line says when eager itself gives NaN or infinity on the check's random inputs."""
+    return (f"eager itself gives NaN or infinity at {bad} of {total} output values on the check's random inputs "
+            "(float inputs are normal noise, int64 ones any value their readers take: a float input the model "
+            "reads as a 0/1 mask or a scale, or a row whose every key is hidden, can give them)")
+
+
 def export_range(batch) -> tuple[int, int] | None:
     """model.pt2's batch range for a BatchRange: the range itself when torch.export can trace it
     (a real range holding the example batch); else None, the spec's own dynamic batch."""

@@ -53,7 +53,7 @@ from archspec.core.errors import InternalError, bug, error
 from archspec.core.ir import Graph
 
 from ..facts import ONNX_FUSIONS
-from .export import dynamic_shapes, example_inputs, max_abs_difference, other_lengths
+from .export import dynamic_shapes, example_inputs, max_abs_difference, not_finite, not_finite_note, other_lengths
 from .padded_check import gap_at_real_tokens, padding_masks, right_padded
 from .out_of_memory import out_of_memory_error, ran_out_of_memory
 from .onnx_fusions import fusion_of
@@ -157,6 +157,7 @@ class OnnxResult:
     contents: OnnxFile | None = None  # read back from the file (write_model_onnx)
     # the decode programs beside it (decode_step.py): report.json's name -> max |onnxruntime - eager|
     decode_gaps: dict[str, float] = field(default_factory=dict)
+    eager_not_finite: tuple[int, int] = (0, 0)  # (eager's NaN or infinite output values, all) in the check
 
     def summary(self) -> str:
         text = f"{self.nodes} ONNX nodes"
@@ -164,6 +165,8 @@ class OnnxResult:
             text = f"{self.variant}: {self.nodes} ONNX nodes, {self.contents.describe()}"
         if self.max_difference is not None:
             text += f", max |onnxruntime - eager| {self.max_difference:.2e}"
+        if self.eager_not_finite[0]:
+            text += "; " + not_finite_note(*self.eager_not_finite)
         if self.fusions:
             text += "; fused as ONNX Runtime runs it: " + ", ".join(f.describe() for f in self.fusions)
         for note in self.notes:
@@ -209,8 +212,15 @@ def export_onnx(gm: torch.fx.GraphModule, graph: Graph, path: str, verify: bool 
     _export(gm, graph, path, OPSET, math_attention=True)
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
-    gap = run_onnxruntime_check(gm, graph, path) if verify else None
-    return OnnxResult(path, len(model.graph.node), gap)
+    check = run_onnxruntime_check(gm, graph, path) if verify else None
+    return checked(OnnxResult(path, len(model.graph.node), None), check)
+
+
+def checked(result: OnnxResult, check: OnnxCheck | None) -> OnnxResult:
+    """`result` with what the check against eager found (nothing where it was not run)."""
+    if check is not None:
+        result.max_difference, result.eager_not_finite = check.gap, check.eager_not_finite
+    return result
 
 
 def write_model_onnx(gm: torch.fx.GraphModule, graph: Graph, path: str, variant: str = "optimized",
@@ -290,10 +300,10 @@ def _fused_and_checked(gm, graph: Graph, path: str, verify: bool, fusions: tuple
     onnx.checker.check_model(path, full_check=fused is None)  # contrib ops: the checker knows only their names
     found = count_fusions(path, graph, skip_layer_norms=fused)
     fusions = [f for f in found if f.op != "Attention" or "attention" in fusions]
-    gap = run_onnxruntime_check(gm, graph, path, instead=PLAIN_INSTEAD) if verify else None
+    check = run_onnxruntime_check(gm, graph, path, instead=PLAIN_INSTEAD) if verify else None
     missing = [f for f in fusions if not f.complete]
     notes = ["fewer fused nodes than the spec implies: " + ", ".join(f.describe() for f in missing)] if missing else []
-    return OnnxResult(path, len(model.graph.node), gap, None, fusions, notes)
+    return checked(OnnxResult(path, len(model.graph.node), None, None, fusions, notes), check)
 
 
 # -- archspec's fusion: residual add (+ bias) + LayerNormalization -> SkipLayerNormalization -------------
@@ -454,7 +464,17 @@ def count_fusions(path: str, graph: Graph, skip_layer_norms: int | None = None) 
     return [f for f in fusions if f.found or f.expected]
 
 
-def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3, instead: str | None = None) -> float | None:
+@dataclass(frozen=True)
+class OnnxCheck:
+    """What the check against eager found: max |onnxruntime - eager|, and (eager's NaN or infinite
+    output values, all), which the build line reports."""
+
+    gap: float
+    eager_not_finite: tuple[int, int]
+
+
+def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3,
+                          instead: str | None = None) -> OnnxCheck | None:
     """Max |onnxruntime - eager| at a batch size (and sequence lengths) the export was not traced
     with, which must be within the tolerance (`tolerance`; an internal error otherwise). Running
     out of memory there (ONNX Runtime holds each attention's scores whole) is a located error,
@@ -464,7 +484,7 @@ def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3, instead: 
     except ImportError:
         return None
     try:
-        gap, scale = _onnxruntime_gap(onnxruntime, gm, graph, path, batch)
+        gap, scale, bad = _onnxruntime_gap(onnxruntime, gm, graph, path, batch)
     except Exception as exc:  # noqa: BLE001 - only an allocation failure is turned into an error here
         _raise_if_out_of_memory(exc, graph, path, batch)
         raise
@@ -473,7 +493,7 @@ def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3, instead: 
                   f"eager| = {gap:.2e} > {tolerance(scale):.1e} at batch {batch} (outputs up to {scale:.2e})",
                   hint="this is likely an ONNX Runtime, torch exporter or archspec bug"
                        + (f"; {instead}" if instead else ""))
-    return gap
+    return OnnxCheck(gap, bad)
 
 
 def onnxruntime_run_failure(graph: Graph, path: str, batch: int = 3) -> str | None:
@@ -523,9 +543,11 @@ def tolerance(scale: float) -> float:
     return FP32_TOLERANCE * max(1.0, scale)
 
 
-def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str, batch: int) -> tuple[float, float]:
-    """(max |onnxruntime - eager|, max |eager|) over the outputs; a spec that reads a padding
-    mask is checked right-padded, at its real tokens (padded_check.py)."""
+def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str,
+                    batch: int) -> tuple[float, float, tuple[int, int]]:
+    """(max |onnxruntime - eager|, max |eager|, (eager's NaN or infinite values, all)) over the
+    outputs; a spec that reads a padding mask is checked right-padded, at its real tokens
+    (padded_check.py)."""
     session = _onnxruntime_session(onnxruntime, path)
     masks = padding_masks(graph)
     args = right_padded(example_inputs(graph, batch=batch, lengths=other_lengths(graph)), masks)
@@ -537,5 +559,5 @@ def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str, batch: int) -> tu
     scale = max((float(e.float().abs().max()) for e in expected if e.numel()), default=0.0)
     outs = tuple(torch.from_numpy(o) for o in outs)
     if masks:
-        return gap_at_real_tokens(outs, expected, args, masks), scale
-    return max_abs_difference(outs, expected), scale
+        return gap_at_real_tokens(outs, expected, args, masks), scale, not_finite(expected)
+    return max_abs_difference(outs, expected), scale, not_finite(expected)

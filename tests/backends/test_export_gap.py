@@ -37,3 +37,13 @@ def test_the_build_says_eager_gives_nan_at_the_checks_inputs(tmp_path, capsys):
     out = captured.out + captured.err
     assert "max |export - eager| 0.00e+00" in out
     assert "eager itself gives NaN or infinity at" in out and "the program the same there" in out
+
+
+def test_the_onnx_line_says_eager_gives_nan_at_the_checks_inputs(tmp_path, capsys):
+    """The ONNX build checked the same outputs and said nothing of their NaN (stop 53's list)."""
+    (tmp_path / "nan_rows.yaml").write_text(NAN_ROWS)
+    assert main(["build", str(tmp_path / "nan_rows.yaml"), "--target", "onnx", "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    assert "max |onnxruntime - eager| 0.00e+00" in out
+    assert "eager itself gives NaN or infinity at 96 of 96 output values" in out

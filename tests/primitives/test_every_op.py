@@ -441,9 +441,14 @@ outputs: [halved, rows]
     assert torch.equal(halved, ids.float() * 0.5)
     assert torch.equal(rows, model.rows.tokens.weight[ids // 2])
     assert model.to(torch.bfloat16)(ids)[0].dtype == torch.bfloat16
-    with pytest.raises(archspec.SpecError, match="cast to int64 of values that are int64 already"):
-        archspec.check_text("name: c\ninputs:\n  ids: {shape: [B, 4], dtype: int64}\ngraph:\n"
-                            "  - {id: c, cast: {dtype: int64}}\n")
+    same = archspec.check_text("name: c\ninputs:\n  ids: {shape: [B, 4], dtype: int64}\ngraph:\n"
+                               "  - {id: c, cast: {dtype: int64}}\n")  # a block reused on either dtype may say it
+    assert [w.message for w in same.graph.warnings] == ["cast to int64 of values that are int64 already does nothing"]
+    assert same.graph.type_of("c").layout == "ids"
+    with pytest.raises(archspec.SpecError, match="add reads int64 and float32 tensors") as mixed:
+        archspec.check_text("name: c\ninputs:\n  ids: {shape: [B, 4], dtype: int64}\n  x: [B, 4]\ngraph:\n"
+                            "  - {id: s, from: [ids, x], add: {}}\n")
+    assert "cast: {dtype: float32}" in str(mixed.value)
 
 
 def test_an_int64_input_of_rank_3_is_a_tensor_its_readers_slice_or_cast():

@@ -123,13 +123,21 @@ def clamped(p: ClampParams, inputs: list[TensorType]) -> TensorType:
     return of_floats("clamp")(p, inputs)
 
 
+def cast_notice(p: CastParams, inputs: list[TensorType]) -> tuple[str, str] | None:
+    """A cast to the dtype its values have already does nothing (a block reused on either dtype may
+    say it): a warning and its hint, not an error."""
+    (x,) = inputs
+    if p.dtype != x.dtype:
+        return None
+    return f"cast to {p.dtype} of values that are {x.dtype} already does nothing", "drop the cast"
+
+
 def cast(p: CastParams, inputs: list[TensorType]) -> TensorType:
     """x's values as `dtype`: int64 [B, N] is ids; token ids as floats are a tensor [B, N]; any
     other keeps its layout."""
     (x,) = inputs
     if p.dtype == x.dtype:
-        raise RuleError(f"cast to {p.dtype} of values that are {x.dtype} already", field="dtype",
-                        hint="drop the cast")
+        return x  # nothing to do: cast_notice says so
     if p.dtype == "int64" and len(x.shape) == 2 and x.shape[0] is BATCH:
         return ids(x.shape[1])  # [B, N] int64
     if x.layout == "ids":
@@ -161,6 +169,7 @@ class ElementwiseRow:
     shape: ShapeRule
     dtypes: Reads
     variadic: bool = False
+    notice: Callable[[Params, list[TensorType]], tuple[str, str] | None] | None = None  # a warning and its hint
 
 
 BINARY = ("x", "y")
@@ -194,7 +203,7 @@ ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs,
                    UNARY, compared, ANY),
     ElementwiseRow("cast", CastParams, "x's values as `dtype` (torch's .to): integer indices or coordinates as "
                    "floats, or floats truncated to int64.\n\nint64 [B, N] is ids; any other keeps its layout.",
-                   UNARY, cast, ANY),
+                   UNARY, cast, ANY, notice=cast_notice),
     ElementwiseRow("activation", ActivationParams, "fn(x), element-wise.",
                    UNARY, of_floats("an activation", field=None), FLOATS),
     ElementwiseRow("dropout", DropoutParams, "Dropout (identity in eval).",
@@ -218,7 +227,11 @@ class ElementwiseOp(Op):
         return self.row.reads
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
-        return self.row.shape(p, inputs)
+        out = self.row.shape(p, inputs)
+        notice = self.row.notice(p, inputs) if self.row.notice else None
+        if notice:
+            ctx.warn(notice[0], field="dtype", hint=notice[1])
+        return out
 
 
 ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {row.name: register(ElementwiseOp(row)) for row in ELEMENTWISE}

@@ -78,15 +78,14 @@ class Export(ModuleTarget):
 def describe(made) -> str:
     """The build line's detail: how far the program (and the decode step) are from eager, and
     the values eager itself gives as NaN or infinity at the check's random inputs."""
+    from ..export import not_finite_note
+
     gap, scale, (bad, total) = made[1]
     text = f"max |export - eager| {gap:.2e}"
     if scale > 1:  # large outputs: the gap relative to them reads truer
         text += f" ({gap / scale:.1e} of max |eager| {scale:.3g})"
     if bad:  # a random 0/1 mask may hide every key of a row: 0/0 in the model itself
-        text += (f"; eager itself gives NaN or infinity at {bad} of {total} output values on the check's random "
-                 "inputs (float inputs are normal noise, int64 ones any value their readers take: a float input "
-                 "the model reads as a 0/1 mask or a scale, or a row whose every key is hidden, can give them)"
-                 + (", the program the same there" if gap == gap else ""))
+        text += "; " + not_finite_note(bad, total) + (", the program the same there" if gap == gap else "")
     return text + (f", decode programs {made[2]:.2e}" if len(made) > 2 else "")
 
 
