@@ -32,6 +32,7 @@ from archspec.primitives.ops.attention.xca import XCA
 from archspec.primitives.ops.concat import CONCAT
 from archspec.primitives.ops.constant import CONSTANT
 from archspec.primitives.ops.conv import CONV
+from archspec.primitives.ops.conv_transpose import CONV_TRANSPOSE
 from archspec.primitives.ops.einsum import EINSUM
 from archspec.primitives.ops.elementwise import ELEMENTWISE_OPS
 from archspec.primitives.ops.embed import EMBED
@@ -98,7 +99,7 @@ NO_FUSION = (
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
     EXPAND, UNFOLD, FOLD,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
-    LINEAR, CONV, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
+    LINEAR, CONV, CONV_TRANSPOSE, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH, GROUP,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
     CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,

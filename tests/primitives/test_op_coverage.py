@@ -33,6 +33,7 @@ graph:
   - {id: grouped_tokens, norm: {kind: group, groups: 2}}
   - {id: img, to_image: {}}
   - {id: grouped_image, norm: {kind: group, groups: 1}}
+  - {id: upsampled, conv_transpose: {kernel: 3, stride: 2, padding: 1, output_padding: 1}}
   - {id: up, pixel_shuffle: {factor: 2}}
   - {id: tok, to_tokens: {}}
   - {id: last, select: {index: -1}}
