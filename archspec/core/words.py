@@ -21,11 +21,18 @@ class DidYouMean(str):
         return (DidYouMean, (self.written, self.meant, self.note))
 
 
+# words that mean a choice spelt otherwise (a did-you-mean by spelling would pick another)
+SAME_MEANING = {"lte": "le", "leq": "le", "<=": "le", "gte": "ge", "geq": "ge", ">=": "ge", "neq": "ne", "!=": "ne",
+                "<": "lt", ">": "gt", "==": "eq", "=": "eq"}
+
+
 def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:
     """A hint naming the closest known word, if one is close enough (difflib's ratio >= cutoff)."""
     import difflib  # only when a hint is wanted: keeps `archspec check` start-up short
 
     names = [str(c) for c in choices]
+    if SAME_MEANING.get(str(word)) in names:  # `lte` is le, though lt is spelt closer
+        return DidYouMean(word, SAME_MEANING[str(word)])
     reordered = same_parts(str(word), names)
     if reordered is not None:  # `post_res` means res_post, not the closer-spelt post
         return DidYouMean(word, reordered)

@@ -92,6 +92,7 @@ class Expander:
         self.block_uses: list[tuple] = []  # (path, block, input names, input values): GroupInfo once resolved
         self.resolved: dict = {}  # scope.resolve's memo
         self.depth = 0  # blocks and groups being expanded, one inside the other
+        self.output_warnings: list = []  # outputs that name a node switched off
         self.scopes: list[Scope] = []  # the scopes with a kept node named by `id` (kept_alternatives reads them)
         self.shares: list[tuple[str, str]] = []  # (node, node whose weights it uses): `share`, `weights_of`
         self.ties: list[Tie] = []  # the nodes with `weights_of`, checked once every node exists
@@ -125,12 +126,13 @@ class Expander:
         self.graph.params = {name: self.params.get(name) for name in self.spec.params}
         self.stop_if_errors()
         needed = self.graph.ancestors([out.node for out in self.graph.outputs + self.graph.objectives])
-        for problem in unread_alternatives(self.graph, self.kept_alternatives(), needed):
+        for problem in unread_alternatives(self.graph, self.kept_alternatives(), needed) + unread_copies(
+                self.graph, needed):
             self.errors.add(problem)
         self.stop_if_errors()
         self.graph.warnings = ([s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
                                + condition_warnings(self.doc, self.spec) + unread
-                               + method_named_outputs(self.graph.outputs))
+                               + method_named_outputs(self.graph.outputs) + self.output_warnings)
         return self.graph
 
     def kept_alternatives(self) -> list[tuple]:
@@ -479,7 +481,22 @@ class Expander:
             node = self.resolve(Ref(text, top, loc))
             if node is not None:
                 outs.append(Output(out_name, node, loc))
+                if switched_off(text, top):
+                    self.output_warnings.append(warning(
+                        f"output '{out_name}' names '{text}', which is switched off (its `if` is false, or it "
+                        f"repeats 0 times): the output is what that node reads, '{node}'", loc,
+                        hint=f"name '{node}' under `outputs` if that is meant; a spec that switches the node off "
+                             "can give its own `outputs`"))
         return outs
+
+
+def switched_off(path: str, top: Scope) -> bool:
+    """Whether the node a dotted path names is switched off (`if` false, `repeat: 0`): it stands
+    for its input (an Alias)."""
+    value = top.names.get(path.split(".")[0])
+    for part in path.split(".")[1:]:
+        value = value.members.get(part) if isinstance(value, Compound) else None
+    return isinstance(value, Alias)
 
 
 def own_index_in_from(exc: SpecError, meta: NodeMeta) -> SpecError:
@@ -549,6 +566,37 @@ def unread_alternatives(graph: Graph, kept: list[tuple], needed: set[str]) -> li
                                   "output reads it", loc, path,
                                   hint="a node after the alternatives reads the kept one by its id or through the "
                                        "chain; check the `from:` of the nodes after it"))
+    return problems
+
+
+def unread_copies(graph: Graph, needed: set[str]) -> list:
+    """Errors for the copies of a repeat that no output reads while a later copy is read: a node
+    inside reads a node from before the repeat by its id, so every copy reads that node instead of
+    the copy before, and all but the last compute for nothing (the Decision Transformer trial's
+    `from: [drop, mask]` on a repeated group's first node built a model one layer short, with a
+    warning)."""
+    repeats = {path for path, info in graph.groups.items() if info.kind == "repeat"}
+    if not repeats:
+        return []
+    nodes = {node.name: node for node in graph.nodes() if not node.is_input}
+    problems = []
+    for path, inside in nodes_under(repeats, list(nodes)).items():
+        copies: dict[str, list[str]] = {}  # copy index -> the names in it
+        for name in inside:
+            copies.setdefault(name[len(path) + 1:].split(".", 1)[0], []).append(name)
+        read = [int(k) for k, names in copies.items() if k.isdigit() and any(n in needed for n in names)]
+        dead = sorted(int(k) for k, names in copies.items()
+                      if k.isdigit() and read and int(k) < max(read) and not any(n in needed for n in names))
+        if dead:
+            first = nodes[copies[str(dead[0])][0]]
+            problems.append(error(
+                f"{'copy' if len(dead) == 1 else 'copies'} {', '.join(map(str, dead))} of the {len(copies)} of the "
+                f"repeat '{path}' {'is' if len(dead) == 1 else 'are'} computed, but no output reads "
+                f"{'it' if len(dead) == 1 else 'them'}: each copy reads a node from before the repeat by its id, "
+                "not the copy before it", first.loc, first.name,
+                hint="a repeated `graph:` group chains through its first node's input, which `from:` there "
+                     "replaces: repeat a block that takes the extra input (`inputs: [x, mask]`), whose copies "
+                     "each read the one before as x"))
     return problems
 
 

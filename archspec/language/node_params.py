@@ -28,8 +28,17 @@ def op_for(primitive: str, values: dict, doc: Document, base: tuple, node_path: 
     if not isinstance(kind, str) or kind not in kinds:
         shown = kind if isinstance(kind, str) else repr(kind)
         raise error(f"unknown kind '{shown}' of {primitive}", doc.loc(base + ("kind",)), node_path,
-                    did_you_mean(shown, kinds) or f"kinds: {one_of(kinds)}")
+                    called_elsewhere(shown, primitive) or did_you_mean(shown, kinds) or f"kinds: {one_of(kinds)}")
     return registry.op(primitive, kind)
+
+
+def called_elsewhere(word: str, primitive: str) -> str | None:
+    """The kind of `primitive` that other libraries call `word` (the ops' also_called), in a hint."""
+    for kind in registry.kinds(primitive):
+        whose = registry.op(primitive, kind).also_called.get(word.lower())
+        if whose is not None:
+            return f"'{word}' is {whose}: here `kind: {kind}`"
+    return None
 
 
 def where_key_belongs(op: Op, key: str) -> str | None:

@@ -179,8 +179,11 @@ def check_padding_mask(mask, length, counted: str = "keys") -> None:
     if mask.layout != "ids":
         hint = ("`compare: {op: ne, value: 0, dtype: int64}` of it gives a mask of 0/1 ids [B, L]"
                 if len(mask.shape) == 2 else None)
-        raise RuleError(f"the padding mask must be int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
-                        f"{mask.describe()}", field="from", hint=hint)
+        computed = (" (a computed tensor, which may hold any value: a mask is an int64 input [B, L], a slice of "
+                    "one, or a `compare` with dtype int64)" if mask.layout == "tensor" and len(mask.shape) == 2
+                    and mask.dtype == "int64" else "")
+        raise RuleError(f"the padding mask must be 0/1 ids, int64 [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
+                        f"{mask.describe()}{computed}", field="from", hint=hint)
     if mask.length != length:
         raise RuleError(f"a padding mask of {mask.length} values for {length} {counted}", field="from")
 
@@ -258,6 +261,9 @@ class Op:
     # more to say of an unknown key on this op than which other kinds take it (global attention's `window`:
     # sliding is causal; a window both ways is the local_window score part)
     key_hints: ClassVar[dict[str, str]] = {}
+    # what other libraries call this kind, and whose word it is: an unknown kind that is one of them is
+    # told this kind (GPT-Neo's `local` is sliding, which a did-you-mean would make `global`)
+    also_called: ClassVar[dict[str, str]] = {}
 
     def one_grid(self, p) -> str | None:
         """What a node of this op keeps that is made for the grid it was built for (a table, a

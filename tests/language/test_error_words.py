@@ -108,3 +108,57 @@ graph:
   - {id: attn, from: [x, m], attention: {kind: cross, heads: 2, scores: [{local_window: {window: 4}}]}}
 """)
     assert "cross attention's keys are another sequence's" in d.message
+
+
+@pytest.mark.parametrize("word,kind", [("local", "sliding"), ("decoder", "causal"), ("bidirectional", "global")])
+def test_another_librarys_name_of_a_kind_is_told_that_kind(word, kind):
+    """GPT-Neo's `kind: local` was told "did you mean 'global'?": bidirectional attention, a model
+    that builds and runs and is not GPT-Neo (the GPT-Neo trial)."""
+    d, _ = first_error(f"""
+name: t
+inputs: {{ids: {{shape: [B, 8], dtype: int64}}}}
+graph:
+  - {{embed: {{vocab: 10, dim: 8}}}}
+  - {{attention: {{kind: {word}, heads: 2}}}}
+""")
+    assert d.message.endswith(f"unknown kind '{word}' of attention") and d.hint.endswith(f"here `kind: {kind}`")
+
+
+def test_a_comparison_spelt_as_other_languages_spell_it_is_told_its_meaning():
+    """`op: lte` was told "did you mean 'lt'?" (the PhiMoE trial): less than or equal is le."""
+    d, _ = first_error("name: t\ninputs: {x: [B, 8, 4]}\ngraph:\n  - {compare: {op: lte, value: 1}}\n")
+    assert d.hint == "did you mean 'le'?"
+
+
+def test_an_output_that_names_a_node_switched_off_warns():
+    """The RoFormer trial's `logits`, switched off by `if: false`, returned the hidden state under
+    that name without a word."""
+    report = archspec.check_text("""
+name: t
+params: {mlm: false}
+inputs: {x: [B, 8, 16]}
+graph:
+  - {id: enc, mlp: {ratio: 2}}
+  - {id: logits, if: "${mlm}", linear: {dim: 5}}
+outputs: [logits]
+""")
+    (w,) = report.graph.warnings
+    assert "output 'logits' names 'logits', which is switched off" in w.message and "reads, 'enc'" in w.message
+
+
+def test_a_computed_int64_mask_is_told_why_it_is_not_a_mask():
+    """The Decision Transformer trial's stacked mask, an int64 [B, 18] tensor, was told it "must be
+    int64 [B, L]", which is what it looked like: the message now says it is a computed tensor."""
+    d, _ = first_error("""
+name: t
+inputs:
+  x: [B, 8, 16]
+  mask: {shape: [B, 4], dtype: int64}
+graph:
+  - {id: column, from: mask, rearrange: {pattern: "b l -> b l 1"}}
+  - {id: pairs, from: [column, column], concat: {along: -1}}
+  - {id: doubled, rearrange: {pattern: "b l t -> b (l t)"}}
+  - {from: [x, doubled], attention: {kind: global, heads: 2, padding_mask: true}}
+""")
+    assert "got a rank-2 tensor [B, 8] int64 (a computed tensor" in d.message
+    assert d.hint.startswith("`compare: {op: ne, value: 0, dtype: int64}`")

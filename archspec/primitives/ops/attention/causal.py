@@ -25,6 +25,9 @@ class CausalAttentionOp(SequenceAttentionOp):
 
     kind = "causal"
     Params = CausalParams
+    also_called = {"decoder": "a decoder's self-attention", "masked": "masked self-attention",
+                   "autoregressive": "autoregressive attention", "full_attention": "Hugging Face's layer_types "
+                   "for a decoder's layers without a window"}
 
     def check(self, p, inputs: list[TensorType]) -> None:
         check_sequence(inputs[0], self.kind, p)

@@ -22,6 +22,9 @@ class GlobalAttentionOp(SequenceAttentionOp):
 
     kind = "global"
     Params = GlobalParams
+    also_called = {"bidirectional": "bidirectional attention", "encoder": "an encoder's self-attention",
+                   "full": "full attention, every token seeing every token (a decoder's is `causal`)",
+                   "non_causal": "attention without a causal mask"}
     key_hints = {"window": "sliding is causal: a window both ways over a sequence (each token sees up to w // 2 "
                            "before and after it: ModernBERT, T5Gemma's encoder) is the score part "
                            "`scores: [{local_window: {window: w}}]`"}

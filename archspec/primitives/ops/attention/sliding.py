@@ -27,6 +27,8 @@ class SlidingWindowAttentionOp(SequenceAttentionOp):
 
     kind = "sliding"
     Params = SlidingParams
+    also_called = {"local": "GPT-Neo's local attention (a causal window)", "swa": "sliding-window attention",
+                   "sliding_window": "a sliding window", "sliding_attention": "Hugging Face's layer_types"}
 
     def check(self, p, inputs: list[TensorType]) -> None:
         check_sequence(inputs[0], self.kind, p)
