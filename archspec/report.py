@@ -10,7 +10,7 @@ from typing import Any
 
 from .core.errors import Diagnostic
 from .core.ir import Graph
-from .core.types import BATCH, TensorType
+from .core.types import BATCH, Sym, TensorType
 from .primitives.kv_cache import cached_layers, cross_layers, recent_layers, without_cache
 from .primitives.kv_cache import line as kv_cache_line, summary as kv_cache_summary
 from .primitives.cost import totals
@@ -70,8 +70,11 @@ class Report:
 
     @property
     def flops_at(self) -> dict[str, int]:
-        """The symbolic lengths the FLOPs are counted at (each at its largest), by name."""
-        return {name: sym.hi for name, sym in self.graph.dims.items() if name != BATCH.name}
+        """The symbolic lengths the FLOPs are counted at (each at its largest), by name: those an
+        input's shape has (a dim declared and not used, inherited from the spec a fixed-length one
+        extends, counts nothing)."""
+        used = {size.name for t in self.inputs.values() for size in t.shape if isinstance(size, Sym)}
+        return {name: sym.hi for name, sym in self.graph.dims.items() if name != BATCH.name and name in used}
 
     @property
     def flops_basis(self) -> str:

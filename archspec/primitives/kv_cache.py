@@ -126,6 +126,30 @@ def fed_and_logits(graph: Graph, inputs) -> tuple[str | None, str] | None:
     if not_ids:  # before any op is asked how it decodes
         return (not_ids[0].name, "it is not token ids [B, L] (generate feeds token ids: a decoder-only spec's "
                                  "input, an encoder-decoder's target)")
+    return read_beside_the_target(graph, inputs)
+
+
+def read_beside_the_target(graph: Graph, inputs) -> tuple[str | None, str] | None:
+    """Why a spec of several inputs is no encoder-decoder generate() can feed: a node the target
+    ids reach reads another input itself, token for token (RoFormer's token_type_ids beside its
+    input_ids), where an encoder-decoder's source reaches the target side only through cross
+    attention (its memory and that memory's padding mask). None: one input, or a source read so."""
+    if len(inputs) == 1:
+        return None
+    target = inputs[-1].name
+    sources = {node.name for node in inputs[:-1]}
+    reached = target_side(graph, target)
+    for node in graph.nodes():  # in node order: the first such node is named
+        if node.is_input or node.name not in reached:
+            continue
+        name = node.name
+        read = [n for n in graph.inputs_of(name) if n in sources]
+        if read and not isinstance(decode_of(node), CrossCache):
+            return (name, f"it reads '{read[0]}' and '{target}' together, token for token: generate feeds a "
+                          "decoder-only spec one input of token ids (and an attention_mask it reads as padding), and "
+                          "an encoder-decoder's source reaches its decoder only through cross attention; to "
+                          "generate, leave the other input out (token types: their row 0 as a `param` added to the "
+                          "embeddings)")
     return None
 
 

@@ -153,6 +153,9 @@ def test_flops_of_a_sequence_model_say_at_which_length(tmp_path, capsys):
     assert code == 0 and "FLOPs per sample at L=128 (multiply-add = 2" in out
     (tmp_path / "tiny.yaml").write_text(TINY)  # no symbolic length: per sample, nothing more
     assert archspec.check(tmp_path / "tiny.yaml").flops_basis == "per sample"
+    # a dim declared and used by no input (inherited by a fixed-length spec): "at L=128" was false (MobileBERT trial)
+    fixed = archspec.check_text(SEQUENCE.replace("x: [B, L, 16]", "x: [B, 9, 16]"))
+    assert fixed.flops_basis == "per sample" and fixed.to_json()["flops_at"] == {}
 
 
 def test_the_html_report_says_at_which_length(tmp_path):

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 import archspec
 from archspec.compiler.generate import generate
+from archspec.cli.main import main as cli_main
 from archspec.compiler.modules.attention.common import takes_cache
 from archspec.compiler.weights.load import load_weights
 from archspec.core.errors import SpecError
@@ -254,6 +255,29 @@ def test_a_spec_without_causal_attention_is_refused():
                                                                   "ffn": 64, "vocab": 100})
     with pytest.raises(SpecError, match="cannot generate"):
         generate(bert, prompt(1, 4, seed=8) % 100)
+
+
+TYPED_CAUSAL_LM = """name: typed_lm
+inputs:
+  input_ids: {shape: [B, 8], dtype: int64}
+  token_type_ids: {shape: [B, 8], dtype: int64}
+graph:
+  - {id: embed, from: [input_ids, token_type_ids], embed: {vocab: 50, dim: 16, types: 2, max_len: 8}}
+  - {id: attn, attention: {kind: causal, heads: 2}}
+  - {id: head, head: {kind: lm, tie: embed}}
+"""
+
+
+def test_a_causal_lm_with_token_types_is_refused_in_words_and_builds(tmp_path):
+    """The RoFormer trial's causal LM with token_type_ids was taken for an encoder-decoder: generate
+    asked for a decoder start token, then failed inside ("a bug in archspec"), and the default
+    build stopped with exit 3 writing encoder.pt2."""
+    model = archspec.build_text(TYPED_CAUSAL_LM, seed=0)
+    with pytest.raises(SpecError, match="'embed': it reads 'input_ids' and 'token_type_ids' together"):
+        generate(model, torch.tensor([[1, 2, 3]]))
+    (tmp_path / "typed.yaml").write_text(TYPED_CAUSAL_LM)
+    assert cli_main(["build", str(tmp_path / "typed.yaml"), "-o", str(tmp_path / "out")]) == 0
+    assert not (tmp_path / "out" / "encoder.pt2").exists()
 
 
 def test_ids_outside_the_vocabulary_and_too_many_tokens_are_refused(pair):
