@@ -135,7 +135,8 @@ class RenameRule(Strict):
         for text, replacement in self.rename.items():
             pattern = compile_pattern(text, at(("rename", text), key=True))
             if computed and text in computed:
-                check_template(pattern, EXPRESSION.sub("", replacement), at(("rename", text)))
+                check_template(pattern, EXPRESSION.sub("", replacement), at(("rename", text)), shown=replacement)
+                _check_groups_named(pattern, replacement, at(("rename", text)))
                 renames.append((pattern, Computed(replacement, computed[text])))
             else:
                 renames.append((pattern, check_template(pattern, replacement, at(("rename", text)))))
@@ -292,6 +293,17 @@ class PermuteRule(Strict):
         if computed:
             view = Sizes(view.fixed, tuple(computed))
         return Permute(pattern, tuple(order), view, at(("permute",), key=True))
+
+
+def _check_groups_named(pattern, replacement: str, loc) -> None:
+    """A rename's `${...}` that reads g<n> of a pattern with fewer groups is an error where it is
+    written, before any key is renamed (it was found at the first key the pattern matched)."""
+    for expression in EXPRESSION.findall(replacement):
+        read = [int(n) for n in re.findall(r"\bg(\d+)\b", expression)]
+        if read and max(read) > pattern.groups:
+            raise error(f"replacement '{replacement}' reads g{max(read)}, and the pattern has "
+                        f"{plural(pattern.groups, 'group')}", loc,
+                        hint="g1, g2, ... are the texts of the pattern's (...) groups in each key")
 
 
 def _check_groups_read(pattern, computed: tuple, rule: str, field: str, at: At) -> None:

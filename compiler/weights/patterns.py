@@ -132,8 +132,10 @@ def _message(exc: Exception) -> str:
     return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
 
 
-def check_template(pattern: KeyPattern, template: str, loc: Loc | None, what: str = "replacement") -> str:
-    """`template` if it only refers to groups `pattern` has, else a located error."""
+def check_template(pattern: KeyPattern, template: str, loc: Loc | None, what: str = "replacement",
+                   shown: str | None = None) -> str:
+    """`template` if it only refers to groups `pattern` has, else a located error (quoting `shown`,
+    the text as written, where the template is that text without its `${...}`)."""
     if len(template) > MAX_PATTERN_CHARS:
         raise error(f"{what} is {len(template)} characters long; at most {MAX_PATTERN_CHARS} are allowed", loc)
     try:  # Python's own template parser, against a pattern of the same groups that matches only ''
@@ -142,7 +144,7 @@ def check_template(pattern: KeyPattern, template: str, loc: Loc | None, what: st
         groups = pattern.groups
         have = f"the pattern has {groups} group{'s' if groups != 1 else ''}" if groups else "the pattern has no groups"
         message = exc.msg if isinstance(exc, re.error) else str(exc)
-        raise error(f"{what} '{template}': {message}", loc,
+        raise error(f"{what} '{shown or template}': {message}", loc,
                     hint=f"{have}; \\1 is the first group's text, \\g<name> a named group's, \\\\ a backslash") from None
     return template
 

@@ -181,6 +181,11 @@ def test_a_computed_rename_is_refused_where_it_is_written(tmp_path):
     with pytest.raises(SpecError, match="invalid group reference|unknown group|no such group") as info:
         read_mapping_file(write(tmp_path, r"- rename: {'^layer(\d+)$': 'b.${g1}.\2'}"), params=_params({}))
     assert info.value.diagnostics[0].loc.line == 4
+    assert "'b.${g1}.\\2'" in str(info.value)  # the replacement quoted as written (its ${...} was dropped)
+    # a g<n> the pattern lacks, read inside ${...}: refused when the file is read, not at the first key (GC ViT trial)
+    with pytest.raises(SpecError, match="reads g3, and the pattern has 2 groups") as info:
+        read_mapping_file(write(tmp_path, r"- rename: {'^l(\d+)\.c(\d+)$': 'b.${g3 - 1}'}"), params=_params({}))
+    assert info.value.diagnostics[0].loc.line == 4
     naming = read_mapping_file(write(tmp_path, r"- rename: {'^layer(\d+)$': 'b.${10 // (g1 - 1)}'}"),
                                params=_params({}))
     assert naming.rules[1].rename("layer3") == "b.5"
