@@ -87,12 +87,15 @@ class Hierarchy:
         self.graph, self.root, self.mark = graph, root, mark  # mark(fx_node, ir_name): meta and stack trace
         self.rank = {name: i for i, name in enumerate(graph.order())}
         self.needed_outside = {o.node for o in graph.outputs + graph.objectives}
+        # what forward computes: the nodes an output depends on; a node none does keeps its module and
+        # parameters (a reference's unused pooler loads), and is not called
+        self.live = graph.ancestors(list(self.needed_outside))
 
     # -- what a group holds -----------------------------------------------------------------------
     def members(self, prefix: str) -> list[str]:
         """IR nodes (not inputs) under `prefix` ('' for the whole network), in call order."""
-        names = [n for n in self.rank if not self.graph.record(n).is_input and self.under(n, prefix)
-                 and not n.startswith(OBJECTIVES + ".")]
+        names = [n for n in self.rank if n in self.live and not self.graph.record(n).is_input
+                 and self.under(n, prefix) and not n.startswith(OBJECTIVES + ".")]
         return sorted(names, key=self.rank.__getitem__)
 
     @staticmethod

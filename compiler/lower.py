@@ -95,6 +95,7 @@ class Lowering(Interpreter):
         inputs = [n.name for n in self.graph.inputs()]
         forward = hierarchy.build("", force=(inputs, [o.node for o in self.graph.outputs]))
         gm = ArchspecModel(self.root, forward, class_name=class_name(self.graph.name))
+        keep_uncalled(gm, self.root, hierarchy.live, self.graph)
         gm.graph.lint()
         gm.meta["archspec"] = model_facts(self.graph)  # a ModelFacts (interface.py): ArchspecModel.facts
         gm.meta["archspec_inputs"] = input_shapes(self.graph)  # what calling the model checks (model.py)
@@ -136,6 +137,23 @@ class Lowering(Interpreter):
             total = term if total is None else fx.call_function(operator.add, (total, term))
         fx.output((total, *values))
         return fx
+
+
+def keep_uncalled(gm: nn.Module, root: nn.Module, live: set[str], graph: Graph) -> None:
+    """The modules of the nodes no output depends on, back at their paths in `gm`: forward does not
+    call them (fx keeps only the modules its graphs call), and they keep their parameters, so that
+    a reference's unused pooler or mask token loads and counts as in the reference."""
+    for node in graph.nodes():
+        if node.is_input or node.name in live or node.name.startswith(OBJECTIVES + "."):
+            continue
+        *parents, leaf = node.name.split(".")
+        owner = gm
+        for part in parents:
+            if not hasattr(owner, part):
+                owner.add_module(part, nn.Module())
+            owner = getattr(owner, part)
+        if not hasattr(owner, leaf):
+            owner.add_module(leaf, root.get_submodule(node.name))
 
 
 def share_weights(root: nn.Module, graph: Graph) -> None:

@@ -93,6 +93,7 @@ class Expander:
         self.resolved: dict = {}  # scope.resolve's memo
         self.depth = 0  # blocks and groups being expanded, one inside the other
         self.output_warnings: list = []  # outputs that name a node switched off
+        self.marked_unused: list[tuple[str, Loc | None]] = []  # (path, where) of each node with `unused: true`
         self.scopes: list[Scope] = []  # the scopes with a kept node named by `id` (kept_alternatives reads them)
         self.shares: list[tuple[str, str]] = []  # (node, node whose weights it uses): `share`, `weights_of`
         self.ties: list[Tie] = []  # the nodes with `weights_of`, checked once every node exists
@@ -126,11 +127,15 @@ class Expander:
         self.graph.params = {name: self.params.get(name) for name in self.spec.params}
         self.stop_if_errors()
         needed = self.graph.ancestors([out.node for out in self.graph.outputs + self.graph.objectives])
-        for problem in unread_alternatives(self.graph, self.kept_alternatives(), needed) + unread_copies(
-                self.graph, needed):
+        unused = nodes_under({path for path, _ in self.marked_unused},
+                             [node.name for node in self.graph.nodes() if not node.is_input])
+        for problem in (unread_alternatives(self.graph, self.kept_alternatives(), needed)
+                        + unread_copies(self.graph, needed) + used_after_all(self.marked_unused, unused, needed)):
             self.errors.add(problem)
         self.stop_if_errors()
-        self.graph.warnings = ([s.problem for s in sources if s.problem is not None] + unused_nodes(self.graph, needed)
+        said_unused = {name for names in unused.values() for name in names}
+        self.graph.warnings = ([s.problem for s in sources if s.problem is not None]
+                               + unused_nodes(self.graph, needed | said_unused)
                                + condition_warnings(self.doc, self.spec) + unread
                                + method_named_outputs(self.graph.outputs) + self.output_warnings)
         return self.graph
@@ -220,6 +225,8 @@ class Expander:
             value = self.repeated(site, meta, inputs) if active else Alias(inputs[0])
             if active and meta.weights_of is not None:
                 self.tie(site, meta, start)
+            if active and meta.unused:
+                self.marked_unused.append((site.node_path, self.doc.loc(site.path + ("unused",))))
         except SpecError as exc:
             raise at_node(exc, site.node_path) from None
         scope = site.scope
@@ -569,6 +576,20 @@ def unread_alternatives(graph: Graph, kept: list[tuple], needed: set[str]) -> li
     return problems
 
 
+def used_after_all(marked: list[tuple], inside: dict[str, list[str]], needed: set[str]) -> list:
+    """Errors for the nodes marked `unused: true` that an output depends on (the spec says they
+    are kept for their parameters alone, and forward would call them)."""
+    problems = []
+    for path, loc in marked:
+        read = [name for name in inside[path] if name in needed]
+        if read:
+            problems.append(error(f"'{path}' is marked `unused: true`, and an output depends on "
+                                  f"{'it' if read[0] == path else repr(read[0])}", loc, path,
+                                  hint="drop `unused` where the model reads the node; it marks a module kept for "
+                                       "its parameters alone"))
+    return problems
+
+
 def unread_copies(graph: Graph, needed: set[str]) -> list:
     """Errors for the copies of a repeat that no output reads while a later copy is read: a node
     inside reads a node from before the repeat by its id, so every copy reads that node instead of
@@ -615,15 +636,18 @@ def nodes_under(paths: set[str], names: list[str]) -> dict[str, list[str]]:
 
 
 def unused_nodes(graph: Graph, needed: set[str]) -> list:
-    """Warnings for the nodes and inputs no output depends on (their parameters and FLOPs
-    are still counted, and they are still built)."""
+    """Warnings for the nodes and inputs no output depends on (their parameters are still counted
+    and built, and forward does not call them)."""
     found = []
     for node in graph.nodes():
         if node.name in needed:
             continue
         what = f"input '{node.name}'" if node.is_input else "this node"
+        hint = "read it with `from:`, name it under `outputs`, or remove it"
+        if not node.is_input:
+            hint += " (or mark it `unused: true`: kept for its parameters, as a reference's unused pooler)"
         found.append(warning(f"no output depends on {what}", node.loc, None if node.is_input else node.name,
-                             hint="read it with `from:`, name it under `outputs`, or remove it"))
+                             hint=hint))
     return found
 
 

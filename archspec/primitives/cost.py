@@ -81,7 +81,13 @@ def cost(graph: Graph) -> Graph:
 
 
 def totals(graph: Graph) -> NodeCost:
-    costs = [n.meta["cost"] for n in graph.nodes() if not n.is_input]
-    return NodeCost(sum(c.params for c in costs), sum(c.flops for c in costs),
-                    sum(c.activation_bytes for c in costs), sum(c.buffer_bytes for c in costs),
-                    sum(c.score_bytes for c in costs))
+    """The model's parameters and buffers, every node's; its FLOPs, activations and scores, those
+    of the nodes forward calls: the ones an output depends on (a node none does keeps its
+    parameters, and is not run)."""
+    nodes = [n for n in graph.nodes() if not n.is_input]
+    live = graph.ancestors([o.node for o in graph.outputs + graph.objectives])
+    costs = [n.meta["cost"] for n in nodes]
+    run = [n.meta["cost"] for n in nodes if n.name in live]
+    return NodeCost(sum(c.params for c in costs), sum(c.flops for c in run),
+                    sum(c.activation_bytes for c in run), sum(c.buffer_bytes for c in costs),
+                    sum(c.score_bytes for c in run))
