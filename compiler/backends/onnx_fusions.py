@@ -72,6 +72,7 @@ from archspec.primitives.ops.scatter import SCATTER
 from archspec.primitives.ops.select import SELECT
 from archspec.primitives.ops.slice import SLICE
 from archspec.primitives.ops.softmax import SOFTMAX
+from archspec.primitives.ops.squeeze_excite import SQUEEZE_EXCITE
 from archspec.primitives.ops.tokens import TOKENS
 from archspec.primitives.ops.topk import TOPK
 from archspec.primitives.ops.unfold import UNFOLD
@@ -99,7 +100,7 @@ NO_FUSION = (
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
     EXPAND, UNFOLD, FOLD,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
-    LINEAR, CONV, CONV_TRANSPOSE, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
+    LINEAR, CONV, CONV_TRANSPOSE, SQUEEZE_EXCITE, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH, GROUP,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
     CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,

@@ -34,6 +34,7 @@ graph:
   - {id: img, to_image: {}}
   - {id: grouped_image, norm: {kind: group, groups: 1}}
   - {id: upsampled, conv_transpose: {kernel: 3, stride: 2, padding: 1, output_padding: 1}}
+  - {id: excited, squeeze_excite: {hidden: 2}}
   - {id: up, pixel_shuffle: {factor: 2}}
   - {id: tok, to_tokens: {}}
   - {id: last, select: {index: -1}}
