@@ -59,6 +59,7 @@ from archspec.primitives.ops.norm.batch import BATCH
 from archspec.primitives.ops.norm.group import GROUP
 from archspec.primitives.ops.norm.layer import LAYER
 from archspec.primitives.ops.norm.rms import RMS
+from archspec.primitives.ops.norm.affine import AFFINE
 from archspec.primitives.ops.pad import PAD
 from archspec.primitives.ops.param import PARAM
 from archspec.primitives.ops.patchify import PATCHIFY
@@ -101,7 +102,7 @@ NO_FUSION = (
     EXPAND, UNFOLD, FOLD,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
     LINEAR, CONV, CONV_TRANSPOSE, SQUEEZE_EXCITE, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
-    LAYER, RMS, BATCH, GROUP,
+    LAYER, RMS, BATCH, GROUP, AFFINE,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
     CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,
 )

@@ -38,7 +38,10 @@ graph:
   - {id: pooled, from: x, reduce: {fn: mean, axes: [1]}}
   - {id: bn_vector_no_bias, norm: {kind: batch, bias: false}}
   - {id: ln_vector_no_bias, from: pooled, norm: {bias: false}}
-outputs: [ln2d, ln2d_no_bias, ln_no_bias, ln, bn2d_no_bias, bn_tokens_no_bias, bn_vector_no_bias, ln_vector_no_bias]
+  - {id: affine, from: x, norm: {kind: affine}}
+  - {id: affine2d_no_bias, from: image, norm: {kind: affine, bias: false}}
+outputs: [ln2d, ln2d_no_bias, ln_no_bias, ln, bn2d_no_bias, bn_tokens_no_bias, bn_vector_no_bias, ln_vector_no_bias,
+          affine, affine2d_no_bias]
 """
 
 
@@ -72,8 +75,12 @@ def reference(model, image, x, training=False):
     bv = m["bn_vector_no_bias"]
     pooled = x.mean(1)
     vector = F.batch_norm(pooled, bv.running_mean.clone(), bv.running_var.clone(), bv.weight, None, training, 0.1, 1e-5)
+    resmlp = pytest.importorskip("timm.models.mlp_mixer")
+    affine = resmlp.Affine(8).train(training)  # ResMLP's alpha [1, 1, C] and beta: our weight and bias
+    affine.load_state_dict({"alpha": m["affine"].weight.view(1, 1, 8), "beta": m["affine"].bias.view(1, 1, 8)})
     return (ln2d(image), ln2d_no_bias(image), ln_no_bias(x), ln(x), bn2d, tokens, vector,
-            F.layer_norm(pooled, (8,), m["ln_vector_no_bias"].weight, None, 1e-5))
+            F.layer_norm(pooled, (8,), m["ln_vector_no_bias"].weight, None, 1e-5), affine(x),
+            image * m["affine2d_no_bias"].weight.view(8, 1, 1))
 
 
 def test_the_parameters_are_torchs():
@@ -86,8 +93,8 @@ def test_the_parameters_are_torchs():
         "bn_tokens_no_bias.weight": (8,), "bn_tokens_no_bias.running_mean": (8,),
         "bn_tokens_no_bias.running_var": (8,), "bn_vector_no_bias.weight": (8,),
         "bn_vector_no_bias.running_mean": (8,), "bn_vector_no_bias.running_var": (8,),
-        "ln_vector_no_bias.weight": (8,)}
-    assert report.params == 8 * 2 + 8 + 8 + 8 * 2 + 8 + 8 + 8 + 8
+        "ln_vector_no_bias.weight": (8,), "affine.weight": (8,), "affine.bias": (8,), "affine2d_no_bias.weight": (8,)}
+    assert report.params == 8 * 2 + 8 + 8 + 8 * 2 + 8 + 8 + 8 + 8 + 8 * 2 + 8
     rows = {row.path: row.params for row in report.nodes}
     assert rows["ln2d"] == 16 and rows["ln2d_no_bias"] == 8 and rows["bn2d_no_bias"] == 8
 
