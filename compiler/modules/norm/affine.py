@@ -13,7 +13,7 @@ from ...lowering_rules import lowering
 from ..common import make
 
 
-class AffineNorm(nn.Module):
+class ChannelAffine(nn.Module):
     """x * weight + bias over the channels: the last axis, or an image's axis 1 (`image`)."""
 
     def __init__(self, channels: int, bias: bool = True, image: bool = False):
@@ -30,7 +30,7 @@ class AffineNorm(nn.Module):
 
 @lowering(AFFINE)
 def lower(p, inputs, ctx):
-    return make(AffineNorm, channels=inputs[0].channels, bias=p.bias, image=inputs[0].layout == "image")
+    return make(ChannelAffine, channels=inputs[0].channels, bias=p.bias, image=inputs[0].layout == "image")
 
 
 register_facts(AFFINE, grid=KEEPS, classifier=None, resample=None)
