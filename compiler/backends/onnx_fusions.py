@@ -51,6 +51,7 @@ from archspec.primitives.ops.linear import LINEAR
 from archspec.primitives.ops.loss.contrastive import CONTRASTIVE_LOSS
 from archspec.primitives.ops.loss.cross_entropy import CROSS_ENTROPY
 from archspec.primitives.ops.loss.masked_l1 import MASKED_L1
+from archspec.primitives.ops.loss.mse import MSE
 from archspec.primitives.ops.mask_token import MASK_TOKEN
 from archspec.primitives.ops.merge.concat import CONCAT as MERGE_CONCAT
 from archspec.primitives.ops.merge.conv import CONV as MERGE_CONV
@@ -104,7 +105,7 @@ NO_FUSION = (
     LINEAR, CONV, CONV_TRANSPOSE, SQUEEZE_EXCITE, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH, GROUP, AFFINE,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,
-    CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1,
+    CONTRASTIVE_LOSS, CROSS_ENTROPY, MASKED_L1, MSE,
 )
 
 for _op, _fusion in FUSES.items():

@@ -42,7 +42,8 @@ outputs: [tok, last]
 """
 
 # Ops taken through the pipeline elsewhere, each with where (a loss is trained, never exported).
-ELSEWHERE = {"loss/contrastive": "clip_vit_b32's objectives, trained by tests/train (objectives are not exported)"}
+ELSEWHERE = {"loss/contrastive": "clip_vit_b32's objectives, trained by tests/train (objectives are not exported)",
+             "loss/mse": "tests/train/test_mse_objective.py (objectives are not exported)"}
 
 # test module -> the spec it runs through eager, FLOPs, export, ONNX Runtime and TensorRT coverage
 HARNESS = {
