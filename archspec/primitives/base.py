@@ -64,7 +64,8 @@ class SublayerParams(Params):
     norm: none     x + drop_path(f(x))
 
     With `layer_scale`, the branch is multiplied by a learned per-channel scale before the
-    residual add (LayerScale, CaiT / timm `ls1.gamma`): x + drop_path(gamma * f(norm(x))).
+    residual add (LayerScale, CaiT / timm `ls1.gamma`): x + drop_path(gamma * f(norm(x))); with
+    `residual_gate: tanh`, by tanh of one learned number (Mllama's gated cross-attention).
     With `residual: false` the sub-layer returns its branch alone, drop_path(f(norm(x))): a
     parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
     With `norm_offset` each norm scales by (offset + weight), the weight starting at 1 - offset
@@ -93,6 +94,10 @@ class SublayerParams(Params):
     branch_scale: float = Field(1.0, allow_inf_nan=False,
                                 description="the branch times this fixed number before the residual add (Granite's "
                                             "residual_multiplier; MiniCPM's scale_depth / sqrt(layers))")
+    residual_gate: Literal["none", "tanh"] = Field(
+        "none", description="tanh: the branch times tanh(g), g one learned number starting at 0, so that the "
+                            "sub-layer starts as the identity (Mllama's and Flamingo's gated cross-attention: "
+                            "`cross_attn_attn_gate`, `cross_attn_mlp_gate`); state dict `<node>.residual_gate` [1]")
 
     def check_without_affine(self) -> None:
         """norm_affine: false takes a LayerNorm's weight and bias away: the norm must be a
@@ -140,7 +145,7 @@ def sublayer_params(p: SublayerParams, width: int) -> int:
     """Parameters of a sub-layer's norms and LayerScale (its body's are the op's own)."""
     norms = {"pre": 1, "post": 1, "res_post": 1, "sandwich": 2, "none": 0}[p.norm]
     per_norm = 0 if not p.norm_affine else width if p.norm_kind == "rms" or not p.norm_bias else 2 * width
-    return norms * per_norm + (width if p.layer_scale is not None else 0)
+    return norms * per_norm + (width if p.layer_scale is not None else 0) + (p.residual_gate == "tanh")
 
 
 # -- rule results ------------------------------------------------------------------------------

@@ -8,12 +8,16 @@ module is exactly the sub-layer (hooks, checkpointing and FSDP see the whole of 
     sandwich  x + drop_path(ls(post_norm(body(norm(x)))))      CogView, Gemma 2
     none      x + drop_path(ls(body(x)))
 
+ls is LayerScale, a fixed branch_scale, and tanh(residual_gate) (Mllama's gated cross-attention),
+each where the node asks for it.
+
 Without the residual (`residual: false`) it returns the branch alone, drop_path(ls(...)): a
 parallel block adds the branches and x itself (GPT-J, PaLM).
 """
 
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 
 from .common import DropPath, LayerScale
@@ -23,7 +27,7 @@ from .norms import norm_module, zero_scale
 class Sublayer(nn.Module):
     def __init__(self, width, norm="pre", norm_kind="layer", norm_eps=1e-5, norm_offset=0.0, residual=True,
                  layer_scale=None, drop_path=0.0, norm_bias=True, branch_scale=1.0, norm_affine=True,
-                 res_post_init="zeros"):
+                 res_post_init="zeros", residual_gate="none"):
         super().__init__()
         self.place = norm
         self.branch_scale = branch_scale  # a fixed multiplier of the branch (Granite's residual_multiplier)
@@ -36,6 +40,8 @@ class Sublayer(nn.Module):
             zero_scale(self.norm)
         self.layer_scale = LayerScale(width, layer_scale) if layer_scale is not None else None
         self.drop_path = DropPath(drop_path) if drop_path > 0 else None
+        if residual_gate == "tanh":  # the branch times tanh(g), g starting at 0 (Mllama's cross_attn_attn_gate)
+            self.residual_gate = nn.Parameter(torch.zeros(1))
 
     def body(self, x, *extra):
         raise NotImplementedError
@@ -47,6 +53,8 @@ class Sublayer(nn.Module):
             h = self.layer_scale(h)
         if self.branch_scale != 1.0:
             h = h * self.branch_scale
+        if "residual_gate" in self._parameters:
+            h = h * self.residual_gate.tanh()  # [B, N, C] * [1]
         return self.drop_path(h) if self.drop_path is not None else h
 
     def normed_body(self, x, *extra, **options):
@@ -70,10 +78,11 @@ class Sublayer(nn.Module):
 def sublayer_args(p) -> dict:
     """The Sublayer constructor arguments of a node's params."""
     given = {"norm_bias": p.norm_bias, "branch_scale": p.branch_scale, "norm_affine": p.norm_affine,
-             "res_post_init": p.res_post_init}
+             "res_post_init": p.res_post_init, "residual_gate": p.residual_gate}
     given = {k: v for k, v in given.items() if v != DEFAULTS[k]}  # model.py as before where they are the defaults
     return dict(norm=p.norm, norm_kind=p.norm_kind, norm_eps=p.norm_eps, norm_offset=p.norm_offset,
                 residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path, **given)
 
 
-DEFAULTS = {"norm_bias": True, "branch_scale": 1.0, "norm_affine": True, "res_post_init": "zeros"}  # left out
+DEFAULTS = {"norm_bias": True, "branch_scale": 1.0, "norm_affine": True, "res_post_init": "zeros",
+            "residual_gate": "none"}  # left out

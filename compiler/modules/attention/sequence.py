@@ -363,7 +363,7 @@ def make_sequence_attention(cls, op, p, inputs, **extra):
     sublayer = sublayer_args(p)
     if getattr(p, "projections", "internal") == "external":  # model.py as before without it
         extra.update(projections="external", value_dim=inputs[2].channels // (p.kv_heads or p.heads))
-        sublayer.update(norm="none", residual=False, layer_scale=None, drop_path=0.0)
+        sublayer.update(norm="none", residual=False, layer_scale=None, drop_path=0.0, residual_gate="none")
     module = make(cls, **common_args(p, width), **sequence_args(p, width), **sublayer, **extra)
     return install_score_parts(module, p, op.score_site(p, inputs))
 

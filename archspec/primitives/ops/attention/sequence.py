@@ -111,7 +111,7 @@ def qk_positions_field():
 # the options that belong to the node's own projections and sub-layer, which external ones leave out
 INTERNAL_ONLY = ("norm", "norm_kind", "norm_eps", "norm_offset", "norm_bias", "norm_affine", "residual", "layer_scale",
                  "drop_path", "branch_scale", "res_post_init", "qkv_bias", "proj_bias", "proj_drop", "clip_qkv",
-                 "qk_positions")
+                 "qk_positions", "residual_gate")
 
 
 class SequenceAttentionOp(AttentionOp):
