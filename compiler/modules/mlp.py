@@ -165,11 +165,12 @@ class MixtureOfExperts(Sublayer):
 
     def __init__(self, dim, hidden, act, experts, top_k, bias=True, dropout=0.0, gated=False, router=None,
                  shared=None, layout="out_in", gate=None, hidden_dropout=None, shared_gate=False, scales_input=False,
-                 **sublayer):
+                 input_jitter=0.0, **sublayer):
         super().__init__(dim, **sublayer)
         gate = gate or {}
         self.top_k = top_k
         self.scales_input = scales_input  # the weights multiply each expert's input (Llama 4), not its output
+        self.input_jitter = input_jitter  # training: the tokens times uniform noise, twice (PhiMoE's input_jitter_noise)
         self.router = Router(dim, experts, top_k, **(router or {}))
         self.experts = Experts(experts, dim, hidden, act, gated, bias, dropout, layout, **gate,
                                hidden_dropout=hidden_dropout)
@@ -183,6 +184,9 @@ class MixtureOfExperts(Sublayer):
         return self.router.weights(self.router(x))
 
     def body(self, x):
+        if self.training and self.input_jitter > 0:  # PhiMoE: its MoE block's noise, then its router's
+            x = x * torch.empty_like(x).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
+            x = x * torch.empty_like(x).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
         tokens = x.reshape(-1, x.shape[-1])  # [B, N, C] -> [T, C]
         if self.scales_input:  # each expert over its weight times the token, in the token's dtype (Llama 4)
             weighted = tokens[:, None, :] * self.route(tokens)[..., None].to(tokens.dtype)  # [T, E, C]
@@ -227,9 +231,12 @@ def moe_args(p) -> dict:
               "groups": p.router_groups, "top_groups": p.router_top_groups, "normalize": p.router_normalize,
               "scale": p.router_scale}
     router = {k: v for k, v in router.items() if v != ROUTER_OPTIONS["router_" + k]}
+    if p.router_score == "sparsemixer":
+        router["jitter"] = p.router_jitter
     args = {"router": router, "shared": p.shared_experts, "layout": p.experts_layout, "gate": gate_args(p),
-            "shared_gate": p.shared_gate, "scales_input": p.router_scales == "input"}
-    return {k: v for k, v in args.items() if v not in ({}, None, "out_in", False)}
+            "shared_gate": p.shared_gate, "scales_input": p.router_scales == "input",
+            "input_jitter": p.router_input_jitter}
+    return {k: v for k, v in args.items() if v not in ({}, None, "out_in", False, 0.0)}
 
 
 def onnx_fusion(p):

@@ -28,6 +28,7 @@ class Router(Linear):
     score: softmax   softmax over every expert in float32, top_k of the probabilities (Mixtral)
            sigmoid   sigmoid of each logit, the logits computed in float32 (DeepSeek-V3)
            softmax_chosen  top_k of the logits, softmax over those k (GPT-OSS)
+           sparsemixer  PhiMoE's two experts (sparsemixer below)
     correction: a per-expert bias added to the scores for choosing only (DeepSeek-V3's
     e_score_correction_bias); groups / top_groups: group-limited top-k (each group scored by the
     sum of its top 2 scores, the top_groups best kept, top_k chosen among their experts);
@@ -35,9 +36,10 @@ class Router(Linear):
     Initialised as nn.Linear; its owner (mlp.MixtureOfExperts) gives it timm's truncated normal."""
 
     def __init__(self, dim, experts, top_k, score="softmax", bias=False, correction=False, groups=None,
-                 top_groups=None, normalize=True, scale=1.0):
+                 top_groups=None, normalize=True, scale=1.0, jitter=0.01):
         super().__init__(dim, experts, bias=bias)
         self.experts, self.top_k, self.score = experts, top_k, score
+        self.jitter = jitter  # sparsemixer: the relative reach of a chosen logit's softmax (PhiMoE's router_jitter_noise)
         self.groups, self.top_groups = groups, top_groups
         self.normalize, self.scale = normalize, scale
         if correction:  # persistent: a checkpoint's values load; not a parameter: not trained
@@ -55,6 +57,8 @@ class Router(Linear):
     def weights(self, logits):
         """Each token's weight for each expert, [T, E] in float32: the chosen experts' weights,
         0 elsewhere."""
+        if self.score == "sparsemixer":  # in the logits' dtype, as PhiMoE's
+            return sparsemixer(logits, self.jitter, self.training).float()
         logits = logits.float()
         if self.score == "softmax":
             scores = logits.softmax(-1)
@@ -120,3 +124,55 @@ def recording_router_logits(model: nn.Module):
     finally:
         for handle in handles:
             handle.remove()
+
+
+def sparsemixer(scores, jitter: float, training: bool):
+    """PhiMoE's router (Hugging Face's `sparsemixer`), as dense weights [T, E]: two experts, the best
+    logit's, then the best of the others; each weighted by a softmax over the logits within 2 x
+    jitter (relative) of its own. In training each is chosen by Gumbel sampling among those logits
+    instead, and its weight's gradient is Heun's third-order estimate (SparseMixerMultiplier): the
+    random draws come in Hugging Face's order, so a seeded step is its step."""
+    weights = torch.zeros_like(scores)  # [T, E]
+    masked = scores
+    for second in (False, True):
+        with torch.no_grad():
+            threshold, best = masked.max(dim=-1, keepdim=True)  # [T, 1]
+            factor = scores.abs().clamp(min=threshold)  # [T, E]
+            far = ((threshold - scores) / factor) > (2 * jitter)  # [T, E]: outside the chosen logit's reach
+        gates = masked.masked_fill(far, float("-inf"))  # [T, E]
+        if training:  # Gumbel sampling
+            noise = torch.empty_like(gates, memory_format=torch.legacy_contiguous_format).exponential_().log()
+            chosen = (gates - noise).max(dim=-1)[1].unsqueeze(-1)  # [T, 1]
+        else:
+            chosen = best
+        gates = gates.softmax(-1)  # [T, E]
+        multiplier = gates.gather(-1, chosen)  # [T, 1]
+        if training:
+            top, top_index = gates.max(dim=-1, keepdim=True)
+            draw = torch.rand_like(top)
+            if second:
+                draw = draw.uniform_()  # Hugging Face draws twice here: the same draws, the same step
+            midpoint = torch.logical_or(chosen == top_index, draw > 0.75)  # Heun's third-order method
+            midpoint = torch.add(0.3333, midpoint, alpha=0.6667).type_as(gates)  # 1 -> 1.0, 0 -> 0.3333
+            multiplier = SparseMixerMultiplier.apply(scores, multiplier, chosen, gates, midpoint)
+        weights = weights.scatter(-1, chosen, multiplier)  # [T, E], the chosen expert's weight
+        masked = torch.scatter(scores, -1, chosen, float("-inf"))  # the first chosen out of the second round
+    return weights
+
+
+class SparseMixerMultiplier(torch.autograd.Function):
+    """The chosen expert's weight times the midpoint mask forward; backward, the gradient at the
+    scores that Heun's method gives (Hugging Face's PhimoeMultiplier)."""
+
+    @staticmethod
+    def forward(ctx, scores, multiplier, chosen, gates, midpoint):
+        ctx.save_for_backward(multiplier, chosen, gates)
+        return multiplier * midpoint
+
+    @staticmethod
+    def backward(ctx, grad):
+        multiplier, chosen, gates = ctx.saved_tensors
+        grad = grad * multiplier  # [T, 1]
+        at_scores = gates * grad.mul(-1)  # [T, E]
+        at_scores.scatter_add_(dim=-1, index=chosen, src=grad)
+        return at_scores, None, None, None, None

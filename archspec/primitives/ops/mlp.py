@@ -45,11 +45,22 @@ class MlpParams(SublayerParams):
     experts: PositiveInt | None = Field(None, description="mixture of experts: this many MLPs, each token through "
                                                           "top_k of them (Mixtral); none: one MLP")
     top_k: PositiveInt | None = Field(None, description="with `experts`: the experts each token goes through")
-    router_score: Literal["softmax", "sigmoid", "softmax_chosen"] = Field(
+    router_score: Literal["softmax", "sigmoid", "softmax_chosen", "sparsemixer"] = Field(
         "softmax", description="with `experts`: how the router's logits become weights. softmax: over every expert, "
                                "in float32, then the top_k chosen (Mixtral); sigmoid: each logit alone, the logits "
-                               "in float32 (DeepSeek-V3); softmax_chosen: the top_k logits chosen, then a softmax "
+                               "in float32 (DeepSeek-V3); sparsemixer: PhiMoE's two experts, each weighted by a "
+                               "softmax over the logits within router_jitter of its own (top_k 2; in training "
+                               "chosen by Gumbel sampling with Heun's gradient, as Hugging Face's); "
+                               "softmax_chosen: the top_k logits chosen, then a softmax "
                                "over those k (GPT-OSS)")
+    router_jitter: float = Field(0.01, ge=0, allow_inf_nan=False,
+                                 description="with router_score: sparsemixer: the relative distance from a chosen "
+                                             "logit within which (2 x router_jitter) the others share its softmax "
+                                             "(PhiMoE's router_jitter_noise)")
+    router_input_jitter: float = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
+                                       description="with router_score: sparsemixer: in training, each token's values "
+                                                   "times uniform noise in [1 - j, 1 + j], twice, before the router "
+                                                   "and the experts read them (PhiMoE's input_jitter_noise)")
     router_bias: bool = Field(False, description="with `experts`: the router's linear has a bias (GPT-OSS)")
     router_correction: bool = Field(False, description="with `experts`: a per-expert bias added to the scores for "
                                                        "choosing the experts only, not to their weights "
@@ -122,6 +133,7 @@ def check_experts(p: MlpParams) -> None:
     check_groups(p)
 
 
+SPARSEMIXER_OPTIONS = {"router_jitter": 0.01, "router_input_jitter": 0.0}  # router_score: sparsemixer's alone
 ROUTER_OPTIONS = {"router_score": "softmax", "router_bias": False, "router_correction": False,
                   "router_groups": None, "router_top_groups": None, "router_normalize": True, "router_scale": 1.0,
                   "router_scales": "output", "shared_experts": None, "shared_gate": False, "experts_layout": "out_in"}
@@ -157,6 +169,24 @@ def check_groups(p: MlpParams) -> None:
                         hint=f"keep more groups (router_top_groups), or top_k at most {p.router_top_groups * size}")
 
 
+def check_sparsemixer(p: MlpParams) -> None:
+    """PhiMoE's sparsemixer picks two experts (whatever top_k, in Hugging Face's), by its own rule:
+    top_k 2, and none of the options of the other routers' choosing; its jitters only with it."""
+    if p.router_score != "sparsemixer":
+        for name in SPARSEMIXER_OPTIONS:
+            if name in p.model_fields_set:
+                raise RuleError(f"{name} goes with router_score: sparsemixer", field=name,
+                                hint="add router_score: sparsemixer (PhiMoE), or drop " + name)
+        return
+    if p.top_k != 2:
+        raise RuleError(f"sparsemixer picks 2 experts per token, and top_k is {p.top_k}", field="top_k",
+                        hint="top_k: 2 (Hugging Face's PhiMoE picks two whatever num_experts_per_tok says)")
+    for name in ("router_correction", "router_groups", "router_normalize", "router_scale", "router_scales"):
+        if name in p.model_fields_set:
+            raise RuleError(f"{name} is another router's option; sparsemixer weights its two experts by its own "
+                            "rule", field=name, hint=f"drop {name}")
+
+
 def check_options_belong(p: MlpParams) -> None:
     """The router's options need experts, the gate's need gated: a given option that would do nothing
     is an error, never ignored."""
@@ -169,6 +199,7 @@ def check_options_belong(p: MlpParams) -> None:
         raise RuleError("shared_gate gates the shared experts' output; this mixture has no shared experts",
                         field="shared_gate", hint="add shared_experts: N (their width: N times the hidden), or drop "
                                                   "shared_gate")
+    check_sparsemixer(p)
     if p.router_score == "softmax_chosen" and "router_normalize" in p.model_fields_set:
         raise RuleError("router_normalize does nothing with router_score: softmax_chosen, whose chosen weights "
                         "already sum to 1", field="router_normalize", hint="drop router_normalize")
