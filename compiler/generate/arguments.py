@@ -92,7 +92,7 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
                     repetition_penalty=None, no_repeat_ngram_size=None, min_new_tokens=None, stopping_criteria=None,
                     stop_strings=None, tokenizer=None, num_beams=1, length_penalty=1.0, early_stopping=False,
                     return_dict_in_generate=False, output_scores=False, forced_bos_token_id=None,
-                    forced_eos_token_id=None) -> None:
+                    forced_eos_token_id=None, decoder_input_ids=None) -> None:
     """TypeError or ValueError, in words, for an argument generate() cannot take (module docstring)."""
     check_processing(repetition_penalty, no_repeat_ngram_size, min_new_tokens, stopping_criteria, stop_strings,
                      tokenizer)
@@ -128,6 +128,8 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
         token_ids("forced_eos_token_id", forced_eos_token_id, decoder.vocab)
     if decoder_start_token_id is not None:
         integer("decoder_start_token_id", decoder_start_token_id, 0, decoder.vocab - 1)
+    if decoder_input_ids is not None:
+        check_target_prompt(decoder, decoder_input_ids, input_ids.shape[0])
     if attention_mask is not None:
         check_mask(attention_mask, input_ids if decoder.source_ids else None, input_ids.shape[0])
     if generator is not None and not isinstance(generator, torch.Generator):
@@ -135,6 +137,18 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
     if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
         raise TypeError(f"streamer must have put(tokens) and end(), as Hugging Face's streamers; got "
                         f"{describe(streamer)}")
+
+
+def check_target_prompt(decoder, decoder_input_ids, batch: int) -> None:
+    """decoder_input_ids: an encoder-decoder's target prompt, a LongTensor [B, T] of the source's batch."""
+    if not decoder.encoder_decoder:
+        raise ValueError(f"decoder_input_ids are an encoder-decoder's first target ids; {decoder.name} is "
+                         "decoder-only: give the prompt as input_ids")
+    if (not isinstance(decoder_input_ids, torch.Tensor) or decoder_input_ids.dim() != 2
+            or decoder_input_ids.dtype != torch.long or decoder_input_ids.shape[1] == 0):
+        raise ValueError("decoder_input_ids must be a LongTensor [batch, length] of one token at least")
+    if decoder_input_ids.shape[0] != batch:
+        raise ValueError(f"decoder_input_ids has {decoder_input_ids.shape[0]} sequences and the source {batch}")
 
 
 def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_token_id, num_beams: int = 1):
@@ -253,7 +267,7 @@ def guarded(generate):
             decoder, input_ids, arguments["attention_mask"], arguments["pad_token_id"], arguments["eos_token_id"],
             arguments["num_beams"])
         check_request(decoder, input_ids, arguments["attention_mask"], arguments["max_new_tokens"],
-                      arguments["decoder_start_token_id"])
+                      arguments["decoder_start_token_id"], arguments["decoder_input_ids"])
         check_memory(decoder, input_ids, arguments["max_new_tokens"])
         try:
             return generate(*bound.args, **bound.kwargs)

@@ -286,7 +286,7 @@ def decoder_of(model) -> Decoder:
 
 
 def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: int,
-                  decoder_start_token_id=None) -> None:
+                  decoder_start_token_id=None, decoder_input_ids=None) -> None:
     """ValueError, in words, for ids or a length the model cannot take."""
     if decoder.source_ids:
         check_ids(decoder, input_ids, attention_mask)
@@ -295,8 +295,8 @@ def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: i
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be 0 or more, got {max_new_tokens}")
     if decoder.encoder_decoder:
-        check_source(decoder, input_ids, attention_mask, decoder_start_token_id)
-        prompt = 1
+        check_source(decoder, input_ids, attention_mask, decoder_start_token_id, decoder_input_ids)
+        prompt = target_prompt(input_ids, decoder_start_token_id, decoder_input_ids).shape[1]
     else:
         prompt = input_ids.shape[1]
     if decoder.min_length is not None and prompt < decoder.min_length:  # a target of fixed length 6
@@ -306,7 +306,8 @@ def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: i
                          "to generate with it")
     total = prompt + max_new_tokens
     if decoder.max_length is not None and total > decoder.max_length:
-        start = "the target's start token" if decoder.encoder_decoder else f"{prompt} prompt tokens"
+        start = (f"the target's {prompt} first tokens" if decoder.encoder_decoder and prompt > 1 else
+                 "the target's start token" if decoder.encoder_decoder else f"{prompt} prompt tokens")
         side = "longest target" if decoder.encoder_decoder else "longest sequence"
         raise ValueError(f"{start} + {max_new_tokens} new tokens = {total}, beyond {decoder.name}'s {side}, "
                          f"{decoder.max_length}")
@@ -349,12 +350,16 @@ def check_vocabulary(decoder: Decoder, ids) -> None:
         raise ValueError(f"token id {bad} is outside the vocabulary of {decoder.name} (0..{decoder.vocab - 1})")
 
 
-def check_source(decoder: Decoder, input_ids, attention_mask, decoder_start_token_id) -> None:
-    """An encoder-decoder's source ids and decoder start token."""
-    if decoder_start_token_id is None:
+def check_source(decoder: Decoder, input_ids, attention_mask, decoder_start_token_id,
+                 decoder_input_ids=None) -> None:
+    """An encoder-decoder's source ids, and the target's decoder start token or first ids."""
+    if decoder_start_token_id is None and decoder_input_ids is None:
         raise ValueError(f"{decoder.name} is an encoder-decoder: input_ids are the source, and the target "
-                         "begins with decoder_start_token_id; give it")
-    check_vocabulary(decoder, torch.tensor([decoder_start_token_id]))
+                         "begins with decoder_start_token_id (or the ids decoder_input_ids gives); give it")
+    if decoder_start_token_id is not None:
+        check_vocabulary(decoder, torch.tensor([decoder_start_token_id]))
+    if decoder_input_ids is not None:
+        check_vocabulary(decoder, decoder_input_ids)
     if attention_mask is not None and bool((attention_mask == 0).any()) and not decoder.source_mask:
         raise ValueError(f"{decoder.name} takes no source padding mask, so its sources cannot be padded: give "
                          "sources of one length")
@@ -378,20 +383,23 @@ def as_list(eos_token_id) -> list[int]:
 def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float | None = None,
              top_k: int | None = None, top_p: float | None = None, eos_token_id=None, pad_token_id: int | None = None,
              attention_mask=None, decoder_start_token_id: int | None = None, streamer=None,
-             generator: torch.Generator | None = None, compile: bool = False) -> torch.LongTensor:
+             generator: torch.Generator | None = None, compile: bool = False,
+             decoder_input_ids=None) -> torch.LongTensor:
     """The prompt `input_ids` [B, L] followed by up to `max_new_tokens` new tokens: [B, L + new]
     (Hugging Face's generate: greedy unless do_sample; temperature, top_k, top_p as its warpers;
     a sequence that produced eos_token_id continues with pad_token_id, eos by default, and
     generation stops when every sequence has). `attention_mask` marks left padding with 0.
     An encoder-decoder spec takes the source as input_ids (and its padding as attention_mask,
     when the spec takes a source mask, as T5) and returns the target, [B, 1 + new], beginning
-    with decoder_start_token_id. `streamer`: an object with put(tokens) and end(), as
+    with decoder_start_token_id, or [B, T + new] beginning with `decoder_input_ids` [B, T] (the
+    start token put before them where none of them begins with it, as Hugging Face's).
+    `streamer`: an object with put(tokens) and end(), as
     Hugging Face's (the prompt first, then each step's tokens [B]). `compile`: the decode
     steps after the prefill run as one AOTInductor program made at the first call for a batch
     and length (compiled.py; seconds), or on a CUDA GPU as CUDA graphs (graphed.py), faster per
     token (in fp32 the same tokens up to float rounding)."""
     decoder = decoder_of(model)
-    check_request(decoder, input_ids, attention_mask, max_new_tokens, decoder_start_token_id)
+    check_request(decoder, input_ids, attention_mask, max_new_tokens, decoder_start_token_id, decoder_input_ids)
     if compile:
         check_compilable(decoder)
     sampling = Sampling(do_sample, temperature, top_k, top_p)
@@ -400,7 +408,8 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
     source = None
     if decoder.encoder_decoder:
-        source, input_ids = source_and_start(decoder, input_ids, attention_mask, decoder_start_token_id)
+        source, input_ids = source_and_start(decoder, input_ids, attention_mask, decoder_start_token_id,
+                                             decoder_input_ids)
         attention_mask = None
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
     capacity = input_ids.shape[1] + max_new_tokens
@@ -416,15 +425,28 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     return torch.cat(tokens, dim=1)
 
 
-def source_and_start(decoder: Decoder, source, attention_mask, decoder_start_token_id: int):
-    """An encoder-decoder's (source inputs, the target's first ids [B, 1]): the source given as
+def source_and_start(decoder: Decoder, source, attention_mask, decoder_start_token_id: int | None,
+                     decoder_input_ids=None):
+    """An encoder-decoder's (source inputs, the target's first ids [B, T]): the source given as
     input_ids (token ids, or the tensor its input declares) and, where the spec takes one, its
-    padding mask (ones where none is given)."""
+    padding mask (ones where none is given); the target's first ids (target_prompt)."""
     inputs = (source,)
     if decoder.source_mask:
         inputs += (torch.ones_like(source) if attention_mask is None else attention_mask.long(),)
-    start = torch.full((source.shape[0], 1), decoder_start_token_id, dtype=torch.long, device=source.device)
-    return inputs, start
+    return inputs, target_prompt(source, decoder_start_token_id, decoder_input_ids)
+
+
+def target_prompt(source, decoder_start_token_id: int | None, decoder_input_ids=None):
+    """The target's first ids [B, T]: the start token [B, 1]; or decoder_input_ids, after the start
+    token where none of them begins with it (Hugging Face's rule)."""
+    batch, device = source.shape[0], source.device
+    start = (torch.full((batch, 1), decoder_start_token_id, dtype=torch.long, device=device)
+             if decoder_start_token_id is not None else None)
+    if decoder_input_ids is None:
+        return start
+    if start is not None and bool((decoder_input_ids[:, 0] != decoder_start_token_id).all()):
+        return torch.cat([start, decoder_input_ids.to(device)], dim=1)  # [B, 1 + T]
+    return decoder_input_ids.to(device)
 
 
 def chosen_compile(model, compile: bool | None, input_ids, max_new_tokens: int, num_beams: int = 1) -> bool:

@@ -56,7 +56,7 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
              min_new_tokens: int | None = None, stopping_criteria=None, stop_strings=None, tokenizer=None,
              num_beams: int = 1, length_penalty: float = 1.0, early_stopping: bool | str = False,
              return_dict_in_generate: bool = False, output_scores: bool = False,
-             forced_bos_token_id: int | None = None, forced_eos_token_id=None):
+             forced_bos_token_id: int | None = None, forced_eos_token_id=None, decoder_input_ids=None):
     """The prompt `input_ids` [B, L] followed by up to `max_new_tokens` new tokens, [B, L + new],
     as Hugging Face's generate (same names, same results):
 
@@ -87,7 +87,9 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
                                            fits the call, eagerly otherwise; False: eagerly
 
     An encoder-decoder spec takes the source as input_ids (and its padding as attention_mask)
-    and returns the target, [B, 1 + new], beginning with decoder_start_token_id."""
+    and returns the target, [B, 1 + new], beginning with decoder_start_token_id; or [B, T + new]
+    beginning with decoder_input_ids [B, T] (its first ids, after the start token where none of
+    them begins with it, as Hugging Face's)."""
     compile = chosen_compile(model, compile, input_ids, max_new_tokens, num_beams)
     beams = num_beams > 1
     extras = (repetition_penalty not in (None, 1.0) or no_repeat_ngram_size or min_new_tokens or stopping_criteria
@@ -95,11 +97,12 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
               or forced_eos_token_id is not None)
     if not extras:
         return plain_generate(model, input_ids, max_new_tokens, do_sample, temperature, top_k, top_p, eos_token_id,
-                              pad_token_id, attention_mask, decoder_start_token_id, streamer, generator, compile)
+                              pad_token_id, attention_mask, decoder_start_token_id, streamer, generator, compile,
+                              decoder_input_ids)
     decoder = decoder_of(model)
     eos = as_list(eos_token_id)
     pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
-    source, prompt, mask = prompt_of(decoder, input_ids, attention_mask, decoder_start_token_id)
+    source, prompt, mask = prompt_of(decoder, input_ids, attention_mask, decoder_start_token_id, decoder_input_ids)
     padding = (mask != 0).int().argmax(dim=1) if attention_mask is not None and not decoder.encoder_decoder else None
     processors = Processors(repetition_penalty, no_repeat_ngram_size, min_new_tokens, eos, prompt.shape[1], padding,
                             forced_bos_token_id, as_list(forced_eos_token_id), prompt.shape[1] + max_new_tokens)
@@ -119,11 +122,11 @@ def generate(model, input_ids, max_new_tokens: int = 20, do_sample: bool = False
     return GenerateOutput(sequences, scores) if return_dict_in_generate else sequences
 
 
-def prompt_of(decoder, input_ids, attention_mask, decoder_start_token_id):
+def prompt_of(decoder, input_ids, attention_mask, decoder_start_token_id, decoder_input_ids=None):
     """(the source inputs or None, the first ids of the sequence decoded, its mask), as driver.generate."""
     if not decoder.encoder_decoder:
         return None, input_ids, torch.ones_like(input_ids) if attention_mask is None else attention_mask.long()
-    source, start = source_and_start(decoder, input_ids, attention_mask, decoder_start_token_id)
+    source, start = source_and_start(decoder, input_ids, attention_mask, decoder_start_token_id, decoder_input_ids)
     return source, start, torch.ones_like(start)
 
 

@@ -317,6 +317,24 @@ def test_cli_generates_with_an_encoder_decoder(capsys):
     assert code == 0 and len(out.split()) == 4
 
 
+def test_cli_continues_an_encoder_decoders_target_prompt(capsys):
+    """--decoder-ids: the target's first ids, the start token put before them (Hugging Face's rule);
+    the new ids printed are those of generate(decoder_input_ids=...)."""
+    sets = ["--set", "layers=1", "--set", "dim=32", "--set", "heads=2"]
+    code, out, _ = cli(capsys, "transformer_base", *sets, "--ids", "5,6,7", "--max-new-tokens", "4",
+                       "--decoder-start", "1", "--decoder-ids", "9,12")
+    assert code == 0
+    model = archspec.build(str(ROOT / "specs" / "transformer_base.yaml"), {"layers": 1, "dim": 32, "heads": 2},
+                           seed=0).eval()
+    full = generate(model, torch.tensor([[5, 6, 7]]), max_new_tokens=4, decoder_start_token_id=1,
+                    decoder_input_ids=torch.tensor([[9, 12]]))
+    assert full[0, :3].tolist() == [1, 9, 12] and [int(t) for t in out.split()] == full[0, 3:].tolist()
+    code, _, err = cli(capsys, "gpt2", *GPT2_SETS, "--ids", "1", "--decoder-ids", "2")
+    assert code == 2 and "--decoder-ids is for encoder-decoder specs" in err
+    with pytest.raises(ValueError, match="decoder_input_ids has 2 sequences and the source 1"):
+        model.generate(torch.tensor([[5, 6, 7]]), decoder_start_token_id=1, decoder_input_ids=torch.ones(2, 1).long())
+
+
 @pytest.mark.parametrize("args, code, words", [
     (["bert_base", "--set", "depth=1", "--ids", "1,2"], 1, "cannot generate: none of its outputs is an lm head"),
     (["vit_ti16", "--set", "depth=1", "--ids", "1,2"], 1, "cannot generate: none of its outputs is an lm head"),

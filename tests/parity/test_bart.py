@@ -250,3 +250,24 @@ def test_forced_bos_and_eos_tokens_as_hugging_face(pair, beams):
     assert ours.tolist() == theirs.tolist()
     assert ours[:, 1].tolist() == [0] * BATCH and ours[:, -1].tolist() == [2] * BATCH
     assert ours.tolist() != plain.tolist()
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+@pytest.mark.parametrize("with_start", [True, False])
+def test_a_target_prompt_as_hugging_face(pair, beams, with_start):
+    """decoder_input_ids: the target's first ids, decoded on from (Whisper's forced prefix, a
+    prompted translation; the Mllama trial could not continue a prompt over its memory). Without
+    the start token in front, Hugging Face puts it there."""
+    source, mask = ids(BATCH, 11, VOCAB, seed=4), padded_mask(11)
+    prompt = ids(BATCH, 3, VOCAB, seed=9).clamp(min=3)  # no row begins with the start token (2)
+    if with_start:
+        prompt = torch.cat([torch.full((BATCH, 1), START), prompt], dim=1)
+    with torch.no_grad():
+        theirs = pair.ref.generate(source, attention_mask=mask, decoder_input_ids=prompt, max_new_tokens=NEW,
+                                   do_sample=False, num_beams=beams, decoder_start_token_id=START, pad_token_id=PAD,
+                                   eos_token_id=None, forced_bos_token_id=None, forced_eos_token_id=None,
+                                   no_repeat_ngram_size=0)
+        ours = pair.ours.generate(source, attention_mask=mask, decoder_input_ids=prompt, max_new_tokens=NEW,
+                                  decoder_start_token_id=START, num_beams=beams)
+    assert ours.tolist() == theirs.tolist()
+    assert ours.shape[1] == 4 + NEW and ours[:, 0].tolist() == [START] * BATCH

@@ -65,6 +65,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--decoder-start", type=int, default=None, metavar="ID",
                         help="an encoder-decoder spec (transformer_base): --ids is the source, and the target "
                              "begins with this id")
+    parser.add_argument("--decoder-ids", default=None, metavar="I,J,...",
+                        help="an encoder-decoder spec: the target's first ids, decoded on from (after "
+                             "--decoder-start where they do not begin with it; Whisper's forced prefix)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and of sampling (default 0)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="compile the decode step (AOTInductor, frozen; seconds before the first token, "
@@ -72,13 +75,23 @@ def add_arguments(parser) -> None:
                              "one is used where it fits, --no-compile never")
 
 
-def prompt_ids(text: str) -> list[int]:
-    """--ids I,J,...: whole numbers (ASCII digits, at most 18 each), or a usage error."""
+def prompt_ids(text: str, option: str = "--ids") -> list[int]:
+    """--ids I,J,... (or --decoder-ids): whole numbers (ASCII digits, at most 18 each), or a usage error."""
     parts = [p.strip() for p in text.split(",")]
     if not all(re.fullmatch(r"-?[0-9]{1,18}", p) for p in parts):
         shown = text if len(text) <= 60 else text[:57] + "..."
-        raise UsageError(f"--ids takes comma-separated token ids such as 1,2,3, got {shown!r}")
+        raise UsageError(f"{option} takes comma-separated token ids such as 1,2,3, got {shown!r}")
     return [int(p) for p in parts]
+
+
+def prompt_length(decoder, input_ids, start, decoder_input_ids) -> int:
+    """The ids before the new ones in what generate returns: the prompt's, or an encoder-decoder's
+    target start (driver.target_prompt)."""
+    if not decoder.encoder_decoder:
+        return input_ids.shape[1]
+    from ...compiler.generate.driver import target_prompt
+
+    return target_prompt(input_ids, start, decoder_input_ids).shape[1]
 
 
 def sampling_options(args) -> None:
@@ -91,14 +104,15 @@ def sampling_options(args) -> None:
         raise UsageError(f"--{str(exc).replace('_', '-')}") from None
 
 
-def check_decoder_start(decoder, start) -> None:
-    """--decoder-start: needed by an encoder-decoder spec, meaningless for a decoder-only one."""
-    if decoder.encoder_decoder and start is None:
+def check_decoder_start(decoder, start, target_ids=None) -> None:
+    """--decoder-start (or --decoder-ids): needed by an encoder-decoder spec, meaningless for a
+    decoder-only one."""
+    if decoder.encoder_decoder and start is None and target_ids is None:
         raise UsageError(f"{decoder.name} is an encoder-decoder: --ids is the source; give the target's first id "
-                         "with --decoder-start ID")
-    if not decoder.encoder_decoder and start is not None:
-        raise UsageError(f"--decoder-start is for encoder-decoder specs; {decoder.name} continues the --ids "
-                         "themselves")
+                         "with --decoder-start ID (or its first ids with --decoder-ids I,J,...)")
+    for option, value in (("--decoder-start", start), ("--decoder-ids", target_ids)):
+        if not decoder.encoder_decoder and value is not None:
+            raise UsageError(f"{option} is for encoder-decoder specs; {decoder.name} continues the --ids themselves")
 
 
 def cli_words(message: str) -> str:
@@ -177,16 +191,18 @@ def run(args) -> int:
         load_weights(model, args.weights, report.graph, [args.mapping] if args.mapping else [])
     model.eval()
     decoder = decoder_of(model)  # a spec that cannot generate: its error, exit 1
-    check_decoder_start(decoder, args.decoder_start)
+    target_ids = prompt_ids(args.decoder_ids, "--decoder-ids") if args.decoder_ids is not None else None
+    check_decoder_start(decoder, args.decoder_start, target_ids)
     input_ids = torch.tensor([ids], dtype=torch.long)
+    decoder_input_ids = torch.tensor([target_ids], dtype=torch.long) if target_ids is not None else None
     from ...compiler.generate.arguments import check_arguments
 
     try:
         check_arguments(decoder, input_ids, max_new_tokens=args.max_new_tokens, eos_token_id=args.eos,
                         decoder_start_token_id=args.decoder_start, num_beams=args.num_beams,
                         repetition_penalty=args.repetition_penalty, no_repeat_ngram_size=args.no_repeat_ngram_size,
-                        min_new_tokens=args.min_new_tokens, compile=args.compile)
-        check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start)
+                        min_new_tokens=args.min_new_tokens, compile=args.compile, decoder_input_ids=decoder_input_ids)
+        check_request(decoder, input_ids, None, args.max_new_tokens, args.decoder_start, decoder_input_ids)
         if args.compile:
             check_compilable(decoder, "--compile")
     except (ValueError, TypeError) as exc:
@@ -198,9 +214,10 @@ def run(args) -> int:
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, eos_token_id=args.eos,
                    decoder_start_token_id=args.decoder_start, streamer=streamer, generator=generator,
                    compile=args.compile, num_beams=args.num_beams, repetition_penalty=args.repetition_penalty,
-                   no_repeat_ngram_size=args.no_repeat_ngram_size, min_new_tokens=args.min_new_tokens)
+                   no_repeat_ngram_size=args.no_repeat_ngram_size, min_new_tokens=args.min_new_tokens,
+                   decoder_input_ids=decoder_input_ids)
     if streamer is None:  # beam search: the best beam, at the end
-        new = out[0, (1 if decoder.encoder_decoder else input_ids.shape[1]):].tolist()
+        new = out[0, prompt_length(decoder, input_ids, args.decoder_start, decoder_input_ids):].tolist()
         print(tokenizer.decode(new) if tokenizer is not None else " ".join(map(str, new)), flush=True)
     return 0
 
