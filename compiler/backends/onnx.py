@@ -158,6 +158,7 @@ class OnnxResult:
     # the decode programs beside it (decode_step.py): report.json's name -> max |onnxruntime - eager|
     decode_gaps: dict[str, float] = field(default_factory=dict)
     eager_not_finite: tuple[int, int] = (0, 0)  # (eager's NaN or infinite output values, all) in the check
+    real_tokens_only: bool = False  # the check compared the real tokens of right-padded inputs alone
 
     def summary(self) -> str:
         text = f"{self.nodes} ONNX nodes"
@@ -165,6 +166,8 @@ class OnnxResult:
             text = f"{self.variant}: {self.nodes} ONNX nodes, {self.contents.describe()}"
         if self.max_difference is not None:
             text += f", max |onnxruntime - eager| {self.max_difference:.2e}"
+            if self.real_tokens_only:  # a padded token's output is no one's, and the runtimes part there
+                text += " at the real tokens"
         if self.eager_not_finite[0]:
             text += "; " + not_finite_note(*self.eager_not_finite)
         if self.fusions:
@@ -220,6 +223,7 @@ def checked(result: OnnxResult, check: OnnxCheck | None) -> OnnxResult:
     """`result` with what the check against eager found (nothing where it was not run)."""
     if check is not None:
         result.max_difference, result.eager_not_finite = check.gap, check.eager_not_finite
+        result.real_tokens_only = check.real_tokens_only
     return result
 
 
@@ -471,6 +475,7 @@ class OnnxCheck:
 
     gap: float
     eager_not_finite: tuple[int, int]
+    real_tokens_only: bool = False  # a padded check: compared at the real tokens alone (padded_check.py)
 
 
 def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3,
@@ -485,6 +490,7 @@ def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3,
         return None
     try:
         gap, scale, bad = _onnxruntime_gap(onnxruntime, gm, graph, path, batch)
+        padded = bool(padding_masks(graph))
     except Exception as exc:  # noqa: BLE001 - only an allocation failure is turned into an error here
         _raise_if_out_of_memory(exc, graph, path, batch)
         raise
@@ -493,7 +499,7 @@ def run_onnxruntime_check(gm, graph: Graph, path: str, batch: int = 3,
                   f"eager| = {gap:.2e} > {tolerance(scale):.1e} at batch {batch} (outputs up to {scale:.2e})",
                   hint="this is likely an ONNX Runtime, torch exporter or archspec bug"
                        + (f"; {instead}" if instead else ""))
-    return OnnxCheck(gap, bad)
+    return OnnxCheck(gap, bad, padded)
 
 
 def onnxruntime_run_failure(graph: Graph, path: str, batch: int = 3) -> str | None:

@@ -85,8 +85,8 @@ def test_pvt_v2_features_on_its_grid_and_as_timms_nchw():
     model = archspec.build(PVT, PVT_SMALL, weights=state).eval()
     x = images(1, 64)
     with torch.no_grad():
-        want = ref.forward_features(x)  # timm's PVT v2 gives [B, C, H, W]
-        nchw, nhwc = model.forward_features(x, output_fmt="NCHW"), model.forward_features(x)
+        want = ref.forward_features(x)  # timm's PVT v2 gives [B, C, H, W], and so does the spec's default
+        nchw, nhwc = model.forward_features(x), model.forward_features(x, output_fmt="NHWC")
         assert nhwc.shape == (1, 2, 2, 256) and nchw.shape == want.shape == (1, 256, 2, 2)
         assert (nchw - want).abs().max() < ATOL and torch.equal(nchw, nhwc.permute(0, 3, 1, 2))
         for features in (nchw, nhwc, model.forward_features(x, output_fmt="NLC")):
@@ -211,4 +211,4 @@ def test_model_py_features_of_a_model_whose_head_reads_inside_a_stage(tmp_path):
     x = images(1, 64)
     with torch.no_grad():
         assert torch.equal(standalone.forward_features(x), model.forward_features(x))
-        assert standalone.forward_features(x).shape == (1, 2, 2, 256)
+        assert standalone.forward_features(x).shape == (1, 256, 2, 2)  # features_format: NCHW, as timm's

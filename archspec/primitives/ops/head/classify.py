@@ -35,6 +35,10 @@ class ClassifyParams(Params):
     norm: bool = Field(False, description="LayerNorm after pooling (timm's fc_norm)")
     norm_eps: Eps = 1e-5
     bias: bool = True
+    features_format: Literal["auto", "NHWC", "NCHW", "NLC"] = Field(
+        "auto", description="what the built model's forward_features gives by default, as timm's model of the "
+                            "family does: NHWC (Swin), NCHW (PVT v2, GC ViT, ConvNeXt), NLC (the tokens, ViT); auto: "
+                            "NHWC where the stages shrink a token grid, NLC otherwise")
 
 
 class ClassifyHead(Op):
@@ -47,6 +51,11 @@ class ClassifyHead(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         check_pool(p.pool, inputs[0])
         check_map_pool(p, inputs[0].channels)
+        x = inputs[0]
+        if p.features_format in ("NHWC", "NCHW") and (x.grid is None or x.prefix):
+            why = "class tokens, which have no place on the grid" if x.prefix else "no token grid"
+            raise RuleError(f"features_format {p.features_format} is an image, and the tokens the head reads have "
+                            f"{why}", field="features_format", hint="features_format: NLC (the tokens), or auto")
         return vector(p.classes)  # [B, N, C] -> [B, classes]
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
