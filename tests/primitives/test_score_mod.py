@@ -226,6 +226,29 @@ def test_a_table_indexed_by_q_must_have_a_row_for_every_query():
     archspec.check_text(text.replace("L: [1, 64]", "L: [1, 32]"))  # 32 queries at most: it fits
 
 
+@pytest.mark.parametrize("index_steps,words", [
+    (["{rel: {subtract: [q, k]}}"], "the index 'rel' into 'head_bias' goes down to -63: a negative index would read"),
+    (["{d: {subtract: [q, k]}}", "{rel: {add: [d, 70]}}"],
+     "the index 'rel' into 'head_bias' reaches 133, and that dim has 127 rows"),
+    (["{rel: {add: [q, k]}}"], None),  # 0 to 126
+    (["{d: {subtract: [q, k]}}", "{rel: {add: [d, 63]}}"], None),
+    (["{d: {subtract: [q, k]}}", "{a: {abs: d}}", "{rel: {clamp: [a, 0, 126]}}"], None),
+])
+def test_a_computed_index_must_stay_within_the_table(index_steps, words):
+    """The Conformer trial's relative index q - k, without its offset, read the table from its
+    end (another model, without a word); one past the end failed at run time, blamed on archspec.
+    The least and most of an index over every head, query and key are known at check."""
+    steps = "\n".join(f"              - {step}" for step in index_steps)
+    text = CAPPED_BIAS.replace(f"param: {{shape: [{HEADS}]}}", "param: {shape: [127]}").replace(
+        "              - {bias: {at: [head_bias, h]}}", steps + "\n              - {bias: {at: [head_bias, rel]}}")
+    assert text != CAPPED_BIAS
+    if words is None:
+        archspec.check_text(text)
+        return
+    with pytest.raises(SpecError, match=words):
+        archspec.check_text(text)
+
+
 def test_chunks_by_floor_divide_equal_a_chunked_mask_by_hand():
     """Llama 4's chunked attention: a query sees the earlier keys of its own chunk of 4."""
     text = CAPPED_BIAS.replace("from: [x, head_bias]", "from: x").replace(

@@ -81,10 +81,13 @@ def parse_steps(p, site: ScoreSite | None = None) -> list[Step]:
         kinds[name] = "tensor"
         ranks[name] = site.tensors[i].shape if site is not None and i < len(site.tensors) else None
     limits = {"h": site.heads, "q": site.queries, "k": site.keys} if site is not None else {}
+    bounds = {i: (0, most - 1) for i, most in limits.items() if isinstance(most, int)}  # the integers' ranges
     steps = []
     for n, entry in enumerate(p.steps, start=1):
-        steps.append(parse_step(n, entry, kinds, ranks, limits))
+        steps.append(parse_step(n, entry, kinds, ranks, limits, bounds))
         kinds[steps[-1].name] = steps[-1].kind
+        if steps[-1].kind == "int":
+            bounds[steps[-1].name] = int_range(steps[-1], bounds)
     if steps[-1].kind == "bool":
         raise RuleError(f"score part 'mod': the last step {steps[-1].name!r} is the new score, and "
                         f"{steps[-1].op} gives true or false", field=f"steps.{len(steps) - 1}",
@@ -93,9 +96,10 @@ def parse_steps(p, site: ScoreSite | None = None) -> list[Step]:
 
 
 def parse_step(n: int, entry: dict, kinds: dict[str, str], ranks: dict[str, tuple | None],
-               limits: dict[str, int] | None = None) -> Step:
+               limits: dict[str, int] | None = None, bounds: dict | None = None) -> Step:
     """One step, checked (RuleError located at the step); `limits`: the most heads, queries and
-    keys, which an index `at` reads directly must have room for."""
+    keys, which an index `at` reads directly must have room for; `bounds`: the (least, most) of
+    each integer known so far, which an index `at` reads must stay within."""
     where, at = f"score part 'mod': step {n}", f"steps.{n - 1}"
     if len(entry) != 1:
         raise RuleError(f"{where} must be one {{name: {{op: [arguments]}}}}, got {entry!r}", field=at)
@@ -119,7 +123,7 @@ def parse_step(n: int, entry: dict, kinds: dict[str, str], ranks: dict[str, tupl
     if op in ("divide", "floor_divide", "remainder") and isinstance(args[1], (int, float)) and args[1] == 0:
         raise RuleError(f"{where}: {op} by 0", field=at)
     if takes == "at":
-        return Step(name, op, args, check_at(where, args, found, ranks, at, limits or {}))
+        return Step(name, op, args, check_at(where, args, found, ranks, at, limits or {}, bounds or {}))
     wanted = ["bool", "num", "num"] if takes == "where" else [takes] * len(args)
     for a, got, want in zip(args, found, wanted):
         if (want == "num") != (got in ("int", "float")) or got == "tensor":
@@ -146,7 +150,7 @@ def argument_kind(where: str, a, kinds: dict[str, str], at: str = "scores") -> s
 
 
 def check_at(where: str, args: tuple, found: list[str], ranks: dict[str, tuple | None], at: str = "scores",
-             limits: dict[str, int] | None = None) -> str:
+             limits: dict[str, int] | None = None, bounds: dict | None = None) -> str:
     """`at: [tensor, i, ...]` indexes the tensor's dims after its leading 1s, one index each (a
     param [heads] is [1, heads], indexed by one: h); a dim indexed by h, q or k itself must have
     room for every head, query or key (`limits`), else a run would index past its end."""
@@ -170,7 +174,56 @@ def check_at(where: str, args: tuple, found: list[str], ranks: dict[str, tuple |
                             f"has up to {most} {what}", field=at,
                             hint=Remedy(f"make the table at least {most} long (or index it with a step that stays "
                                         f"below {size})"))
+        check_index_range(where, args[0], index, (bounds or {}).get(index), size, at)
     return "float"
+
+
+def check_index_range(where: str, table: str, index, known: tuple | None, size, at: str) -> None:
+    """An index computed from h, q, k and numbers stays within the table's dim: a negative one
+    would count from its end (another model, without a word), one past it fails at run time."""
+    if known is None or not isinstance(size, int):
+        return
+    lo, hi = known
+    if lo < 0:
+        raise RuleError(f"{where}: the index {index!r} into {table!r} goes down to {lo}: a negative index would "
+                        "read the table from its end, another model", field=at,
+                        hint=Remedy(f"add an offset of at least {-lo} (e.g. q - k + (keys - 1) for a relative "
+                                    "distance), or clamp it"))
+    if hi >= size:
+        raise RuleError(f"{where}: the index {index!r} into {table!r} reaches {hi}, and that dim has {size} rows",
+                        field=at, hint=Remedy(f"make the table at least {hi + 1} long, or clamp the index"))
+
+
+def int_range(step: Step, bounds: dict) -> tuple[int, int] | None:
+    """(least, most) of an integer step over every head, query and key (b's and others' unknown:
+    None), by interval arithmetic over its op."""
+    values = [(a, a) if isinstance(a, int) and not isinstance(a, bool) else bounds.get(a) for a in step.args]
+    if any(v is None for v in values[1:] if step.op != "where") or (step.op != "where" and values[0] is None):
+        return None
+    if step.op in ("add", "subtract", "multiply", "maximum", "minimum"):
+        (a, b), (c, d) = values
+        if step.op == "add":
+            return a + c, b + d
+        if step.op == "subtract":
+            return a - d, b - c
+        if step.op == "maximum":
+            return max(a, c), max(b, d)
+        if step.op == "minimum":
+            return min(a, c), min(b, d)
+        products = (a * c, a * d, b * c, b * d)
+        return min(products), max(products)
+    if step.op == "abs":
+        (a, b), = values
+        return (0 if a <= 0 <= b else min(abs(a), abs(b))), max(abs(a), abs(b))
+    if step.op == "clamp":
+        (a, b), (lo, _), (hi, _) = values
+        return min(max(a, lo), hi), min(max(b, lo), hi)
+    if step.op in ("floor_divide", "remainder") and values[1][0] == values[1][1] and values[1][0] > 0:
+        (a, b), (c, _) = values
+        return (a // c, b // c) if step.op == "floor_divide" else (0, c - 1)
+    if step.op == "where" and values[1] is not None and values[2] is not None:
+        return min(values[1][0], values[2][0]), max(values[1][1], values[2][1])
+    return None
 
 
 def describe(kind: str) -> str:
