@@ -37,10 +37,12 @@ def filled(shape, fill=None, value=None, axis=None, dtype=None, device=None):
 
 
 class Constant(nn.Module):
-    def __init__(self, shape, fill=None, value=None, axis=None):
+    def __init__(self, shape, fill=None, value=None, axis=None, values=None):
         super().__init__()
         self.lowest = fill == "lowest"  # made again in the buffer's dtype at each call (the model may be cast)
-        self.register_buffer("value", filled((1, *shape), fill, value, axis), persistent=False)  # [1, ...]
+        made = (torch.tensor(values, dtype=torch.float32).view(1, *shape) if values is not None
+                else filled((1, *shape), fill, value, axis))  # [1, ...]
+        self.register_buffer("value", made, persistent=False)
 
     def forward(self):
         if self.lowest:
@@ -74,7 +76,8 @@ def lower(p, inputs, ctx):
     axis = index_axis(p) if p.fill == "index" else None
     if symbolic(p):
         return make(SizedConstant, sizes=sources(p, inputs[0], ctx.graph.dims), fill=p.fill, value=p.value, axis=axis)
-    return make(Constant, shape=tuple(p.shape), fill=p.fill, value=p.value, axis=axis)
+    listed = {"values": list(p.values)} if p.values is not None else {}  # model.py as before without them
+    return make(Constant, shape=tuple(p.shape), fill=p.fill, value=p.value, axis=axis, **listed)
 
 
 register_facts(CONSTANT, grid=KEEPS, classifier=None, resample=None)

@@ -37,6 +37,9 @@ from ..dtypes import READS, ANY
 from ..decoding import NO_TOKENS, Mixes, register_decoding
 
 
+MAX_VALUES = 65_536  # numbers a spec may list for one constant: a table, not a checkpoint
+
+
 class ConstantParams(Params):
     shape: list[Union[PositiveInt, str]] = Field(
         min_length=1, max_length=6, description="the tensor's shape without the batch: sizes, or dims declared under "
@@ -47,6 +50,10 @@ class ConstantParams(Params):
                           "float32's, bfloat16's once the model is cast, as Hugging Face's finfo(dtype).min masks); "
                           "default zeros, or `value`")
     value: float | None = Field(None, allow_inf_nan=False, description="every value this number (instead of fill)")
+    values: list[float] | None = Field(None, min_length=1, max_length=MAX_VALUES,
+                                       description="each value, in order, the last axis fastest (instead of fill): a "
+                                                   "small fixed table, as an image's per-channel mean [0.4488, "
+                                                   "0.4371, 0.4040] with shape [3, 1, 1]")
     along: int | None = Field(None, description="fill: index: the axis whose index is the value (1 is the first "
                                                 "axis of shape, -1 the last; the default)")
 
@@ -98,6 +105,22 @@ def index_axis(p) -> int:
     return along % rank
 
 
+def check_values(p, shape: tuple) -> None:
+    """`values`: alone (no fill or value), one per place of a shape of numbers."""
+    given = [name for name in ("fill", "value") if getattr(p, name) is not None]
+    if given:
+        raise RuleError(f"a constant takes `values` or `{given[0]}`, not both", field="values")
+    if any(isinstance(size, Sym) for size in shape):
+        raise RuleError("`values` lists every value, and this shape has a size taken at run time", field="values",
+                        hint="give the shape as numbers")
+    count = 1
+    for size in shape:
+        count *= size
+    if len(p.values) != count:
+        raise RuleError(f"`values` gives {len(p.values)} numbers, and shape [{', '.join(map(str, shape))}] holds "
+                        f"{count}", field="values")  # (NaN and infinity are refused as the file is read)
+
+
 class ConstantOp(Op):
     """A fixed tensor of the given shape (batch dimension 1, so it broadcasts), layout `tensor`."""
 
@@ -123,6 +146,8 @@ class ConstantOp(Op):
         if p.fill is not None and p.value is not None:
             raise RuleError(f"a constant is filled with {p.fill} or with a value, not both", field="value",
                             hint="give `fill: zeros | ones | eye | index` or `value: NUMBER`")
+        if p.values is not None:
+            check_values(p, shape)
         if p.fill == "eye" and len(p.shape) < 2:
             raise RuleError(f"an identity needs two axes, got shape [{', '.join(map(str, p.shape))}]", field="shape",
                             hint="give the last two sizes, e.g. shape: [4, 4]")
@@ -130,7 +155,10 @@ class ConstantOp(Op):
             raise RuleError("`along` names the axis of `fill: index`", field="along",
                             hint="add fill: index, or leave along out")
         if p.fill == "index":
-            index_axis(p)
+            axis = index_axis(p)
+            if shape[axis - 1] == 1:
+                ctx.warn(f"fill: index along axis {axis}, of size 1: every value is 0", field="along",
+                         hint="`along` counts from the batch: 1 is the first axis of shape, -1 the last")
         count = 1
         for size in shape:
             count *= size.hi if isinstance(size, Sym) else size
