@@ -28,6 +28,8 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "log1p": "log(1 + x) (with abs and sign, timm's RelPosMlp coordinates sign(x) log(1 + |x|))",
     "softplus": "log(1 + exp(x)), linear above 20 (torch's F.softplus: TimesFM's per-dimension query scale)",
     "log": "log(x) (natural)",
+    "elu": "x above 0, exp(x) - 1 below (torch's ELU, alpha 1: OWL-ViT's logit scale, elu + 1)",
+    "leaky_relu": "x above 0, 0.01 x below (torch's LeakyReLU at its default slope: Swin2SR's upsampler)",
 }
 
 # those an mlp's `act` takes

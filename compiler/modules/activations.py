@@ -106,6 +106,8 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "log1p": (Log1p, torch.log1p, {}, None),
     "softplus": (nn.Softplus, F.softplus, {}, None),
     "log": (Log, torch.log, {}, None),
+    "elu": (nn.ELU, F.elu, {}, None),
+    "leaky_relu": (nn.LeakyReLU, F.leaky_relu, {}, None),
 }
 
 

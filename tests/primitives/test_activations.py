@@ -70,3 +70,11 @@ def test_hard_swish_and_sigmoid_are_the_papers_formulas():
     hs, hsig, _ = model(x)
     relu6 = (x + 3).clamp(0, 6)
     assert torch.allclose(hs, x * relu6 / 6, atol=1e-6) and torch.allclose(hsig, relu6 / 6, atol=1e-6)
+
+
+def test_elu_and_leaky_relu_are_the_references_formulas():
+    """OWL-ViT's logit scale (elu + 1) and Swin2SR's upsampler (LeakyReLU) were written from other
+    words (4 and 2 nodes)."""
+    x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 2.0])
+    torch.testing.assert_close(torch_floor.activation("elu")(x), torch.where(x > 0, x, x.exp() - 1))
+    torch.testing.assert_close(torch_floor.activation("leaky_relu")(x), torch.where(x > 0, x, 0.01 * x))
