@@ -78,7 +78,9 @@ class SublayerParams(Params):
     res_post_init: Literal["zeros", "ones"] = Field(
         "zeros", description="norm: res_post: its weight at init: zeros (Swin v2, timm: each block starts as the "
                              "identity) or ones (OLMo 2, as Hugging Face's)")
-    norm_kind: Literal["layer", "rms"] = Field("layer", description="LayerNorm or RMSNorm (weight only)")
+    norm_kind: Literal["layer", "rms", "affine"] = Field(
+        "layer", description="LayerNorm, RMSNorm (weight only), or affine: x * weight + bias, nothing normalised "
+                             "(MobileBERT's NoNorm, ResMLP's Affine)")
     norm_eps: Eps = 1e-5
     norm_offset: float = Field(0.0, allow_inf_nan=False, description="scale by (offset + weight), the weight "
                                                                      "starting at 1 - offset (Gemma's RMSNorm, "
@@ -122,6 +124,11 @@ class SublayerParams(Params):
 
     def check_structure(self) -> None:
         """RuleError for options that do not go together."""
+        if self.norm_kind == "affine":
+            for name in ("norm_eps", "norm_offset", "norm_affine"):
+                if name in self.model_fields_set:
+                    raise RuleError(f"{name} goes with a norm that normalises, and norm_kind: affine is x * weight + "
+                                    "bias alone", field=name, hint=f"drop {name}")
         if self.norm == "post" and not self.residual:
             raise RuleError("norm: post normalises the residual sum, and residual: false leaves no sum",
                             field="residual", hint="for a branch with its norm after the body use norm: res_post "
@@ -144,7 +151,7 @@ NORM_OPTIONS = ("norm_kind", "norm_eps", "norm_bias", "norm_affine", "norm_offse
 def sublayer_params(p: SublayerParams, width: int) -> int:
     """Parameters of a sub-layer's norms and LayerScale (its body's are the op's own)."""
     norms = {"pre": 1, "post": 1, "res_post": 1, "sandwich": 2, "none": 0}[p.norm]
-    per_norm = 0 if not p.norm_affine else width if p.norm_kind == "rms" or not p.norm_bias else 2 * width
+    per_norm = 0 if not p.norm_affine else width if p.norm_kind == "rms" or not p.norm_bias else 2 * width  # affine too
     return norms * per_norm + (width if p.layer_scale is not None else 0) + (p.residual_gate == "tanh")
 
 

@@ -1,7 +1,8 @@
 """The norms a sub-layer or a norm node uses: LayerNorm (with an offset: Nemotron's LayerNorm1P,
 scaled by offset + weight), RMSNorm computed as Hugging Face's Llama does it (in float32, the
 weight applied after casting back), or RMSNorm with an offset computed as Hugging Face's Gemma
-does it (in float32 times (offset + weight), then cast back)."""
+does it (in float32 times (offset + weight), then cast back); or an affine map per channel that
+normalises nothing (MobileBERT's NoNorm, ResMLP's Affine)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,21 @@ class OffsetRMSNorm(nn.Module):
         return (h * (self.offset + self.weight.float())).to(x.dtype)
 
 
+class ChannelAffine(nn.Module):
+    """x * weight + bias over the channels: the last axis, or an image's axis 1 (`image`)."""
+
+    def __init__(self, channels: int, bias: bool = True, image: bool = False):
+        super().__init__()
+        self.image = image
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels)) if bias else None
+
+    def forward(self, x):
+        shape = (-1, 1, 1) if self.image else (-1,)  # [C] -> [C, 1, 1] against an image's [B, C, H, W]
+        x = x * self.weight.view(shape)
+        return x + self.bias.view(shape) if self.bias is not None else x
+
+
 class OffsetLayerNorm(nn.LayerNorm):
     """A LayerNorm scaled by (offset + weight) (Nemotron's LayerNorm1P: offset 1); the weight
     starts at 1 - offset, the scale at 1. The state dict holds the weight as stored (w, not 1 + w)."""
@@ -57,7 +73,9 @@ def norm_module(kind: str, width: int, eps: float, offset: float = 0.0, bias: bo
                 affine: bool = True) -> nn.Module:
     """A LayerNorm (`layer`, with a bias or without, or with neither weight nor bias: not `affine`)
     or an RMSNorm (`rms`) over `width` channels, either with an `offset` (Nemotron's LayerNorm1P,
-    Gemma's RMSNorm)."""
+    Gemma's RMSNorm); or `affine`, x * weight + bias alone (MobileBERT's NoNorm)."""
+    if kind == "affine":
+        return ChannelAffine(width, bias=bias)
     if not affine:  # OLMo's LayerNorm
         return nn.LayerNorm(width, eps=eps, elementwise_affine=False)
     if kind == "rms" and offset:

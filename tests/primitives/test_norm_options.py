@@ -183,3 +183,26 @@ def test_what_is_still_refused(node, message):
     with pytest.raises(archspec.SpecError) as info:
         archspec.check_text(text)
     assert message in info.value.diagnostics[0].message, info.value.diagnostics[0].message
+
+
+def test_a_sublayer_with_an_affine_norm_is_resmlps_channel_mlp():
+    """norm_kind: affine on an mlp: x + ls * mlp(alpha * x + beta), ResMLP's channel half (the
+    ResMLP trial wrote it as three nodes, a standalone affine norm, the mlp and an add)."""
+    mixer = pytest.importorskip("timm.models.mlp_mixer")
+    block = mixer.ResBlock(24, seq_len=16, mlp_ratio=4, norm_layer=mixer.Affine, init_values=1e-4).eval()
+    with torch.no_grad():
+        for parameter in block.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    spec = "name: r\ninputs: {x: [B, 16, 24]}\ngraph:\n  - {id: mlp, mlp: {ratio: 4, norm_kind: affine, layer_scale: 1.0e-4}}\n"
+    model = archspec.build_text(spec, seed=0).eval()
+    model.load_state_dict({"mlp.norm.weight": block.norm2.alpha.view(24), "mlp.norm.bias": block.norm2.beta.view(24),
+                           "mlp.layer_scale.gamma": block.ls2, "mlp.fc1.weight": block.mlp_channels.fc1.weight,
+                           "mlp.fc1.bias": block.mlp_channels.fc1.bias, "mlp.fc2.weight": block.mlp_channels.fc2.weight,
+                           "mlp.fc2.bias": block.mlp_channels.fc2.bias})
+    x = torch.randn(2, 16, 24)
+    with torch.no_grad():
+        want = x + block.ls2 * block.mlp_channels(block.norm2(x))
+        assert torch.allclose(model(x), want, atol=1e-6)
+    assert archspec.check_text(spec).params == 24 * 2 + 24 + (24 * 96 + 96) + (96 * 24 + 24)
+    with pytest.raises(archspec.SpecError, match="norm_eps goes with a norm that normalises"):
+        archspec.check_text(spec.replace("layer_scale: 1.0e-4", "layer_scale: 1.0e-4, norm_eps: 1.0e-6"))
