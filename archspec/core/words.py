@@ -23,7 +23,7 @@ class DidYouMean(str):
 
 # words that mean a choice spelt otherwise (a did-you-mean by spelling would pick another)
 SAME_MEANING = {"lte": "le", "leq": "le", "<=": "le", "gte": "ge", "geq": "ge", ">=": "ge", "neq": "ne", "!=": "ne",
-                "<": "lt", ">": "gt", "==": "eq", "=": "eq"}
+                "<": "lt", ">": "gt", "==": "eq", "=": "eq", "avg": "mean", "average": "mean"}
 
 
 def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:

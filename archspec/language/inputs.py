@@ -120,6 +120,9 @@ class InputTypes:
                 value = evaluate(text, env.lookup, env.names)
             except ExprError as exc:
                 hint = exc.hint or "sizes are numbers, B, a dim declared under `dims`, or an expression over params"
+                if exc.message == f"unknown name '{text}'" and text.isidentifier():  # a length never declared
+                    declared = f"a symbolic size is declared under `dims` ({text}: [1, 512]: its least and most)"
+                    hint = f"{hint}; or {declared}" if str(hint).startswith("did you mean") else declared
                 raise error(exc.message, self.doc.loc(path), hint=hint) from None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise error(f"a size must be a positive integer, got {value!r}", self.doc.loc(path))

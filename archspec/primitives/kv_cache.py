@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.ir import Graph
+from ..core.words import plural
 from .decoding import LOGITS, CrossCache, Mixes, Positional, RecentInputs, SelfCache, Tokenwise, decode_of, role_of
 
 PRECISIONS = {"fp32": 4, "bf16": 2}
@@ -343,7 +344,7 @@ def line(layers: list[CachedLayer], cross: list[CachedLayer] = (), recent: list[
     if found is None:
         return None
     per, at = found["bytes_per_token"], found["bytes_at_max_length"]
-    text = (f"KV cache (generate, {len(layers)} layers): {size(per['fp32'])} per token, {size(at['fp32'])} at "
+    text = (f"KV cache (generate, {plural(len(layers), 'layer')}): {size(per['fp32'])} per token, {size(at['fp32'])} at "
             f"{found['max_length']:,} tokens (fp32); {size(per['bf16'])}, {size(at['bf16'])} (bf16)"
             if layers else "KV cache (generate): none")
     if recent:

@@ -162,3 +162,9 @@ graph:
 """)
     assert "got a rank-2 tensor [B, 8] int64 (a computed tensor" in d.message
     assert d.hint.startswith("`compare: {op: ne, value: 0, dtype: int64}`")
+
+
+def test_an_undeclared_length_is_told_where_dims_are_declared():
+    """The GPTBigCode trial's `[B, L]` without `dims:` was told "no params are defined"."""
+    d, _ = first_error("name: t\ninputs:\n  ids: {shape: [B, L], dtype: int64}\ngraph:\n  - {embed: {vocab: 10, dim: 8}}\n")
+    assert d.message == "unknown name 'L'" and d.hint.startswith("a symbolic size is declared under `dims` (L:")

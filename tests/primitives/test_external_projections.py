@@ -90,7 +90,7 @@ def test_generate_caches_the_external_keys_and_values(causal_model):
     2 key heads of 8 and values of 12."""
     decoder = decoder_of(causal_model)
     assert decoder.whole_sequence is None and decoder.attention[0].cache_entry() == (2, 8, 12)
-    assert "KV cache (generate, 1 layers): 160 B per token" in archspec.check_text(CAUSAL).table()
+    assert "KV cache (generate, 1 layer): 160 B per token" in archspec.check_text(CAUSAL).table()
     ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(2))
     expected = ids
     with torch.no_grad():

@@ -209,7 +209,7 @@ def test_check_reports_the_latent_cache(capsys):
 
     layers = cached_layers(archspec.check_text(spec()).graph)
     assert [(l.kv_heads, l.head_dim, l.value_dim, l.numbers_per_token) for l in layers] == [(1, 16, 8, 24)]
-    assert line(layers).startswith("KV cache (generate, 1 layers): 96 B per token")
+    assert line(layers).startswith("KV cache (generate, 1 layer): 96 B per token")
 
 
 @pytest.mark.parametrize("options, message", [

@@ -52,7 +52,7 @@ def test_slices_are_torchs_and_the_checker_knows_their_shapes():
     ("{from: image, slice: {along: tokens}}", "an image has no tokens axis ([B, 6, 8, 10])",
      "name the axis: along: 1 to 3, or -1 for the last"),
     ("{from: image, slice: {along: 3, start: 10}}", "slice 10: is outside or empty for axis 3 of [B, 6, 8, 10]",
-     "indices run from 0 to 10 (or -10 to -1 from the end)"),
+     "start runs from 0 to 9, stop to 10 (or -10 to -1 from the end)"),
     ("{from: image, slice: {along: 3, start: -11}}", "slice -11: is outside or empty for axis 3 of [B, 6, 8, 10]",
      None),
     ("{from: image, slice: {along: 3, start: 4, stop: -6}}", "slice 4:-6 is outside or empty for axis 3 of "

@@ -86,7 +86,7 @@ def axis_slice(p, x: TensorType) -> TensorType:
     start, stop = bounds(p, size)
     if not 0 <= start < stop <= size:
         raise RuleError(f"slice {span(p)} is outside or empty for axis {axis} of {x.describe()}",
-                        field="start", hint=f"indices run from 0 to {size} (or -{size} to -1 from the end)")
+                        field="start", hint=f"start runs from 0 to {size - 1}, stop to {size} (or -{size} to -1 from the end)")
     if stop - start == size:
         return x
     shape = x.shape[:axis] + (stop - start,) + x.shape[axis + 1:]  # axis -> stop - start
@@ -123,7 +123,7 @@ class SliceOp(Op):
             start, stop = bounds(p, size)
         if not 0 <= start < stop <= size:
             raise RuleError(f"slice {span(p)} is outside or empty for {size} {p.along}", field="start",
-                            hint=f"indices run from 0 to {size} (or -{size} to -1 from the end)")
+                            hint=f"start runs from 0 to {size - 1}, stop to {size} (or -{size} to -1 from the end)")
         if p.along == "channels":
             return replace(x, shape=tuple(x.shape[:-1]) + (stop - start,))  # [..., stop - start]
         if x.grid and start == x.prefix and stop == size:
