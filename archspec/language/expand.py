@@ -93,6 +93,7 @@ class Expander:
         self.resolved: dict = {}  # scope.resolve's memo
         self.depth = 0  # blocks and groups being expanded, one inside the other
         self.output_warnings: list = []  # outputs that name a node switched off
+        self.output_names: set[str] = set()  # the outputs' names objectives may read (no objectives themselves)
         self.marked_unused: list[tuple[str, Loc | None]] = []  # (path, where) of each node with `unused: true`
         self.scopes: list[Scope] = []  # the scopes with a kept node named by `id` (kept_alternatives reads them)
         self.shares: list[tuple[str, str]] = []  # (node, node whose weights it uses): `share`, `weights_of`
@@ -108,6 +109,7 @@ class Expander:
         self.stop_if_errors()
         last = self.expand_list(self.spec.graph, ("graph",), top, Env(self.params), "", chain)
         objectives = Scope(top)  # objectives see the graph's names; their paths start with `objectives.`
+        self.name_outputs(objectives, top)
         if self.spec.objectives:
             self.expand_list(self.spec.objectives, (OBJECTIVES,), objectives, Env(self.params), OBJECTIVES + ".", None)
         self.stop_if_errors()
@@ -139,6 +141,18 @@ class Expander:
                                + condition_warnings(self.doc, self.spec) + unread
                                + method_named_outputs(self.graph.outputs) + self.output_warnings)
         return self.graph
+
+    def name_outputs(self, objectives: Scope, top: Scope) -> None:
+        """An objective reads an output by its name too (`outputs: {last_hidden_state: block1}`),
+        where no node of the graph has that name (the Funnel trial's `from: [last_hidden_state, ...]`)."""
+        if not isinstance(self.spec.outputs, dict):
+            return
+        ids = {item.get("id") for item in self.spec.objectives or () if isinstance(item, dict)}
+        for name, text in self.spec.outputs.items():
+            if isinstance(text, str) and name != text and name not in top.names and name not in ids:
+                loc = self.doc.loc(("outputs", name))
+                objectives.names[name], objectives.where[name] = Ref(text, top, loc), loc
+                self.output_names.add(name)
 
     def kept_alternatives(self) -> list[tuple]:
         """(path, location of its `id`) of each kept node that shares its id with a skipped one."""
@@ -445,7 +459,8 @@ class Expander:
             self.graph.groups[path] = GroupInfo("block", block, names, tuple(self.resolve(v) for v in values))
         self.graph.outputs = self._try(self.outputs, top, last) or []
         self.graph.objectives = [Output(name, self.resolve(value), objectives.where.get(name))
-                                 for name, value in objectives.names.items() if self.resolve(value) is not None]
+                                 for name, value in objectives.names.items()
+                                 if name not in self.output_names and self.resolve(value) is not None]
         for problem in checks.objective_input_problems(self.graph):
             self.errors.add(problem)
 

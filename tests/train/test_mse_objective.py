@@ -54,3 +54,21 @@ def test_located_errors(objective, message):
         return
     with pytest.raises(archspec.SpecError, match=message):
         archspec.check_text(text)
+
+
+def test_an_objective_reads_an_output_by_its_name():
+    """The Funnel trial's `from: [last_hidden_state, target]` was "unknown node 'last_hidden_state'",
+    though objectives read the model's outputs."""
+    text = """name: o
+inputs: {x: [B, 4, 8]}
+targets: {y: [B, 4, 8]}
+graph:
+  - {id: block1, mlp: {ratio: 2}}
+outputs: {last_hidden_state: block1}
+objectives:
+  - {id: fit, from: [last_hidden_state, y], loss: {kind: mse}}
+"""
+    model = archspec.build_text(text, seed=0)
+    x, y = torch.randn(2, 4, 8), torch.randn(2, 4, 8)
+    losses = model.losses(x, y)
+    assert list(losses) == ["fit", "loss"] and torch.allclose(losses["fit"], F.mse_loss(model(x), y))
