@@ -31,6 +31,7 @@ class NodeRow:
     buffer_bytes: int = 0
     score_bytes: int = 0
     record: dict = field(repr=False, default_factory=dict)
+    run: bool = True  # forward calls it: an output depends on it (else its FLOPs are not in the total)
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Report:
     def from_graph(cls, graph: Graph) -> "Report":
         rows = []
         varies = varying_options(graph)
+        live = graph.ancestors([o.node for o in graph.outputs + graph.objectives])
         for node in graph.nodes():
             if node.is_input:
                 continue
@@ -58,10 +60,11 @@ class Report:
                       "grid": list(node.type.grid) if node.type.grid else None,
                       "params": c.params, "flops": c.flops, "activation_bytes": c.activation_bytes,
                       "buffer_bytes": c.buffer_bytes, "score_bytes": c.score_bytes, "shared_with": c.shared_with,
-                      "line": node.loc.line if node.loc else None, "varies": varies.get(node.name, {})}
+                      "line": node.loc.line if node.loc else None, "varies": varies.get(node.name, {}),
+                      "run": node.name in live}
             op = " ".join([node.op.label] + [f"{k}={short(v)}" for k, v in varies.get(node.name, {}).items()])
             rows.append(NodeRow(node.name, op, node.type.describe(), c.params, c.flops,
-                                c.activation_bytes, c.buffer_bytes, c.score_bytes, record))
+                                c.activation_bytes, c.buffer_bytes, c.score_bytes, record, node.name in live))
         total = totals(graph)
         inputs = {n.name: n.type for n in graph.inputs()}
         outputs = {o.name: graph.type_of(o.node) for o in graph.outputs}
@@ -101,7 +104,7 @@ class Report:
 
     def table(self) -> str:
         head = ("node", "op", "output", "params", "FLOPs")
-        body = [(r.path, r.op, r.shape, f"{r.params:,}", human(r.flops)) for r in self.nodes]
+        body = [(r.path, r.op, r.shape, f"{r.params:,}", human(r.flops) if r.run else "not run") for r in self.nodes]
         widths = [max(len(row[i]) for row in [head] + body) for i in range(len(head))]
         align = ["<", "<", "<", ">", ">"]
 

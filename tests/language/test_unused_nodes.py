@@ -41,6 +41,7 @@ def test_an_unused_node_keeps_its_parameters_and_is_never_called(tmp_path):
     assert calls == ["enc"]
     rows = {row.path: row for row in report.nodes}
     assert report.flops == rows["enc"].flops + rows["pool"].flops  # the spare nodes' FLOPs are not run
+    assert not rows["spare.a"].run and "not run" in report.table() and rows["enc"].run
     reloaded = archspec.build_text(SPEC, seed=1)
     reloaded.load_state_dict(model.state_dict())  # the same keys and shapes
     assert torch.equal(reloaded.get_submodule("spare.b").weight, model.get_submodule("spare.b").weight)
