@@ -168,3 +168,13 @@ def test_an_undeclared_length_is_told_where_dims_are_declared():
     """The GPTBigCode trial's `[B, L]` without `dims:` was told "no params are defined"."""
     d, _ = first_error("name: t\ninputs:\n  ids: {shape: [B, L], dtype: int64}\ngraph:\n  - {embed: {vocab: 10, dim: 8}}\n")
     assert d.message == "unknown name 'L'" and d.hint.startswith("a symbolic size is declared under `dims` (L:")
+
+
+def test_a_sliding_window_over_the_whole_sequence_warns():
+    """The GPT-Neo trial's window 100 over sequences of 64 passed without a word: the layer is
+    plain causal attention."""
+    text = ("name: t\ndims: {L: [1, 64]}\ninputs: {ids: {shape: [B, L], dtype: int64}}\ngraph:\n"
+            "  - {embed: {vocab: 10, dim: 8, pos: none}}\n  - {attention: {kind: sliding, heads: 2, window: WINDOW}}\n")
+    (warning,) = archspec.check_text(text.replace("WINDOW", "100")).graph.warnings
+    assert warning.message.startswith("window 100 covers every token of sequences up to 64")
+    assert not archspec.check_text(text.replace("WINDOW", "16")).graph.warnings

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ....core.declared import Field
-from ....core.types import TensorType
+from ....core.types import Sym, TensorType
 from ...base import PositiveInt
 from ...registry import register
 from .sequence import SequenceAttentionOp, SequenceParams, check_sequence, longrope_refill, reads_padding_mask
@@ -33,6 +33,16 @@ class SlidingWindowAttentionOp(SequenceAttentionOp):
     def check(self, p, inputs: list[TensorType]) -> None:
         check_sequence(inputs[0], self.kind, p)
         super().check(p, inputs)
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        out = super().shape(p, inputs, ctx)
+        length = inputs[0].length
+        longest = length.hi if isinstance(length, Sym) else length
+        if p.window >= longest:  # the GPT-Neo trial's window 100 over 64 tokens passed without a word
+            ctx.warn(f"window {p.window} covers every token of sequences up to {longest}: this layer is causal "
+                     "attention over all earlier tokens", field="window",
+                     hint=f"a window below {longest} limits what each token sees")
+        return out
 
 
 def sliding_window(p) -> int:
