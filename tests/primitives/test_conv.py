@@ -198,7 +198,11 @@ BAD = [  # (graph text, message, hint)
      "padding: same keeps the size only at stride 1, got stride 2", "use stride: 1, or give the padding as a number"),
     (GRID + "  - {conv: {kernel: 3, padding: 3}}",
      "padding 3 is not smaller than the kernel's reach 3: the outputs at the border would read padding only",
-     "use a padding of at most 2; padding: same keeps the size at stride 1"),
+     "use a padding of at most 2 there; padding: same keeps the size at stride 1"),
+    (GRID + "  - {conv: {kernel: [3, 1], padding: 1}}",  # the Nystromformer trial's conv over the values
+     "padding 1 along the width (kernel 1) is not smaller than the kernel's reach 1: the outputs at the border would "
+     "read padding only", "give it per axis: padding: [1, 0]; use a padding of at most 0 there; padding: same keeps "
+     "the size at stride 1"),
     (SEQUENCE + "  - {conv: {dim: 1, kernel: [3, 3]}}", "a 1-D conv takes one kernel, got the pair [3, 3]",
      "use kernel: 3"),
     (GRID + "  - {conv: {kernel: 3, causal: true}}", "causal is for a 1-D conv along the tokens",

@@ -117,10 +117,15 @@ def padding_of(p: ConvParams, kernel: tuple[int, ...], stride: tuple[int, ...],
     pads = per_axis(p, "padding")
     for axis, pad in enumerate(pads):
         if pad > keeping[axis]:
-            raise RuleError(f"padding {pad} is not smaller than the kernel's reach {keeping[axis] + 1}: the outputs "
-                            "at the border would read padding only", field="padding",
-                            hint=Remedy(f"use a padding of at most {keeping[axis]}; padding: same keeps the size "
-                                        "at stride 1"))
+            uneven = p.dim == 2 and keeping[0] != keeping[1]  # a [3, 1] kernel: name the axis, give a pair
+            along = f" along the {('height', 'width')[axis]} (kernel {kernel[axis]})" if uneven else ""
+            fits = [min(pad, most) for pad, most in zip(pads, keeping)]
+            per_axis_hint = (f"give it per axis: padding: [{fits[0]}, {fits[1]}]; "
+                             if uneven and isinstance(p.padding, int) else "")
+            raise RuleError(f"padding {pad}{along} is not smaller than the kernel's reach {keeping[axis] + 1}: the "
+                            "outputs at the border would read padding only", field="padding",
+                            hint=Remedy(f"{per_axis_hint}use a padding of at most {keeping[axis]} there; padding: "
+                                        "same keeps the size at stride 1"))
     return tuple((pad, pad) for pad in pads)
 
 
