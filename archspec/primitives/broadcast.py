@@ -60,6 +60,8 @@ def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
                             hint="element-wise ops need equal sizes, or 1 where one side is shared")
         shape.append(size)
     shape = tuple(shape)
+    if x.grid is None and y.grid is not None and x.layout == y.layout and tuple(y.shape) == shape:
+        return y  # the grid kept whichever side holds it (the ResMLP trial's [branch, x] lost it)
     for t in (x, y):
         if tuple(t.shape) == shape:
             return t

@@ -492,3 +492,22 @@ outputs: [fixed, sized]
         fixed, sized = model.to(dtype)(x.to(dtype))
         assert sized.shape == (1, 3, 3)
         assert bool((fixed == torch.finfo(dtype).min).all()) and bool((sized == torch.finfo(dtype).min).all())
+
+
+def test_an_add_keeps_the_grid_whichever_side_holds_it():
+    """The ResMLP trial's add of [branch without a grid, x on a grid] lost the grid, and [x, branch]
+    kept it: the grid now follows either side of the same layout and shape."""
+    text = """name: g
+inputs:
+  image: [B, 3, 16, 16]
+graph:
+  - {id: x, patchify: {patch: 4, dim: 8, pos: none}}
+  - {id: flat, rearrange: {pattern: "b n c -> b c n"}}
+  - {id: mixed, linear: {dim: 16}}
+  - {id: back, rearrange: {pattern: "b c n -> b n c", as: tokens}}
+  - {id: one, from: [back, x], add: {}}
+  - {id: other, from: [x, back], add: {}}
+"""
+    graph = archspec.check_text(text).graph
+    assert graph.type_of("back").grid is None
+    assert graph.type_of("one").grid == (4, 4) and graph.type_of("other").grid == (4, 4)
