@@ -147,3 +147,43 @@ def test_what_external_projections_cannot_take_is_a_located_error(change, messag
     assert message in caught.value.diagnostics[0].message
     if "kind: cross" in change:  # the hint names the kinds that take it, and no other
         assert caught.value.diagnostics[0].hint == "'projections' is a parameter of kinds alibi, causal, global, sliding"
+
+
+POOLED_QUERIES = """name: pooled_q
+inputs:
+  q: [B, 4, 16]
+  k: [B, 8, 16]
+  v: [B, 8, 24]
+  mask: {shape: [B, 8], dtype: int64}
+graph:
+  - {id: attn, from: [q, k, v, mask], attention: {kind: global, heads: 2, projections: external, padding_mask: true}}
+"""
+
+
+def test_global_attention_over_keys_of_their_own_length_is_sdpas(tmp_path):
+    """Funnel's pooled queries over the whole sequence and Nystromformer's landmarks: fewer queries
+    than keys over projections of one's own (both trials padded the queries or wrote it out)."""
+    report = archspec.check_text(POOLED_QUERIES)
+    model = archspec.build_text(POOLED_QUERIES, seed=0).eval()
+    q, k, v = torch.randn(2, 4, 16), torch.randn(2, 8, 16), torch.randn(2, 8, 24)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 5:] = 0
+    heads = lambda t, d: t.reshape(2, -1, 2, d).transpose(1, 2)  # noqa: E731 - [B, N, 2d] -> [B, 2, N, d]
+    want = F.scaled_dot_product_attention(heads(q, 8), heads(k, 8), heads(v, 12), attn_mask=(mask != 0)[:, None, None])
+    with torch.no_grad():
+        assert torch.allclose(model(q, k, v, mask), want.transpose(1, 2).reshape(2, 4, 24), atol=1e-6)
+    assert report.flops == 2 * 4 * 8 * (16 + 24)  # q·k over q's width, the weights times v over v's
+    assert export_onnx(model, report.graph, str(tmp_path / "pooled.onnx")).max_difference < 1e-5
+
+
+@pytest.mark.parametrize("edit,words", [
+    (("kind: global", "kind: causal"), "causal attention's keys are its queries' tokens"),
+    (("v: [B, 8, 24]", "v: [B, 6, 24]"), "external v has 6 tokens and k 8: each key has its value"),
+    (("padding_mask: true", "padding_mask: true, rope_theta: 10000.0"), "rotary positions turn q and k at their own"),
+])
+def test_keys_of_another_length_are_refused_where_they_mean_nothing(edit, words):
+    text = POOLED_QUERIES.replace(*edit)
+    if "v: [B, 6" in text:
+        text = text.replace("mask: {shape: [B, 8]", "mask: {shape: [B, 6]")
+    with pytest.raises(archspec.SpecError, match=words):
+        archspec.check_text(text)

@@ -264,8 +264,9 @@ class SequenceAttentionOp(AttentionOp):
 
     def check_external(self, p, inputs: list[TensorType]) -> None:
         """External projections (the kinds whose params take `projections`: global, causal, sliding,
-        alibi): none of the options of the node's own projections and sub-layer, and q, k and v of
-        one length whose widths split into the heads."""
+        alibi): none of the options of the node's own projections and sub-layer, and q, k and v whose
+        widths split into the heads, of one length (global attention: k and v of one length, q of
+        its own, without rotary positions)."""
         for name in INTERNAL_ONLY:
             if name in p.model_fields_set:
                 raise RuleError(f"{name} belongs to the node's own projections and sub-layer, which external "
@@ -283,8 +284,7 @@ class SequenceAttentionOp(AttentionOp):
                 raise RuleError(f"external {name} must be tokens [B, N, C], got {t.layout_name()} {t.describe()}",
                                 field="from", hint="a rearrange with `as: tokens` makes a rank-3 tensor tokens")
             if t.length != q.length:
-                raise RuleError(f"external {name} has {t.length} tokens and q {q.length}: self-attention's keys "
-                                "are its queries' tokens", field="from")
+                self.check_other_length(p, name, t, q, k)
         if k.channels != kv_heads * head:
             raise RuleError(f"external k is {k.channels} wide, and {kv_heads} key heads of q's head width {head} "
                             f"({q.channels} / {p.heads} heads) make {kv_heads * head}", field="from",
@@ -292,6 +292,26 @@ class SequenceAttentionOp(AttentionOp):
         if v.channels % kv_heads:
             raise RuleError(f"external v is {v.channels} wide, which {kv_heads} value heads do not divide",
                             field="from")
+
+    def check_other_length(self, p, name: str, t: TensorType, q: TensorType, k: TensorType) -> None:
+        """External k or v of another length than q: global attention over keys of their own
+        (Funnel's pooled queries, Nystromformer's landmarks), k and v of one length, no rotary
+        positions (q's and k's would count from 0 apart); the other kinds' masks order one sequence."""
+        if self.kind != "global":
+            raise RuleError(f"external {name} has {t.length} tokens and q {q.length}: {self.kind} attention's keys "
+                            "are its queries' tokens", field="from",
+                            hint="kind: global takes keys and values of a length of their own")
+        if name == "v" and t.length != k.length:
+            raise RuleError(f"external v has {t.length} tokens and k {k.length}: each key has its value",
+                            field="from")
+        if p.rope_theta is not None:
+            raise RuleError(f"rotary positions turn q and k at their own positions, and external q has {q.length} "
+                            f"tokens and {name} {t.length}", field="rope_theta",
+                            hint="rotate q and k with nodes of their own, or give them one length")
+
+    def keys(self, p, inputs: list[TensorType]) -> int:
+        """The keys: external k's tokens (which may be as many as q's or not), else x's."""
+        return dim_value(inputs[1].length) if external(p) else super().keys(p, inputs)
 
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         """As every kind's; with external projections the kernel's products (and the score parts
