@@ -195,6 +195,18 @@ def test_a_computed_rename_is_refused_where_it_is_written(tmp_path):
     assert loc.file.endswith("map.yaml") and loc.line == 4
 
 
+@pytest.mark.parametrize("rule", [
+    r"- rename: {'^l(\d+)$': 'b.${g1 // dim_heads}'}",
+    r"- permute: {match: 'x(\d+)', dims: [1, 0], view: ['${g1 * dim_heads}', -1]}",
+])
+def test_a_name_neither_group_nor_param_is_refused_when_the_file_is_read(tmp_path, rule):
+    """The CoAtNet trial's `dim_heads` (the param is dim_head) was found at the first key, under a
+    hint that blamed the checkpoint."""
+    with pytest.raises(SpecError, match="unknown name 'dim_heads'") as info:
+        read_mapping_file(write(tmp_path, rule), params=_params({"dim_head": 8}))
+    assert info.value.diagnostics[0].loc.line == 4 and "did you mean 'dim_head'" in str(info.value)
+
+
 def test_expression_default_params_come_from_the_spec_file(tmp_path):
     naming_path = write(tmp_path, "- affine: {match: 'x', scale: '${1 / dim}'}")
     model = archspec.build(VIT, seed=0)  # default dim 768: no graph given, the spec file's values
