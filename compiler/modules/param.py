@@ -14,7 +14,7 @@ from .common import make
 
 
 class LearnedParam(nn.Module):
-    def __init__(self, shape, init="trunc_normal", std=0.02, learned=True, frozen=False):
+    def __init__(self, shape, init="trunc_normal", std=0.02, learned=True, frozen=False, value=None):
         super().__init__()
         if learned:  # frozen: counted among the parameters, never trained
             self.value = nn.Parameter(torch.zeros(1, *shape), requires_grad=not frozen)
@@ -26,6 +26,8 @@ class LearnedParam(nn.Module):
             nn.init.normal_(self.value, std=std)
         elif init == "trunc_normal":
             nn.init.trunc_normal_(self.value, std=std)
+        elif init == "value":  # every value one number (a LayerScale's 1e-4)
+            nn.init.constant_(self.value, value)
 
     def forward(self):
         return self.value  # [1, ...]
@@ -34,7 +36,8 @@ class LearnedParam(nn.Module):
 @lowering(PARAM)
 def lower(p, inputs, ctx):
     frozen = {"frozen": True} if p.frozen else {}  # model.py as before where not frozen
-    return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std, learned=p.learned, **frozen)
+    value = {"value": p.value} if p.value is not None else {}
+    return make(LearnedParam, shape=tuple(p.shape), init=p.init, std=p.std, learned=p.learned, **frozen, **value)
 
 
 register_facts(PARAM, grid=KEEPS, classifier=None, resample=None)

@@ -50,3 +50,14 @@ def test_an_index_along_an_axis_of_size_1_warns():
                                  "  - {from: [x, col], add: {}}\n")
     (warning,) = report.graph.warnings
     assert warning.message == "fill: index along axis 3, of size 1: every value is 0"
+
+
+def test_a_param_starts_at_a_value_given():
+    """ResMLP's LayerScale starts at 1e-4; `param` took zeros, ones or a normal init only."""
+    model = archspec.build_text("name: p\ninputs: {x: [B, 4, 8]}\ngraph:\n"
+                                "  - {id: ls, param: {shape: [8], init: value, value: 1.0e-4}}\n"
+                                "  - {from: [x, ls], multiply: {}}\n", seed=0)
+    assert torch.equal(model.ls.value, torch.full((1, 8), 1e-4)) and model.ls.value.requires_grad
+    with pytest.raises(archspec.SpecError, match="init: value starts every value at `value`: give both"):
+        archspec.check_text("name: p\ninputs: {x: [B, 4, 8]}\ngraph:\n  - {id: ls, param: {shape: [8], value: 2.0}}\n"
+                            "  - {from: [x, ls], multiply: {}}\n")

@@ -24,8 +24,12 @@ LAYOUT_OF_RANK = {1: "vector", 2: "tokens", 3: "image"}
 class ParamParams(Params):
     shape: list[PositiveInt] = Field(min_length=1, max_length=3,
                                      description="the tensor's shape without the batch: [C], [N, C] or [C, H, W]")
-    init: Literal["zeros", "ones", "normal", "trunc_normal"] = "trunc_normal"
+    init: Literal["zeros", "ones", "normal", "trunc_normal", "value"] = Field(
+        "trunc_normal", description="zeros, ones, normal, trunc_normal, or value: every value `value` (a LayerScale "
+                                    "starting at 1e-4, ResMLP's)")
     std: float = Field(0.02, gt=0, description="standard deviation of the normal inits")
+    value: float | None = Field(None, allow_inf_nan=False, description="init: value: the number every value "
+                                                                        "starts at")
     learned: bool = Field(True, description="false: a buffer, kept in the state dict and loaded from checkpoints, "
                                             "never trained, not counted among the parameters")
     frozen: bool = Field(False, description="a parameter that never trains (requires_grad false): counted among "
@@ -47,6 +51,9 @@ class Param(Op):
             count *= size
         if count > MAX_SIZE * 64:
             raise RuleError(f"a parameter of {count:,} values is beyond archspec's limit", field="shape")
+        if (p.init == "value") != (p.value is not None):
+            raise RuleError("init: value starts every value at `value`: give both, or neither", field="value",
+                            hint=Remedy("e.g. `init: value, value: 1.0e-4`"))
         if p.frozen and not p.learned:
             raise RuleError("`frozen` keeps a parameter from training, but `learned: false` makes this a buffer, "
                             "which never trains and is not counted among the parameters", field="frozen",
