@@ -149,6 +149,7 @@ OPS = {  # primitive (or a dotted family of parts) -> kind or part (None: no kin
     'topk': {None: 'topk'},
     'unfold': {None: 'unfold'},
     'upsample': {None: 'layout'},
+    'where': {None: 'elementwise'},
 }
 
 DEFAULTS = {  # primitive -> the kind a node gets when it names none

@@ -42,6 +42,7 @@ ELEMENTWISE_FUNCTIONS = {  # op -> fn(inputs..., **params), the params as keywor
     "scale": lambda x, factor: x * factor,
     "shift": lambda x, value: x + value,
     "clamp": lambda x, min, max: torch.clamp(x, min, max),
+    "where": lambda condition, x, y: torch.where(condition != 0, x, y),  # broadcast
 }
 
 MODULES = {  # op -> (params -> (module class, its keyword arguments)): the rows that are a module of their own

@@ -511,3 +511,23 @@ graph:
     graph = archspec.check_text(text).graph
     assert graph.type_of("back").grid is None
     assert graph.type_of("one").grid == (4, 4) and graph.type_of("other").grid == (4, 4)
+
+
+def test_where_is_hugging_faces_masked_fill():
+    """where: [condition, x, y]: the OWL-ViT trial wrote `masked_fill(mask == 0, finfo.min)` as eight
+    nodes (cast, rearrange, multiply, scale, shift, constant, multiply, add)."""
+    text = """name: w
+inputs:
+  x: [B, 3, 5]
+  mask: {shape: [B, 5], dtype: int64}
+graph:
+  - {id: m3, from: mask, rearrange: {pattern: "b q -> b 1 q"}}
+  - {id: low, constant: {shape: [1, 1], fill: lowest}}
+  - {id: out, from: [m3, x, low], where: {}}
+"""
+    model = archspec.build_text(text, seed=0)
+    x, mask = torch.randn(2, 3, 5), torch.tensor([[1, 0, 1, 1, 0], [0, 0, 1, 1, 1]])
+    assert torch.equal(model(x, mask), x.masked_fill(mask[:, None, :] == 0, torch.finfo(torch.float32).min))
+    assert model.to(torch.bfloat16)(x.bfloat16(), mask).dtype == torch.bfloat16
+    with pytest.raises(archspec.SpecError, match="where's condition is 0/1 int64, got .* of float32"):
+        archspec.check_text(text.replace("from: [m3, x, low]", "from: [x, x, low]"))

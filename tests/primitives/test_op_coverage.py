@@ -38,7 +38,10 @@ graph:
   - {id: up, pixel_shuffle: {factor: 2}}
   - {id: tok, to_tokens: {}}
   - {id: last, select: {index: -1}}
-outputs: [tok, last]
+  - {id: positive, from: tok, compare: {op: gt, value: 0.0, dtype: int64}}
+  - {id: zero, constant: {shape: [1, 1]}}
+  - {id: relu_by_where, from: [positive, tok, zero], where: {}}
+outputs: [tok, last, relu_by_where]
 """
 
 # Ops taken through the pipeline elsewhere, each with where (a loss is trained, never exported).

@@ -123,6 +123,17 @@ def clamped(p: ClampParams, inputs: list[TensorType]) -> TensorType:
     return of_floats("clamp")(p, inputs)
 
 
+def selected(p, inputs: list[TensorType]) -> TensorType:
+    """where: a 0/1 int64 condition, x where it is 1 and y where it is 0; the three broadcast,
+    the result x's and y's dtype (torch.where; Hugging Face's masked_fill with finfo.min)."""
+    condition, x, y = inputs
+    if condition.dtype != "int64":
+        raise RuleError(f"where's condition is 0/1 int64, got {condition.layout_name()} of {condition.dtype}",
+                        field="from", hint="`compare: {op: ne, value: 0, dtype: int64}` of it gives one")
+    out = broadcast(x, y, "where")
+    return broadcast(out, replace(condition, dtype=out.dtype), "where")  # the condition's shape joins in
+
+
 def cast_notice(p: CastParams, inputs: list[TensorType]) -> tuple[str, str] | None:
     """A cast to the dtype its values have already does nothing (a block reused on either dtype may
     say it): a warning and its hint, not an error."""
@@ -201,6 +212,10 @@ ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs,
     ElementwiseRow("compare", CompareParams, "(x <op> value) as 0/1 of `dtype`, the shape of x (int64 [B, N]: ids, "
                    "a sequence mask).\n\nAnything else is a tensor of x's shape.",
                    UNARY, compared, ANY),
+    ElementwiseRow("where", NoParams, "x where the condition is 1, y where it is 0 (torch.where): a 0/1 int64 "
+                   "condition (a `compare` with dtype int64), x and y of one dtype; the shapes broadcast "
+                   "(Hugging Face's masked_fill: `where: [mask, x, lowest]` with a `constant: {fill: lowest}`).",
+                   ("condition", "x", "y"), selected, ANY),
     ElementwiseRow("cast", CastParams, "x's values as `dtype` (torch's .to): integer indices or coordinates as "
                    "floats, or floats truncated to int64.\n\nint64 [B, N] is ids; any other keeps its layout.",
                    UNARY, cast, ANY, notice=cast_notice),
