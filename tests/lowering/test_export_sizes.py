@@ -188,3 +188,17 @@ graph:
     reading = pooled.replace("from: [image, gate], multiply", "from: [gate, image], multiply")
     with pytest.raises(UsageError, match="cannot take a dynamic image size: patch_embed .* gate \\(reduce\\)"):
         grids_for(archspec.check_text(reading).graph, (96, 128))  # multiply keeps its first input's size
+
+
+def test_a_score_parts_table_is_named_where_export_cannot_follow_the_size():
+    """The CoAtNet trial's relative_table was "a part of it is made for one grid", no node named."""
+    from archspec.compiler.backends.export import one_grid_parts
+
+    graph = archspec.check_text("""name: t
+inputs:
+  image: [B, 3, 32, 32]
+graph:
+  - {patchify: {patch: 8, dim: 16, pos: none}}
+  - {id: attn, attention: {kind: global, heads: 2, scores: [{relative_table: {class_tokens: false}}]}}
+""").graph
+    assert one_grid_parts(graph) == "made for one grid here: relative_table's position table (attn)"

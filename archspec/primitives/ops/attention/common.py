@@ -19,6 +19,7 @@ from ....core.suggestions import Divides, Remedy
 from ...base import Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, not_tokens_hint, sublayer_params
 from ...counting import FLOAT_BYTES, attention_flops, linear_flops, linear_params
 from ...grids import divisors
+from .scores.base import parse_scores
 from ...dtypes import READS, FLOAT_FIRST
 
 
@@ -89,6 +90,11 @@ class AttentionOp(Op):
 
     def check(self, p, inputs: list[TensorType]) -> None:
         """The kind's own shape rules (RuleError when one fails)."""
+
+    def one_grid(self, p) -> str | None:
+        """A score part's table made for one grid (BEiT's and CoAtNet's relative_table), if any."""
+        found = [use.part.one_grid for use in parse_scores(getattr(p, "scores", None) or [])]
+        return next((words for words in found if words), None)
 
     def keys(self, p, inputs: list[TensorType]) -> int:
         """Tokens whose keys and values are computed."""

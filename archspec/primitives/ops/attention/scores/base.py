@@ -97,6 +97,7 @@ class ScorePart:
     name: ClassVar[str]
     Params: ClassVar[type[Params]]
     explicit: ClassVar[bool] = False  # changes the scores themselves (a kind that only adds a bias refuses it)
+    one_grid: ClassVar[str | None] = None  # what it holds made for one grid, in words (export with a dynamic size)
     default: ClassVar[bool] = False  # (the registry's question of a kind: never for a part)
     plugin: str | None = None  # the plugin that registered it (set by the registry); None: built in
 

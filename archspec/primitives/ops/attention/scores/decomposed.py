@@ -34,6 +34,7 @@ class DecomposedPart(ScorePart):
     column offsets over the site's grid (the window, for window kinds), one bias, fused SDPA."""
 
     name = "decomposed"
+    one_grid = "decomposed's position tables"
     Params = DecomposedParams
     explicit = False
 

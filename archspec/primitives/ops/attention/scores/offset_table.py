@@ -28,6 +28,7 @@ class OffsetTablePart(ScorePart):
     (LeViT / TinyViT's attention_biases), added to the scores: one bias, fused SDPA."""
 
     name = "offset_table"
+    one_grid = "offset_table's table"
     Params = OffsetTableParams
     explicit = False
 

@@ -38,6 +38,7 @@ class RelativeTablePart(ScorePart):
     rows), indexed by a fixed table and added to the scores: one bias, fused SDPA."""
 
     name = "relative_table"
+    one_grid = "relative_table's position table"
     Params = RelativeTableParams
     explicit = False
 
