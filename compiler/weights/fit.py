@@ -77,7 +77,9 @@ class Fit:
         if self.kept:
             text += f"; kept initial values of {len(self.kept)} ({listing(self.kept)})"
         if self.resampled:
-            text += f"; resampled {len(self.resampled)} to this model's size ({listing(self.resampled)})"
+            text += (f"; resampled {len(self.resampled)} to this model's size as timm's loading does (position "
+                     f"tables bicubic with antialias, relative-position tables on BEiT's grid: "
+                     f"{listing(self.resampled)})")
         if self.created:
             text += f"; created {len(self.created)} ({listing(self.created)})"
         if self.new_classifier:

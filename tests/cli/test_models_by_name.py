@@ -188,7 +188,7 @@ def test_positions_of_another_size_are_resampled_and_said_on_the_log_in_python(c
     state = archspec.build("vit_ti16", overrides=SMALL_VIT).state_dict()
     with caplog.at_level(logging.INFO, logger="archspec"):
         archspec.build("vit_ti16", overrides={**SMALL_VIT, "img": 48}, weights=state)
-    assert "resampled 1 to this model's size (patch_embed.pos_embed (1, 5, 192) -> (1, 10, 192))" in caplog.text
+    assert "resampled 1 to this model's size as timm's loading does (position tables bicubic with antialias, relative-position tables on BEiT's grid: patch_embed.pos_embed (1, 5, 192) -> (1, 10, 192))" in caplog.text
 
 
 def test_the_classifier_is_what_the_head_op_says_not_a_name(tmp_path):

@@ -191,7 +191,7 @@ def test_build_says_what_it_resampled(tmp_path):
                              "--target", "eager", "-o", str(tmp_path / "out")], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr
-    assert "resampled 1 to this model's size (patch_embed.pos_embed (1, 197, 192) -> (1, 577, 192))" in result.stderr
+    assert "resampled 1 to this model's size as timm's loading does (position tables bicubic with antialias, relative-position tables on BEiT's grid: patch_embed.pos_embed (1, 197, 192) -> (1, 577, 192))" in result.stderr
 
 
 # -- python -m archspec.train ------------------------------------------------------------------------------
