@@ -225,8 +225,7 @@ def load_checkpoint(model, report, weights, mapping=None, num_classes: int | Non
     for said in note + fit.warnings:
         LOG.warning("archspec: weights: %s", said)
     if fit.resampled:  # as timm's position-embedding resize: said, not warned
-        LOG.info("archspec: weights: resampled %d to this model's size (%s)", len(fit.resampled),
-                 ", ".join(fit.resampled))
+        LOG.info("archspec: weights: %s", fit.resampled_words())
     return fit
 
 

@@ -58,6 +58,11 @@ class Fit:
     shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
     offset_twice: list[str] = field(default_factory=list)  # a shifted weight whose norm adds an offset too
 
+    def resampled_words(self) -> str:
+        """What was resampled, and how (the load line's and from_pretrained's words)."""
+        return (f"resampled {len(self.resampled)} to this model's size as timm's loading does (position tables "
+                f"bicubic with antialias, relative-position tables on BEiT's grid: {listing(self.resampled)})")
+
     @property
     def problems(self) -> int:
         return len(self.missing) + len(self.unexpected) + len(self.wrong_shape) + len(self.clashes)
@@ -77,9 +82,7 @@ class Fit:
         if self.kept:
             text += f"; kept initial values of {len(self.kept)} ({listing(self.kept)})"
         if self.resampled:
-            text += (f"; resampled {len(self.resampled)} to this model's size as timm's loading does (position "
-                     f"tables bicubic with antialias, relative-position tables on BEiT's grid: "
-                     f"{listing(self.resampled)})")
+            text += "; " + self.resampled_words()
         if self.created:
             text += f"; created {len(self.created)} ({listing(self.created)})"
         if self.new_classifier:
