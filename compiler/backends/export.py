@@ -147,6 +147,10 @@ def export_program(gm: torch.fx.GraphModule, graph: Graph, batch_range: tuple[in
     if not images:
         raise UsageError(f"{graph.name} has no image input: a size range applies to images")
     own = graph.inputs()[images[0]].type.shape[2]
+    if not size_range.min <= own <= size_range.max:  # the build checks the program against eager at its own size
+        raise UsageError(f"{graph.name}'s image is {own}x{own}, outside the size range {size_range}: the build "
+                         f"compares the program with the model at its own size; give a range that holds {own}, or "
+                         f"--set the spec's image size into {size_range}")
     args = example_inputs(graph, size=size_range.example(own))
     sized = _sized(gm, graph, images[0])
     try:

@@ -202,3 +202,15 @@ graph:
   - {id: attn, attention: {kind: global, heads: 2, scores: [{relative_table: {class_tokens: false}}]}}
 """).graph
     assert one_grid_parts(graph) == "made for one grid here: relative_table's position table (attn)"
+
+
+def test_a_size_range_without_the_specs_own_size_is_a_usage_error(tmp_path):
+    """The PoolFormer trial's --size 96:224 on a spec of image 64 stopped with exit 3, "a bug in
+    archspec" (torch's guard failed where the build compares the program with eager at 64)."""
+    spec = tmp_path / "conv_then_patchify.yaml"
+    spec.write_text(CONV_THEN_PATCHIFY)
+    done = subprocess.run([sys.executable, "-m", "archspec", "build", str(spec), "--target", "export", "--size",
+                           "96:128", "-o", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert "image is 64x64, outside the size range 96:128" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
