@@ -599,3 +599,17 @@ def test_an_lm_heads_logits_plus_a_param_generate_with_the_bias():
     assert generates(archspec.check_text(BIASED_LM).graph)
     assert not generates(archspec.check_text(BIASED_LM.replace("bias_node: final_logits_bias",
                                                               "bias_node: mixed")).graph)  # a computed term
+
+
+def test_inputs_given_by_name_are_checked_as_given_in_order():
+    """model(input_ids=..., attention_mask=...): the Pegasus trial's 70-token source, given by name
+    to a spec of 64, met a torch error deep in the model; in order it was a ValueError naming the
+    input and the spec's line."""
+    model = archspec.build_text(TYPED_CAUSAL_LM, seed=0)
+    ids = torch.randint(0, 50, (1, 9))
+    with pytest.raises(ValueError, match=r"input 'input_ids' is \[1, 9\]; the spec declares \[B, 8\]"):
+        model(input_ids=ids, token_type_ids=torch.zeros_like(ids))
+    with pytest.raises(ValueError, match="input 'token_type_ids' has B = 2, and input 'input_ids' has B = 1"):
+        model(ids[:, :8], token_type_ids=torch.zeros(2, 8, dtype=torch.long))
+    out = model(input_ids=ids[:, :8], token_type_ids=torch.zeros(1, 8, dtype=torch.long))
+    assert out.shape == (1, 8, 50)
