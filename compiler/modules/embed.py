@@ -39,7 +39,7 @@ class TokenEmbed(nn.Module):
     in a left-padded prompt; compiler/generate/cache.py)."""
 
     def __init__(self, vocab, dim, pos, max_len, scale, tied=False, dropout=0.0, types=None, pos_offset=0,
-                 sincos_layout="interleaved", pad_id=None, pos_pad_id=None, multiplier=1.0):
+                 sincos_layout="interleaved", pad_id=None, pos_pad_id=None, multiplier=1.0, pos_frozen=False):
         super().__init__()
         self.multiplier = multiplier  # a fixed multiplier of the token embeddings (Granite, MiniCPM)
         self.pos_offset = pos_offset  # learned positions: rows of the table before the first position's
@@ -49,7 +49,9 @@ class TokenEmbed(nn.Module):
         self.tokens = None if tied else nn.Embedding(vocab, dim, padding_idx=pad_id)
         self.pos = nn.Embedding(pos_offset + max_len, dim, padding_idx=pos_pad_id) if pos == "learned" else None
         self.types = nn.Embedding(types, dim) if types else None
-        if pos == "sincos":
+        if pos == "sincos" and pos_frozen:  # a parameter that never trains, in the state dict (Pegasus)
+            self.pos_table = nn.Parameter(position_table(max_len, dim, sincos_layout, pos_pad_id), requires_grad=False)
+        elif pos == "sincos":
             self.register_buffer("pos_table", position_table(max_len, dim, sincos_layout, pos_pad_id),
                                  persistent=False)  # [max_len (+ pos_pad_id + 1), dim]
         else:
@@ -126,7 +128,8 @@ def lower(p, inputs, ctx):
     return make(TokenEmbed, vocab=vocab, dim=dim, pos=p.pos, max_len=p.max_len, scale=p.scale,
                 tied=p.tie is not None, dropout=p.dropout, types=p.types, pos_offset=p.pos_offset,
                 sincos_layout=p.sincos_layout, pad_id=p.pad_id, pos_pad_id=p.pos_pad_id,
-                **({"multiplier": p.multiplier} if p.multiplier != 1.0 else {}))  # model.py as before without it
+                **({"multiplier": p.multiplier} if p.multiplier != 1.0 else {}),  # model.py as before without them
+                **({"pos_frozen": True} if p.pos_frozen else {}))
 
 
 register_facts(EMBED, grid=KEEPS, classifier=None, resample=None)

@@ -33,6 +33,11 @@ class EmbedParams(Params):
                                                           "RoBERTa)")
     pos_offset: NonNegInt = Field(0, description="learned positions: the table has this many rows more, "
                                                  "before the first position's (BART, OPT: 2)")
+    pos_frozen: bool = Field(False, description="pos: sincos: the sinusoid table is a parameter that never trains, "
+                                                "in the state dict and counted among the parameters, as Hugging "
+                                                "Face's Pegasus, Marian and BART-like sinusoids are (their "
+                                                "embed_positions.weight loads into it); false: a buffer made at "
+                                                "build, in no state dict")
     scale: bool = Field(False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.)")
     multiplier: float = Field(1.0, allow_inf_nan=False,
                               description="multiply the token embeddings by this fixed number, before the positions "
@@ -146,6 +151,9 @@ class Embed(Op):
         if p.pos_offset and p.pos != "learned":
             raise RuleError(f"pos_offset moves a learned position table; these positions are {p.pos}",
                             field="pos_offset", hint="use pos: learned, or drop pos_offset")
+        if p.pos_frozen and p.pos != "sincos":
+            raise RuleError(f"pos_frozen freezes a sinusoid table, and these positions are {p.pos}", field="pos_frozen",
+                            hint="use pos: sincos with it, or drop pos_frozen (a learned table trains)")
         if p.pos == "sincos" and dim % 2:
             raise RuleError(f"sinusoidal positions need an even width, got {dim}", field="pos")
         check_padding_rows(p, table_shape(p, ctx)[0])
@@ -158,7 +166,9 @@ class Embed(Op):
         params = 0 if p.tie else p.vocab * p.dim
         params += (p.max_len + p.pos_offset) * out.channels if p.pos == "learned" else 0
         params += (p.types or 0) * out.channels
-        table = sincos_rows(p) * out.channels * FLOAT_BYTES if p.pos == "sincos" else 0  # the fixed sinusoids
+        params += sincos_rows(p) * out.channels if p.pos_frozen else 0  # a frozen table is a parameter
+        fixed = p.pos == "sincos" and not p.pos_frozen
+        table = sincos_rows(p) * out.channels * FLOAT_BYTES if fixed else 0  # the fixed sinusoids, a buffer
         return Cost(params, 0, table)
 
     def value_range(self, p, slot: int, ctx) -> int | None:
