@@ -33,6 +33,9 @@ def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:
     names = [str(c) for c in choices]
     if SAME_MEANING.get(str(word)) in names:  # `lte` is le, though lt is spelt closer
         return DidYouMean(word, SAME_MEANING[str(word)])
+    same_letters = [name for name in names if name.lower() == str(word).lower()]
+    if len(same_letters) == 1:  # `reLU` is relu
+        return DidYouMean(word, same_letters[0])
     reordered = same_parts(str(word), names)
     if reordered is not None:  # `post_res` means res_post, not the closer-spelt post
         return DidYouMean(word, reordered)

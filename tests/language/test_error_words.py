@@ -178,3 +178,9 @@ def test_a_sliding_window_over_the_whole_sequence_warns():
     (warning,) = archspec.check_text(text.replace("WINDOW", "100")).graph.warnings
     assert warning.message.startswith("window 100 covers every token of sequences up to 64")
     assert not archspec.check_text(text.replace("WINDOW", "16")).graph.warnings
+
+
+def test_a_choice_in_other_letters_case_is_told_the_choice():
+    """The Pegasus trial's `act: reLU` got no did-you-mean."""
+    d, _ = first_error("name: t\ninputs: {x: [B, 4, 8]}\ngraph:\n  - {activation: {fn: reLU}}\n")
+    assert d.hint == "did you mean 'relu'?"

@@ -236,7 +236,9 @@ graph:
      "argsort sorts the rows of a [B, N] tensor, got a 4x4 token grid [B, 17, 8] 4x4+1",
      "a float input [B, N] (e.g. noise: [B, 196]) or token ids [B, N]"),
     ("{from: [patch, noise], gather: {skip_prefix: true}}",
-     "the index must be int64 [B, M] (e.g. an argsort), got a feature vector [B, 16]", None),
+     "the index must be int64 [B, M] (e.g. an argsort), got a feature vector [B, 16] of float32",
+     "an argsort of it gives one, or `cast: {dtype: int64}` of floats that hold whole numbers (a `constant` with "
+     "`fill: index`)"),
     ("{from: [noise, order], gather: {skip_prefix: true}}",
      "skip_prefix is for tokens; x is a feature vector", None),
     ("{from: [patch, order, patch], scatter: {skip_prefix: true}}",

@@ -27,8 +27,10 @@ class GatherParams(Params):
 def check_index(index: TensorType) -> None:
     """An index is int64 [B, M] (token ids, e.g. an argsort)."""
     if index.dtype != "int64" or len(index.shape) != 2:
+        hint = ("an argsort of it gives one, or `cast: {dtype: int64}` of floats that hold whole numbers (a "
+                "`constant` with `fill: index`)" if index.dtype != "int64" and len(index.shape) == 2 else None)
         raise RuleError(f"the index must be int64 [B, M] (e.g. an argsort), got {index.layout_name()} "
-                        f"{index.describe()}", field="from")
+                        f"{index.describe()} of {index.dtype}", field="from", hint=hint)
 
 
 def check_sequence(x: TensorType, op: str, role: str, skip_prefix: bool | None) -> None:
