@@ -250,7 +250,7 @@ graph:
     ("{from: [noise, order, noise], scatter: {count: 8}}",
      "8 indices for 16 values", "one index per value placed: `count: 16` uses the first 16"),
     ("{from: order, compare: {op: gte, value: 4}}",
-     "`op` must be 'lt', 'le', 'gt', 'ge', 'eq' or 'ne'; got 'gte'", "did you mean 'gt'?"),
+     "`op` must be 'lt', 'le', 'gt', 'ge', 'eq' or 'ne'; got 'gte'", "did you mean 'ge'?"),  # greater or equal
 ])
 def test_bad_parameters_give_a_located_error_with_a_hint(node, message, hint):
     with pytest.raises(archspec.SpecError) as info:
