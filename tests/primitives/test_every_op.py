@@ -531,3 +531,19 @@ graph:
     assert model.to(torch.bfloat16)(x.bfloat16(), mask).dtype == torch.bfloat16
     with pytest.raises(archspec.SpecError, match="where's condition is 0/1 int64, got .* of float32"):
         archspec.check_text(text.replace("from: [m3, x, low]", "from: [x, x, low]"))
+
+
+def test_a_vector_times_an_image_is_refused_even_where_the_sizes_happen_to_broadcast():
+    """The PoolFormer trial's LayerScale written as `param: {shape: [C]}` times an image: a clear
+    broadcast error, except where the image's width equals C, where it scaled the width without a
+    word (another model)."""
+    text = """name: ls
+inputs:
+  image: [B, 8, 8, 8]
+graph:
+  - {id: gamma, param: {shape: [8]}}
+  - {id: scaled, from: [image, gamma], multiply: {}}
+"""
+    with pytest.raises(archspec.SpecError, match="the vector's channels would meet the image's width"):
+        archspec.check_text(text)
+    archspec.check_text(text.replace("shape: [8]", "shape: [8, 1, 1]"))  # LayerScale2d's shape
