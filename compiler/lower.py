@@ -92,10 +92,11 @@ class Lowering(Interpreter):
             setattr(self.root.get_submodule(path), attribute, self.root.get_submodule(owner))
         share_weights(self.root, self.graph)
         hierarchy = Hierarchy(self.graph, self.root, self.mark)
+        uncalled = uncalled_modules(self.root, hierarchy.live, self.graph)  # before groups replace their containers
         inputs = [n.name for n in self.graph.inputs()]
         forward = hierarchy.build("", force=(inputs, [o.node for o in self.graph.outputs]))
         gm = ArchspecModel(self.root, forward, class_name=class_name(self.graph.name))
-        keep_uncalled(gm, self.root, hierarchy.live, self.graph)
+        keep_uncalled(gm, uncalled)
         gm.graph.lint()
         gm.meta["archspec"] = model_facts(self.graph)  # a ModelFacts (interface.py): ArchspecModel.facts
         gm.meta["archspec_inputs"] = input_shapes(self.graph)  # what calling the model checks (model.py)
@@ -139,21 +140,25 @@ class Lowering(Interpreter):
         return fx
 
 
-def keep_uncalled(gm: nn.Module, root: nn.Module, live: set[str], graph: Graph) -> None:
-    """The modules of the nodes no output depends on, back at their paths in `gm`: forward does not
-    call them (fx keeps only the modules its graphs call), and they keep their parameters, so that
-    a reference's unused pooler or mask token loads and counts as in the reference."""
-    for node in graph.nodes():
-        if node.is_input or node.name in live or node.name.startswith(OBJECTIVES + "."):
-            continue
-        *parents, leaf = node.name.split(".")
+def uncalled_modules(root: nn.Module, live: set[str], graph: Graph) -> dict[str, nn.Module]:
+    """The modules of the nodes no output depends on, by path (forward will not call them)."""
+    return {node.name: root.get_submodule(node.name) for node in graph.nodes()
+            if not node.is_input and node.name not in live and not node.name.startswith(OBJECTIVES + ".")}
+
+
+def keep_uncalled(gm: nn.Module, uncalled: dict[str, nn.Module]) -> None:
+    """The uncalled modules back at their paths in `gm` (fx keeps only the modules its graphs
+    call, in the groups too): they keep their parameters, so that a reference's unused pooler or
+    mask token loads and counts as in the reference."""
+    for path, module in uncalled.items():
+        *parents, leaf = path.split(".")
         owner = gm
         for part in parents:
             if not hasattr(owner, part):
                 owner.add_module(part, nn.Module())
             owner = getattr(owner, part)
         if not hasattr(owner, leaf):
-            owner.add_module(leaf, root.get_submodule(node.name))
+            owner.add_module(leaf, module)
 
 
 def share_weights(root: nn.Module, graph: Graph) -> None:

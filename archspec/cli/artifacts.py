@@ -288,6 +288,7 @@ class OutputDir:
     def __init__(self, target: str, staging: str, shown: str):
         self.target, self.staging, self.shown = target, staging, shown
         self.committed = False
+        self.manifest_bytes = 0  # the manifest's size, once commit wrote it
         self.notes: list[str] = []  # what the commit did that the user should know
 
     @classmethod
@@ -332,6 +333,7 @@ class OutputDir:
                  if file_kind(os.lstat(os.path.join(self.staging, name)).st_mode) is None}  # files only: see above
         write_json(os.path.join(self.staging, MANIFEST), {"written_by": "archspec build", "files": files,
                                                           **({"build": info} if info else {})})
+        self.manifest_bytes = os.lstat(os.path.join(self.staging, MANIFEST)).st_size  # said once the folder is in place
         # the lock first: a build waiting for another's commit can still be interrupted
         with locked(os.path.dirname(self.target)), signals_held():
             clean_stale(os.path.dirname(self.target), os.path.basename(self.target))

@@ -67,3 +67,24 @@ def test_the_standalone_model_and_the_exported_program_keep_them(tmp_path):
     assert main(["build", str(tmp_path / "spare.yaml"), "-o", str(tmp_path / "out")]) == 0
     source = (tmp_path / "out" / "model.py").read_text()
     assert "_install(self, 'spare.a'" in source
+
+
+def test_an_unused_node_inside_a_group_that_runs_keeps_its_module():
+    """LeViT's spec with its position bias left unread (a parity test's wrong variant): the table
+    sat inside a block that runs, whose module fx built without it, and lowering failed."""
+    text = """name: inner
+inputs:
+  x: [B, 8, 16]
+blocks:
+  layer:
+    graph:
+      - {id: table, param: {shape: [4, 8]}}
+      - {id: mlp, from: x, mlp: {ratio: 2}}
+    inputs: [x]
+graph:
+  - {id: blocks, repeat: 2, layer: {}}
+"""
+    model = archspec.build_text(text, seed=0)
+    assert model.get_submodule("blocks.0.table").value.shape == (1, 4, 8)
+    assert "blocks.1.table.value" in model.state_dict()
+    assert model(torch.randn(2, 8, 16)).shape == (2, 8, 16)

@@ -416,8 +416,10 @@ class Build:
     def summary(self) -> None:
         """What was written, in the order written (the manifest last)."""
         written = [os.path.basename(p) for p in self.written]
-        names = written + [n for n in self.files if n not in written] + ["manifest.json"]
-        sizes = {n: os.path.getsize(os.path.join(self.output.target, n)) for n in names}
+        names = [n for n in written if n in self.files] + [n for n in self.files if n not in written]
+        # the sizes the commit recorded: another build racing into the folder may have replaced it since
+        sizes = {n: self.files[n]["bytes"] for n in names} | {"manifest.json": self.output.manifest_bytes}
+        names.append("manifest.json")
         shown = self.output.shown
         if self.options.as_json:
             print(json.dumps({"outdir": shown, "files": sizes}, indent=2))
