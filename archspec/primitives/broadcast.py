@@ -40,12 +40,6 @@ def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
         raise RuleError(f"{what}: tokens on a {_grid(x.grid)} grid and tokens on a {_grid(y.grid)} grid", field="from",
                         hint="both sides must lie on the same grid (check the patch, stride or pool sizes that make "
                              "them); a vector meant for every token has no grid: a param, or the tokens reduced")
-    if {x.layout, y.layout} == {"vector", "image"}:  # aligned on the right, C would meet the image's width
-        vec, img = (x, y) if x.layout == "vector" else (y, x)
-        raise RuleError(f"{what}: a feature vector {_text(vec.shape)} and an image {_text(img.shape)}: aligned on "
-                        f"the right, the vector's channels would meet the image's width, not its channels",
-                        field="from", hint="a per-channel scale of an image is a `param` of shape [C, 1, 1] (timm's "
-                                           "LayerScale2d), or the vector rearranged 'b c -> b c 1 1'")
     rank = max(len(x.shape), len(y.shape))
     for t in (x, y):
         if len(t.shape) < rank and t.shape and batch_factor(t.shape[0]):
@@ -54,6 +48,12 @@ def broadcast(x: TensorType, y: TensorType, what: str) -> TensorType:
                             f"the other, not its batch", field="from",
                             hint="give both the same number of axes (rearrange the smaller one, e.g. 'b c -> b c 1 "
                                  "1' for an image), so that batch meets batch")
+    if {x.layout, y.layout} == {"vector", "image"}:  # aligned on the right, C would meet the image's width
+        vec, img = (x, y) if x.layout == "vector" else (y, x)
+        raise RuleError(f"{what}: a feature vector {_text(vec.shape)} and an image {_text(img.shape)}: aligned on "
+                        f"the right, the vector's channels would meet the image's width, not its channels",
+                        field="from", hint="a per-channel scale of an image is a `param` of shape [C, 1, 1] (timm's "
+                                           "LayerScale2d), or the vector rearranged 'b c -> b c 1 1'")
     xs = (1,) * (rank - len(x.shape)) + tuple(x.shape)
     ys = (1,) * (rank - len(y.shape)) + tuple(y.shape)
     shape = []
