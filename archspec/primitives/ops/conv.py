@@ -86,13 +86,14 @@ class Geometry:
                    for axis in range(len(self.kernel)))
 
 
-def per_axis(p: ConvParams, name: str) -> tuple[int, ...]:
-    """A size parameter as one value per axis (an int is the same on every axis)."""
+def per_axis(p, name: str, op: str = "conv") -> tuple[int, ...]:
+    """A size parameter of a conv (or `op`, conv_transpose) as one value per axis (an int is the
+    same on every axis)."""
     value = getattr(p, name)
     if isinstance(value, int):
         return (value,) * p.dim
     if p.dim == 1:
-        raise RuleError(f"a 1-D conv takes one {name}, got the pair {value}", field=name,
+        raise RuleError(f"a 1-D {op} takes one {name}, got the pair {value}", field=name,
                         hint=Remedy(f"use {name}: {value[0]}"))
     return tuple(value)
 

@@ -23,7 +23,7 @@ from ..grids import as_image
 from ..registry import register
 from ..dtypes import READS, FLOAT_FIRST
 from ..decoding import Mixes, register_decoding
-from .conv import check_channels, groups_of, one_d_hint
+from .conv import check_channels, groups_of, one_d_hint, per_axis
 
 
 class ConvTransposeParams(Params):
@@ -63,21 +63,11 @@ class Geometry:
                    zip(self.kernel, self.stride, self.padding, self.output_padding, self.dilation))
 
 
-def per_axis(p: ConvTransposeParams, name: str) -> tuple[int, ...]:
-    """A size parameter as one value per axis (an int is the same on every axis)."""
-    value = getattr(p, name)
-    if isinstance(value, int):
-        return (value,) * p.dim
-    if p.dim == 1:
-        raise RuleError(f"a 1-D conv_transpose takes one {name}, got the pair {value}", field=name,
-                        hint=Remedy(f"use {name}: {value[0]}"))
-    return tuple(value)
-
-
 def geometry(p: ConvTransposeParams) -> Geometry:
     """The geometry per axis, or a RuleError naming the parameter: output_padding below the stride
     or the dilation (torch refuses the rest at run time)."""
-    g = Geometry(*(per_axis(p, name) for name in ("kernel", "stride", "padding", "output_padding", "dilation")))
+    g = Geometry(*(per_axis(p, name, "conv_transpose")
+                   for name in ("kernel", "stride", "padding", "output_padding", "dilation")))
     for s, extra, d in zip(g.stride, g.output_padding, g.dilation):
         if extra >= max(s, d):
             raise RuleError(f"output_padding {extra} must be smaller than the stride {s} or the dilation {d}",
