@@ -26,6 +26,7 @@ from .core.interpreter import NodeFailed
 from .core.ir import Graph, NodeView
 from .language.compose import compose
 from .language.expand import expand
+from .language.given import located_at_uses, paths_by_loc, value_at
 from .language.loader import Document, load_file, load_text
 from .primitives.cost import Costing, cost
 from .primitives.infer import infer
@@ -36,10 +37,12 @@ from .sizes import (PASSES, SizeSolver, check_problems, find_knob, hint_seconds,
 
 def check_document(doc: Document, overrides: Mapping[str, Any] | None = None) -> Report:
     doc = compose(doc, overrides)
+    graph = None
     try:
-        graph = cost(infer(expand(doc)))
+        graph = expand(doc)
+        cost(infer(graph))
     except SpecError as exc:
-        raise solve_hints(exc, doc).with_sources(doc.sources) from None
+        raise located_at_uses(solve_hints(exc, doc), graph, doc).with_sources(doc.sources) from None
     return Report.from_graph(graph)
 
 
@@ -102,7 +105,7 @@ def attempt_document(doc: Document, overrides: Mapping[str, Any] | None = None) 
         return Attempt(Report.from_graph(cost(infer(graph))), graph, None, doc)
     except SpecError as exc:
         PartialCosting(graph).run()
-        return Attempt(None, graph, solve_hints(exc, doc).with_sources(doc.sources), doc)
+        return Attempt(None, graph, located_at_uses(solve_hints(exc, doc), graph, doc).with_sources(doc.sources), doc)
 
 
 def attempt_file(path: str, overrides: Mapping[str, Any] | None = None) -> Attempt:
@@ -202,7 +205,7 @@ def _solve_param(d: Diagnostic, doc: Document, baseline) -> Diagnostic:
     literal = _literal_at(doc, d) if isinstance(divides, Divides) and param is None else None
     if param is None and literal is None:
         return d
-    current = doc.data["params"][param] if param is not None else _value_at(doc.data, literal)
+    current = doc.data["params"][param] if param is not None else value_at(doc.data, literal)
     candidates = sorted(divides.candidates, key=lambda v: (abs(v - current) if isinstance(current, int) else 0, v))
     if param is not None:
         good = param_values_that_cure(doc, param, candidates, baseline, PARAM_SECONDS)
@@ -253,7 +256,7 @@ def _param_at(doc: Document, d: Diagnostic) -> str | None:
     """The spec param written as the whole value the diagnostic points at (`${window}`), if
     it is one (and no block parameter of the same name hides it)."""
     path = _path_at(doc, d)
-    value = _value_at(doc.data, path) if path is not None else None
+    value = value_at(doc.data, path) if path is not None else None
     name = value[2:-1].strip() if isinstance(value, str) and value.startswith("${") and value.endswith("}") else None
     params = doc.data.get("params") if isinstance(doc.data, dict) else None
     if not name or not isinstance(params, dict) or name not in params or not isinstance(params[name], int):
@@ -266,7 +269,7 @@ def _param_at(doc: Document, d: Diagnostic) -> str | None:
 def _literal_at(doc: Document, d: Diagnostic) -> tuple | None:
     """The document path of the whole number written where the diagnostic points, if it is one."""
     path = _path_at(doc, d)
-    value = _value_at(doc.data, path) if path is not None else None
+    value = value_at(doc.data, path) if path is not None else None
     return path if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -292,30 +295,7 @@ def _path_at(doc: Document, d: Diagnostic) -> tuple | None:
     """The document path of the value the diagnostic points at, or None."""
     if d.loc is None:
         return None
-    return _paths_by_loc(doc).get(d.loc)
-
-
-_PATHS_BY_LOC: list = [None, 0, None]  # [the last document's locs, their count, loc -> its first path]
-
-
-def _paths_by_loc(doc: Document) -> dict:
-    """loc -> the first document path written there (a spec with 3,000 errors asked each of its
-    12,000 values once per error: 36 million comparisons, 24 s of CPU)."""
-    if _PATHS_BY_LOC[0] is not doc.locs or _PATHS_BY_LOC[1] != len(doc.locs):
-        index: dict = {}
-        for path, loc in doc.locs.items():
-            index.setdefault(loc, path)
-        _PATHS_BY_LOC[:] = [doc.locs, len(doc.locs), index]
-    return _PATHS_BY_LOC[2]
-
-
-def _value_at(data: Any, path: tuple) -> Any:
-    for key in path:
-        try:
-            data = data[key]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
+    return paths_by_loc(doc).get(d.loc)
 
 
 __all__ = ["check_document", "check_file", "check_text", "lower_report", "Attempt", "attempt_document",

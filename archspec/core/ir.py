@@ -115,6 +115,15 @@ class GroupInfo:
 
 
 @dataclass(frozen=True)
+class BlockUse:
+    """A use of a block: which block, and where the use writes each argument it gives (an
+    error about `${heads}` inside the block points there: language/given.py)."""
+
+    block: str
+    given: tuple[tuple[str, Loc], ...] = ()  # (argument, where its value is written)
+
+
+@dataclass(frozen=True)
 class Output:
     name: str  # the output's name in the compiled module
     node: str  # the node it reads
@@ -138,6 +147,7 @@ class Graph:
         self.mapping_sources: list = []  # `mappings:` entries as resolved (language/mapping_sources.py)
         self.params: dict = {}  # the spec's params as checked (after --set), for mapping files' ${...}
         self.groups: dict[str, GroupInfo] = {}  # paths of repeats, block uses and inline groups
+        self.block_uses: dict[str, BlockUse] = {}  # path of each block use -> where it gives its arguments
         self.warnings: list[Diagnostic] = []  # found while making the IR (e.g. nodes no output needs)
         self._targets: set[str] = set()  # inputs that are training targets (only objectives read them)
         self._records: dict[str, Node] = {}  # in the order nodes were added (the spec's order)

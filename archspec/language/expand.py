@@ -19,11 +19,12 @@ from typing import Any
 
 from ..core.declared import ValidationError
 from ..core.errors import Collector, Loc, SpecError, error, warning
-from ..core.ir import INPUT, OUTPUT_METHODS, Graph, GroupInfo, Node, Output, nearest_loc
+from ..core.ir import INPUT, OUTPUT_METHODS, BlockUse, Graph, GroupInfo, Node, Output, nearest_loc
 from ..primitives import plugins
 from ..primitives.base import Op
 from . import node_checks as checks
 from .expressions import work_budget
+from .given import at_the_use, uses_around
 from .hints import hint_budget, suggest
 from .inputs import InputTypes, symbolic_dims
 from .loader import Document
@@ -140,6 +141,7 @@ class Expander:
                                + unused_nodes(self.graph, needed | said_unused)
                                + condition_warnings(self.doc, self.spec) + unread
                                + method_named_outputs(self.graph.outputs) + self.output_warnings)
+        self.graph.warnings = self.at_the_uses(self.graph.warnings)
         return self.graph
 
     def name_outputs(self, objectives: Scope, top: Scope) -> None:
@@ -178,9 +180,15 @@ class Expander:
         self.stop_if_errors()
 
     def stop_if_errors(self) -> None:
-        """Raise the errors collected so far (a tolerant expansion goes on with the nodes it has)."""
-        if not self.tolerant:
-            self.errors.raise_if_any()
+        """Raise the errors collected so far (a tolerant expansion goes on with the nodes it has),
+        each about a block's argument pointed at the use that gave it."""
+        if not self.tolerant and self.errors.diagnostics:
+            located = Collector()
+            located.extend(self.at_the_uses(self.errors.diagnostics))
+            located.raise_if_any()
+
+    def at_the_uses(self, diagnostics: list) -> list:
+        return [at_the_use(d, uses_around(self.graph, d.path), self.doc) for d in diagnostics]
 
     def _try(self, fn, *args):
         try:
@@ -403,6 +411,8 @@ class Expander:
         inner.names.update(zip(block.inputs, inputs))
         self.block_stack.append(name)
         given_at = param_locations(self.doc, site.op_path, site.body) if isinstance(site.body, dict) else {}
+        self.graph.block_uses[site.node_path] = BlockUse(name, tuple((key, loc) for key, loc in given_at.items()
+                                                                     if key in args and loc is not None))
         self.block_arguments.append({key: (value, given_at.get(key)) for key, value in args.items()})
         try:
             out = self.expand_list(block.graph, ("blocks", name, "graph"), inner, Env(self.params, (args,)),
