@@ -99,6 +99,24 @@ def test_under_torch_compile_the_steps_run_as_flex_attentions_score_mod(monkeypa
     assert torch.allclose(fused, written, atol=1e-5) and torch.allclose(fused, by_hand(model, x), atol=1e-5)
 
 
+def test_under_torch_compile_rotated_queries_and_keys_give_the_written_out_attention():
+    """Rotary q and k made inside the compiled graph met inductor's CPU flex_attention with
+    strides it misreads: 0.09 off on the PaliGemma trial's logits, without a word. The kernel
+    now hands it contiguous q, k and v."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    torch.manual_seed(0)
+    model = archspec.build_text(CAPPED_BIAS.replace("heads: 4\n", "heads: 4\n      rope_theta: 10000.0\n")).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    x = torch.randn(2, 20, DIM)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        written = model(x)
+        fused = torch.compile(model, dynamic=False)(x)
+    assert (fused - written).abs().max() < 1e-5
+
+
 def test_the_steps_export_with_a_dynamic_batch_and_length_and_run_in_onnx_runtime(tmp_path):
     from archspec.compiler.backends.onnx import export_onnx
 

@@ -255,6 +255,11 @@ class AttentionKernel(AttentionForm, nn.Module):
 
         masked = self.keys.hides_some or masking_parts(parts)
         blocks = create_block_mask(mask_mod, None, None, q.shape[-2], k.shape[-2], device=q.device) if masked else None
+        # Contiguous: inductor's CPU flex_attention (torch 2.14) reads q and k made inside the compiled
+        # graph by a pointwise op on a transposed view (rotary's) with the wrong strides and returns
+        # other numbers, silently (the PaliGemma trial: 0.09 on logits of 1.1; plain-torch repro in
+        # tests/benchmarks/flex_cpu_strides_repro.py). A copy where they are not contiguous already.
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=self.scale)  # [B, h, N, d]
 
 
