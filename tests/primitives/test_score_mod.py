@@ -117,6 +117,44 @@ def test_under_torch_compile_rotated_queries_and_keys_give_the_written_out_atten
     assert (fused - written).abs().max() < 1e-5
 
 
+PREFIX_BY_IDS = """
+name: prefix_by_ids
+dims: {L: [1, 64]}
+inputs:
+  input_ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: embed, embed: {vocab: 128, dim: 64, pos: none}}
+  - {id: flag, from: input_ids, compare: {op: gt, value: 60}}
+  - id: attn
+    from: [embed, flag]
+    attention:
+      kind: global
+      heads: 4
+      scores:
+        - mod:
+            tensors: [flag]
+            steps:
+              - {causal: {less_equal: [k, q]}}
+              - {fk: {at: [flag, b, k]}}
+              - {pre: {greater: [fk, 0.5]}}
+              - {seen: {or: [causal, pre]}}
+              - {out: {where: [seen, score, -1.0e30]}}
+  - {id: head, head: {kind: lm, tie: embed}}
+"""
+
+
+def test_under_torch_compile_a_score_reading_a_tensor_computed_in_the_graph_compiles():
+    """A mask computed from the ids and read by the steps (PaliGemma's prefix) failed to compile
+    on the CPU (inductor's flex kernel: NoValidChoicesError, a torch traceback); it is written
+    out there, and gives the eager numbers."""
+    torch.manual_seed(0)
+    model = archspec.build_text(PREFIX_BY_IDS).eval()
+    ids = torch.randint(0, 128, (2, 20))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        assert (torch.compile(model, dynamic=False)(ids) - model(ids)).abs().max() < 1e-5
+
+
 def test_the_steps_export_with_a_dynamic_batch_and_length_and_run_in_onnx_runtime(tmp_path):
     from archspec.compiler.backends.onnx import export_onnx
 

@@ -92,7 +92,7 @@ class AttentionKernel(AttentionForm, nn.Module):
         ([B or 1, h or 1, N, M]) or None, `padding` a 0/1 key mask [B, M] or None, `tensors` the
         inputs the parts read by name."""
         N, M = q.shape[-2], k.shape[-2]
-        if self.mixes_scores(parts) and self.flexes(q, k, bias, parts):
+        if self.mixes_scores(parts) and self.flexes(q, k, bias, parts, tensors):
             return self.flexed(q, k, v, padding, parts, tensors)
         if self.sinks_alone(parts) and not self.writes_out(M, q.dtype):
             return self.sunk(q, k, v, bias, padding, parts)
@@ -217,16 +217,20 @@ class AttentionKernel(AttentionForm, nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self),
                                               scale=self.scale)  # [B, h, N, d]
 
-    def flexes(self, q, k, bias, parts=()) -> bool:
+    def flexes(self, q, k, bias, parts=(), tensors=()) -> bool:
         """Whether the parts run fused, as flex_attention's score_mod: under torch.compile (not
         torch.export, whose ONNX and TensorRT targets have no such kernel), with no score bias and
         no dropout, and every part an element-wise `modify` of the score (softcap, mod). Inductor's
         CPU kernel (torch 2.14) takes static sizes and heads of 16 or more: it fails to compile at a
-        dynamic length (a C++ error) or a head of 8 (no kernel), so those stay written out."""
+        dynamic length (a C++ error) or a head of 8 (no kernel), and a score_mod reading a tensor
+        computed in the graph (a mask from the ids: "NoValidChoicesError", the PaliGemma trial), so
+        those stay written out; it reads parameters (a per-head bias)."""
         if not torch.compiler.is_compiling() or torch.compiler.is_exporting() or self.written:
             return False
         if q.device.type == "cpu" and (q.shape[-1] < 16 or not all(
                 isinstance(size, int) for size in (*q.shape, *k.shape))):
+            return False
+        if q.device.type == "cpu" and not all(isinstance(t, torch.nn.Parameter) for t in tensors):
             return False
         if self.keys.adds_bias:
             return False  # a bias of the distances (alibi's): written out
