@@ -153,7 +153,10 @@ class Expander:
         for name, text in self.spec.outputs.items():
             if isinstance(text, str) and name != text and name not in top.names and name not in ids:
                 loc = self.doc.loc(("outputs", name))
-                objectives.names[name], objectives.where[name] = Ref(text, top, loc), loc
+                path = self._try(self.from_path, text, ("outputs", name), Env(self.params), "outputs")
+                if path is None:  # its own error, said where the outputs are made
+                    continue
+                objectives.names[name], objectives.where[name] = Ref(path, top, loc), loc
                 self.output_names.add(name)
 
     def kept_alternatives(self) -> list[tuple]:

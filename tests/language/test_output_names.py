@@ -36,3 +36,26 @@ def test_other_names_are_not_warned():
 def test_the_names_warned_are_the_outputs_methods():
     out = ModelOutput((torch.zeros(1),), ("a",))
     assert all(callable(getattr(out, name)) for name in OUTPUT_METHODS)
+
+
+def test_an_objective_reads_an_output_whose_path_is_an_expression():
+    """`outputs: {y: "${'enc.b' if deep else 'enc.a'}"}` read by an objective was looked up
+    unevaluated ("unknown node '${'enc'", the WavLM trial); it is the node the output names."""
+    spec = """
+name: t
+params: {deep: false}
+inputs: {x: [B, 8, 16]}
+graph:
+  - id: enc
+    graph:
+      - {id: a, linear: {dim: 16}}
+      - {id: b, linear: {dim: 16}}
+outputs:
+  y: "${'enc.b' if deep else 'enc.a'}"
+targets: {t: [B, 8, 16]}
+objectives:
+  - {id: l, from: [y, t], loss: {kind: mse}}
+"""
+    for deep, node in ((False, "enc.a"), (True, "enc.b")):
+        graph = archspec.check_text(spec.replace("deep: false", f"deep: {str(deep).lower()}")).graph
+        assert graph.inputs_of("objectives.l")[0] == node
