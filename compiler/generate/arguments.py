@@ -121,13 +121,13 @@ def check_arguments(decoder, input_ids, max_new_tokens=20, do_sample=False, temp
     if eos_token_id is not None:
         token_ids("eos_token_id", eos_token_id, decoder.vocab)
     if pad_token_id is not None:
-        integer("pad_token_id", pad_token_id, 0, decoder.vocab - 1)
+        integer("pad_token_id", pad_token_id, 0, decoder.table_rows - 1)
     if forced_bos_token_id is not None:
         integer("forced_bos_token_id", forced_bos_token_id, 0, decoder.vocab - 1)
     if forced_eos_token_id is not None:
         token_ids("forced_eos_token_id", forced_eos_token_id, decoder.vocab)
     if decoder_start_token_id is not None:
-        integer("decoder_start_token_id", decoder_start_token_id, 0, decoder.vocab - 1)
+        integer("decoder_start_token_id", decoder_start_token_id, 0, decoder.table_rows - 1)
     if decoder_input_ids is not None:
         check_target_prompt(decoder, decoder_input_ids, input_ids.shape[0])
     if attention_mask is not None:

@@ -82,6 +82,7 @@ class Decoder:
             node, why = facts.generate_refusal
             raise refusal(f"'{node}': {why}" if node else why)
         self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
+        self.table_rows = token_table_rows(model, self.vocab)  # the ids a prompt may hold
         self.min_length, self.max_length = sequence_range(model, target)
         self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
@@ -343,11 +344,18 @@ def check_source_tensor(decoder: Decoder, source, attention_mask) -> None:
                          "attention_mask (ones where nothing is padded)")
 
 
+def token_table_rows(model, vocab: int) -> int:
+    """The ids a prompt may hold: the largest token table's rows, which may be more than the logits'
+    `vocab` (MusicGen's start token is row 64 of a table of 65 beside 64 logits)."""
+    tables = [m.tokens.num_embeddings for m in model.modules() if isinstance(m, TokenEmbed) and m.tokens is not None]
+    return max([vocab, *tables])
+
+
 def check_vocabulary(decoder: Decoder, ids) -> None:
     low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= decoder.vocab:
+    if low < 0 or high >= decoder.table_rows:
         bad = low if low < 0 else high
-        raise ValueError(f"token id {bad} is outside the vocabulary of {decoder.name} (0..{decoder.vocab - 1})")
+        raise ValueError(f"token id {bad} is outside the vocabulary of {decoder.name} (0..{decoder.table_rows - 1})")
 
 
 def check_source(decoder: Decoder, input_ids, attention_mask, decoder_start_token_id,
