@@ -449,8 +449,10 @@ def ort_optimized_ops(path: str, level: str = "extended") -> Counter:
 def expected_fusions(graph: Graph) -> dict[str, int]:
     """What the spec implies: as many of each fused op as nodes whose ONNX_FUSION fact names it
     (onnx_fusions.py: one attention op per attention node; one fused GELU per GELU MLP whose
-    GELU follows its first linear)."""
-    found = Counter(fusion_of(node) for node in graph.nodes() if not node.is_input)
+    GELU follows its first linear), of the nodes forward runs: those an output depends on (a node
+    kept for its parameters alone is not exported: the MusicGen trial's unused cross attention)."""
+    run = graph.ancestors([o.node for o in graph.outputs])
+    found = Counter(fusion_of(node) for node in graph.nodes() if not node.is_input and node.name in run)
     return {fusion: found[fusion] for fusion in ONNX_FUSIONS}
 
 

@@ -72,3 +72,18 @@ def test_a_gelu_mlp_without_biases_expects_no_bias_gelu():
     text = "name: m\ninputs:\n  x: [B, 4, 16]\ngraph:\n  - {id: mlp, mlp: {hidden: 32, bias: false}}\n"
     assert expected_fusions(archspec.check_text(text).graph) == {"attention": 0, "gelu": 0}
     assert expected_fusions(archspec.check_text(text.replace("bias: false", "bias: true")).graph)["gelu"] == 1
+
+
+def test_a_node_kept_for_its_parameters_alone_expects_no_fused_node():
+    """An `unused: true` cross attention is never called, so never exported: the MusicGen trial's
+    build said "fewer fused nodes than the spec implies: Attention 2/4"."""
+    text = """
+name: m
+inputs:
+  x: [B, 4, 16]
+graph:
+  - {id: attn, attention: {kind: causal, heads: 2}}
+  - {id: cross, from: [attn, attn], unused: true, attention: {kind: cross, heads: 2}}
+  - {id: mlp, from: attn, mlp: {hidden: 32}}
+"""
+    assert expected_fusions(archspec.check_text(text).graph) == {"attention": 1, "gelu": 1}
