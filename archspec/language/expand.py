@@ -33,7 +33,7 @@ from .names import OBJECTIVES, check_node_id, node_names
 from .node_params import node_params
 from .param_types import condition_warnings
 from .schema import GROUP, BlockDef, NodeMeta, SpecDoc
-from .scope import Alias, Compound, Out, Ref, Scope, resolve
+from .scope import Absent, Alias, Compound, Out, Ref, Scope, resolve
 from .validation import diagnostics_from
 from .weights_of import Tie, inside, tied_pairs
 from .values import POISON, Env, Params, Silent, evaluate_value
@@ -260,7 +260,9 @@ class Expander:
         if not active:
             self._try(self.check_node_name, name, meta, site)  # a name that no value of the params could build
             if name not in scope.names:
-                scope.names[name], scope.where[name] = value, self.doc.loc(site.path)
+                named = Absent(name, self.doc.loc(site.path)) if meta.from_ is None and self.reads_nothing(site) \
+                    else value
+                scope.names[name], scope.where[name] = named, self.doc.loc(site.path)
                 scope.skipped.add(name)
                 return value
             # an alternative of a node kept before it: what follows reads the kept one, not this one's input
@@ -273,6 +275,18 @@ class Expander:
             scope.kept[name] = (site.node_path, self.doc.loc(site.path + ("id",)))
         self._try(self.check_node_name, name, meta, site)
         return value
+
+    def reads_nothing(self, site: Site) -> bool:
+        """Whether a node is a primitive that reads nothing (a param, a constant of fixed shape): skipped,
+        it has no input to stand for. False where its params do not evaluate (its `if` guards them)."""
+        if site.op == GROUP or site.op in self.spec.blocks:
+            return False
+        try:
+            values = evaluate_value(site.body if site.body is not None else {}, site.op_path, site.env, self.doc)
+            op, params = node_params(site.op, values, self.doc, site.op_path, site.node_path)
+            return not op.reads(params)
+        except (SpecError, Silent, ValidationError, ValueError, TypeError, KeyError):
+            return False
 
     def tie(self, site: Site, meta: NodeMeta, start: int) -> None:
         """Note a node with `weights_of` (its primitive nodes are pending[start:])."""

@@ -43,6 +43,16 @@ class Alias:
     target: Any  # a skipped node (if: false, repeat: 0) stands for its input
 
 
+@dataclass
+class Absent:
+    """A skipped node that reads nothing (a `param`, a `constant`): it has no input to stand for,
+    so a node naming it is refused (it passed on the node before it: `add [h, bias]` was h + h,
+    the YOLOS trial). The chain of nodes without `from` goes on past it."""
+
+    name: str
+    loc: Loc | None
+
+
 class Scope:
     def __init__(self, parent: "Scope | None"):
         self.parent = parent
@@ -82,6 +92,8 @@ def resolve(value, memo: dict | None = None) -> str | None:
             node = value.node
             break
         walked.append(value)
+        if isinstance(value, Absent):
+            raise absent_error(value, walked)
         if isinstance(value, Compound):
             value = value.out
         elif isinstance(value, Alias):
@@ -97,6 +109,16 @@ def resolve(value, memo: dict | None = None) -> str | None:
     for followed in walked:
         memo[id(followed)] = (followed, node)
     return node
+
+
+def absent_error(value: Absent, walked: list):
+    """The error of a reference that reaches a skipped node reading nothing, at the reference."""
+    ref = next((v for v in reversed(walked) if isinstance(v, Ref)), None)
+    return error(f"'{value.name}' is switched off (its `if` is false) and reads nothing, so it has no input to pass "
+                 "on for this node to read", ref.loc if ref else value.loc, ref.owner if ref else None,
+                 hint=f"switch this node off under the same condition, or give '{value.name}' an alternative "
+                      "kept when it is off (a node with the same id and the opposite `if`, e.g. a constant of "
+                      "zeros)")
 
 
 def lookup(ref: Ref):

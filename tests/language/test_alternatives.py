@@ -116,3 +116,24 @@ graph:
 """
     graph = archspec.check_text(text).graph
     assert graph.inputs_of("c") == ("x",)
+
+
+def test_a_skipped_param_leaves_the_chain_to_the_node_before_it():
+    """A skipped node that reads nothing is refused where a node names it (tests/bad_specs/
+    skipped_param_read_by_name.yaml), but the next node without `from` still reads the node
+    before it, and an alternative under the same id is taken as before."""
+    spec = """
+name: t
+params: {use_bias: false}
+inputs: {x: [B, 30, 32]}
+graph:
+  - {id: h, linear: {dim: 32}}
+  - {id: bias, if: "${use_bias}", param: {shape: [30, 32], init: zeros}}
+  - {id: bias, if: "${not use_bias}", constant: {shape: [30, 32]}}
+  - {id: out, from: [h, bias], add: {}}
+  - {id: skipped, if: false, param: {shape: [32]}}
+  - {id: norm, norm: {}}
+"""
+    graph = archspec.check_text(spec).graph
+    assert graph.inputs_of("out") == ("h", "bias") and graph.node("bias").op.primitive == "constant"
+    assert graph.inputs_of("norm") == ("out",)
