@@ -53,7 +53,8 @@ from archspec.core.errors import InternalError, bug, error
 from archspec.core.ir import Graph
 
 from ..facts import ONNX_FUSIONS
-from .export import dynamic_shapes, example_inputs, max_abs_difference, not_finite, not_finite_note, other_lengths
+from .export import (dynamic_shapes, example_inputs, largest_magnitude, max_abs_difference, not_finite, not_finite_note,
+                     other_lengths)
 from .padded_check import gap_at_real_tokens, padding_masks, right_padded
 from .out_of_memory import out_of_memory_error, ran_out_of_memory
 from .onnx_fusions import fusion_of
@@ -564,7 +565,7 @@ def _onnxruntime_gap(onnxruntime, gm, graph: Graph, path: str,
     with torch.no_grad():
         expected = gm(*args)
     expected = expected if isinstance(expected, (tuple, list)) else (expected,)
-    scale = max((float(e.float().abs().max()) for e in expected if e.numel()), default=0.0)
+    scale = largest_magnitude(expected)
     outs = tuple(torch.from_numpy(o) for o in outs)
     if masks:
         return gap_at_real_tokens(outs, expected, args, masks), scale, not_finite(expected)

@@ -87,3 +87,14 @@ graph:
   - {id: mlp, from: attn, mlp: {hidden: 32}}
 """
     assert expected_fusions(archspec.check_text(text).graph) == {"attention": 1, "gelu": 1}
+
+
+def test_the_scale_a_gap_is_measured_against_leaves_out_masked_values():
+    """Logits masked with float32's lowest (Chameleon's image tokens) made the ONNX check accept
+    gaps up to 1e-3 of 3.4e38; the scale is that of the ordinary values."""
+    from archspec.compiler.backends.export import largest_magnitude
+
+    logits = torch.tensor([[2.5, -1.0, torch.finfo(torch.float32).min, float("inf")]])
+    assert largest_magnitude((logits,)) == 2.5
+    assert largest_magnitude((logits.bfloat16(),)) == 2.5
+    assert largest_magnitude((torch.tensor([7]),)) == 7.0
