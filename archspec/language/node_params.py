@@ -89,13 +89,36 @@ def without_other_kinds_nones(op: Op, values: dict) -> dict:
             if not (value is None and key not in own and key in others)}
 
 
+def without_nones_for_defaults(op: Op, values: dict) -> dict:
+    """The values less each option that is none where its field takes no none but has a default:
+    left out, its default holds, so one node may give an option on some layers only
+    (`res_post_init: "${'ones' if swin_norm else None}"`, the Chameleon trial; OLMo 3's
+    `rope_original_length` on its full-attention layers alone). A field that takes none keeps it."""
+    declared = op.Params._declared()
+    kept = {}
+    for key, value in values.items():
+        name = declared.keys.get(key)
+        if value is None and name is not None:
+            field = declared.fields[name]
+            if not field.is_required() and not takes_none(field):
+                continue
+        kept[key] = value
+    return kept
+
+
+def takes_none(field) -> bool:
+    errors: list = []
+    field._validate(None, (), errors)
+    return not errors
+
+
 def node_params(primitive: str, values: Any, doc: Document, base: tuple, node_path: str) -> tuple[Op, Any]:
     """(op, validated params) of a primitive node."""
     if not isinstance(values, dict):
         raise error(f"{primitive} takes a mapping of parameters", doc.loc(base), hint=f"e.g. `- {primitive}: {{...}}`")
     op = op_for(primitive, values, doc, base, node_path)
     try:
-        return op, op.Params.model_validate(without_other_kinds_nones(op, values))
+        return op, op.Params.model_validate(without_nones_for_defaults(op, without_other_kinds_nones(op, values)))
     except ValidationError as exc:
         what = f"{primitive} (kind {op.kind})" if op.kind else primitive
         raise SpecError(diagnostics_from(exc, values, doc, base, op.Params, what, node_path,

@@ -75,3 +75,22 @@ def test_a_none_option_the_kind_takes_is_given_to_it(tmp_path):
     text = ONE_NODE.replace('window: "${window if i % 2 == 0 else None}"', "window: ~")
     with pytest.raises(SpecError, match="window"):  # sliding needs its window: none is not left out
         built(text, tmp_path, "sliding_without_window")
+
+
+def test_an_option_none_where_its_field_takes_no_none_keeps_its_default():
+    """`res_post_init: "${'ones' if swin else None}"` was "must be 'zeros' or 'ones'; got nothing"
+    (the Chameleon trial; OLMo 3's rope_original_length on some layers only): none leaves the
+    option out, so its default holds, and the layers that give it get it."""
+    spec = """
+name: t
+params: {swin: false}
+inputs: {x: [B, 8, 32]}
+graph:
+  - id: attn
+    attention: {kind: causal, heads: 2, norm: "${'res_post' if swin else 'pre'}",
+                res_post_init: "${'ones' if swin else None}"}
+"""
+    plain = archspec.check_text(spec).graph.node("attn").params
+    swin = archspec.check_text(spec.replace("swin: false", "swin: true")).graph.node("attn").params
+    assert plain.norm == "pre" and "res_post_init" not in plain.model_fields_set
+    assert swin.norm == "res_post" and swin.res_post_init == "ones"
