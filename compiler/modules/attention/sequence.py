@@ -41,7 +41,7 @@ class Rotary(nn.Module):
     """Rotary position embeddings for positions 0..L-1, applied to queries and keys: the pairs
     (i, i + dims/2), or (2i, 2i + 1) when `interleaved`."""
 
-    def __init__(self, dims, theta=10000.0, interleaved=False, yarn=None, longrope=None):
+    def __init__(self, dims, theta=10000.0, interleaved=False, yarn=None, longrope=None, llama3=None):
         super().__init__()
         self.dims, self.interleaved = dims, interleaved
         self.long_from = None  # LongRoPE: the furthest position (1-based) beyond which the long factors apply
@@ -49,6 +49,8 @@ class Rotary(nn.Module):
         inv_freq, self.factor = 1.0 / powers, 1.0
         if yarn is not None:
             inv_freq, self.factor = yarn_frequencies(dims, theta, **yarn)
+        if llama3 is not None:
+            inv_freq = llama3_frequencies(inv_freq, **llama3)
         if longrope is not None:  # Hugging Face's _compute_longrope_parameters and longrope_frequency_update
             self.long_from, self.factor = longrope["original_length"], longrope["attention_factor"]
             self.register_buffer("long_inv_freq", 1.0 / (torch.tensor(longrope["long"]) * powers), persistent=False)
@@ -82,6 +84,19 @@ class Rotary(nn.Module):
             return x * cos + turn(x) * sin
         turned, kept = x[..., : self.dims], x[..., self.dims:]
         return torch.cat((turned * cos + turn(turned) * sin, kept), dim=-1)
+
+
+def llama3_frequencies(inv_freq, factor, low_freq_factor, high_freq_factor, original_length):
+    """Llama 3's inv_freq [dims/2], as Hugging Face's _compute_llama3_parameters: frequencies whose
+    wavelength exceeds original_length / low_freq_factor divided by `factor`, those below
+    original_length / high_freq_factor kept, those between blended by where the wavelength lies."""
+    low_freq_wavelen, high_freq_wavelen = original_length / low_freq_factor, original_length / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq  # [dims/2]
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (original_length / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return torch.where(medium, blended, scaled)
 
 
 def yarn_frequencies(dims, theta, factor, original_length=4096, beta_fast=32.0, beta_slow=1.0, truncate=True,
@@ -334,7 +349,15 @@ def rotary_args(p) -> dict | None:
         return None
     dims = {"dims": p.rope_dims} if p.rope_dims is not None else {}
     return dict(theta=p.rope_theta, **dims, interleaved=p.rope_interleaved, yarn=yarn_args(p),
-                longrope=longrope_args(p))
+                longrope=longrope_args(p), llama3=llama3_args(p))
+
+
+def llama3_args(p) -> dict | None:
+    """Llama 3's scaling as llama3_frequencies' keywords, or None."""
+    if getattr(p, "rope_llama3", None) is None:
+        return None
+    return dict(factor=p.rope_llama3, low_freq_factor=p.rope_low_freq_factor, high_freq_factor=p.rope_high_freq_factor,
+                original_length=p.rope_original_length)
 
 
 def yarn_args(p) -> dict | None:

@@ -51,8 +51,17 @@ class SequenceParams(AttentionParams):
                                                 "theta^(-2i/d) along a linear ramp between the correction dims of "
                                                 "rope_beta_fast and rope_beta_slow, cos and sin scaled by "
                                                 "rope_attention_factor; none: plain rotary")
-    rope_original_length: PositiveInt = Field(4096, description="YaRN, LongRoPE: the context length the model was "
-                                                                "trained at (original_max_position_embeddings)")
+    rope_llama3: float | None = Field(None, gt=1, allow_inf_nan=False,
+                                      description="Llama 3's frequency scaling factor (Hugging Face's rope_type llama3: "
+                                                  "Llama 3.1 to 3.3, Apertus): frequencies whose wavelength is longer "
+                                                  "than rope_original_length / rope_low_freq_factor divided by it, "
+                                                  "those shorter than rope_original_length / rope_high_freq_factor "
+                                                  "kept, those between blended smoothly; needs rope_original_length "
+                                                  "(Llama 3.1's 8192); none: plain rotary")
+    rope_low_freq_factor: float = Field(1.0, gt=0, allow_inf_nan=False, description="rope_llama3: low_freq_factor")
+    rope_high_freq_factor: float = Field(4.0, gt=0, allow_inf_nan=False, description="rope_llama3: high_freq_factor")
+    rope_original_length: PositiveInt = Field(4096, description="YaRN, LongRoPE, rope_llama3: the context length the "
+                                                                "model was trained at (original_max_position_embeddings)")
     rope_short_factors: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
         None, description="LongRoPE (Hugging Face's rope_type longrope: Phi-3, Phi-4-mini): each frequency "
                           "theta^(-2i/d) divided by the i-th factor (rope_dims / 2 of them), these for a call whose "
@@ -239,8 +248,10 @@ class SequenceAttentionOp(AttentionOp):
         if p.rope_theta is None and p.rope_yarn is not None:
             raise RuleError("rope_yarn goes with rope_theta", field="rope_yarn")
         check_longrope(p, (p.rope_dims or head) if p.rope_theta is not None else None)
+        check_llama3(p)
         if p.rope_yarn is None:
             longrope = LONGROPE_OPTIONS if p.rope_short_factors is not None else ()
+            longrope += ("rope_original_length",) if p.rope_llama3 is not None else ()
             for name in YARN_OPTIONS:
                 if name in p.model_fields_set and name not in longrope:
                     raise RuleError(f"{name} goes with rope_yarn", field=name,
@@ -387,6 +398,29 @@ def reads_padding_mask(p) -> bool:
 
 YARN_OPTIONS = ("rope_original_length", "rope_beta_fast", "rope_beta_slow", "rope_truncate", "rope_attention_factor")
 LONGROPE_OPTIONS = ("rope_original_length", "rope_attention_factor")  # YaRN's that LongRoPE reads too
+
+
+def check_llama3(p) -> None:
+    """Llama 3's scaling: with rope_theta, alone among the scalings, its original length given (its
+    default is YaRN's 4096; Llama 3.1's is 8192), the low factor below the high one."""
+    if p.rope_llama3 is None:
+        for name in ("rope_low_freq_factor", "rope_high_freq_factor"):
+            if name in p.model_fields_set:
+                raise RuleError(f"{name} goes with rope_llama3", field=name,
+                                hint=Remedy("give `rope_llama3: <factor>` (Llama 3's scaling), or drop it"))
+        return
+    if p.rope_theta is None:
+        raise RuleError("rope_llama3 goes with rope_theta", field="rope_llama3")
+    if p.rope_yarn is not None or p.rope_short_factors is not None:
+        other = "rope_yarn" if p.rope_yarn is not None else "LongRoPE's factors"
+        raise RuleError(f"rope_llama3 and {other} are two scalings of the same frequencies: give one",
+                        field="rope_llama3")
+    if "rope_original_length" not in p.model_fields_set:
+        raise RuleError("rope_llama3 needs rope_original_length", field="rope_llama3",
+                        hint=Remedy("the config's rope_scaling original_max_position_embeddings (Llama 3.1: 8192)"))
+    if p.rope_low_freq_factor >= p.rope_high_freq_factor:
+        raise RuleError(f"rope_low_freq_factor {p.rope_low_freq_factor:g} must be below rope_high_freq_factor "
+                        f"{p.rope_high_freq_factor:g}", field="rope_low_freq_factor")
 
 
 def check_longrope(p, dims: int | None) -> None:
