@@ -30,10 +30,23 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "log": "log(x) (natural)",
     "elu": "x above 0, exp(x) - 1 below (torch's ELU, alpha 1: OWL-ViT's logit scale, elu + 1)",
     "leaky_relu": "x above 0, 0.01 x below (torch's LeakyReLU at its default slope: Swin2SR's upsampler)",
+    "star_relu": "s * relu(x)^2 + b, s and b learned scalars starting at 1 and 0 (timm's StarReLU: MetaFormer, "
+                 "CAFormer, ConvFormer)",
+    "xielu": "xIELU (Hugging Face's XIELUActivation: Apertus): a_p x^2 + beta x above 0, (expm1(min(x, eps)) - x) "
+             "a_n + beta x below, a_p = softplus(alpha_p), a_n = beta + softplus(alpha_n); alpha_p and alpha_n "
+             "learned scalars starting where a_p and a_n are 0.8, beta 0.5 and eps -1e-6 buffers",
 }
 
+# the learned parameters each activation holds (the rest hold none): counted where it is used
+LEARNED: dict[str, int] = {"star_relu": 2, "xielu": 2}
+
 # those an mlp's `act` takes
-MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "relu2", "silu", "hardswish")
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "relu", "relu2", "silu", "hardswish", "star_relu", "xielu")
+
+
+def learned_params(name: str) -> int:
+    """The learned parameters an activation holds (star_relu's scale and bias)."""
+    return LEARNED.get(name, 0)
 
 Function = Literal[tuple(ACTIVATIONS)]  # type: ignore[valid-type]
 MlpActivation = Literal[MLP_ACTIVATIONS]  # type: ignore[valid-type]

@@ -87,6 +87,37 @@ class Log(nn.Module):
         return torch.log(x)
 
 
+class StarReLU(nn.Module):
+    """s * relu(x)^2 + b, s and b learned scalars [1] starting at 1 and 0 (timm's StarReLU)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self.bias = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return self.scale * F.relu(x) ** 2 + self.bias
+
+
+class XIELU(nn.Module):
+    """xIELU (Hugging Face's XIELUActivation, its Python form): softplus(alpha_p) x^2 + beta x above 0,
+    (expm1(min(x, eps)) - x) (beta + softplus(alpha_n)) + beta x below; alpha_p and alpha_n learned
+    [1], beta and eps buffers as Hugging Face's state dict holds them."""
+
+    def __init__(self, alpha_p=0.8, alpha_n=0.8, beta=0.5, eps=-1e-6):
+        super().__init__()
+        self.alpha_p = nn.Parameter(torch.log(torch.expm1(torch.tensor(alpha_p))).unsqueeze(0))  # [1]
+        self.alpha_n = nn.Parameter(torch.log(torch.expm1(torch.tensor(alpha_n - beta))).unsqueeze(0))  # [1]
+        self.register_buffer("beta", torch.tensor(beta))
+        self.register_buffer("eps", torch.tensor(eps))
+
+    def forward(self, x):
+        alpha_p = F.softplus(self.alpha_p)
+        alpha_n = self.beta + F.softplus(self.alpha_n)
+        return torch.where(x > 0, alpha_p * x * x + self.beta * x,
+                           (torch.expm1(torch.minimum(x, self.eps)) - x) * alpha_n + self.beta * x)
+
+
 TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, their keyword arguments, oneDNN's post-op)
     "gelu": (nn.GELU, F.gelu, {}, ("gelu", "none")),  # erf
     "gelu_tanh": (nn.GELU, F.gelu, {"approximate": "tanh"}, ("gelu", "tanh")),
@@ -108,6 +139,8 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "log": (Log, torch.log, {}, None),
     "elu": (nn.ELU, F.elu, {}, None),
     "leaky_relu": (nn.LeakyReLU, F.leaky_relu, {}, None),
+    "star_relu": (StarReLU, None, {}, None),  # learned scalars: a module, no functional
+    "xielu": (XIELU, None, {}, None),
 }
 
 

@@ -25,6 +25,16 @@ def test_a_name_on_one_floor_only_fails(floor, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(torch_floor.TORCH_ACTIVATIONS))
+def test_the_learned_parameters_are_those_the_rule_floor_counts(name):
+    from archspec.primitives.activations import learned_params
+
+    module = torch_floor.activation(name)
+    assert sum(p.numel() for p in module.parameters()) == learned_params(name)
+    assert (torch_floor.TORCH_ACTIVATIONS[name][1] is None) == (learned_params(name) > 0)  # no functional form
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(torch_floor.TORCH_ACTIVATIONS)
+                                  if torch_floor.TORCH_ACTIVATIONS[n][1] is not None])
 def test_each_module_computes_the_functional_it_names(name):
     cls, functional, kwargs, _ = torch_floor.TORCH_ACTIVATIONS[name]
     x = torch.randn(4, 33, generator=torch.Generator().manual_seed(0)) * 3

@@ -59,10 +59,13 @@ def test_a_row_without_a_torch_function_fails_naming_it():
 
 def test_every_member_says_its_traits():
     load_lowerings()
-    for op in ELEMENTWISE_OPS.values():
-        assert type(op).cost is no_cost
+    for op in ELEMENTWISE_OPS.values():  # no FLOPs; no parameters but an activation's learned scalars
+        assert op.row.learned is None or op.primitive == "activation"
         assert TOKEN_GRID.of(op) == KEEPS
         assert ONNX_FUSION.of(op) is None and op in NO_FUSION and op not in FUSES
+    activation = ELEMENTWISE_OPS["activation"]
+    for fn, learned in (("relu", 0), ("star_relu", 2)):
+        assert activation.cost(activation.Params.model_validate({"fn": fn}), [], None, None) == Cost(learned, 0)
     for label in ("to_image", "to_tokens", "resize", "upsample", "pad", "pool", "softmax"):
         assert type(registry.op(label)).cost is no_cost, label
 

@@ -20,8 +20,9 @@ its name in a spec, its parameters, its doc, the inputs it reads and its shape r
     activation an element-wise non-linearity (archspec/primitives/activations.py names them)
     dropout    zero values with probability `rate` in training (identity in eval)
 
-Every member has no parameters of its own and counts no FLOPs (FlopCounterMode counts none for
-element-wise ops): the family says so once, `cost = no_cost`; and each decodes token by token
+Every member counts no FLOPs (FlopCounterMode counts none for element-wise ops) and has no
+parameters of its own but an activation's learned scalars (star_relu, xielu: its row's `learned`):
+the family says so once, in its cost; and each decodes token by token
 (DECODE: TOKENWISE, archspec/primitives/decoding.py). Their torch side is one table too
 (compiler/modules/elementwise.py). An element-wise op with rules of its own (softmax's axis) keeps
 its own file.
@@ -35,8 +36,8 @@ from typing import Callable, Literal, Optional
 
 from ...core.declared import Field
 from ...core.types import BATCH, TensorType, ids, tensor
-from ..activations import Function, described
-from ..base import NoParams, Op, Params, Rate, RuleError, no_cost, require_float
+from ..activations import Function, described, learned_params
+from ..base import Cost, NoParams, Op, Params, Rate, RuleError, require_float
 from ..broadcast import broadcast
 from ..decoding import TOKENWISE, register_decoding
 from ..registry import register
@@ -181,6 +182,7 @@ class ElementwiseRow:
     dtypes: Reads
     variadic: bool = False
     notice: Callable[[Params, list[TensorType]], tuple[str, str] | None] | None = None  # a warning and its hint
+    learned: Callable[[Params], int] | None = None  # the learned parameters it holds (star_relu's scale and bias)
 
 
 BINARY = ("x", "y")
@@ -220,7 +222,7 @@ ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs,
                    "floats, or floats truncated to int64.\n\nint64 [B, N] is ids; any other keeps its layout.",
                    UNARY, cast, ANY, notice=cast_notice),
     ElementwiseRow("activation", ActivationParams, "fn(x), element-wise.",
-                   UNARY, of_floats("an activation", field=None), FLOATS),
+                   UNARY, of_floats("an activation", field=None), FLOATS, learned=lambda p: learned_params(p.fn)),
     ElementwiseRow("dropout", DropoutParams, "Dropout (identity in eval).",
                    UNARY, of_floats("dropout", field=None), FLOATS),
 )
@@ -228,8 +230,6 @@ ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs,
 
 class ElementwiseOp(Op):
     """An op of the element-wise family: everything but its cost is its row's."""
-
-    cost = no_cost  # the family's trait: no parameters, no FLOPs counted
 
     def __init__(self, row: ElementwiseRow):
         self.row, self.primitive, self.Params, self.variadic = row, row.name, row.params, row.variadic
@@ -240,6 +240,10 @@ class ElementwiseOp(Op):
 
     def reads(self, p) -> tuple[str, ...]:
         return self.row.reads
+
+    def cost(self, p, inputs, out, ctx) -> Cost:
+        """The family's trait: no FLOPs counted, and no parameters but an activation's learned ones."""
+        return Cost(self.row.learned(p) if self.row.learned else 0, 0)
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         out = self.row.shape(p, inputs)

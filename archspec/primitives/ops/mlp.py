@@ -21,7 +21,7 @@ from typing import Literal
 
 from ...core.declared import Field
 from ...core.types import TensorType
-from ..activations import MlpActivation
+from ..activations import MlpActivation, learned_params
 from ..base import MAX_SIZE, Cost, Op, PositiveInt, Rate, RuleError, SublayerParams, not_tokens_hint, sublayer_params
 from ..counting import hidden_width, linear_flops, linear_params
 from ..registry import register
@@ -259,6 +259,8 @@ class MlpOp(Op):
         if p.dwconv:
             params += hidden * 9 + hidden
             flops += 2 * 9 * hidden * n
+        acts = 2 if p.experts is not None and p.shared_experts is not None else 1  # the experts' one, the shared's
+        params += acts * learned_params(p.act)  # star_relu's scale and bias
         return Cost(params + sublayer_params(p, width), flops)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...core.declared import Field
 from ...core.types import TensorType
-from ..activations import Function, described
+from ..activations import Function, described, learned_params
 from ..base import Cost, Op, Params, PositiveInt
 from ..grids import as_image
 from ..registry import register
@@ -44,7 +44,8 @@ class SqueezeExciteOp(Op):
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         channels = as_image(inputs[0], "squeeze_excite")[0]
         weights = 2 * channels * p.hidden  # fc1 and fc2, each applied once to the pooled [C, 1, 1]
-        return Cost(weights + ((p.hidden + channels) if p.bias else 0), 2 * weights)
+        learned = learned_params(p.act) + learned_params(p.gate)  # star_relu's scale and bias
+        return Cost(weights + ((p.hidden + channels) if p.bias else 0) + learned, 2 * weights)
 
 
 SQUEEZE_EXCITE = register(SqueezeExciteOp())

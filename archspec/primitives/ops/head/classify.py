@@ -9,7 +9,7 @@ from typing import Literal
 from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value, vector
-from ...activations import MlpActivation
+from ...activations import MlpActivation, learned_params
 from ...base import MAX_SIZE, Cost, Eps, Op, Params, PositiveInt, RuleError
 from ...counting import attention_flops, hidden_width, linear_flops, linear_params, norm_params
 from ...registry import register
@@ -90,7 +90,7 @@ def map_pool_cost(p, width: int, tokens: int) -> Cost:
     """The latent [1, 1, width]; q over it, k and v over the tokens, proj, LayerNorm, MLP."""
     hidden = hidden_width(width, None, p.pool_mlp_ratio)
     params = width + linear_params(width, width) + linear_params(width, 2 * width) + linear_params(width, width)
-    params += norm_params(width) + linear_params(width, hidden) + linear_params(hidden, width)
+    params += norm_params(width) + linear_params(width, hidden) + linear_params(hidden, width) + learned_params(p.pool_act)
     flops = linear_flops(1, width, width) + linear_flops(tokens, width, 2 * width)  # q; k and v
     flops += attention_flops(1, tokens, width) + linear_flops(1, width, width)  # one query; proj
     flops += linear_flops(1, width, hidden) + linear_flops(1, hidden, width)  # the MLP
