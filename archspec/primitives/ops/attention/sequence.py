@@ -92,7 +92,8 @@ class SequenceParams(AttentionParams):
     bias: bool = Field(False, description="read an additive score bias [B or 1, heads or 1, queries, keys] as the "
                                          "input after the token streams (a relative position bias node's output)")
     scores: list[Any] = Field(default_factory=list,
-                              description="score parts, in order: a name (talking_heads) or {name: {options}}")
+                              description="score parts, in order (those adding a bias first): a name (talking_heads) or "
+                                          "{name: {options}}")
 
 
 def projections_field():

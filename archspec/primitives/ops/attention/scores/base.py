@@ -97,6 +97,8 @@ class ScorePart:
     name: ClassVar[str]
     Params: ClassVar[type[Params]]
     explicit: ClassVar[bool] = False  # changes the scores themselves (a kind that only adds a bias refuses it)
+    adds_bias: ClassVar[bool] = False  # adds a bias to the scores, before every part that changes them
+    changes_scores: ClassVar[bool] = False  # maps the scores to others (talking heads, softcap, mod)
     one_grid: ClassVar[str | None] = None  # what it holds made for one grid, in words (export with a dynamic size)
     default: ClassVar[bool] = False  # (the registry's question of a kind: never for a part)
     plugin: str | None = None  # the plugin that registered it (set by the registry); None: built in
@@ -191,7 +193,23 @@ def parse_scores(entries: list[Any]) -> list[ScoreUse]:
         except ValidationError as e:
             raise option_error(name, part, first_error(e.errors()), at) from None
         uses.append(ScoreUse(part, params, at))
+    check_bias_first(uses)
     return uses
+
+
+def check_bias_first(uses: list[ScoreUse]) -> None:
+    """A part that adds a bias listed after one that changes the scores: the bias is added first
+    whatever the order (the kernel adds every bias to q·k^T, then runs the steps), so the order
+    written would be another model (the EfficientFormerV2 trial's [talking_heads, offset_table]
+    built timm's [offset_table, talking_heads] without a word)."""
+    for i, use in enumerate(uses):
+        earlier = next((u for u in uses[:i] if u.part.changes_scores), None)
+        if use.part.adds_bias and earlier is not None:
+            raise RuleError(f"score part {use.part.name!r} adds its bias to q·k^T before every part that changes "
+                            f"the scores, and it is listed after {earlier.part.name!r}", field=use.at,
+                            hint=Remedy(f"list {use.part.name!r} before {earlier.part.name!r} (the order it runs "
+                                        "in); a bias added after a change of the scores is a mod step "
+                                        "(`add` of a table read with `at`)"))
 
 
 def first_error(errors: list[dict]) -> dict:

@@ -37,6 +37,7 @@ class DecomposedPart(ScorePart):
     one_grid = "decomposed's position tables"
     Params = DecomposedParams
     explicit = False
+    adds_bias = True
 
     def check(self, p, site: ScoreSite) -> None:
         site.check_queries_on_the_grid("decomposed relative positions need")

@@ -61,6 +61,7 @@ class DisentangledPart(ScorePart):
     name = "disentangled"
     Params = DisentangledParams
     explicit = False
+    adds_bias = True
 
     def check(self, p, site: ScoreSite) -> None:
         if len(site.tensors) != 1:

@@ -237,6 +237,7 @@ class ModPart(ScorePart):
 
     name = "mod"
     Params = ModParams
+    changes_scores = True
     explicit = True
 
     def check(self, p, site: ScoreSite) -> None:

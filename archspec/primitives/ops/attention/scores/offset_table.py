@@ -31,6 +31,7 @@ class OffsetTablePart(ScorePart):
     one_grid = "offset_table's table"
     Params = OffsetTableParams
     explicit = False
+    adds_bias = True
 
     def check(self, p, site: ScoreSite) -> None:
         h, w = site.grid_of_the_queries("an offset table needs")

@@ -41,6 +41,7 @@ class RelativeTablePart(ScorePart):
     one_grid = "relative_table's position table"
     Params = RelativeTableParams
     explicit = False
+    adds_bias = True
 
     def check(self, p, site: ScoreSite) -> None:
         h, w = site.grid_of_the_queries("a relative position table needs")

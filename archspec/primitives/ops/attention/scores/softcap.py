@@ -18,6 +18,7 @@ class SoftcapPart(ScorePart):
 
     name = "softcap"
     Params = SoftcapParams
+    changes_scores = True
     explicit = True
 
 

@@ -19,6 +19,7 @@ class TalkingHeadsPart(ScorePart):
 
     name = "talking_heads"
     Params = TalkingHeadsParams
+    changes_scores = True
     explicit = True
 
     def cost(self, p, site: ScoreSite) -> Cost:
