@@ -78,6 +78,40 @@ def test_exported_at_one_size_runs_at_others(name, sizes):
         program.module()(x)
 
 
+STEP_OF_EIGHT = """
+name: step_of_eight
+params: {img: 32}
+inputs:
+  image: [B, 3, img, img]
+graph:
+  - {id: patch_embed, patchify: {patch: 4, dim: 8}}
+  - {id: down, patchify: {patch: 2, dim: 16}}
+  - {id: head, head: {kind: classify, pool: mean, classes: 3}}
+"""
+
+
+def test_a_program_of_a_size_step_refuses_a_side_between_steps(tmp_path):
+    """torch.export binds a side of 8 * Dim to 20 without a word (torch 2.14): the FocalNet
+    trial's model.pt2 ran at sizes its spec refuses, 0.11 off. The program asserts the step."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(STEP_OF_EIGHT)
+    gm = archspec.build(str(spec), seed=0).eval()
+    graph = archspec.check(str(spec)).graph
+    size_range = SizeRange(*solver(str(spec)).export_range(8, 64))
+    assert (size_range.step, size_range.exported, size_range.said()) == (8, (16, 64), "16 to 64, multiples of 8")
+    torch.export.save(export_program(gm, graph, size_range=size_range), tmp_path / "model.pt2")
+    program = torch.export.load(tmp_path / "model.pt2").module()
+    with torch.no_grad():
+        for side in (16, 40, 64):
+            eager = archspec.build(str(spec), overrides={"img": side}, seed=0).eval()
+            x = torch.randn(2, 3, side, side)
+            assert (program(x) - eager(x)).abs().max() < 1e-5
+        with pytest.raises(Exception, match="image's height must be a multiple of 8 from 16 to 64"):
+            program(torch.randn(2, 3, 20, 24))
+        with pytest.raises(Exception, match="image's width must be a multiple of 8"):
+            program(torch.randn(2, 3, 24, 36))
+
+
 @pytest.mark.parametrize("name,size_range,what", [
     ("swin_t", SizeRange(224, 672, 224), r"shifted windows' masks \(stages\.0\.blocks\.1\.attn\)"),
     ("vit_ti16", SizeRange(64, 320, 16), r"a position table \(patch_embed\)"),

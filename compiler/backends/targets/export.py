@@ -35,9 +35,10 @@ class Export(ModuleTarget):
         from ..decode_step import decode_programs, unwritten_programs
         from ..export import export_program, export_range, gap_at_other_sizes
 
+        sides = context.image_sizes()
+
         def export():
-            program = export_program(context.model, context.graph, export_range(context.batch),
-                                     context.image_sizes())
+            program = export_program(context.model, context.graph, export_range(context.batch), sides)
             path = context.path("model.pt2")
             torch.export.save(program, path)
             context.written.append(path)
@@ -54,7 +55,7 @@ class Export(ModuleTarget):
                                               scores=False) from None
                 raise
 
-        what = "dynamic batch" + (f", image sides {context.size}" if context.size else "")
+        what = "dynamic batch" + (f", image sides {sides.said()}" if sides is not None else "")
         title = f"torch.export ({what}) -> model.pt2"
         programs = decode_programs(context.graph)
         unwritten = unwritten_programs(context.graph)
