@@ -306,6 +306,7 @@ class Build:
                                         lambda r: f"{r.params:,} params, {human(r.flops)}FLOPs {r.flops_basis}")
         self.graph = self.progress.graph = self.report.graph
         print_warnings(self.report.warnings)  # what `check` warns of, a build says too
+        self.image_sizes()  # --size that the spec cannot take: said before anything is built (ViTPose, YOLOS trials)
         if o.calibration is not None:
             from ...compiler.backends.calibration import check_fits
 
@@ -397,6 +398,11 @@ class Build:
         usage error when fewer than two pass."""
         if self.size_bounds is None:
             return None
+        if getattr(self, "_image_sizes", None) is None:
+            self._image_sizes = self._passing_sizes()
+        return self._image_sizes
+
+    def _passing_sizes(self):
         from ...compiler.backends.export import SizeRange
         from ...pipeline import attempt_file
         from ...sizes import SizeSolver, find_knob
