@@ -170,6 +170,19 @@ def with_channels(t: TensorType, channels: int) -> TensorType:
     return replace(t, shape=t.shape[:-1] + (channels,))
 
 
+def summed(sizes) -> "int | Sym":
+    """The sum of sizes of which some may be symbolic: a Sym named by its parts (`17+L`) and
+    bounded by theirs (image tokens before a text of any length: GIT, ViLT)."""
+    fixed = sum(s for s in sizes if not isinstance(s, Sym))
+    symbolic = [s for s in sizes if isinstance(s, Sym)]
+    if not symbolic:
+        return fixed
+    if len(symbolic) == 1 and not fixed:
+        return symbolic[0]
+    name = "+".join(([str(fixed)] if fixed else []) + [s.name for s in symbolic])
+    return Sym(name, fixed + sum(s.lo for s in symbolic), fixed + sum(s.hi for s in symbolic))
+
+
 def dim_value(d) -> int:
     """A concrete size for costing: the largest a symbolic dim may be."""
     return d.hi if isinstance(d, Sym) else d

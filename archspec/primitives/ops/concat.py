@@ -1,6 +1,6 @@
 """concat: join tensors along the tokens (sequence), the channels, or any other axis.
 
-    concat: {}                      tokens after tokens: [B, N1 + N2, C]
+    concat: {}                      tokens after tokens: [B, N1 + N2, C] (16 + L where L is symbolic)
     concat: {along: channels}       [B, N, C1 + C2] (an image's axis 1)
     concat: {along: -1}             tensors of one rank joined along the last axis, every other size
                                     equal: three [1, N, N, 1] offsets -> [1, N, N, 3]
@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Literal, Union
 
 from ...core.declared import Field
-from ...core.types import Sym, TensorType, tokens
+from ...core.types import BATCH, TensorType, ids, summed, tokens
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
 from ..index_ranges import VALUES, largest
@@ -78,12 +78,10 @@ class ConcatOp(Op):
             raise RuleError(f"concat along tokens needs one width, got {sorted(widths)}", field="from",
                             hint="project the inputs to one width first (linear)")
         lengths = [t.length for t in inputs]
-        if any(isinstance(n, Sym) for n in lengths):
-            raise RuleError("concat along tokens needs fixed lengths", field="from")
-        total = sum(lengths)
+        total = summed(lengths)  # 17+L where a length is symbolic
         last = inputs[-1]
-        if last.grid and all(not t.grid for t in inputs[:-1]):  # tokens put in front of a grid: a prefix
-            return tokens(total, first.channels, last.grid, last.prefix + sum(lengths[:-1]), last.origin)
+        if last.grid and all(not t.grid and isinstance(t.length, int) for t in inputs[:-1]):
+            return tokens(total, first.channels, last.grid, last.prefix + sum(lengths[:-1]), last.origin)  # a prefix
         return tokens(total, first.channels)  # [B, sum(N), C]
 
     def channels(self, inputs: list[TensorType]) -> TensorType:
@@ -103,6 +101,8 @@ class ConcatOp(Op):
 
     def axis(self, p, inputs: list[TensorType]) -> TensorType:
         """Tensors of one layout and rank joined along axis `along`; every other size equal."""
+        if len(inputs[0].shape) == 2 and all(sequence_ids(t) for t in inputs) and concat_axis(p, inputs[0]) == 1:
+            return ids(summed([t.shape[1] for t in inputs]))  # int64 [B, 16] and ids [B, L] -> ids [B, 16+L]: a mask
         first = inputs[0]
         axis = concat_axis(p, first)
         for i, t in enumerate(inputs):
@@ -116,9 +116,7 @@ class ConcatOp(Op):
                                 f"{t.describe()}, input 1 {first.describe()}", field="from",
                                 hint="rearrange or slice the inputs to one shape but the joined axis")
         sizes = [t.shape[axis] for t in inputs]
-        if any(isinstance(n, Sym) for n in sizes):
-            raise RuleError(f"concat along axis {p.along} needs fixed sizes there, got {sizes}", field="from")
-        shape = first.shape[:axis] + (sum(sizes),) + first.shape[axis + 1:]  # axis -> the sum of the sizes
+        shape = first.shape[:axis] + (summed(sizes),) + first.shape[axis + 1:]  # axis -> the sum of the sizes
         if first.layout == "tokens" and axis == 1:
             return replace(first, shape=shape, grid=None, prefix=0, origin=None)
         if first.layout == "image" and axis > 1:
@@ -127,6 +125,12 @@ class ConcatOp(Op):
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(0, 0)
+
+
+def sequence_ids(t: TensorType) -> bool:
+    """Token ids [B, N], or an int64 [B, N] made in the graph (a mask of ones for image tokens):
+    joined along the sequence they are ids, a padding mask (the GIT trial's took a rearrange)."""
+    return t.layout == "ids" or (t.dtype == "int64" and len(t.shape) == 2 and t.shape[0] is BATCH)
 
 
 CONCAT = register(ConcatOp())

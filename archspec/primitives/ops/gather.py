@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...core.declared import Field
-from ...core.types import Sym, TensorType, batch_factor, tokens
+from ...core.types import Sym, TensorType, batch_factor, summed, tokens
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..registry import register
 from ..index_ranges import VALUES, keeps
@@ -53,9 +53,7 @@ def check_sequence(x: TensorType, op: str, role: str, skip_prefix: bool | None) 
 
 def plus(prefix: int, length):
     """prefix + length, where the length may be symbolic (an argsort of a [B, L] input)."""
-    if not isinstance(length, Sym):
-        return prefix + length
-    return length if not prefix else Sym(f"{prefix}+{length.name}", length.lo + prefix, length.hi + prefix)
+    return summed([prefix, length])
 
 
 def shortest(n) -> int:
