@@ -58,3 +58,22 @@ def test_the_program_takes_every_length():
         args = example_inputs(graph, batch=3, lengths={"L": length})
         with torch.no_grad():
             assert (program(*args) - model(*args)).abs().max() < 1e-5
+
+
+def test_learned_tokens_go_before_a_text_of_any_length():
+    spec = """
+name: cls_text
+dims: {L: [1, 16]}
+inputs: {input_ids: {shape: [B, L], dtype: int64}}
+graph:
+  - {id: embed, embed: {vocab: 20, dim: 16, pos: none}}
+  - {id: cls, tokens: {count: 1}}
+  - {id: attn, attention: {kind: global, heads: 2}}
+"""
+    length = archspec.check_text(spec).graph.type_of("attn").shape[1]
+    assert (str(length), length.lo, length.hi) == ("1+L", 2, 17)
+    model = archspec.build_text(spec).eval()
+    ids = torch.randint(0, 20, (2, 5))
+    with torch.no_grad():
+        out = model(ids)
+    assert out.shape == (2, 6, 16) and torch.equal(out[:, 0, :] * 0, torch.zeros(2, 16))

@@ -4,7 +4,7 @@ tokens). They join the prefix: a grid after them is kept."""
 from __future__ import annotations
 
 from ...core.declared import Field
-from ...core.types import Sym, TensorType, tokens
+from ...core.types import TensorType, summed, tokens
 from ..base import Cost, NonNegInt, Op, Params, PositiveInt, RuleError
 from ..registry import register
 from ..dtypes import READS, FLOAT_FIRST
@@ -30,9 +30,7 @@ class Tokens(Op):
         if p.at > x.prefix:
             raise RuleError(f"at {p.at} lies past the {x.prefix} prefix tokens", field="at",
                             hint="learned tokens go among the prefix tokens, before the sequence")
-        if isinstance(x.length, Sym):
-            raise RuleError("learned tokens need a fixed sequence length")
-        return tokens(x.length + p.count, x.channels, x.grid, x.prefix + p.count, x.origin)  # [B, N + count, C]
+        return tokens(summed([p.count, x.length]), x.channels, x.grid, x.prefix + p.count, x.origin)  # [B, count + N, C]
 
     def cost(self, p, inputs, out, ctx) -> Cost:
         return Cost(p.count * out.channels, 0)

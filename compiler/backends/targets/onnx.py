@@ -70,8 +70,8 @@ class Onnx(Target):
                 context.written.extend(paths)
             return made
 
-        if programs is not None:
-            title += ", " + programs.listed()
+        if programs is not None:  # the decode programs are opset 18, attention spelled out (docs/generate.md)
+            title += ", " + programs.listed() + (" (opset 18)" if variant != "plain" else "")
         result = context.progress.run(title, run, describe)
         if not result.contents.portable:  # which runtimes can load it, said where the user sees it
             context.notes.append(f"model.onnx runs on {result.contents.runs_on()}")

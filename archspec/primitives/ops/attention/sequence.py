@@ -31,7 +31,8 @@ class SequenceParams(AttentionParams):
         "head", description="what qk_norm normalises and weighs: each head's head_dim values with one weight "
                             "[head_dim] for all heads (head: Qwen3; Gemma 3 with qk_norm_offset 1), with a weight "
                             "per head [heads, head_dim] (each_head: Cohere's use_qk_norm), or all heads' values "
-                            "together, weight [heads * head_dim] (all_heads: OLMo 2)")
+                            "together, weight [heads * head_dim] for q and [kv_heads * head_dim] for k "
+                            "(all_heads: OLMo 2)")
     qk_norm_bias: bool = Field(True, description="qk_norm: layer has a bias beside its weight (false: Cohere's)")
     qk_norm_affine: bool = Field(True, description="qk_norm's weight (and bias); false: neither, the norm alone (Llama "
                                                    "4's L2 norm of q and k: qk_norm: rms, qk_norm_affine: false)")
@@ -90,7 +91,8 @@ class SequenceParams(AttentionParams):
     scale: float | None = Field(None, gt=0, allow_inf_nan=False,
                                 description="multiply the scores q·k^T by this (default: 1/sqrt(head width); T5: 1)")
     bias: bool = Field(False, description="read an additive score bias [B or 1, heads or 1, queries, keys] as the "
-                                         "input after the token streams (a relative position bias node's output)")
+                                         "input after the token streams (a relative position bias node's output), "
+                                         "added to the scaled scores q·k^T * scale")
     scores: list[Any] = Field(default_factory=list,
                               description="score parts, in order (those adding a bias first): a name (talking_heads) or "
                                           "{name: {options}}")
