@@ -277,5 +277,6 @@ def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool 
     hint += "; was the checkpoint made for this spec and its params? "
     hint += ("Mend your mapping file's rules (see specs/mappings/README.md)" if users_gave_a_mapping else
              "For another naming, give a mapping file (--map FILE; see specs/mappings/README.md)")
+    shaped = f", {len(near.wrong_shape)} of them in another shape" if near.wrong_shape else ""
     return error(f"weights do not fit this model (closest naming: {near.naming}, under which {near.share()} of "
-                 f"the checkpoint's tensors have the model's names): {near.details()}", hint=hint)
+                 f"the checkpoint's tensors have the model's names{shaped}): {near.details()}", hint=hint)

@@ -653,3 +653,15 @@ def test_a_fuse_lacking_a_part_in_a_load_that_fits_is_no_warning(tmp_path):
     assert fit.warnings == []
     assert fit.refused == ["the fuse rule (map.yaml:3:5) left mlp.up_proj.weight as it was: no gate_proj beside "
                            "up_proj".replace("map.yaml", f"{tmp_path}/map.yaml")]
+
+
+def test_a_checkpoint_with_every_name_and_wrong_shapes_says_both_in_its_headline():
+    """"83 of 83 (100%) of the checkpoint's tensors have the model's names" read as if nothing were
+    wrong (the CAFormer trial); the headline now counts those of another shape."""
+    state = small_vit().state_dict()
+    state = {key: (value[:-1] if key.endswith("blocks.0.mlp.fc1.weight") else value) for key, value in state.items()}
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.build(VIT, SMALL, weights=state)
+    message = caught.value.diagnostics[-1].message
+    assert f"{len(state)} of {len(state)} (100%) of the checkpoint's tensors have the model's names, 1 of them in " \
+           "another shape" in message
