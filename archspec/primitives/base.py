@@ -65,6 +65,7 @@ class SublayerParams(Params):
 
     With `layer_scale`, the branch is multiplied by a learned per-channel scale before the
     residual add (LayerScale, CaiT / timm `ls1.gamma`): x + drop_path(gamma * f(norm(x))); with
+    `res_scale`, the shortcut x by one (timm MetaFormer's res_scale1); with
     `residual_gate: tanh`, by tanh of one learned number (Mllama's gated cross-attention).
     With `residual: false` the sub-layer returns its branch alone, drop_path(f(norm(x))): a
     parallel block (GPT-J, PaLM) adds two such branches and x with one `add`.
@@ -93,6 +94,10 @@ class SublayerParams(Params):
     drop_path: Rate = Field(0.0, description="stochastic depth rate of this residual branch")
     layer_scale: float | None = Field(None, gt=0, description="LayerScale: initial value of a learned per-channel "
                                                               "scale of the branch (e.g. 1e-5); none: no scale")
+    res_scale: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                    description="initial value of a learned per-channel scale of the shortcut: "
+                                                "x * s + branch (timm MetaFormer's res_scale: CAFormer, ConvFormer, "
+                                                "PoolFormer v2); state dict `<node>.res_scale.gamma` [C]; none: x")
     branch_scale: float = Field(1.0, allow_inf_nan=False,
                                 description="the branch times this fixed number before the residual add (Granite's "
                                             "residual_multiplier; MiniCPM's scale_depth / sqrt(layers))")
@@ -129,6 +134,9 @@ class SublayerParams(Params):
                 if name in self.model_fields_set:
                     raise RuleError(f"{name} goes with a norm that normalises, and norm_kind: affine is x * weight + "
                                     "bias alone", field=name, hint=f"drop {name}")
+        if self.res_scale is not None and not self.residual:
+            raise RuleError("res_scale scales the shortcut, and residual: false leaves none", field="res_scale",
+                            hint="drop res_scale, or keep the residual")
         if self.norm == "post" and not self.residual:
             raise RuleError("norm: post normalises the residual sum, and residual: false leaves no sum",
                             field="residual", hint="for a branch with its norm after the body use norm: res_post "
@@ -152,7 +160,8 @@ def sublayer_params(p: SublayerParams, width: int) -> int:
     """Parameters of a sub-layer's norms and LayerScale (its body's are the op's own)."""
     norms = {"pre": 1, "post": 1, "res_post": 1, "sandwich": 2, "none": 0}[p.norm]
     per_norm = 0 if not p.norm_affine else width if p.norm_kind == "rms" or not p.norm_bias else 2 * width  # affine too
-    return norms * per_norm + (width if p.layer_scale is not None else 0) + (p.residual_gate == "tanh")
+    scales = (p.layer_scale is not None) + (p.res_scale is not None)  # LayerScale's and res_scale's [C] each
+    return norms * per_norm + scales * width + (p.residual_gate == "tanh")
 
 
 # -- rule results ------------------------------------------------------------------------------

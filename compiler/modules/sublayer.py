@@ -9,7 +9,7 @@ module is exactly the sub-layer (hooks, checkpointing and FSDP see the whole of 
     none      x + drop_path(ls(body(x)))
 
 ls is LayerScale, a fixed branch_scale, and tanh(residual_gate) (Mllama's gated cross-attention),
-each where the node asks for it.
+each where the node asks for it; with res_scale the shortcut x is scaled too (timm MetaFormer's).
 
 Without the residual (`residual: false`) it returns the branch alone, drop_path(ls(...)): a
 parallel block adds the branches and x itself (GPT-J, PaLM).
@@ -27,7 +27,7 @@ from .norms import norm_module, zero_scale
 class Sublayer(nn.Module):
     def __init__(self, width, norm="pre", norm_kind="layer", norm_eps=1e-5, norm_offset=0.0, residual=True,
                  layer_scale=None, drop_path=0.0, norm_bias=True, branch_scale=1.0, norm_affine=True,
-                 res_post_init="zeros", residual_gate="none"):
+                 res_post_init="zeros", residual_gate="none", res_scale=None):
         super().__init__()
         self.place = norm
         self.branch_scale = branch_scale  # a fixed multiplier of the branch (Granite's residual_multiplier)
@@ -39,6 +39,8 @@ class Sublayer(nn.Module):
         if norm == "res_post" and res_post_init == "zeros":  # Swin v2 (timm): each block starts as the identity
             zero_scale(self.norm)
         self.layer_scale = LayerScale(width, layer_scale) if layer_scale is not None else None
+        if res_scale is not None:  # the shortcut's own learned scale (timm MetaFormer's res_scale1)
+            self.res_scale = LayerScale(width, res_scale)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else None
         if residual_gate == "tanh":  # the branch times tanh(g), g starting at 0 (Mllama's cross_attn_attn_gate)
             self.residual_gate = nn.Parameter(torch.zeros(1))
@@ -68,21 +70,25 @@ class Sublayer(nn.Module):
             return self.post_norm(self.body(self.norm(x), *extra, **options))
         return self.body(x, *extra, **options)
 
+    def scaled_shortcut(self, x):
+        """x, or x times the shortcut's learned scale (res_scale)."""
+        return self.res_scale(x) if "res_scale" in self._modules else x
+
     def forward(self, x, *extra, **options):
         if self.place == "post":
-            return self.norm(x + self.branch(self.body(x, *extra, **options)))
+            return self.norm(self.scaled_shortcut(x) + self.branch(self.body(x, *extra, **options)))
         h = self.branch(self.normed_body(x, *extra, **options))
-        return x + h if self.residual else h
+        return self.scaled_shortcut(x) + h if self.residual else h
 
 
 def sublayer_args(p) -> dict:
     """The Sublayer constructor arguments of a node's params."""
     given = {"norm_bias": p.norm_bias, "branch_scale": p.branch_scale, "norm_affine": p.norm_affine,
-             "res_post_init": p.res_post_init, "residual_gate": p.residual_gate}
+             "res_post_init": p.res_post_init, "residual_gate": p.residual_gate, "res_scale": p.res_scale}
     given = {k: v for k, v in given.items() if v != DEFAULTS[k]}  # model.py as before where they are the defaults
     return dict(norm=p.norm, norm_kind=p.norm_kind, norm_eps=p.norm_eps, norm_offset=p.norm_offset,
                 residual=p.residual, layer_scale=p.layer_scale, drop_path=p.drop_path, **given)
 
 
 DEFAULTS = {"norm_bias": True, "branch_scale": 1.0, "norm_affine": True, "res_post_init": "zeros",
-            "residual_gate": "none"}  # left out
+            "residual_gate": "none", "res_scale": None}  # left out

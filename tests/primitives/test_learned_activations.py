@@ -56,3 +56,39 @@ def test_xielu_is_hugging_faces_and_its_scalars_train():
     model.train()
     model(torch.randn(2, 8, 32)).square().mean().backward()
     assert model.mlp.act.alpha_p.grad is not None and model.mlp.act.alpha_n.grad.abs().item() > 0
+
+
+def test_an_mlp_with_star_relu_and_res_scale_is_timms_metaformer_sublayer():
+    """CAFormer's MLP sub-layer, x * res_scale + ls * mlp(norm(x)) with StarReLU and no biases, in
+    one node (the CAFormer trial wrote 5 nodes for the activation and 3 for each res_scale), as
+    timm's own pieces compute it: Scale, Mlp(act_layer=StarReLU), a LayerNorm without bias."""
+    pytest.importorskip("timm")
+    from timm.layers import Mlp
+    from timm.models.metaformer import Scale, StarReLU
+
+    spec = """
+name: metaformer_mlp
+inputs: {x: [B, 49, 32]}
+graph:
+  - {id: mlp, mlp: {hidden: 128, act: star_relu, bias: false, norm_bias: false, norm_eps: 1.0e-6,
+                    res_scale: 1.0, layer_scale: 1.0}}
+"""
+    torch.manual_seed(0)
+    norm = torch.nn.LayerNorm(32, eps=1e-6, bias=False)
+    mlp = Mlp(32, 128, act_layer=StarReLU, bias=False)
+    res_scale, layer_scale = Scale(32, 1.0, use_nchw=False), Scale(32, 1.0, use_nchw=False)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for module in (norm, mlp, res_scale, layer_scale):
+            for p in module.parameters():
+                p.add_(torch.randn(p.shape, generator=generator) * 0.3)
+    model = archspec.build_text(spec).eval()
+    report = archspec.check_text(spec)
+    assert report.params == sum(p.numel() for m in (norm, mlp, res_scale, layer_scale) for p in m.parameters())
+    model.load_state_dict({"mlp.norm.weight": norm.weight, "mlp.fc1.weight": mlp.fc1.weight,
+                           "mlp.fc2.weight": mlp.fc2.weight, "mlp.act.scale": mlp.act.scale,
+                           "mlp.act.bias": mlp.act.bias, "mlp.res_scale.gamma": res_scale.scale,
+                           "mlp.layer_scale.gamma": layer_scale.scale})
+    x = torch.randn(2, 49, 32)
+    with torch.no_grad():
+        assert torch.allclose(model(x), res_scale(x) + layer_scale(mlp(norm(x))), atol=1e-5)

@@ -27,9 +27,9 @@ class ClassAttention(SequenceAttention):
         """The sub-layer with the class tokens as what the residual adds (the norms as the place says)."""
         cls = x[:, : self.prefix]  # [B, N, C] -> [B, prefix, C]
         if self.place == "post":
-            return self.norm(cls + self.branch(self.body(x, *extra)))
+            return self.norm(self.scaled_shortcut(cls) + self.branch(self.body(x, *extra)))
         h = self.branch(self.normed_body(x, *extra))
-        return cls + h if self.residual else h
+        return self.scaled_shortcut(cls) + h if self.residual else h
 
 
 @lowering(CLASS)

@@ -107,7 +107,7 @@ class PooledAttention(AttentionForm, Sublayer):
     def forward(self, x):
         normed = self.norm(x) if self.norm is not None else x
         branch = self.branch(self.body(normed))
-        return self.shortcut(x, normed) + branch if self.residual else branch
+        return self.scaled_shortcut(self.shortcut(x, normed)) + branch if self.residual else branch
 
 
 @lowering(POOLED)
