@@ -80,7 +80,7 @@ class Decoder:
                           "(generate feeds token ids, and an encoder-decoder's source as its spec declares it)")
         if facts.generate_refusal is not None:
             node, why = facts.generate_refusal
-            raise refusal(f"'{node}': {why}" if node else why)
+            raise refusal(self.as_read(fed) + (f"'{node}': {why}" if node else why))
         self.vocab = head.bias.shape[0] if head.bias is not None else (head.fc or head.table).weight.shape[0]
         self.table_rows = token_table_rows(model, self.vocab)  # the ids a prompt may hold
         self.min_length, self.max_length = sequence_range(model, target)
@@ -90,7 +90,7 @@ class Decoder:
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
             if self.encoder_decoder:  # which input is the target is known only where the cache's rules hold
-                raise refusal(f"'{node}': {why}" if node else why)
+                raise refusal(self.as_read(fed) + (f"'{node}': {why}" if node else why))
             self.without_cache(f"'{node}': {why}" if node else why)
             return
         try:
@@ -99,6 +99,16 @@ class Decoder:
             if self.encoder_decoder:
                 raise
             self.without_cache(exc.diagnostics[0].message.removeprefix("this spec cannot generate: "))
+
+    def as_read(self, fed) -> str:
+        """How generate reads the inputs of an encoder-decoder, said before a refusal: a spec that
+        takes an image and token types beside its ids is read so (the PaliGemma trial was told of
+        its attention alone)."""
+        if not self.encoder_decoder:
+            return ""
+        roles = ("source", "source padding mask", "target ids") if len(fed) == 3 else ("source", "target ids")
+        return ("taken as an encoder-decoder (" + ", ".join(f"{role} '{name}'" for role, name in zip(roles, fed))
+                + "): ")
 
     def with_cache(self, model, facts, target: str) -> None:
         """The cached layers, the embeddings that take positions, the cross attention layers and the
