@@ -213,8 +213,8 @@ BAD = [  # (graph text, message, hint)
      "use dim: 1 to convolve along the tokens"),
     (IMAGE + "  - {conv: {dim: 1, kernel: 3}}", "a 1-D conv reads tokens [B, N, C], got an image",
      "use dim: 2 to convolve an image"),
-    (SEQUENCE + "  - {conv: {dim: 1, kernel: 3, stride: 2}}", "a 1-D conv over the symbolic length L must keep the "
-     "length", "use stride: 1 with padding: same or causal: true"),
+    (SEQUENCE + "  - {conv: {dim: 1, kernel: 5, stride: 2}}", "kernel 5 is larger than the shortest L (4) padded to 4: "
+     "the output would be empty", "declare L from at least 5 (`dims:`)"),
 ]
 
 

@@ -156,6 +156,21 @@ def check_channels(p: ConvParams, channels: int) -> None:
                         hint=Remedy(f"use an out that is a multiple of {groups} ({nearest})"))
 
 
+def conv_length(g: Geometry, length: Sym) -> Sym:
+    """The output length of a 1-D conv over a symbolic length, named by its formula and bounded by
+    the conv of its bounds (audio of any length: Wav2Vec2's, WavLM's, Speech2Text's strided convs;
+    both trials had to build once per length). Its shortest must give an output."""
+    (before, after) = g.pads[0]
+    if g.reach(0) > length.lo + before + after:
+        raise RuleError(f"kernel {g.kernel[0]} is larger than the shortest {length} ({length.lo}) padded to "
+                        f"{length.lo + before + after}: the output would be empty", field="kernel",
+                        hint=Remedy(f"declare {length} from at least {g.reach(0) - before - after} (`dims:`)"))
+    offset = before + after - g.reach(0)
+    name = f"({length.name}{offset:+d})//{g.stride[0]}+1" if g.stride[0] > 1 else f"{length.name}{offset + 1:+d}"
+    (lo,), (hi,) = g.out_sizes((length.lo,)), g.out_sizes((length.hi,))
+    return Sym(name, lo, hi)
+
+
 def check_fits(g: Geometry, sizes: tuple[int, ...], origin: GridOrigin | None) -> None:
     """Every axis, padded, is at least as long as the kernel's reach (else the output is empty)."""
     for axis, (n, (before, after)) in enumerate(zip(sizes, g.pads)):
@@ -235,12 +250,7 @@ class ConvOp(Op):
         if g.keeps_size():
             return replace(x, shape=(x.shape[0], x.length, out))  # [B, N, out], the grid kept
         if isinstance(x.length, Sym):
-            even = g.kernel[0] % 2 == 0
-            raise RuleError(f"a 1-D conv over the symbolic length {x.length} must keep the length", field="stride",
-                            hint=Remedy("use stride: 1 with padding: same or causal: true" + (
-                                f" (with the even kernel {g.kernel[0]}, same pads one more after than before, as "
-                                "torch's; a conv that pads kernel / 2 on both sides and drops its last output, "
-                                "Wav2Vec2's, needs a fixed length)" if even else "")))
+            return tokens(conv_length(g, x.length), out)  # [B, N', out]: N' = (N + pads - reach) // stride + 1
         check_fits(g, (x.length,), None)
         (length,) = g.out_sizes((x.length,))
         return tokens(length, out)  # [B, N', out]
