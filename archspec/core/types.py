@@ -21,6 +21,7 @@ errors can explain a grid size and hints can name an input size that fits.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from .suggestions import GridOrigin
@@ -171,16 +172,38 @@ def with_channels(t: TensorType, channels: int) -> TensorType:
 
 
 def summed(sizes) -> "int | Sym":
-    """The sum of sizes of which some may be symbolic: a Sym named by its parts (`17+L`) and
-    bounded by theirs (image tokens before a text of any length: GIT, ViLT)."""
+    """The sum of sizes of which some may be symbolic: a Sym named by its parts and a whole number
+    last (`L+17`), bounded by theirs (image tokens before a text of any length: GIT, ViLT)."""
     fixed = sum(s for s in sizes if not isinstance(s, Sym))
     symbolic = [s for s in sizes if isinstance(s, Sym)]
     if not symbolic:
         return fixed
-    if len(symbolic) == 1 and not fixed:
-        return symbolic[0]
-    name = "+".join(([str(fixed)] if fixed else []) + [s.name for s in symbolic])
-    return Sym(name, fixed + sum(s.lo for s in symbolic), fixed + sum(s.hi for s in symbolic))
+    if len(symbolic) == 1:
+        return shifted(symbolic[0], fixed)
+    parts = [offset_of(s) for s in symbolic]
+    joined = Sym("+".join(base for base, _ in parts), sum(s.lo for s in symbolic), sum(s.hi for s in symbolic))
+    return shifted(joined, fixed)
+
+
+_OFFSET = re.compile(r"^(.*[^-+*/(])([+-]\d+)$")
+
+
+def offset_of(size: Sym) -> tuple[str, int]:
+    """('L', 17) for `L+17`, ('(S-10)//5', 1) for `(S-10)//5+1`, (name, 0) for a plain name."""
+    found = _OFFSET.match(size.name)
+    return (found.group(1), int(found.group(2))) if found else (size.name, 0)
+
+
+def shifted(size, delta: int):
+    """size + delta, where the size may be symbolic: `L+17` shifted by -17 is `L` again, so a
+    slice of the text after 17 image tokens has the text's own length."""
+    if not isinstance(size, Sym):
+        return size + delta
+    if delta == 0:
+        return size
+    base, offset = offset_of(size)
+    total = offset + delta
+    return Sym(base if total == 0 else f"{base}{total:+d}", size.lo + delta, size.hi + delta)
 
 
 def dim_value(d) -> int:

@@ -117,8 +117,18 @@ def test_negative_indices_count_from_the_end_as_pythons_do():
         assert [2 if str(d) == "B" else d for d in checked.shape] == list(want.shape), name
 
 
-def test_a_negative_stop_over_a_symbolic_length_is_refused_with_what_works():
-    text = NEGATIVE.split("graph:")[0] + "graph:\n  - {from: seq, slice: {stop: -1}}\n"
+def test_a_count_cut_from_a_symbolic_length_leaves_a_symbolic_length():
+    """`stop: -1` and `start: 2` over L give L-1 and L-2 tokens (they were refused: WavLM's
+    pos-conv drop and PaliGemma's text after its image tokens), and cutting the shortest to
+    nothing is refused."""
+    text = NEGATIVE.split("graph:")[0] + ("graph:\n  - {id: a, from: seq, slice: {stop: -1}}\n"
+                                          "  - {id: b, from: seq, slice: {start: 2}}\noutputs: [a, b]\n")
+    graph = archspec.check_text(text).graph
+    assert [str(graph.type_of(n).shape[1]) for n in "ab"] == ["L-1", "L-2"]
+    model = archspec.build_text(text).eval()
+    x, image, seq = torch.randn(2, 16, 48), torch.randn(2, 6, 8, 10), torch.randn(2, 9, 8)
+    a, b = model(x, image, seq)
+    assert torch.equal(a, seq[:, :-1]) and torch.equal(b, seq[:, 2:])
     with pytest.raises(archspec.SpecError) as info:
-        archspec.check_text(text)
-    assert "a negative stop over the symbolic length L would leave L - 1 tokens" in info.value.message
+        archspec.check_text(text.replace("start: 2", "start: 4"))
+    assert "slice 4: drops 4 of a symbolic length (L, at least 4): its shortest would be empty" in info.value.message

@@ -19,7 +19,7 @@ from typing import Literal, Union
 
 from ...core.declared import Field
 from ...core.suggestions import Divides, GridOrigin, Remedy
-from ...core.types import Sym, TensorType, grid_tokens, image, tokens
+from ...core.types import Sym, TensorType, grid_tokens, image, shifted, tokens
 from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError, check_padding_mask
 from ..grids import as_image, divisors
 from ..registry import register
@@ -166,9 +166,10 @@ def conv_length(g: Geometry, length: Sym) -> Sym:
                         f"{length.lo + before + after}: the output would be empty", field="kernel",
                         hint=Remedy(f"declare {length} from at least {g.reach(0) - before - after} (`dims:`)"))
     offset = before + after - g.reach(0)
-    name = f"({length.name}{offset:+d})//{g.stride[0]}+1" if g.stride[0] > 1 else f"{length.name}{offset + 1:+d}"
+    if g.stride[0] == 1:
+        return shifted(length, offset + 1)  # L + pads - reach + 1
     (lo,), (hi,) = g.out_sizes((length.lo,)), g.out_sizes((length.hi,))
-    return Sym(name, lo, hi)
+    return Sym(f"({shifted(length, offset).name})//{g.stride[0]}+1", lo, hi)
 
 
 def check_fits(g: Geometry, sizes: tuple[int, ...], origin: GridOrigin | None) -> None:

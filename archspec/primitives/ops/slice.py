@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Literal, Union
 
 from ...core.declared import Field
-from ...core.types import Sym, TensorType, tokens
+from ...core.types import Sym, TensorType, shifted, tokens
 from ..base import MAX_SIZE, Cost, Op, Params, RuleError
 from ..registry import register
 from ..index_ranges import VALUES, keeps
@@ -52,6 +52,22 @@ def symbolic_bounds(p, size: Sym) -> tuple[int, int]:
         raise RuleError(f"slicing a symbolic length ({size}, at least {size.lo}) needs a `stop` it always reaches "
                         "(or a negative `start` alone: the last tokens)", field="stop")
     return p.start, p.stop
+
+
+def cuts_a_count(p) -> bool:
+    """Whether a slice drops a fixed count from a symbolic length, its length then symbolic: `start:
+    k` alone (the text after k image tokens) or a negative stop (`stop: -1`, a conv's extra output)."""
+    return p.start >= 0 and (p.stop is None and p.start > 0 or p.stop is not None and p.stop < 0)
+
+
+def symbolic_cut(p, x: TensorType, size: Sym) -> TensorType:
+    """Tokens [B, L, C] less `start` in front and -stop at the end: [B, L - start + stop, C]."""
+    dropped = p.start - (p.stop or 0)
+    if dropped >= size.lo:
+        raise RuleError(f"slice {span(p)} drops {dropped} of a symbolic length ({size}, at least {size.lo}): its "
+                        "shortest would be empty", field="start" if p.stop is None else "stop",
+                        hint="declare its dim longer, or cut fewer")
+    return tokens(shifted(size, -dropped), x.channels)  # [B, L - dropped, C]
 
 
 def span(p) -> str:
@@ -116,6 +132,8 @@ class SliceOp(Op):
                             hint="a feature vector slices along: channels; a tensor or an image along an axis "
                                  "(along: 2)")
         size = x.channels if p.along == "channels" else x.length
+        if isinstance(size, Sym) and cuts_a_count(p):
+            return symbolic_cut(p, x, size)  # [B, L - start + stop, C]
         if isinstance(size, Sym):
             start, stop = symbolic_bounds(p, size)
             size = size.lo
