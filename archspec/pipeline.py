@@ -26,7 +26,8 @@ from .core.interpreter import NodeFailed
 from .core.ir import Graph, NodeView
 from .language.compose import compose
 from .language.expand import expand
-from .language.given import located_at_uses, paths_by_loc, value_at
+from .language.given import bare_name, located_at_uses, paths_by_loc
+from .language.param_types import value_at
 from .language.loader import Document, load_file, load_text
 from .primitives.cost import Costing, cost
 from .primitives.infer import infer
@@ -257,7 +258,7 @@ def _param_at(doc: Document, d: Diagnostic) -> str | None:
     it is one (and no block parameter of the same name hides it)."""
     path = _path_at(doc, d)
     value = value_at(doc.data, path) if path is not None else None
-    name = value[2:-1].strip() if isinstance(value, str) and value.startswith("${") and value.endswith("}") else None
+    name = bare_name(value)
     params = doc.data.get("params") if isinstance(doc.data, dict) else None
     if not name or not isinstance(params, dict) or name not in params or not isinstance(params[name], int):
         return None

@@ -24,7 +24,7 @@ from ..primitives import plugins
 from ..primitives.base import Op
 from . import node_checks as checks
 from .expressions import work_budget
-from .given import at_the_use, uses_around
+from .given import at_the_use, bare_name, uses_around
 from .hints import hint_budget, suggest
 from .inputs import InputTypes, symbolic_dims
 from .loader import Document
@@ -351,7 +351,7 @@ class Expander:
         """An `if: ${name}` inside a block whose use gave `name` something not true or false: the
         error is the use's, located where it gives the argument (the Q-Former trial's
         `cross: "${i % 2}"` was reported inside the block, once per copy)."""
-        name = raw[2:-1].strip() if isinstance(raw, str) and raw.startswith("${") and raw.endswith("}") else None
+        name = bare_name(raw)
         given = self.block_arguments[-1].get(name) if self.block_arguments and name else None
         if given is None or given[1] is None:
             return

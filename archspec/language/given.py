@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from ..core.errors import Diagnostic, SpecError
 from ..core.ir import BlockUse, Graph
 from .loader import Document
+from .param_types import value_at
 
 _PATHS_BY_LOC: list = [None, 0, None]  # [the last document's locs, their count, loc -> its first path]
 
@@ -29,15 +30,6 @@ def paths_by_loc(doc: Document) -> dict:
             index.setdefault(loc, path)
         _PATHS_BY_LOC[:] = [doc.locs, len(doc.locs), index]
     return _PATHS_BY_LOC[2]
-
-
-def value_at(data: Any, path: tuple) -> Any:
-    for key in path:
-        try:
-            data = data[key]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
 
 
 def bare_name(value: Any) -> str | None:
@@ -84,4 +76,4 @@ def located_at_uses(exc: SpecError, graph: Graph | None, doc: Document) -> SpecE
     return exc if moved == exc.diagnostics else type(exc)(moved, exc.sources)
 
 
-__all__ = ["at_the_use", "uses_around", "located_at_uses", "paths_by_loc", "value_at", "bare_name"]
+__all__ = ["at_the_use", "uses_around", "located_at_uses", "paths_by_loc", "bare_name"]

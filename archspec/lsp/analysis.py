@@ -32,6 +32,7 @@ from ..language.expand import expand_partial
 from ..language.loader import Document, load_text
 from ..language.paths import named_file
 from ..language.names import node_names, taken_names
+from ..language.param_types import value_at
 from ..language.schema import META_KEYS
 from ..pipeline import Attempt, PartialCosting, attempt_document
 from ..primitives.infer import infer
@@ -170,20 +171,11 @@ def _node_lists(data: Any) -> list[tuple]:
     return found
 
 
-def _value(data: Any, path: tuple) -> Any:
-    for key in path:
-        try:
-            data = data[key]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
-
-
 def _item_at(doc: Document, lines: list[str], line: int) -> tuple | None:
     """The innermost node item (its document path) whose text holds the 0-based `line`."""
     best = None
     for list_path in _node_lists(doc.data):
-        for i in range(len(_value(doc.data, list_path))):
+        for i in range(len(value_at(doc.data, list_path))):
             loc = doc.locs.get(list_path + (i,))
             if loc is None or loc.file != doc.file or loc.line - 1 > line:
                 continue
@@ -209,7 +201,7 @@ def _op_of(item: Any) -> str | None:
 
 def _names(data: Any, list_path: tuple) -> list[str | None]:
     """The names of the nodes listed at `list_path`, as expansion gives them."""
-    items = _value(data, list_path)
+    items = value_at(data, list_path)
     return node_names(items if isinstance(items, list) else [], taken_names(data, list_path))
 
 
@@ -250,7 +242,7 @@ def hover(analysis: Analysis, line: int, character: int) -> str | None:
     if item is None:
         return None
     names = _matching_nodes(graph, doc.data, item)
-    raw = _value(doc.data, item)
+    raw = value_at(doc.data, item)
     op = _op_of(raw)
     title = _names(doc.data, item[:-1])[item[-1]] or op
     if not names:
@@ -283,11 +275,11 @@ def _param_at(analysis: Analysis, line: int, character: int) -> tuple[str, tuple
     item = _item_at(doc, lines, line)
     block = path[1] if path[:1] == ("blocks",) and len(path) > 1 else (
         item[1] if item is not None and item[0] == "blocks" else None)
-    if block is not None and isinstance(_value(composed.data, ("blocks", block, "params")), dict) \
-            and word in _value(composed.data, ("blocks", block, "params")):
+    if block is not None and isinstance(value_at(composed.data, ("blocks", block, "params")), dict) \
+            and word in value_at(composed.data, ("blocks", block, "params")):
         return word, ("blocks", block, "params", word)
     for section in ("params", "dims"):
-        if isinstance(_value(composed.data, (section,)), dict) and word in _value(composed.data, (section,)):
+        if isinstance(value_at(composed.data, (section,)), dict) and word in value_at(composed.data, (section,)):
             return word, (section, word)
     return None
 
@@ -310,9 +302,9 @@ def _param_hover(analysis: Analysis, name: str, path: tuple) -> str:
     if path[0] == "params" and graph is not None and name in (graph.params or {}):
         lines.append(f"value `{graph.params[name]!r}`")
     else:
-        raw = _value(composed.data, path)
+        raw = value_at(composed.data, path)
         lines.append("required (no default)" if raw is None and path[0] == "blocks" else f"written `{raw!r}`")
-    declared = _value(composed.data, ("param_types", name)) if path[0] == "params" else None
+    declared = value_at(composed.data, ("param_types", name)) if path[0] == "params" else None
     if isinstance(declared, dict):
         lines.append(", ".join(f"{k}: {v}" for k, v in declared.items() if k in ("type", "choices")))
     return "\n\n".join(lines)
@@ -345,7 +337,7 @@ def _pattern(data: Any, item: tuple) -> tuple[str | None, str]:
 def _matching_nodes(graph: Graph, data: Any, item: tuple) -> list[str]:
     """The IR nodes the item became: itself and its copies, or every node inside it."""
     block, rel = _pattern(data, item)
-    raw = _value(data, item)
+    raw = value_at(data, item)
     op = _op_of(raw)
     if block is None:
         prefixes = [""]
@@ -452,12 +444,12 @@ def definition(analysis: Analysis, line: int, character: int) -> Place | None:
     if path == ("extends",):
         return _extended_file(doc)
     if path[:1] == ("outputs",):
-        text = _value(doc.data, path)
+        text = value_at(doc.data, path)
         return _resolve(composed, doc, ("graph", 0), text) if isinstance(text, str) else None
     key_index = next((i for i in range(len(path) - 1, -1, -1) if path[i] in REFERENCE_KEYS), None)
     if key_index is None:
         return None
-    text = _value(doc.data, path)
+    text = value_at(doc.data, path)
     if not isinstance(text, str):
         return None
     item = path[:key_index]
@@ -475,7 +467,7 @@ def _block_definition(composed: Document, doc: Document, path: tuple) -> Place |
 
 
 def _extended_file(doc: Document) -> Place | None:
-    target = _value(doc.data, ("extends",))
+    target = value_at(doc.data, ("extends",))
     if not isinstance(target, str):
         return None
     try:  # only a file the spec may name (paths.py): go-to-definition never opens /proc or a dotfile
@@ -500,17 +492,17 @@ def _lookup(doc: Document, item: tuple, text: str) -> Place | None:
     data = doc.data
     scope = item[:-1]  # the list that holds the item
     while scope:
-        if isinstance(_value(data, scope), list):
+        if isinstance(value_at(data, scope), list):
             names = _names(data, scope)
             if first in names:
                 return _descend(doc, scope + (names.index(first),), [s for s in rest if not s.isdigit()])
         if scope[0] == "blocks" and len(scope) == 3:  # a block's own inputs, then nothing outside it
-            inputs = _value(data, scope[:2] + ("inputs",)) or ["x"]
-            if first in inputs and isinstance(_value(data, scope[:2] + ("inputs",)), list):
+            inputs = value_at(data, scope[:2] + ("inputs",)) or ["x"]
+            if first in inputs and isinstance(value_at(data, scope[:2] + ("inputs",)), list):
                 return _place(doc.locs.get(scope[:2] + ("inputs", inputs.index(first))))
             return None
         scope = scope[:-2] if len(scope) >= 2 and isinstance(scope[-2], int) else ()
-    inputs = _value(data, ("inputs",))
+    inputs = value_at(data, ("inputs",))
     if isinstance(inputs, dict) and first in inputs and not rest:
         return _place(doc.key_locs.get(("inputs", first)))
     return None
@@ -519,11 +511,11 @@ def _lookup(doc: Document, item: tuple, text: str) -> Place | None:
 def _descend(doc: Document, item: tuple, rest: list[str]) -> Place | None:
     """From a node item, down through inline groups and block uses by the path's segments."""
     for segment in rest:
-        raw = _value(doc.data, item)
+        raw = value_at(doc.data, item)
         op = _op_of(raw)
         if op == "graph":
             items_path = item + ("graph",)
-        elif isinstance(_value(doc.data, ("blocks", op)), dict):
+        elif isinstance(value_at(doc.data, ("blocks", op)), dict):
             items_path = ("blocks", op, "graph")
         else:
             return None

@@ -23,7 +23,8 @@ from typing import Any
 from ..language.schema import META_KEYS, BlockDef, SpecDoc
 from ..language.validation import field_names
 from ..primitives import registry
-from .analysis import Analysis, _item_at, _names, _value
+from ..language.param_types import value_at
+from .analysis import Analysis, _item_at, _names
 from .context import ITEM, Cursor, cursor_at
 from .lines import line_in
 
@@ -200,10 +201,10 @@ class Known:
         found, scope, own = [], item[:-1], item[-1]
         data = self.own.data
         while scope:
-            if isinstance(_value(data, scope), list):
+            if isinstance(value_at(data, scope), list):
                 found += [(n, "node") for i, n in enumerate(_names(data, scope)) if n and i != own]
             if scope[0] == "blocks" and len(scope) == 3:
-                inputs = _value(data, scope[:2] + ("inputs",))
+                inputs = value_at(data, scope[:2] + ("inputs",))
                 return found + [(i, "block input") for i in (inputs if isinstance(inputs, list) else ["x"])]
             own = scope[-2] if len(scope) >= 2 and isinstance(scope[-2], int) else None
             scope = scope[:-2] if own is not None else ()
@@ -212,11 +213,11 @@ class Known:
     def _all(self, block: str | None) -> list[tuple[str, str]]:
         data = self.own.data if self.own is not None else None
         path = ("blocks", block, "graph") if block else ("graph",)
-        names = _names(data, path) if isinstance(_value(data, path), list) else []
+        names = _names(data, path) if isinstance(value_at(data, path), list) else []
         found = [(n, "node") for n in names if n]
         found += [(m.group(1), "node") for m in re.finditer(r"\bid:\s*([A-Za-z_]\w*)", self.text)]
         if block:
-            inputs = _value(data, ("blocks", block, "inputs"))
+            inputs = value_at(data, ("blocks", block, "inputs"))
             found += [(i, "block input") for i in (inputs if isinstance(inputs, list) else ["x"])]
         return found
 
@@ -232,7 +233,7 @@ def _old_line(old: str, new: str, line: int) -> int | None:
 
 
 def _mapping_keys(data: Any, path: tuple) -> list[str]:
-    value = _value(data, path)
+    value = value_at(data, path)
     return [str(k) for k in value] if isinstance(value, dict) else []
 
 
