@@ -171,6 +171,11 @@ def with_channels(t: TensorType, channels: int) -> TensorType:
     return replace(t, shape=t.shape[:-1] + (channels,))
 
 
+def sequence_shaped(shape: tuple, dtype: str) -> bool:
+    """int64 [B, N]: what is ids, a sequence mask, wherever it is made (a cast, a compare, a concat)."""
+    return dtype == "int64" and len(shape) == 2 and shape[0] is BATCH
+
+
 def summed(sizes) -> "int | Sym":
     """The sum of sizes of which some may be symbolic: a Sym named by its parts and a whole number
     last (`L+17`), bounded by theirs (image tokens before a text of any length: GIT, ViLT)."""

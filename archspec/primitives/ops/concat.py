@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Literal, Union
 
 from ...core.declared import Field
-from ...core.types import BATCH, TensorType, ids, summed, tokens
+from ...core.types import TensorType, ids, sequence_shaped, summed, tokens
 from ..base import Cost, Op, Params, RuleError
 from ..registry import register
 from ..index_ranges import VALUES, largest
@@ -130,7 +130,7 @@ class ConcatOp(Op):
 def sequence_ids(t: TensorType) -> bool:
     """Token ids [B, N], or an int64 [B, N] made in the graph (a mask of ones for image tokens):
     joined along the sequence they are ids, a padding mask (the GIT trial's took a rearrange)."""
-    return t.layout == "ids" or (t.dtype == "int64" and len(t.shape) == 2 and t.shape[0] is BATCH)
+    return t.layout == "ids" or sequence_shaped(t.shape, t.dtype)
 
 
 CONCAT = register(ConcatOp())

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Literal, Optional
 
 from ...core.declared import Field
-from ...core.types import BATCH, TensorType, ids, tensor
+from ...core.types import TensorType, ids, sequence_shaped, tensor
 from ..activations import Function, described, learned_params
 from ..base import Cost, NoParams, Op, Params, Rate, RuleError, require_float
 from ..broadcast import broadcast
@@ -150,7 +150,7 @@ def cast(p: CastParams, inputs: list[TensorType]) -> TensorType:
     (x,) = inputs
     if p.dtype == x.dtype:
         return x  # nothing to do: cast_notice says so
-    if p.dtype == "int64" and len(x.shape) == 2 and x.shape[0] is BATCH:
+    if sequence_shaped(x.shape, p.dtype):
         return ids(x.shape[1])  # [B, N] int64
     if x.layout == "ids":
         return tensor(x.shape, p.dtype)  # [B, N] float32
@@ -160,7 +160,7 @@ def cast(p: CastParams, inputs: list[TensorType]) -> TensorType:
 def compared(p: CompareParams, inputs: list[TensorType]) -> TensorType:
     """0/1 of `dtype` in x's shape; int64 [B, N] is ids (a sequence mask)."""
     (x,) = inputs
-    if p.dtype == "int64" and len(x.shape) == 2 and x.shape[0] is BATCH:
+    if sequence_shaped(x.shape, p.dtype):
         return ids(x.shape[1])  # [B, N] int64
     return tensor(x.shape, p.dtype)  # same shape, 0/1
 
