@@ -30,6 +30,9 @@ Rules (each list item has exactly one of these keys):
   along `dim` in the order of `parts`, under the key with `into` in place of the part. Hugging
   Face's separate projections -> one qkv: `match: '^(.*\.self_attn)\.{part}\.(weight|bias)$'`,
   `parts: [q_proj, k_proj, v_proj]`, `into: qkv`. A group missing a part stays as it is.
+  Parts named as queries, keys and values (q_proj, key, wv, ...) must come in archspec's order,
+  q before k before v (a located error otherwise: under grouped-query attention k and v have one
+  shape, and a swapped pair would load without a word).
 - `stack: {match: PATTERN, into: NAME, dim: 0}`: `match` holds `{index}` once, standing for a
   number; tensors whose keys differ only there are stacked along a new axis `dim` in the order
   of their numbers (0, 1, ... without a gap), under the key with `into` in place of the number.
@@ -164,6 +167,7 @@ class FuseRule(Strict):
         repeated = sorted({p for p in fuse.parts if fuse.parts.count(p) > 1})
         if repeated:
             raise error(f"fuse: `parts` names {one_of(repeated)} twice", at(("fuse", "parts")))
+        _check_projection_order(fuse.parts, at(("fuse", "parts")))
         alternatives = "|".join(re.escape(p) for p in fuse.parts)
         pattern = placeholder_pattern("fuse", text, PART, PART_GROUP, alternatives, loc)
         return Fuse(pattern, tuple(fuse.parts), fuse.into, fuse.dim, at(("fuse",), key=True))
@@ -417,6 +421,34 @@ RULE_KINDS: dict[str, type[Strict]] = {"rename": RenameRule, "fuse": FuseRule, "
                                        "transpose": TransposeRule, "permute": PermuteRule, "reshape": ReshapeRule,
                                        "drop": DropRule,
                                        "affine": AffineRule, "copy": CopyRule, "create": CreateRule}
+
+
+PROJECTION_ROLES = {"q": "q", "query": "q", "wq": "q", "k": "k", "key": "k", "wk": "k",
+                    "v": "v", "value": "v", "wv": "v"}  # a name's word -> the projection it is
+
+
+def projection_role(part: str) -> str | None:
+    """"q", "k" or "v" where the part's name says which projection it is by one word of it
+    (q_proj, key, wv, to_q), else None (gate_proj, kv_a_proj, fc1)."""
+    roles = {PROJECTION_ROLES[w] for w in re.split(r"[^a-z]+", part.lower()) if w in PROJECTION_ROLES}
+    return roles.pop() if len(roles) == 1 else None
+
+
+def _check_projection_order(parts: list[str], loc: Loc | None) -> None:
+    """A located error where `parts` name queries, keys and values in another order than
+    archspec's fused projections hold them (qkv: rows [q; k; v], kv: [k; v]): under grouped-query
+    attention k and v have one shape, so [q_proj, v_proj, k_proj] would load without a word."""
+    named = [(part, role) for part in parts if (role := projection_role(part)) is not None]
+    ranks = ["qkv".index(role) for _, role in named]
+    if ranks == sorted(ranks) or len(set(ranks)) != len(ranks):  # in order, or two of one kind: not read
+        return
+    in_order = iter(part for part, _ in sorted(named, key=lambda pr: "qkv".index(pr[1])))
+    wanted = [next(in_order) if projection_role(part) else part for part in parts]  # others stay where they are
+    written = ", ".join(parts)
+    raise error(f"fuse: `parts` [{written}] are queries, keys and values out of order: archspec's fused "
+                f"projections hold their rows as [q; k; v] (qkv) and [k; v] (kv), in that order", loc,
+                hint=f"write parts: [{', '.join(wanted)}]; a reference that stores its rows in another order "
+                     f"(one fused tensor) is read with `split`, each part named")
 
 
 def _check_two_or_more(names: list[str], rule: str, what: str, loc: Loc | None) -> None:

@@ -367,6 +367,9 @@ def test_build_prints_the_drop_warning(tmp_path, capsys):
     ("- reshape: {match: 'x', shape: ['${heads / 0}', -1]}", "", (4, 38)),
     ("- reshape: {match: 'x', shape: ['${dim / heads}', -1]}", "", (4, 35)),
     ("- copi: {match: 'x', into: [a, b]}", "unknown rule 'copi'", (4, 5)),
+    # grouped-query attention gives k and v one shape: [q, v, k] loaded without a word (OLMo trial)
+    ("- fuse: {match: 'a.{part}', parts: [q_proj, v_proj, k_proj], into: qkv}", "out of order", (4, 38)),
+    ("- fuse: {match: 'a.{part}', parts: [value, key], into: kv}", "write parts: [key, value]", (4, 38)),
 ])
 def test_bad_rules_are_located_errors(tmp_path, rule, message, line_col):
     path = write(tmp_path, rule)
