@@ -247,7 +247,7 @@ class Expander:
             inputs = self.node_inputs(meta, site, chain)
             start = len(self.pending)
             # skipped: it stands for its (first) input
-            value = self.repeated(site, meta, inputs) if active else Alias(inputs[0])
+            value = self.repeated(site, meta, inputs) if active else Alias(inputs[0], site.node_path)
             if active and meta.weights_of is not None:
                 self.tie(site, meta, start)
             if active and meta.unused:
@@ -366,7 +366,7 @@ class Expander:
         times = evaluate_value(meta.repeat, site.path + ("repeat",), site.env, self.doc)
         checks.check_repeat_count(times, self.doc, site.path)
         if times == 0:
-            return Alias(inputs[0])
+            return Alias(inputs[0], site.node_path)
         self.graph.groups[site.node_path] = GroupInfo("repeat")
         copies = Compound(None)
         current = list(inputs)

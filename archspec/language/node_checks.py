@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..core.declared import ValidationError
 from ..core.errors import Diagnostic, SpecError, error
 from ..core.ir import Graph
-from ..core.words import DidYouMean, did_you_mean, one_of
+from ..core.words import DidYouMean, did_you_mean, one_of, plural
 from ..primitives import registry
 from ..primitives.base import Op
 from .hints import some, suggest
@@ -245,7 +245,7 @@ def check_input_count(op: Op, params, count: int, doc: Document, path: tuple, no
     name, expected = op.primitive, op.reads(params)
     where = doc.loc(path + ("from",))
     if not expected:
-        raise error(f"{name} reads no input, and this node gives {count}", where, node_path,
+        raise error(f"{name} reads no input here, and `from` names {plural(count, 'node')}", where, node_path,
                     hint=f"{name} makes a tensor: remove `from`")
     kind = f" (kind {op.kind})" if op.kind else ""
     wanted = f"{len(expected)} or more" if op.variadic else str(len(expected))

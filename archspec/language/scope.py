@@ -9,10 +9,10 @@ point forward, so they are resolved (`resolve`, `lookup`) once every node exists
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.errors import Loc, error
+from ..core.errors import Loc, SpecError, error
 from .hints import some, suggest
 from .values import POISON
 
@@ -41,6 +41,7 @@ class Ref:
 @dataclass
 class Alias:
     target: Any  # a skipped node (if: false, repeat: 0) stands for its input
+    name: str | None = None  # the skipped node's path, for an error found through it
 
 
 @dataclass
@@ -103,12 +104,30 @@ def resolve(value, memo: dict | None = None) -> str | None:
             if key in seen:
                 raise error(f"'{value.text}' refers to itself through skipped nodes", value.loc, value.owner)
             seen.add(key)
-            value = lookup(value)
+            try:
+                value = lookup(value)
+            except SpecError as exc:
+                raise through_skipped(exc, walked) from None
         else:
             raise RuntimeError(f"expand: unexpected value {value!r}")
     for followed in walked:
         memo[id(followed)] = (followed, node)
     return node
+
+
+def through_skipped(exc: SpecError, walked: list) -> SpecError:
+    """A reference's error, found by following switched-off nodes (`if: false`, `repeat: 0`, each
+    passing on its first input), with the nodes it went through: the Hiera trial was told of
+    the `from` of a node off in that block, reached from a later node without `from`."""
+    skipped = [v.name for v in walked if isinstance(v, Alias) and v.name]
+    if not skipped:
+        return exc
+    first = exc.diagnostics[0]
+    nodes = "node " + skipped[0] if len(skipped) == 1 else "nodes " + ", ".join(skipped)
+    hint = "a node after them without `from` reads what they pass on: give it a `from:`"
+    said = replace(first, message=f"{first.message}, read through the switched-off {nodes} (each passes on its "
+                                  "first input)", suggestion=None, hint=f"{first.hint}; {hint}" if first.hint else hint)
+    return SpecError([said, *exc.diagnostics[1:]])
 
 
 def absent_error(value: Absent, walked: list):

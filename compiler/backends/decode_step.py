@@ -118,9 +118,9 @@ class DecodePrograms:
     save: Callable
     holds: str
 
-    def listed(self) -> str:
-        """The files as a build step's title names them: "a, b and c (what they hold)"."""
-        return ", ".join(self.files[:-1]) + f" and {self.files[-1]} ({self.holds})"
+    def listed(self, more: str = "") -> str:
+        """The files as a build step's title names them: "a, b and c (what they hold; more)"."""
+        return ", ".join(self.files[:-1]) + f" and {self.files[-1]} ({self.holds}{'; ' + more if more else ''})"
 
 
 def decode_programs(graph: Graph, suffix: str = ".pt2") -> DecodePrograms | None:

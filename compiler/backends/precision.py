@@ -34,7 +34,9 @@ import torch
 
 from archspec.core.errors import error
 from archspec.core.ir import Graph
+from archspec.core.types import Sym
 from archspec.primitives.decoding import CLASSES, LOGITS, role_of
+from archspec.primitives.ops.constant import CONSTANT, index_axis
 
 from ..hierarchy import copy_model
 from ..quiet import quiet_logger
@@ -184,6 +186,29 @@ class PrecisionResult:
                 **({"method": self.method, "calibration": self.calibration} if self.method else {})}
 
 
+EXACT_WHOLE = {"bf16": 256, "fp16": 2048}  # every whole number up to this is exact (8 and 11 significant bits)
+
+
+def inexact_indices(graph: Graph, precision: str) -> list[str]:
+    """A note for each `constant` of `fill: index` that counts past the whole numbers `precision`
+    holds exactly: it runs in the model's floats, so in bf16 257 reads 256, and a table computed
+    from it (VideoMAE's sinusoids, FNet's DFT: up to 0.64 off in the trials) is wrong while the
+    deviation from fp32 of random weights looks ordinary."""
+    most = EXACT_WHOLE.get(precision)
+    notes = []
+    for node in graph.nodes():
+        if most is None or node.is_input or node.op is not CONSTANT or node.params.fill != "index":
+            continue
+        size = node.type.shape[index_axis(node.params)]
+        largest = (size.hi if isinstance(size, Sym) else size) - 1
+        if largest > most:
+            notes.append(f"constant '{node.name}' counts to {largest}, and {precision} holds whole numbers exactly "
+                         f"only up to {most}: what is computed from it (a position or Fourier table) is off in "
+                         f"{precision}; keep this model in fp32, or give the table as a `param` loaded from a "
+                         f"checkpoint")
+    return notes
+
+
 def cast_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
     """A deep copy of `model` in bf16 or fp16 (eval mode); `model` itself is left as it is."""
     low = copy_model(model).to(DTYPES[precision])
@@ -265,6 +290,7 @@ def cast_precision(model: torch.nn.Module, graph: Graph, request: PrecisionReque
     if device != "cpu":
         low = low.to(device)
     result.model = low
+    result.notes.extend(inexact_indices(graph, precision))
     if request.measure:
         reference = eager_runner(model)
         candidate = eager_runner(torch.compile(low) if compiled else low, DTYPES[precision])

@@ -39,7 +39,7 @@ from ..modules.conv import Convolution
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
-from .beam import last_logits
+from .beam import forward_inputs, last_logits
 from .cache import DecodeCache, DecodeState, KVCache, RecentTokens, SequenceSoFar
 from .compiled import CompiledSteps
 from .decode_graph import Handoff, decode_graph
@@ -87,6 +87,7 @@ class Decoder:
         self.min_source, self.max_source = sequence_range(model, 0) if self.encoder_decoder else (None, None)
         self.compiled = None  # the compiled decode step (compiled.py), made at the first generate(compile=True)
         self.whole_sequence = None  # why each step runs the whole sequence (no cache), or None: cached
+        self.causal_seen = False  # without a cache: a token's logits were seen not to change with later tokens
         if facts.decode_refusal is not None:
             node, why = facts.decode_refusal
             if self.encoder_decoder:  # which input is the target is known only where the cache's rules hold
@@ -186,10 +187,34 @@ class Decoder:
         """The last position's logits [B, vocab] in float32, for ids [B, count] in the cache's
         current slots (after the source inputs of an encoder-decoder spec: a tuple)."""
         if self.whole_sequence is not None:  # every token so far through forward
-            return last_logits(self, cache.extended(ids), source)
+            sequence = cache.extended(ids)  # [B, end]
+            self.check_causal(sequence, source)
+            return last_logits(self, sequence, source)
         out = self.decoding(ids, cache) if source is None else self.decoding(*source, ids, cache)
         out = out[self.output] if isinstance(out, (tuple, list)) else out
         return out[:, -1, :].float()  # [B, count, vocab] -> [B, vocab]
+
+    def check_causal(self, sequence: torch.Tensor, source=None) -> None:
+        """Without a cache nothing in the spec says a token's logits ignore later tokens (attention
+        written from einsum may mask or not): once per model, the logits of `sequence` [B, end]
+        less its last token are compared with the whole's; a spec whose earlier logits move is
+        refused (the FNet trial's bidirectional encoder generated tokens without a word)."""
+        if self.causal_seen or sequence.shape[1] < 2:
+            return
+        whole = self.all_logits(sequence, source)  # [B, end, vocab]
+        shorter = self.all_logits(sequence[:, :-1], source)  # [B, end - 1, vocab]
+        moved, scale = float((whole[:, :-1] - shorter).abs().max()), float(whole.abs().max())
+        if moved > (1e-4 if whole.dtype == torch.float32 else 2e-2) * scale:  # rounding apart, relative
+            raise refusal(f"it is not causal: one more token changed the logits of the tokens before it by "
+                          f"{moved:.3g} (logits up to {scale:.3g}); it decodes without a cache "
+                          f"({self.whole_sequence}), and generating needs each token's logits to read only the tokens "
+                          "before it (a causal mask: kind causal, or `mod` steps that hide later keys)")
+        self.causal_seen = True
+
+    def all_logits(self, sequence: torch.Tensor, source=None) -> torch.Tensor:
+        """Every position's logits [B, L, vocab] of `sequence` [B, L] through forward."""
+        out = self.model(*forward_inputs(self, sequence, source))
+        return out[self.output] if isinstance(out, (tuple, list)) else out
 
     def refills(self, state: DecodeState) -> bool:
         """Whether the call after `state.advance()` recomputes the whole cache instead of one step:

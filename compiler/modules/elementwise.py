@@ -5,8 +5,8 @@ and this floor lacks fails here, naming it. Every member keeps the token grid of
 
     Elementwise(name="scale", factor=0.125)      x * 0.125; model.<node>.factor == 0.125
 
-activation, dropout and compare are modules of their own kind (nn.GELU, nn.Dropout, Compare:
-MODULES; Compare follows the model's floating dtype).
+activation, dropout, drop_path and compare are modules of their own kind (nn.GELU, nn.Dropout,
+DropPath, Compare: MODULES; Compare follows the model's floating dtype).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from archspec.primitives.ops.elementwise import ELEMENTWISE_OPS
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .activations import activation_class
-from .common import make
+from .common import DropPath, make
 
 COMPARISONS = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
 
@@ -48,6 +48,7 @@ ELEMENTWISE_FUNCTIONS = {  # op -> fn(inputs..., **params), the params as keywor
 MODULES = {  # op -> (params -> (module class, its keyword arguments)): the rows that are a module of their own
     "activation": lambda p: activation_class(p.fn),
     "dropout": lambda p: (nn.Dropout, {"p": p.rate}),
+    "drop_path": lambda p: (DropPath, {"rate": p.rate}),
     "compare": lambda p: (Compare, p.model_dump()),
     "cast": lambda p: (Cast, p.model_dump()),
 }

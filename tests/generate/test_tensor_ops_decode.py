@@ -86,3 +86,21 @@ def test_what_mixes_the_tokens_is_still_refused(node, why):
 
     found = decode_of_node(node)
     assert isinstance(found, Mixes) and why in found.why, found
+
+
+@pytest.mark.parametrize("kind,causal", [("global", False), ("causal", True)])
+def test_without_a_cache_a_spec_whose_tokens_see_later_ones_is_refused(kind, causal):
+    """Without a cache nothing said a token's logits ignore the tokens after it: the FNet trial's
+    bidirectional encoder generated tokens without a word. The first step compares the logits of
+    the sequence less its last token with the whole's; the same spec with causal attention (here
+    made to decode without a cache by a rearrange over the tokens) generates."""
+    text = SPEC.replace("kind: causal", f"kind: {kind}").replace(
+        "  - {id: scores", "  - {id: mixed, rearrange: {pattern: \"b l c -> b l c\", as: tokens}}\n  - {id: scores")
+    torch.manual_seed(0)
+    model = archspec.build_text(text).eval()
+    ids = torch.randint(0, 64, (1, 5), generator=torch.Generator().manual_seed(1))
+    if causal:
+        assert generate(model, ids, max_new_tokens=3).shape == (1, 8)
+        return
+    with pytest.raises(archspec.SpecError, match="it is not causal: one more token changed the logits"):
+        generate(model, ids, max_new_tokens=3)

@@ -329,3 +329,13 @@ graph:
   - {id: y, from: [x, used], add: {}}
 """)
     assert report.graph.node("used").type.shape[0] == 1
+
+
+def test_scatter_count_hint_offers_only_a_count_that_fits():
+    """The PaliGemma trial was told `count: 256` for an index of 8: a count above the indices fails too."""
+    from archspec.core.types import Sym
+    from archspec.primitives.ops.scatter import count_hint
+
+    assert count_hint(16, 32) == "one index per value placed: `count: 16` uses the first 16"
+    assert count_hint(256, 8) == "one index per value placed: an index [B, 256] (it has 8)"
+    assert "count" not in count_hint(Sym("L", 1, 64), 8)

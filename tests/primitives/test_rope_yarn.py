@@ -86,6 +86,8 @@ def test_yarn_attention_equals_gpt_oss_attention():
 @pytest.mark.parametrize("options, message", [
     ("rope_yarn: 32.0, ", None),
     ("rope_truncate: false, ", "rope_truncate goes with rope_yarn"),
+    ("rope_attention_factor: null, ", None),  # none is the default (a layer without the scaling: Gemma 3 trial)
+    ("rope_attention_factor: 1.0, ", "rope_attention_factor goes with rope_yarn"),
 ])
 def test_yarn_options_are_checked(options, message):
     from archspec.core.errors import SpecError

@@ -86,6 +86,10 @@ class DropoutParams(Params):
     rate: Rate = Field(description="probability of zeroing a value in training")
 
 
+class DropPathParams(Params):
+    rate: Rate = Field(description="probability of zeroing a sample's whole value in training")
+
+
 # -- shape rules (p, inputs) -> output type ----------------------------------------------------------
 
 ShapeRule = Callable[[Params, list[TensorType]], TensorType]
@@ -225,6 +229,11 @@ ELEMENTWISE = (  # name, params, doc (its first line: what it computes), inputs,
                    UNARY, of_floats("an activation", field=None), FLOATS, learned=lambda p: learned_params(p.fn)),
     ElementwiseRow("dropout", DropoutParams, "Dropout (identity in eval).",
                    UNARY, of_floats("dropout", field=None), FLOATS),
+    ElementwiseRow("drop_path", DropPathParams, "Stochastic depth (timm's DropPath): in training each sample's x "
+                   "is zeroed with probability `rate`, the others scaled by 1 / (1 - rate); identity in eval.\n\n"
+                   "For a residual branch written out of ops (CAFormer's, FocalNet's): the sub-layers take "
+                   "`drop_path` as an option. A sample is a row of the first axis.",
+                   UNARY, of_floats("drop_path", field=None), FLOATS),
 )
 
 

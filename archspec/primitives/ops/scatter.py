@@ -50,7 +50,7 @@ class ScatterOp(Op):
                             hint=f"at most {shortest(index.length)}")
         if x.length != used:
             raise RuleError(f"{used} indices for {x.length} values", field="count" if p.count else "from",
-                            hint=f"one index per value placed: `count: {x.length}` uses the first {x.length}")
+                            hint=count_hint(x.length, index.length))
         room = shortest(into.length) - into.prefix
         if shortest(x.length) > room:
             raise RuleError(f"{x.length} values do not fit in {room} positions", field="from")
@@ -64,6 +64,14 @@ class ScatterOp(Op):
             return None
         into = ctx.node_named(ctx.node.inputs[0]).type
         return shortest(into.length) - into.prefix  # positions after the prefix
+
+
+def count_hint(values, indices) -> str:
+    """How to give one index per value: `count` where fewer values than indices (a fixed number
+    of them); else an index of as many (the PaliGemma trial was offered a count above the indices)."""
+    if isinstance(values, int) and values <= shortest(indices):
+        return f"one index per value placed: `count: {values}` uses the first {values}"
+    return f"one index per value placed: an index [B, {values}] (it has {indices})"
 
 
 SCATTER = register(ScatterOp())

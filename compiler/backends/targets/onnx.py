@@ -71,7 +71,7 @@ class Onnx(Target):
             return made
 
         if programs is not None:  # the decode programs are opset 18, attention spelled out (docs/generate.md)
-            title += ", " + programs.listed() + (" (opset 18)" if variant != "plain" else "")
+            title += ", " + programs.listed("opset 18, attention written out" if variant != "plain" else "")
         result = context.progress.run(title, run, describe)
         if not result.contents.portable:  # which runtimes can load it, said where the user sees it
             context.notes.append(f"model.onnx runs on {result.contents.runs_on()}")

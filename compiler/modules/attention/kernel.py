@@ -95,42 +95,48 @@ class AttentionKernel(AttentionForm, nn.Module):
         if self.mixes_scores(parts) and self.flexes(q, k, bias, parts, tensors):
             return self.flexed(q, k, v, padding, parts, tensors)
         if self.sinks_alone(parts) and not self.writes_out(M, q.dtype):
-            return self.sunk(q, k, v, bias, padding, parts)
+            return self.sunk(q, k, v, bias, padding, parts, tensors)
         if self.mixes_scores(parts) or self.writes_out(M, q.dtype):
             return self.written_out(q, k, v, bias, padding, parts, tensors)
         if bias is None:
-            attn_mask, is_causal = self.mask(N, M, padding, q.dtype, q.device, parts)
+            attn_mask, is_causal = self.mask(N, M, padding, q.dtype, q.device, parts, tensors)
         else:  # the bias joins the mask made explicit
-            mask = self.additive_mask(N, M, padding, q.dtype, q.device, parts)
+            mask = self.additive_mask(N, M, padding, q.dtype, q.device, parts, tensors)
             attn_mask, is_causal = (bias.to(q.dtype) if mask is None else mask + bias), False
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=attention_dropout(self),
                                               is_causal=is_causal, scale=self.scale)  # [B, h, N, d]
 
     # -- which keys are seen ------------------------------------------------------------------
-    def hidden(self, q_len, k_len, device, parts=()):
-        """True where query i may not see key j ([q_len, k_len]), or None: every key is seen."""
-        return self.hides(*slots(q_len, k_len, device), parts)  # [q_len, k_len] or None
+    def hidden(self, q_len, k_len, device, parts=(), tensors=()):
+        """True where query i may not see key j ([q_len, k_len], or [B, 1, q_len, k_len] where a
+        part reads the row's tensors), or None: every key is seen."""
+        return self.hides(*slots(q_len, k_len, device), parts, tensors)  # [q_len, k_len] or None
 
-    def hides(self, query, key, parts=()):
-        """The kind's mask and the parts' (`hides`: local_window), True where the key is hidden
-        from the query, at broadcastable indices; None: every key is seen."""
+    def hides(self, query, key, parts=(), tensors=(), batch=None):
+        """The kind's mask and the parts' (`hides`: local_window), less the keys a part sees again
+        (`sees`: blockwise, from the parts' `tensors`), True where the key is hidden from the query,
+        at broadcastable indices (with `batch`, one row's: flex_attention's mask_mod); None:
+        every key is seen."""
         hidden = self.keys.hides(query, key)
         for part in masking_parts(parts):
             found = part.hides(query, key)
             hidden = found if hidden is None else hidden | found
+        for part in seeing_parts(parts):
+            if hidden is not None:
+                hidden = hidden & ~part.sees(query, key, tensors, batch)  # [B, 1, N, M] at slots
         return hidden
 
-    def mask(self, q_len, k_len, padding, dtype, device, parts=()):
+    def mask(self, q_len, k_len, padding, dtype, device, parts=(), tensors=()):
         """(attn_mask, is_causal) for SDPA: the kind's own mask (and bias) and the padded keys, together."""
         i, j = slots(q_len, k_len, device)  # [N, 1], [1, M]
-        hidden = self.hides(i, j, parts)  # [N, M] or None
+        hidden = self.hides(i, j, parts, tensors)  # [N, M], [B, 1, N, M] (blockwise) or None
         if self.keys.adds_bias:  # ALiBi: the distances' bias, the hidden keys at the dtype's minimum
             bias = self.keys.bias(i, j, dtype, self.table)  # [h, N, M]
             if padding is not None:
                 hidden = hidden_keys(padding) if hidden is None else hidden | hidden_keys(padding)  # [B, 1, N, M]
-            return (bias if hidden is None else bias.masked_fill(hidden, torch.finfo(dtype).min)), False
+            return (bias if hidden is None else torch.where(hidden, torch.finfo(dtype).min, bias)), False
         if padding is None:
-            if hidden is None or (self.keys.causal and not masking_parts(parts)):
+            if hidden is None or (self.keys.causal and not masking_parts(parts) and not seeing_parts(parts)):
                 return None, hidden is not None  # SDPA's own causal mask
             return additive(hidden, dtype), False
         padded = hidden_keys(padding)  # [B, 1, 1, M]
@@ -138,11 +144,11 @@ class AttentionKernel(AttentionForm, nn.Module):
             return additive(padded.expand(-1, -1, q_len, -1), dtype), False  # [B, 1, N, M]
         return additive(padded | hidden, dtype), False  # [B, 1, N, M]
 
-    def additive_mask(self, q_len, k_len, padding, dtype, device, parts=()):
+    def additive_mask(self, q_len, k_len, padding, dtype, device, parts=(), tensors=()):
         """The kind's mask and the padded keys as one additive mask (SDPA's causal flag made
         explicit), or None."""
-        attn_mask, is_causal = self.mask(q_len, k_len, padding, dtype, device, parts)
-        return additive(self.hidden(q_len, k_len, device, parts), dtype) if is_causal else attn_mask
+        attn_mask, is_causal = self.mask(q_len, k_len, padding, dtype, device, parts, tensors)
+        return additive(self.hidden(q_len, k_len, device, parts, tensors), dtype) if is_causal else attn_mask
 
     # -- what the parts do to the scores ------------------------------------------------------
     @staticmethod
@@ -165,7 +171,7 @@ class AttentionKernel(AttentionForm, nn.Module):
     def written_out(self, q, k, v, bias, padding, parts=(), tensors=()):
         """softmax(q·k^T · scale + bias) · v with the parts' steps around the softmax (see `scored`),
         the kind's mask and the padded keys hidden, the indices those of the slots."""
-        mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, q.dtype, q.device, parts)
+        mask = self.additive_mask(q.shape[-2], k.shape[-2], padding, q.dtype, q.device, parts, tensors)
         return self.scored(q, k, v, bias, mask, ScoreIndex.of_slots(q, k, tensors), parts)
 
     def scored(self, q, k, v, bias, mask, index, parts=()):
@@ -199,14 +205,14 @@ class AttentionKernel(AttentionForm, nn.Module):
         weights = F.dropout(weights, attention_dropout(self))
         return weights @ v  # [B, h, N, d]
 
-    def sunk(self, q, k, v, bias, padding, parts=()):
+    def sunk(self, q, k, v, bias, padding, parts=(), tensors=()):
         """The sinks inside one SDPA call: each sink is one more key whose key and value are zeros
         (its score q·0 is 0) and whose column of the additive mask is the sink's logit, so the
         softmax holds it in the denominator and it adds nothing to the output, as `scored` writes
         out (GPT-OSS). q [B, h, N, d], k and v [B, h, M, d] (shared already) -> [B, h, N, d]."""
         B, h, N, d = q.shape
         M = k.shape[-2]
-        mask = self.additive_mask(N, M, padding, q.dtype, q.device, parts)  # [B or 1, 1 or h, N, M] or None
+        mask = self.additive_mask(N, M, padding, q.dtype, q.device, parts, tensors)  # [B or 1, 1 or h, N, M] or None
         if bias is not None:
             mask = bias.to(q.dtype) if mask is None else mask + bias
         rows = (q.new_zeros(1, 1, N, M) if mask is None else mask).expand(B, h, N, M)  # [B, h, N, M]
@@ -255,10 +261,11 @@ class AttentionKernel(AttentionForm, nn.Module):
             return torch.where(padding[b, kv_idx] == 0, lowest, score)  # a padded key
 
         def mask_mod(b, h, q_idx, kv_idx):  # the kind's and the parts' masks, from the indices
-            return ~self.hides(q_idx, kv_idx, parts)
+            return ~self.hides(q_idx, kv_idx, parts, tensors, b)
 
         masked = self.keys.hides_some or masking_parts(parts)
-        blocks = create_block_mask(mask_mod, None, None, q.shape[-2], k.shape[-2], device=q.device) if masked else None
+        rows = q.shape[0] if seeing_parts(parts) else None  # a mask of each row's own tensors, or one for all
+        blocks = create_block_mask(mask_mod, rows, None, q.shape[-2], k.shape[-2], device=q.device) if masked else None
         # Contiguous: inductor's CPU flex_attention (torch 2.14) reads q and k made inside the compiled
         # graph by a pointwise op on a transposed view (rotary's) with the wrong strides and returns
         # other numbers, silently (the PaliGemma trial: 0.09 on logits of 1.1; plain-torch repro in
@@ -275,6 +282,11 @@ def slots(q_len, k_len, device):
 def masking_parts(parts) -> list:
     """The parts that hide keys (`hides`: local_window), in order."""
     return [part for part in parts if hasattr(part, "hides")]
+
+
+def seeing_parts(parts) -> list:
+    """The parts that see keys the mask hides again (`sees`: blockwise), in order."""
+    return [part for part in parts if hasattr(part, "sees")]
 
 
 def sink_columns(parts, B, h, N, dtype) -> list:

@@ -41,7 +41,7 @@ class Rotary(nn.Module):
     """Rotary position embeddings for positions 0..L-1, applied to queries and keys: the pairs
     (i, i + dims/2), or (2i, 2i + 1) when `interleaved`."""
 
-    def __init__(self, dims, theta=10000.0, interleaved=False, yarn=None, longrope=None, llama3=None):
+    def __init__(self, dims, theta=10000.0, interleaved=False, yarn=None, longrope=None, llama3=None, linear=None):
         super().__init__()
         self.dims, self.interleaved = dims, interleaved
         self.long_from = None  # LongRoPE: the furthest position (1-based) beyond which the long factors apply
@@ -51,6 +51,8 @@ class Rotary(nn.Module):
             inv_freq, self.factor = yarn_frequencies(dims, theta, **yarn)
         if llama3 is not None:
             inv_freq = llama3_frequencies(inv_freq, **llama3)
+        if linear is not None:  # Hugging Face's _compute_linear_scaling_rope_parameters: positions / factor
+            inv_freq = inv_freq / linear
         if longrope is not None:  # Hugging Face's _compute_longrope_parameters and longrope_frequency_update
             self.long_from, self.factor = longrope["original_length"], longrope["attention_factor"]
             self.register_buffer("long_inv_freq", 1.0 / (torch.tensor(longrope["long"]) * powers), persistent=False)
@@ -348,8 +350,9 @@ def rotary_args(p) -> dict | None:
     if p.rope_theta is None:
         return None
     dims = {"dims": p.rope_dims} if p.rope_dims is not None else {}
+    linear = {"linear": p.rope_linear} if getattr(p, "rope_linear", None) is not None else {}  # model.py as before
     return dict(theta=p.rope_theta, **dims, interleaved=p.rope_interleaved, yarn=yarn_args(p),
-                longrope=longrope_args(p), llama3=llama3_args(p))
+                longrope=longrope_args(p), llama3=llama3_args(p), **linear)
 
 
 def llama3_args(p) -> dict | None:

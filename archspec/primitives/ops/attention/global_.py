@@ -26,7 +26,8 @@ class GlobalAttentionOp(SequenceAttentionOp):
                    "full": "full attention, every token seeing every token (a decoder's is `causal`)",
                    "non_causal": "attention without a causal mask"}
     key_hints = {"window": "sliding is causal: a window both ways over a sequence (each token sees up to w // 2 "
-                           "before and after it: ModernBERT, T5Gemma's encoder) is the score part "
+                           "before and after it: ModernBERT's local_attention w; T5Gemma's encoder, whose "
+                           "sliding_window n sees n each side, is w = 2n) is the score part "
                            "`scores: [{local_window: {window: w}}]`"}
 
 

@@ -87,7 +87,7 @@ class LatentAttentionOp(AttentionOp):
                             field="rope_dim")
         if p.rope_yarn is None:
             for name in YARN_OPTIONS:
-                if name in p.model_fields_set:
+                if name in p.model_fields_set and getattr(p, name) is not None:  # a none is not given
                     raise RuleError(f"{name} goes with rope_yarn", field=name,
                                     hint=Remedy("give `rope_yarn: <factor>` (YaRN), or drop it"))
 

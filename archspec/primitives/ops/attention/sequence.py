@@ -59,6 +59,10 @@ class SequenceParams(AttentionParams):
                                                   "those shorter than rope_original_length / rope_high_freq_factor "
                                                   "kept, those between blended smoothly; needs rope_original_length "
                                                   "(Llama 3.1's 8192); none: plain rotary")
+    rope_linear: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                      description="linear position interpolation (Hugging Face's rope_type linear: "
+                                                  "Gemma 3's full layers, 8): every frequency divided by this factor; "
+                                                  "none: plain rotary")
     rope_low_freq_factor: float = Field(1.0, gt=0, allow_inf_nan=False, description="rope_llama3: low_freq_factor")
     rope_high_freq_factor: float = Field(4.0, gt=0, allow_inf_nan=False, description="rope_llama3: high_freq_factor")
     rope_original_length: PositiveInt = Field(4096, description="YaRN, LongRoPE, rope_llama3: the context length the "
@@ -252,13 +256,15 @@ class SequenceAttentionOp(AttentionOp):
             raise RuleError("rope_yarn goes with rope_theta", field="rope_yarn")
         check_longrope(p, (p.rope_dims or head) if p.rope_theta is not None else None)
         check_llama3(p)
+        check_linear(p)
         if p.rope_yarn is None:
             longrope = LONGROPE_OPTIONS if p.rope_short_factors is not None else ()
             longrope += ("rope_original_length",) if p.rope_llama3 is not None else ()
-            for name in YARN_OPTIONS:
-                if name in p.model_fields_set and name not in longrope:
+            for name in YARN_OPTIONS:  # given a value (a none is not given: a layer without the scaling)
+                if name in p.model_fields_set and getattr(p, name) is not None and name not in longrope:
+                    also = ", LongRoPE's factors" if name in LONGROPE_OPTIONS else ""
                     raise RuleError(f"{name} goes with rope_yarn", field=name,
-                                    hint=Remedy("give `rope_yarn: <factor>` (YaRN), or drop it"))
+                                    hint=Remedy(f"give `rope_yarn: <factor>` (YaRN){also}, or drop it"))
         if p.rope_theta is not None and not p.rope_flat:
             check_rope_sequence(x)
         if p.rope_theta is not None:
@@ -424,6 +430,19 @@ def check_llama3(p) -> None:
     if p.rope_low_freq_factor >= p.rope_high_freq_factor:
         raise RuleError(f"rope_low_freq_factor {p.rope_low_freq_factor:g} must be below rope_high_freq_factor "
                         f"{p.rope_high_freq_factor:g}", field="rope_low_freq_factor")
+
+
+def check_linear(p) -> None:
+    """Linear interpolation: with rope_theta, and the one scaling of the frequencies."""
+    if p.rope_linear is None:
+        return
+    if p.rope_theta is None:
+        raise RuleError("rope_linear goes with rope_theta", field="rope_linear")
+    others = [name for name, given in (("rope_yarn", p.rope_yarn), ("rope_llama3", p.rope_llama3),
+                                       ("LongRoPE's factors", p.rope_short_factors)) if given is not None]
+    if others:
+        raise RuleError(f"rope_linear and {others[0]} are two scalings of the same frequencies: give one",
+                        field="rope_linear")
 
 
 def check_longrope(p, dims: int | None) -> None:

@@ -17,7 +17,8 @@ from .base import ScorePart, ScoreSite, register_score_decoding
 
 class LocalWindowParams(Params):
     window: PositiveInt = Field(description="the window's width: each token sees the tokens up to window // 2 "
-                                            "before and after it (ModernBERT's local_attention: 128)")
+                                            "before and after it (ModernBERT's local_attention: 128; a window of n "
+                                            "each side, T5Gemma's encoder's sliding_window n, is 2n)")
 
 
 class LocalWindowPart(ScorePart):
