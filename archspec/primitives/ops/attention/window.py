@@ -48,6 +48,11 @@ class WindowParams(AttentionParams):
                               "not normed or projected (GC ViT's global query); the projection then makes keys "
                               "and values only")
     merge_heads: MergeHeads = merge_heads_field()
+    small_grid: Literal["per_axis", "whole"] = Field(
+        "per_axis", description="where a side of the grid is no larger than the window: per_axis (timm's Swin), that "
+                                "axis's window is the side and unshifted, the other axis as ever; whole (Hugging "
+                                "Face's Swin and DonutSwin), the window is the shorter side on both axes and nothing "
+                                "is shifted. They differ on grids that are not square")
     score_bias: bool = Field(False, description="read an additive score bias [B or 1, heads or 1, M*M, M*M] as the "
                                                "input after the tokens (and the external queries): one window's "
                                                "scores, added in every window")
@@ -106,13 +111,39 @@ class WindowAttentionOp(AttentionOp):
             ctx.warn(f"window 1 over the {x.grid[0]}x{x.grid[1]} token grid: each token attends only to itself, "
                      "and no information moves between tokens", field="window",
                      hint="a window of at least 2 (Swin: 7) mixes tokens; mlp is the per-token layer")
+        if "small_grid" not in p.model_fields_set and self.rules_differ(p, x.grid):
+            (h, w), ((wh, ww), (sh, sw)) = x.grid, self.geometry(p, x.grid)
+            ctx.warn(f"the {h}x{w} grid has a side no larger than the window {p.window}, where timm's Swin and "
+                     "Hugging Face's window it differently: this layer follows timm's (small_grid: per_axis: "
+                     f"{wh}x{ww} windows shifted by {sh}x{sw}), Hugging Face's Swin and DonutSwin shift nothing and "
+                     "window the shorter side on both axes (small_grid: whole)", field="window",
+                     hint="write small_grid: per_axis (timm) or whole (Hugging Face) to say which")
         return x
+
+    def rules_differ(self, p, grid: tuple[int, int]) -> bool:
+        """Whether timm's per-axis clamp and Hugging Face's whole-grid one give this grid other
+        windows or shifts (a grid that is not square, a side no larger than the window)."""
+        if p.pad or grid[0] == grid[1] or min(grid) > p.window:
+            return False
+        try:
+            whole = self.geometry(p.model_copy(update={"small_grid": "whole"}), grid)
+            return whole != self.geometry(p.model_copy(update={"small_grid": "per_axis"}), grid)
+        except RuleError:  # one of them cannot window this grid: the check says so where it is asked
+            return False
 
     def geometry(self, p, grid: tuple[int, int], x: TensorType | None = None):
         """Effective (window, shift) per grid dimension, as timm computes them."""
         if p.pad:  # SAM: the window keeps its size, the grid is padded to it
             return (p.window, p.window), (0, 0)
         shift = self.shift(p)
+        if p.small_grid == "whole" and min(grid) <= p.window:  # Hugging Face's set_shift_and_window_size
+            side = min(grid)
+            if max(grid) % side:  # Hugging Face pads the grid then: not written here
+                raise RuleError(f"with small_grid: whole the window is the grid's shorter side, {side}, and it does "
+                                f"not divide the {grid[0]}x{grid[1]} token grid", field="small_grid",
+                                hint=Remedy("an image whose grid sides are multiples of each other, or per_axis "
+                                            "(timm's rule)"))
+            return (side, side), (0, 0)
         windows, shifts = [], []
         for size in grid:
             if size <= p.window:  # the window covers the whole grid: no shift (timm)
@@ -141,6 +172,9 @@ class WindowAttentionOp(AttentionOp):
             raise RuleError(f"pad goes with unshifted windows: a {self.kind} window's cyclic shift would move the "
                             "padding into the grid", field="pad",
                             hint=Remedy("use kind: window with pad: true (SAM), or a window that divides the grid"))
+        if p.pad and p.small_grid == "whole":
+            raise RuleError("pad keeps the window's size over any grid, and small_grid: whole shrinks it to a short "
+                            "grid's side: give one", field="small_grid")
         self.geometry(p, grid, x)
         if p.pad == "before_norm" and p.norm != "pre":
             raise RuleError(f"pad: before_norm pads the tokens before the sub-layer's norm, and norm: {p.norm} has "
