@@ -144,10 +144,10 @@ def read_beside_the_target(graph: Graph, inputs) -> tuple[str | None, str] | Non
         if node.is_input or node.name not in reached:
             continue
         name = node.name
-        read = [n for n in graph.inputs_of(name) if n in sources]
-        if read and isinstance(decode_of(node), Mixes):  # a node that cannot decode anyway: its own reason
-            return (name, decode_of(node).why)  # (a blockwise part's block ids beside the prompt)
-        if read and not isinstance(decode_of(node), CrossCache):
+        read, decode = [n for n in graph.inputs_of(name) if n in sources], decode_of(node)
+        if read and isinstance(decode, Mixes):  # a node that cannot decode anyway: its own reason
+            return (name, decode.why)  # (a blockwise part's block ids beside the prompt)
+        if read and not isinstance(decode, CrossCache):
             return (name, f"it reads '{read[0]}' and '{target}' together, token for token: generate feeds a "
                           "decoder-only spec one input of token ids (and an attention_mask it reads as padding), and "
                           "an encoder-decoder's source reaches its decoder only through cross attention; to "

@@ -89,18 +89,18 @@ def test_what_mixes_the_tokens_is_still_refused(node, why):
 
 
 @pytest.mark.parametrize("kind,causal", [("global", False), ("causal", True)])
-def test_without_a_cache_a_spec_whose_tokens_see_later_ones_is_refused(kind, causal):
+def test_without_a_cache_a_spec_whose_tokens_see_later_ones_is_said_to_be_no_causal_model(kind, causal, caplog):
     """Without a cache nothing said a token's logits ignore the tokens after it: the FNet trial's
     bidirectional encoder generated tokens without a word. The first step compares the logits of
-    the sequence less its last token with the whole's; the same spec with causal attention (here
-    made to decode without a cache by a rearrange over the tokens) generates."""
+    the sequence less its last token with the whole's and says so; the same spec with causal
+    attention (here made to decode without a cache by a rearrange over the tokens) says nothing.
+    Both generate, as Hugging Face's generate with use_cache=False."""
     text = SPEC.replace("kind: causal", f"kind: {kind}").replace(
         "  - {id: scores", "  - {id: mixed, rearrange: {pattern: \"b l c -> b l c\", as: tokens}}\n  - {id: scores")
     torch.manual_seed(0)
     model = archspec.build_text(text).eval()
     ids = torch.randint(0, 64, (1, 5), generator=torch.Generator().manual_seed(1))
-    if causal:
+    with caplog.at_level("WARNING", logger="archspec"):
         assert generate(model, ids, max_new_tokens=3).shape == (1, 8)
-        return
-    with pytest.raises(archspec.SpecError, match="it is not causal: one more token changed the logits"):
-        generate(model, ids, max_new_tokens=3)
+    said = "is not causal: one more token changed the logits of the tokens before it" in caplog.text
+    assert said != causal

@@ -118,7 +118,8 @@ graph:
   - {id: s, scale: {factor: 0.5}, from: p}
   - {id: t, shift: {value: -1.0}, from: s}
   - {id: g, activation: {fn: gelu}, from: t}
-  - {id: kept, dropout: {rate: 0.1}, from: g}
+  - {id: dropped, dropout: {rate: 0.1}, from: g}
+  - {id: kept, drop_path: {rate: 0.1}, from: dropped}
   - {id: big, compare: {op: gt, value: 0.0}, from: kept}
   - {id: gated, multiply: {}, from: [q, big]}
   - {id: image, rearrange: {pattern: "b (h w) c -> b c h w", sizes: {h: 2}, as: image}, from: gated}

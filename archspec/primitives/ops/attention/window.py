@@ -132,7 +132,8 @@ class WindowAttentionOp(AttentionOp):
             return False
 
     def geometry(self, p, grid: tuple[int, int], x: TensorType | None = None):
-        """Effective (window, shift) per grid dimension, as timm computes them."""
+        """Effective (window, shift) per grid dimension: timm's per-axis clamp, or with `small_grid:
+        whole` Hugging Face's (the shorter side on both axes, unshifted, where it is no larger)."""
         if p.pad:  # SAM: the window keeps its size, the grid is padded to it
             return (p.window, p.window), (0, 0)
         shift = self.shift(p)
