@@ -36,9 +36,13 @@ def gather_beams(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
 
 def last_logits(decoder, ids: torch.Tensor, source) -> torch.Tensor:
     """The last position's logits [N, vocab] in float32, the whole sequence through forward."""
+    return all_logits(decoder, ids, source)[:, -1, :].float()  # [N, L, vocab] -> [N, vocab]
+
+
+def all_logits(decoder, ids: torch.Tensor, source) -> torch.Tensor:
+    """Every position's logits [N, L, vocab] of the sequences `ids` [N, L] through forward."""
     out = decoder.model(*forward_inputs(decoder, ids, source))
-    out = out[decoder.output] if isinstance(out, (tuple, list)) else out
-    return out[:, -1, :].float()
+    return out[decoder.output] if isinstance(out, (tuple, list)) else out
 
 
 def forward_inputs(decoder, ids: torch.Tensor, source) -> list:

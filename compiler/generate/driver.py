@@ -39,7 +39,7 @@ from ..modules.conv import Convolution
 from ..modules.embed import TokenEmbed
 from ..modules.head.lm import LanguageModelHead
 from ..modules.relative_bias import RelativeBias
-from .beam import forward_inputs, last_logits
+from .beam import all_logits, last_logits
 from .cache import DecodeCache, DecodeState, KVCache, RecentTokens, SequenceSoFar
 from .compiled import CompiledSteps
 from .decode_graph import Handoff, decode_graph
@@ -204,8 +204,8 @@ class Decoder:
         if self.causal_seen or sequence.shape[1] < 2:
             return
         self.causal_seen = True
-        whole = self.all_logits(sequence, source)  # [B, end, vocab]
-        shorter = self.all_logits(sequence[:, :-1], source)  # [B, end - 1, vocab]
+        whole = all_logits(self, sequence, source)  # [B, end, vocab]
+        shorter = all_logits(self, sequence[:, :-1], source)  # [B, end - 1, vocab]
         moved, scale = float((whole[:, :-1] - shorter).abs().max()), float(whole.abs().max())
         if moved > (1e-4 if whole.dtype == torch.float32 else 2e-2) * scale:  # rounding apart, relative
             logging.getLogger("archspec").warning(
@@ -213,11 +213,6 @@ class Decoder:
                 f"{moved:.3g} (logits up to {scale:.3g}), so each new token is forward's over the whole sequence (as "
                 "Hugging Face's generate with use_cache=False), and no token's logits are final; a language model "
                 "reads only the tokens before each one (kind causal, or `mod` steps that hide later keys)")
-
-    def all_logits(self, sequence: torch.Tensor, source=None) -> torch.Tensor:
-        """Every position's logits [B, L, vocab] of `sequence` [B, L] through forward."""
-        out = self.model(*forward_inputs(self, sequence, source))
-        return out[self.output] if isinstance(out, (tuple, list)) else out
 
     def refills(self, state: DecodeState) -> bool:
         """Whether the call after `state.advance()` recomputes the whole cache instead of one step:

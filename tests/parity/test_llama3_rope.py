@@ -68,13 +68,19 @@ IDS = torch.randint(0, 100, (2, 40), generator=torch.Generator().manual_seed(2))
 
 def test_counts_logits_and_tokens_as_hugging_faces(pair):
     ref, folder = pair
-    model = archspec.build(str(folder / "llama3.yaml"), weights=str(folder / "ref.pt")).eval()
+    assert_scaled_as_hugging_faces(ref, folder / "llama3.yaml", folder / "plain.yaml", folder / "ref.pt")
+
+
+def assert_scaled_as_hugging_faces(ref, scaled, plain, weights) -> None:
+    """The spec `scaled` with the reference's `weights`: its counts, logits and greedy tokens; the
+    spec `plain` (no scaling) with the same weights gives other logits at these lengths."""
+    model = archspec.build(str(scaled), weights=str(weights)).eval()
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in ref.parameters())
-    plain = archspec.build(str(folder / "plain.yaml"), weights=str(folder / "ref.pt")).eval()
+    unscaled = archspec.build(str(plain), weights=str(weights)).eval()
     with torch.no_grad():
         theirs = ref(IDS).logits
         assert (theirs - model(IDS)).abs().max() < 1e-5
-        assert (theirs - plain(IDS)).abs().max() > 1e-3  # the scaling matters at these lengths
+        assert (theirs - unscaled(IDS)).abs().max() > 1e-3  # the scaling matters at these lengths
     prompt = IDS[:, :20]
     expected = ref.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=10, do_sample=False)
     assert torch.equal(model.generate(prompt, max_new_tokens=10), expected)
@@ -87,6 +93,11 @@ def test_counts_logits_and_tokens_as_hugging_faces(pair):
     ("rope_llama3: 8.0, rope_original_length: 16, rope_yarn: 2.0", "two scalings of the same frequencies"),
 ])
 def test_mistakes_are_located_errors(options, words):
+    assert_located_error(options, words)
+
+
+def assert_located_error(options: str, words: str) -> None:
+    """The spec with these rotary `options` is a located error saying `words`."""
     with pytest.raises(SpecError) as info:
         archspec.check_text(SPEC.replace("SCALING", options))
     assert words in info.value.diagnostics[0].message and info.value.diagnostics[0].loc is not None

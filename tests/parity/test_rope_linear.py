@@ -10,15 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import archspec
-from archspec.core.errors import SpecError
-
-from tests.parity.test_llama3_rope import SPEC
+from tests.parity.test_llama3_rope import SPEC, assert_located_error, assert_scaled_as_hugging_faces
 from tests.parity.test_vocabulary import perturb_everything
 
 transformers = pytest.importorskip("transformers")
-
-IDS = torch.randint(0, 100, (2, 40), generator=torch.Generator().manual_seed(2))
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +36,7 @@ def pair(tmp_path_factory):
 
 def test_counts_logits_and_tokens_as_hugging_faces(pair):
     ref, folder = pair
-    model = archspec.build(str(folder / "linear.yaml"), weights=str(folder / "ref.pt")).eval()
-    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in ref.parameters())
-    plain = archspec.build(str(folder / "plain.yaml"), weights=str(folder / "ref.pt")).eval()
-    with torch.no_grad():
-        theirs = ref(IDS).logits
-        assert (theirs - model(IDS)).abs().max() < 1e-5
-        assert (theirs - plain(IDS)).abs().max() > 1e-3  # the scaling matters
-    prompt = IDS[:, :20]
-    expected = ref.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=10, do_sample=False)
-    assert torch.equal(model.generate(prompt, max_new_tokens=10), expected)
+    assert_scaled_as_hugging_faces(ref, folder / "linear.yaml", folder / "plain.yaml", folder / "ref.pt")
 
 
 @pytest.mark.parametrize("options,words", [
@@ -58,6 +44,4 @@ def test_counts_logits_and_tokens_as_hugging_faces(pair):
     ("rope_linear: 0.0", "greater than 0"),
 ])
 def test_mistakes_are_located_errors(options, words):
-    with pytest.raises(SpecError) as info:
-        archspec.check_text(SPEC.replace("SCALING", options))
-    assert words in info.value.diagnostics[0].message and info.value.diagnostics[0].loc is not None
+    assert_located_error(options, words)
