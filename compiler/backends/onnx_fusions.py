@@ -38,6 +38,7 @@ from archspec.primitives.ops.elementwise import ELEMENTWISE_OPS
 from archspec.primitives.ops.embed import EMBED
 from archspec.primitives.ops.expand import EXPAND
 from archspec.primitives.ops.fold import FOLD
+from archspec.primitives.ops.fourier import FOURIER
 from archspec.primitives.ops.gather import GATHER
 from archspec.primitives.ops.head.classify import CLASSIFY
 from archspec.primitives.ops.head.contrastive import CONTRASTIVE
@@ -100,7 +101,7 @@ NO_FUSION = (
     *ELEMENTWISE_OPS.values(), SOFTMAX, REDUCE,
     TO_IMAGE, TO_TOKENS, RESIZE, UPSAMPLE, PAD, POOL, PIXEL_SHUFFLE, REARRANGE,
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
-    EXPAND, UNFOLD, FOLD,
+    EXPAND, UNFOLD, FOLD, FOURIER,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
     LINEAR, CONV, CONV_TRANSPOSE, SQUEEZE_EXCITE, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH, GROUP, AFFINE,

@@ -204,8 +204,8 @@ def inexact_indices(graph: Graph, precision: str) -> list[str]:
         if largest > most:
             notes.append(f"constant '{node.name}' counts to {largest}, and {precision} holds whole numbers exactly "
                          f"only up to {most}: what is computed from it (a position or Fourier table) is off in "
-                         f"{precision}; keep this model in fp32, or give the table as a `param` loaded from a "
-                         f"checkpoint")
+                         f"{precision}; keep this model in fp32, make a sinusoid table with `constant: {{fill: "
+                         f"sinusoid}}` (exact at build), or give the table as a `param` loaded from a checkpoint")
     return notes
 
 

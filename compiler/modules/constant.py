@@ -11,6 +11,7 @@ from archspec.primitives.ops.constant import CONSTANT, index_axis, sources, symb
 from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
+from .tables import sinusoid_table
 
 
 def filled(shape, fill=None, value=None, axis=None, dtype=None, device=None):
@@ -37,11 +38,15 @@ def filled(shape, fill=None, value=None, axis=None, dtype=None, device=None):
 
 
 class Constant(nn.Module):
-    def __init__(self, shape, fill=None, value=None, axis=None, values=None):
+    def __init__(self, shape, fill=None, value=None, axis=None, values=None, sincos_layout="interleaved"):
         super().__init__()
         self.lowest = fill == "lowest"  # made again in the buffer's dtype at each call (the model may be cast)
-        made = (torch.tensor(values, dtype=torch.float32).view(1, *shape) if values is not None
-                else filled((1, *shape), fill, value, axis))  # [1, ...]
+        if values is not None:
+            made = torch.tensor(values, dtype=torch.float32).view(1, *shape)  # [1, ...]
+        elif fill == "sinusoid":
+            made = sinusoid_table(shape[0], shape[1], sincos_layout)[None]  # [1, positions, width]
+        else:
+            made = filled((1, *shape), fill, value, axis)  # [1, ...]
         self.register_buffer("value", made, persistent=False)
 
     def forward(self):
@@ -77,6 +82,8 @@ def lower(p, inputs, ctx):
     if symbolic(p):
         return make(SizedConstant, sizes=sources(p, inputs[0], ctx.graph.dims), fill=p.fill, value=p.value, axis=axis)
     listed = {"values": list(p.values)} if p.values is not None else {}  # model.py as before without them
+    if p.fill == "sinusoid":
+        listed["sincos_layout"] = p.sincos_layout
     return make(Constant, shape=tuple(p.shape), fill=p.fill, value=p.value, axis=axis, **listed)
 
 

@@ -60,6 +60,7 @@ HARNESS = {
     "tests.primitives.test_unfold_fold": "FOLDS",
     "tests.primitives.test_constant_sizes": "MASK",
     "tests.primitives.test_index_ops": "ALL",
+    "tests.parity.test_fnet": "SPEC",
 }
 
 

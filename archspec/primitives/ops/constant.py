@@ -8,6 +8,8 @@ parameter (counted in the node's buffer bytes).
     constant: {shape: [4, 4], fill: eye}    ones on the diagonal of the last two axes
     constant: {shape: [14, 14], fill: index, along: 2}   each value its index along axis 2 (0..13):
                                             the column of a 14x14 grid (along: 1 the row)
+    constant: {shape: [1568, 384], fill: sinusoid}   Vaswani et al.'s table, a row per position:
+                                            sin and cos side by side (VideoMAE's, added to its tokens)
 
 `fill: index` (XLA's iota) is the generator of coordinate tensors: grid positions, offsets
 between positions (two of them subtracted: ConViT's relative indices), frequencies (with
@@ -44,11 +46,12 @@ class ConstantParams(Params):
     shape: list[Union[PositiveInt, str]] = Field(
         min_length=1, max_length=6, description="the tensor's shape without the batch: sizes, or dims declared under "
                                                 "`dims` (taken at run time from the tensor the node reads)")
-    fill: Literal["zeros", "ones", "eye", "index", "lowest"] | None = Field(
+    fill: Literal["zeros", "ones", "eye", "index", "lowest", "sinusoid"] | None = Field(
         None, description="zeros, ones, eye (an identity on the last two axes), index (each value its index "
-                          "along `along`), or lowest (the lowest finite value of the model's floating dtype: "
-                          "float32's, bfloat16's once the model is cast, as Hugging Face's finfo(dtype).min masks); "
-                          "default zeros, or `value`")
+                          "along `along`), lowest (the lowest finite value of the model's floating dtype: "
+                          "float32's, bfloat16's once the model is cast, as Hugging Face's finfo(dtype).min masks), "
+                          "or sinusoid (shape [positions, width]: a fixed sinusoid table, made in float64 and "
+                          "rounded once, laid out as `sincos_layout` says); default zeros, or `value`")
     value: float | None = Field(None, allow_inf_nan=False, description="every value this number (instead of fill)")
     values: list[float] | None = Field(None, min_length=1, max_length=MAX_VALUES,
                                        description="each value, in order, the last axis fastest (instead of fill): a "
@@ -56,6 +59,11 @@ class ConstantParams(Params):
                                                    "0.4371, 0.4040] with shape [3, 1, 1]")
     along: int | None = Field(None, description="fill: index: the axis whose index is the value (1 is the first "
                                                 "axis of shape, -1 the last; the default)")
+    sincos_layout: Literal["interleaved", "halves", "fairseq"] = Field(
+        "interleaved", description="fill: sinusoid: each frequency's sin and cos side by side (interleaved: Vaswani "
+                                   "et al.'s formula, VideoMAE's and ViViT's get_sinusoid_encoding_table), all the "
+                                   "sines then all the cosines (halves: Marian's), or so at the frequencies "
+                                   "10000^(-i/(d/2 - 1)) (fairseq: Whisper's), as embed's option of that name")
 
 
 def symbolic(p) -> bool:
@@ -121,6 +129,21 @@ def check_values(p, shape: tuple) -> None:
                         f"{count}", field="values")  # (NaN and infinity are refused as the file is read)
 
 
+def check_sinusoid(p, shape: tuple) -> None:
+    """`fill: sinusoid`: a table [positions, width] of numbers, the width even."""
+    described = ", ".join(map(str, p.shape))
+    if len(shape) != 2:
+        raise RuleError(f"a sinusoid table has two axes, positions and width; got shape [{described}]", field="shape",
+                        hint="shape: [positions, width]; it comes out [1, positions, width], added to tokens")
+    if any(isinstance(size, Sym) for size in shape):
+        raise RuleError(f"a sinusoid table is made once, at build, and shape [{described}] has a size taken at run "
+                        "time", field="shape", hint="give the positions as a number (the longest the model reads), "
+                                                    "and slice the rows a shorter input needs")
+    if shape[1] % 2:
+        raise RuleError(f"a sinusoid table pairs each sine with a cosine, and its width {shape[1]} is odd",
+                        field="shape", hint="give an even width")
+
+
 class ConstantOp(Op):
     """A fixed tensor of the given shape (batch dimension 1, so it broadcasts), layout `tensor`."""
 
@@ -151,6 +174,11 @@ class ConstantOp(Op):
         if p.fill == "eye" and len(p.shape) < 2:
             raise RuleError(f"an identity needs two axes, got shape [{', '.join(map(str, p.shape))}]", field="shape",
                             hint="give the last two sizes, e.g. shape: [4, 4]")
+        if p.fill == "sinusoid":
+            check_sinusoid(p, shape)
+        elif p.sincos_layout != "interleaved":
+            raise RuleError("`sincos_layout` lays out a sinusoid table", field="sincos_layout",
+                            hint="add fill: sinusoid, or leave sincos_layout out")
         if p.along is not None and p.fill != "index":
             raise RuleError("`along` names the axis of `fill: index`", field="along",
                             hint="add fill: index, or leave along out")

@@ -77,13 +77,13 @@ class ReduceOp(Op):
         return Cost(0, 0)
 
 
-def normalised_axes(axes: list[int], x: TensorType) -> tuple[int, ...]:
-    """The axes counted from 0, each once and none the batch."""
-    counted = tuple(sample_axis(axis, x, "reduce", "axes") for axis in axes)
+def normalised_axes(axes: list[int], x: TensorType, what: str = "reduce") -> tuple[int, ...]:
+    """The axes counted from 0, each once and none the batch (`what`: the op, for the messages)."""
+    counted = tuple(sample_axis(axis, x, what, "axes") for axis in axes)
     for i, axis in enumerate(counted):
         if axis in counted[:i]:
             twice = " and ".join(str(a) for a, c in zip(axes, counted) if c == axis)
-            raise RuleError(f"reduce names an axis twice: {axes} on {x.describe()}", field="axes",
+            raise RuleError(f"{what} names an axis twice: {axes} on {x.describe()}", field="axes",
                             hint=f"{twice} are one axis: name it once")
     return counted
 
