@@ -265,8 +265,13 @@ class Expander:
                 scope.names[name], scope.where[name] = named, self.doc.loc(site.path)
                 scope.skipped.add(name)
                 return value
-            # an alternative of a node kept before it: what follows reads the kept one, not this one's input
-            return value if name in scope.skipped else scope.names[name]
+            if name in scope.skipped:
+                return value
+            # an alternative of a node kept right before it: what follows reads the kept one, not this one's
+            # input; with other nodes between them it stands for its input, as any skipped node (the PatchTST
+            # trial's block ended with a skipped alternative and returned the kept one, dropping the nodes between)
+            kept = scope.names[name]
+            return kept if chain is kept else value
         scope.names[name], scope.where[name] = value, self.doc.loc(site.path)
         scope.skipped.discard(name)
         if meta.id is not None:

@@ -137,3 +137,55 @@ graph:
     graph = archspec.check_text(spec).graph
     assert graph.inputs_of("out") == ("h", "bias") and graph.node("bias").op.primitive == "constant"
     assert graph.inputs_of("norm") == ("out",)
+
+
+APART = """
+archspec: 1
+name: alternatives_apart
+params: {post: true}
+inputs: {x: [B, 4, 8]}
+blocks:
+  layer:
+    inputs: [x]
+    graph:
+      - {id: ff, if: "${post}", mlp: {ratio: 2, residual: false, norm: none}}
+      - {id: res, from: [x, ff], add: {}}
+      - {id: ff, if: "${not post}", mlp: {ratio: 2}}
+graph:
+  - {id: l, layer: {}}
+"""
+
+
+def test_a_block_ending_with_an_alternative_apart_from_its_kept_twin_returns_its_last_node():
+    """The PatchTST trial: a block whose last entry is a skipped alternative of a node kept two
+    places before returned that node, dropping the residual add between them, with only a warning
+    that nothing reads the add. A skipped alternative apart from its kept twin stands for its
+    input, as any skipped node, so the block returns the add."""
+    report = archspec.check_text(APART)
+    assert [o.node for o in report.graph.outputs] == ["l.res"]
+    assert not report.warnings
+    model = archspec.build_text(APART).eval()
+    x = torch.randn(2, 4, 8)
+    with torch.no_grad():
+        assert torch.equal(model(x), x + model.l.ff(x))
+    with pytest.raises(SpecError) as caught:  # the other way round the add reads the mlp kept after it
+        archspec.check_text(APART, {"post": False})
+    assert "cycle: l.res -> l.ff -> l.res" in caught.value.diagnostics[0].message
+
+
+def test_alternatives_around_a_node_reorder_it():
+    """Pre-norm or post-norm by where the kept norm stands: each order reads as written."""
+    text = """
+archspec: 1
+name: reorder
+params: {pre: true}
+inputs: {x: [B, 4, 8]}
+graph:
+  - {id: n, if: "${pre}", norm: {}}
+  - {id: attn, attention: {kind: global, heads: 2, norm: none}}
+  - {id: n, if: "${not pre}", norm: {}}
+"""
+    pre = archspec.check_text(text).graph
+    assert [o.node for o in pre.outputs] == ["attn"] and pre.inputs_of("attn") == ("n",)
+    post = archspec.check_text(text, {"pre": False}).graph
+    assert [o.node for o in post.outputs] == ["n"] and post.inputs_of("n") == ("attn",)
