@@ -48,13 +48,22 @@ class FoldedBatch(Sym):
     still symbolic, so that a program exported with a dynamic batch stays dynamic."""
 
     factor: int = 1
+    # the sizes of the axes folded in, outermost first (product: factor), where a rearrange folded
+    # them: an unfold must split the rows along the same boundaries; () where unknown
+    parts: tuple[int, ...] = field(default=(), compare=False)
 
 
-def batch_times(factor: int) -> Sym:
-    """The batch with `factor` rows per sample: B itself for 1, else B*factor."""
+def batch_times(factor: int, parts: tuple[int, ...] = ()) -> Sym:
+    """The batch with `factor` rows per sample (`parts`: the sizes of the axes folded in, outermost
+    first, where known): B itself for 1, else B*factor."""
     if factor == 1:
         return BATCH
-    return FoldedBatch(f"B*{factor}", factor, BATCH.hi * factor, factor)
+    return FoldedBatch(f"B*{factor}", factor, BATCH.hi * factor, factor, parts)
+
+
+def folded_parts(d) -> tuple[int, ...]:
+    """The sizes of the axes folded into a batch dimension, outermost first; () where unknown."""
+    return d.parts if isinstance(d, FoldedBatch) else ()
 
 
 def batch_factor(d) -> int | None:

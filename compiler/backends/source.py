@@ -130,10 +130,17 @@ def _names_used(tree: ast.AST, name: str, module, seen: dict) -> None:
             value = vars(module)[node.id]
             if (inspect.isclass(value) or inspect.isfunction(value)) and _is_ours(value):
                 _dependencies(value, seen)
-            elif isinstance(value, (int, float, str)) and not isinstance(value, bool) and node.id.isupper():
+            elif literal_constant(value) and node.id.isupper():
                 seen.setdefault(node.id, f"{node.id} = {value!r}\n")
             elif isinstance(value, dict) and node.id.isupper():
                 _table(node.id, module, seen)
+
+
+def literal_constant(value) -> bool:
+    """A number or a string (not a bool), or a tuple of them: written back by its repr."""
+    if isinstance(value, tuple):
+        return all(map(literal_constant, value))
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
 
 
 def _table(name: str, module, seen: dict) -> None:

@@ -11,7 +11,8 @@ from ..facts import KEEPS, register_facts
 from ..lowering_rules import lowering
 from .common import make
 
-REDUCTIONS = {"mean": torch.mean, "sum": torch.sum, "max": torch.amax, "min": torch.amin}  # amax: values, many axes
+REDUCTIONS = {"mean": torch.mean, "sum": torch.sum, "max": torch.amax, "min": torch.amin,  # amax: values, many axes
+              "norm": torch.linalg.vector_norm}  # L2, its gradient 0 at a zero vector
 
 
 class Reduce(nn.Module):

@@ -230,3 +230,34 @@ def test_onnx_runtime_matches(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("torch_tensorrt") is None, reason="torch-tensorrt is not installed")
 def test_tensorrt_converts_every_node(tmp_path, capsys):
     checks_tensorrt_coverage(VIDEO, tmp_path, capsys)
+
+
+FOLD_THEN_UNFOLD = """name: fold
+inputs: {x: [B, 8, 4, 6]}
+graph:
+  - {id: folded, rearrange: {pattern: "b t n c -> (b t n) c", as: tensor}}
+  - {id: back, rearrange: {pattern: "UNFOLD c -> b t n c", sizes: {n: 4, t: 8}, as: tensor}}
+"""
+
+
+@pytest.mark.parametrize("unfold, message", [
+    ("(n t b)", "puts the batch axis 'b' after 'n'"),       # across the samples (the PatchTST trial's (c b))
+    ("(b n t)", "unfolds 4 x 8 (n t) out of a batch whose rows were folded as 8 x 4"),  # within each sample
+])
+def test_an_unfold_in_another_order_than_the_fold_is_a_located_error(unfold, message):
+    """Both built silently before: the folded batch knew only its factor, B*32, and '(c b)' read
+    the rows of several samples as one (the PatchTST trial: sample 1 moved sample 0's output by 7)."""
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check_text(FOLD_THEN_UNFOLD.replace("UNFOLD", unfold), name="fold.yaml")
+    assert message in info.value.message
+    assert info.value.loc.line == 5
+
+
+def test_an_unfold_in_the_folds_order_or_finer_is_the_inverse():
+    text = FOLD_THEN_UNFOLD.replace("UNFOLD", "(b t n)") + \
+        '  - {id: refold, rearrange: {pattern: "b t n c -> (b t n) c", as: tensor}}\n' \
+        '  - {id: inner, rearrange: {pattern: "(b n) c -> b n c", sizes: {n: 4}, as: tensor}}\n' \
+        '  - {id: split, rearrange: {pattern: "(b t1 t2) n c -> b t1 t2 n c", sizes: {t1: 2, t2: 4}, as: tensor}}\n'
+    model = archspec.build_text(text.replace("\n  - {id: refold", "\n  - {id: refold, from: back"))
+    x = torch.randn(3, 8, 4, 6)
+    assert torch.equal(model(x), x.reshape(3, 2, 4, 4, 6))

@@ -146,6 +146,48 @@ graph:
 """)
 
 
+GLOBAL_BLOCKS = """\
+archspec: 1
+name: global_blocks
+dims: {L: [1, 64]}
+inputs:
+  x: [B, L, 32]
+  ids: {shape: [B, L], dtype: int64}
+graph:
+  - {id: attn, from: [x, ids], attention: {kind: global, heads: 2, scores: [PARTS]}}
+"""
+
+
+def test_on_attention_that_hides_nothing_it_is_refused():
+    """The Pixtral trial: on global attention blockwise built and changed nothing (0.0 from plain
+    global attention, 1.5e-2 from the block-diagonal attention it reached for)."""
+    with pytest.raises(SpecError) as info:
+        archspec.check_text(GLOBAL_BLOCKS.replace("PARTS", "{blockwise: {ids: ids}}"))
+    problem = info.value.diagnostics[0]
+    assert "global attention hides no key here: it would change nothing" in problem.message
+    assert problem.loc is not None and "`mod` score part" in str(problem.hint)
+
+
+def test_beside_a_local_window_it_shows_the_blocks_keys_outside_the_window():
+    """No block (-1): the local window alone; one block over the whole row: every key, global attention's."""
+    model = archspec.build_text(GLOBAL_BLOCKS.replace("PARTS", "{local_window: {window: 2}}, {blockwise: {ids: ids}}"))
+    window = archspec.build_text("""\
+archspec: 1
+name: window_only
+inputs: {x: [B, 8, 32]}
+graph:
+  - {id: attn, attention: {kind: global, heads: 2, scores: [{local_window: {window: 2}}]}}
+""")
+    every = archspec.build_text("name: every\ninputs: {x: [B, 8, 32]}\ngraph:\n  - {id: attn, attention: {kind: global, heads: 2}}\n")
+    window.load_state_dict(model.state_dict())
+    every.load_state_dict(model.state_dict())
+    x = torch.randn(2, 8, 32)
+    with torch.no_grad():
+        assert (model.eval()(x, torch.full((2, 8), -1)) - window.eval()(x)).abs().max() < 1e-6
+        assert (model(x, torch.zeros(2, 8, dtype=torch.long)) - every.eval()(x)).abs().max() < 1e-6
+        assert (window(x) - every(x)).abs().max() > 1e-3
+
+
 def test_generate_refuses_in_words(pair):
     ref, folder = pair
     model = archspec.build(str(folder / "blockwise.yaml"), weights=str(folder / "ref.pt")).eval()

@@ -128,7 +128,8 @@ graph:
 """
 
 REFERENCE = {"mean": lambda x, axes, keep: x.mean(axes, keep), "sum": lambda x, axes, keep: x.sum(axes, keep),
-             "max": lambda x, axes, keep: x.amax(axes, keep), "min": lambda x, axes, keep: x.amin(axes, keep)}
+             "max": lambda x, axes, keep: x.amax(axes, keep), "min": lambda x, axes, keep: x.amin(axes, keep),
+             "norm": lambda x, axes, keep: x.pow(2).sum(axes, keep).sqrt()}
 
 
 @pytest.mark.parametrize("source, fn, axes, keepdim, layout, shape, grid, prefix", [
@@ -141,6 +142,7 @@ REFERENCE = {"mean": lambda x, axes, keep: x.mean(axes, keep), "sum": lambda x, 
     ("img", "max", [-2, -1], True, "image", (8, 1, 1), None, 0),
     ("img", "sum", [1], True, "image", (1, 4, 4), None, 0),
     ("img", "min", [1], False, "tensor", (4, 4), None, 0),
+    ("img", "norm", [1], True, "image", (1, 4, 4), None, 0),       # GRN's L2 norm over the channels
 ])
 def test_reduce_computes_fn_and_keeps_the_layout_only_where_it_fits(source, fn, axes, keepdim, layout, shape, grid,
                                                                     prefix):
@@ -153,6 +155,20 @@ def test_reduce_computes_fn_and_keeps_the_layout_only_where_it_fits(source, fn, 
     x = tokens if source == "cls" else img
     assert torch.allclose(reduced, REFERENCE[fn](x, axes, keepdim), atol=TOL)
     checks_shapes(report, model, (image,))
+
+
+def test_the_l2_norm_has_a_gradient_at_a_zero_vector():
+    """The ConvNeXt V2 trial: GRN's norm written as power, sum and power 0.5 gave NaN gradients
+    where a channel was all zero (a GELU of large negative inputs), silently; torch's is 0 there."""
+    model = archspec.build_text(spec(inputs="  x: [B, 4, 8]\n", graph="""
+  - {id: n, reduce: {fn: norm, axes: [1], keepdim: true}}
+""")).train()
+    x = torch.randn(2, 4, 8)
+    x[:, :, 3] = 0.0
+    x.requires_grad_(True)
+    model(x).sum().backward()
+    expected = torch.autograd.grad(torch.linalg.vector_norm(x, dim=1, keepdim=True).sum(), x)[0]
+    assert torch.isfinite(x.grad).all() and torch.allclose(x.grad, expected)
 
 
 def test_reduce_tells_the_channels_from_the_tokens_by_axis_not_by_size():
@@ -373,7 +389,7 @@ def test_tensorrt_converts_every_op(tmp_path, capsys):
     ("{reduce: {fn: min, axes: [1, -2]}}", 30, "reduce names an axis twice: [1, -2] on [B, 6, 8]",
      "1 and -2 are one axis: name it once"),
     ("{reduce: {fn: mean, axes: []}}", 31, "`axes` must not be empty", None),
-    ("{reduce: {fn: median}}", 19, "`fn` must be 'mean', 'sum', 'max' or 'min'; got 'median'", "did you mean 'mean'?"),
+    ("{reduce: {fn: median}}", 19, "`fn` must be 'mean', 'sum', 'max', 'min' or 'norm'; got 'median'", "did you mean 'mean'?"),
     ("{softmax: {axis: 0}}", 22, "softmax over axis 0, the batch: each sample must stay its own",
      "the first axis of a sample is 1"),
     ("{constant: {shape: [8], fill: ones, value: 2.0}}", 48,

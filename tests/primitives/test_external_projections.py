@@ -135,6 +135,8 @@ outputs: [attn]
 
 @pytest.mark.parametrize("change, message", [
     ("projections: external, norm: pre", "norm belongs to the node's own projections and sub-layer"),
+    # accepted, then ignored in forward, before (the Doge trial): every sub-layer option is refused alike
+    ("projections: external, res_scale: 0.5", "res_scale belongs to the node's own projections and sub-layer"),
     ("projections: external, kind: cross", "unknown key 'projections' in attention (kind cross)"),
     ("projections: external, kv_heads: 4", "external k is 16 wide, and 4 key heads of q's head width 8"),
 ])

@@ -337,3 +337,23 @@ def test_both_floors_hold_the_same_ops():
     from archspec.primitives.ops.attention.scores.mod import OPS
 
     assert set(OPS) - {"at"} == set(FUNCTIONS)
+
+
+@pytest.mark.parametrize("op", ["minimum", "maximum"])
+def test_minimum_and_maximum_take_a_number(op):
+    """The Longformer trial: `{minimum: [score, 3.0]}` passed check and raised torch's TypeError in
+    forward (torch.minimum takes no number); the number is a tensor of the scores' type now, written
+    out and as flex_attention's score_mod."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    text = CAPPED_BIAS.replace("{out: {add: [capped, bias]}}", f"{{out: {{{op}: [capped, 0.0]}}}}")
+    model = archspec.build_text(text).eval()
+    x = torch.randn(2, 12, DIM) * 10  # scores of both signs well away from 0
+    reference = archspec.build_text(text.replace(f"{{{op}: [capped, 0.0]}}", "{add: [capped, 0.0]}")).eval()
+    reference.load_state_dict(model.state_dict())
+    torch._dynamo.reset()
+    with torch.no_grad():
+        written = model(x)
+        fused = torch.compile(model, dynamic=False)(x)
+        plain = reference(x)
+    assert torch.allclose(fused, written, atol=1e-5)
+    assert (written - plain).abs().max() > 1e-3  # the bound changed the scores

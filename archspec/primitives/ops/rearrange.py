@@ -11,8 +11,9 @@ per-patch or per-channel work runs through the ordinary primitives:
     - {id: frames, rearrange: {pattern: "b t c h w -> (b t) c h w", as: image}}   # [B, T, C, H, W] -> [B*T, C, H, W]
     - {id: by_time, rearrange: {pattern: "(b t) n c -> (b n) t c", sizes: {t: 8}, as: tokens}}  # [B*8, N, C] -> [B*N, 8, C]
 
-The batch axis is the one axis of the first group whose size is not given; the folded batch
-stays symbolic (`B*8`: B times the axes folded in, which must be fixed numbers), and an axis
+The batch axis is the one axis of the first group whose size is not given, and it comes first
+in that group on both sides (`(b t)`, never `(t b)`: each sample's rows stay together, so an
+unfold in another order cannot mix the samples); the folded batch stays symbolic (`B*8`: B times the axes folded in, which must be fixed numbers), and an axis
 unfolded out of it must divide what was folded in. In a group, at most one axis size is
 unknown: it is inferred from the dimension, the others are given under `sizes` (or, for the
 two axes of a token grid's `(h w)`, read from the grid).
@@ -33,7 +34,7 @@ from typing import Annotated, Literal
 
 from ...core.declared import Field
 from ...core.suggestions import GridOrigin
-from ...core.types import Sym, TensorType, batch_factor, batch_times
+from ...core.types import Sym, TensorType, batch_factor, batch_times, folded_parts
 from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..grids import divisors, divisors_near, grid_origin, image_origin, nearest_input
@@ -155,6 +156,13 @@ def batch_axis(pattern: Pattern, p: RearrangeParams) -> str:
         raise RuleError(f"'{pattern.text}' moves the batch axis '{batch}' out of the first dimension",
                         field="pattern", hint=f"write '{batch}' in the first dimension on the right, alone or "
                                               f"with the axes folded into the batch, e.g. '({batch} t) ...'")
+    for group in (first, right.groups[0]):
+        if group[0] != batch:  # (c b) unfolded as (b c) would mix the samples, and B*k cannot tell them apart
+            written = " ".join(group)
+            raise RuleError(f"'({written})' puts the batch axis '{batch}' after '{group[0]}': axes fold into the "
+                            "batch behind it, each sample's rows together", field="pattern",
+                            hint=f"write '({batch} {' '.join(a for a in group if a != batch)})', here and where the "
+                                 "axes fold or unfold again")
     return batch
 
 
@@ -176,9 +184,46 @@ def batch_sizes(pattern: Pattern, batch: str, dim, given: dict) -> dict:
                 else f"its batch holds {factor} rows per sample: give sizes whose product divides {factor}")
         raise RuleError(f"'({' '.join(group)})' unfolds {folded} rows per sample ({parts}) out of the batch {dim}",
                         field="sizes", hint=hint)
+    unfolded = tuple(given[axis] for axis in group if axis != batch)
+    check_unfold_boundaries(group, unfolded, folded_parts(dim), batch)
     sizes = {axis: given[axis] for axis in group if axis != batch}
-    sizes[batch] = batch_times(factor // folded)
+    sizes[batch] = batch_times(factor // folded, parts_left(folded_parts(dim), folded))
     return sizes
+
+
+def parts_left(parts: tuple[int, ...], unfolded: int) -> tuple[int, ...]:
+    """The folded axes still in the batch once `unfolded` rows per sample come out of it (the
+    innermost axes whose product that is); () where that is not known."""
+    for i in range(len(parts) + 1):
+        if math.prod(parts[i:]) == unfolded:
+            return parts[:i]
+    return ()
+
+
+def check_unfold_boundaries(group: tuple[str, ...], unfolded: tuple[int, ...], parts: tuple[int, ...],
+                            batch: str) -> None:
+    """Axes unfolded out of a batch another rearrange folded: they must split its rows where its
+    folded axes do, or at finer boundaries (t=8 folded, (t1 t2) of 2 and 4 unfolded), never across
+    them ((t n) folded as 8 and 4, (n t) unfolded as 4 and 8: the sizes multiply the same, and
+    each sample's rows would be read in the wrong order)."""
+    if not unfolded or not parts:
+        return
+    total = math.prod(unfolded)
+    tails = [math.prod(parts[i:]) for i in range(len(parts))]
+    if total not in tails:
+        return  # a product no tail of the folded axes has: batch_sizes' own checks speak for it
+    tail = parts[tails.index(total):]
+    if not (cumulative(unfolded) <= cumulative(tail) or cumulative(tail) <= cumulative(unfolded)):
+        written = " ".join(a for a in group if a != batch)
+        raise RuleError(f"'({' '.join(group)})' unfolds {' x '.join(map(str, unfolded))} ({written}) out of a batch "
+                        f"whose rows were folded as {' x '.join(map(str, tail))}: the rows split across the axes "
+                        "folded in, so each sample's rows would be read in another order", field="pattern",
+                        hint="unfold the axes in the order they were folded into the batch, with their sizes")
+
+
+def cumulative(sizes: tuple[int, ...]) -> set[int]:
+    """The products of each leading run of `sizes`: where an axis boundary falls in the rows."""
+    return {math.prod(sizes[:i + 1]) for i in range(len(sizes))}
 
 
 def grid_dimension(pattern: Pattern, p: RearrangeParams, x: TensorType) -> int | None:
@@ -242,7 +287,11 @@ def merged(group: tuple[str, ...], sizes: dict):
     batch = [axis for axis in group if batch_factor(sizes[axis]) is not None and isinstance(sizes[axis], Sym)]
     if batch:
         others = [axis for axis in group if axis != batch[0]]
-        return batch_times(batch_factor(sizes[batch[0]]) * merged_fixed(others, sizes, group, "fold it into the batch"))
+        inner = batch_factor(sizes[batch[0]])
+        factor = inner * merged_fixed(others, sizes, group, "fold it into the batch")
+        known = folded_parts(sizes[batch[0]]) if inner > 1 else ()
+        parts = (*known, *(sizes[axis] for axis in others)) if inner == 1 or known else ()
+        return batch_times(factor, parts)
     return merged_fixed(group, sizes, group, "merge it")
 
 

@@ -1,4 +1,4 @@
-"""reduce: the mean, sum, max or min over some axes of a sample (RMSNorm's mean square over the
+"""reduce: the mean, sum, max, min or L2 norm over some axes of a sample (RMSNorm's mean square over the
 channels, a mean pool over the tokens or over an image's height and width).
 
 Axes count from the batch, as torch's `dim` does: on tokens `[B, N, C]` axis 1 (or -2) is the
@@ -32,7 +32,10 @@ CHANNEL_AXIS = {"tokens": 2, "image": 1}  # what is left of them after a pool is
 
 
 class ReduceParams(Params):
-    fn: Literal["mean", "sum", "max", "min"] = Field(description="what the reduced values become")
+    fn: Literal["mean", "sum", "max", "min", "norm"] = Field(
+        description="what the reduced values become: their mean, sum, max, min, or norm (the L2 norm, "
+                    "torch.linalg.vector_norm: its gradient at a zero vector is 0, where sqrt(sum(x^2)) written "
+                    "out gives NaN)")
     axes: list[int] = Field([-1], min_length=1, max_length=8,
                             description="the axes reduced, counted from the batch (0) or from the end (-1)")
     keepdim: bool = Field(False, description="keep the reduced axes with size 1 (so the result broadcasts back)")
@@ -62,8 +65,8 @@ class ReduceOp(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
-        if p.fn == "mean" and x.dtype != "float32":
-            raise RuleError(f"a mean reads floating-point values, got {x.layout_name()} of {x.dtype}", field="fn",
+        if p.fn in ("mean", "norm") and x.dtype != "float32":
+            raise RuleError(f"a {p.fn} reads floating-point values, got {x.layout_name()} of {x.dtype}", field="fn",
                             hint="sum, max or min keep integers")
         axes = normalised_axes(p.axes, x)
         if p.keepdim:

@@ -27,6 +27,7 @@ class AlibiAttentionOp(SequenceAttentionOp):
     """Causal attention with a per-head linear penalty on the distance to each earlier key."""
 
     kind = "alibi"
+    hides_keys = True  # later keys (blockwise shows some of them again)
     Params = AlibiParams
 
     def check(self, p, inputs: list[TensorType]) -> None:

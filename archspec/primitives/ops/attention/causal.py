@@ -24,6 +24,7 @@ class CausalAttentionOp(SequenceAttentionOp):
     """Each token attends to itself and earlier tokens (nn.Transformer decoder, CLIP text)."""
 
     kind = "causal"
+    hides_keys = True  # later keys (blockwise shows some of them again)
     Params = CausalParams
     also_called = {"decoder": "a decoder's self-attention", "masked": "masked self-attention",
                    "autoregressive": "autoregressive attention", "full_attention": "Hugging Face's layer_types "

@@ -43,6 +43,7 @@ class DifferentialAttentionOp(SequenceAttentionOp):
     """Causal attention whose output heads are the differences of pairs of softmax maps."""
 
     kind = "differential"
+    hides_keys = True  # later keys (blockwise shows some of them again)
     Params = DifferentialParams
 
     def check(self, p, inputs: list[TensorType]) -> None:

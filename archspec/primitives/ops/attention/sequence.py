@@ -7,12 +7,12 @@ inputs: the kernel, its mask rule and parts over projections the node does not o
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value
-from ...base import Cost, Eps, PositiveInt, RuleError, check_padding_mask
+from ...base import Cost, Eps, PositiveInt, RuleError, SublayerParams, check_padding_mask
 from ...counting import attention_flops
 from .common import AttentionOp, AttentionParams
 from .scores.base import ScoreSite, parse_scores
@@ -125,15 +125,16 @@ def qk_positions_field():
 
 
 # the options that belong to the node's own projections and sub-layer, which external ones leave out
-INTERNAL_ONLY = ("norm", "norm_kind", "norm_eps", "norm_offset", "norm_bias", "norm_affine", "residual", "layer_scale",
-                 "drop_path", "branch_scale", "res_post_init", "qkv_bias", "proj_bias", "proj_drop", "clip_qkv",
-                 "qk_positions", "residual_gate")
+# every option of the sub-layer (its norm and residual: res_scale was missing from a list written out
+# here and was accepted, then ignored, the Doge trial), and those of the node's own projections
+INTERNAL_ONLY = (*SublayerParams.model_fields, "qkv_bias", "proj_bias", "proj_drop", "clip_qkv", "qk_positions")
 
 
 class SequenceAttentionOp(AttentionOp):
     """The rules of the options every sequence kind takes."""
 
     Params = SequenceParams
+    hides_keys: ClassVar[bool] = False  # the kind's own mask hides keys (causal, sliding, alibi, differential)
 
     def reads(self, p) -> tuple[str, ...]:
         return self.leading(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
@@ -214,6 +215,20 @@ class SequenceAttentionOp(AttentionOp):
         return ScoreSite(p.heads, self.head_dim(p, x.channels), dim_value(x.length), self.keys(p, inputs), x.grid,
                          x, rotates=True, rope_theta=p.rope_theta, tensors=tensors, masks=True, scale=p.scale)
 
+    def check_something_hidden(self, uses) -> None:
+        """A part that shows hidden keys again (blockwise) needs a mask that hides some: the kind's
+        own (causal) or a part's (local_window); on global attention it changed nothing, silently
+        (the Pixtral trial reached for it to keep packed images apart)."""
+        seeing = [use for use in uses if use.part.sees_hidden_keys]
+        if seeing and not (self.hides_keys or any(use.part.hides_keys for use in uses)):
+            name = seeing[0].part.name
+            raise RuleError(f"{name} lets a query see keys the mask hides, within its block, and {self.kind} attention "
+                            "hides no key here: it would change nothing", field="scores",
+                            hint=Remedy(f"use {name} on causal or sliding attention (a prefix or an image seen both "
+                                        "ways), or beside local_window; to keep each block to itself (images packed "
+                                        "into one sequence), hide the keys of other blocks with a `mod` score part "
+                                        "reading the ids (cast to float) at the query's and the key's place"))
+
     def core_cost(self, p, inputs: list[TensorType]) -> Cost:
         x = inputs[0]
         head = self.head_dim(p, x.channels)
@@ -233,8 +248,10 @@ class SequenceAttentionOp(AttentionOp):
         if external(p):
             self.check_external(p, inputs)
         site = self.score_site(p, inputs)
-        for use in parse_scores(p.scores):
+        uses = parse_scores(p.scores)
+        for use in uses:
             use.check(site)
+        self.check_something_hidden(uses)
         streams = len(self.streams(p))
         for stream, positions in zip(inputs[:streams], inputs[streams:len(self.leading(p))]):
             check_positions(stream, positions)

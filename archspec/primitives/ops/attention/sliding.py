@@ -26,6 +26,7 @@ class SlidingWindowAttentionOp(SequenceAttentionOp):
     """Causal attention limited to the last `window` tokens."""
 
     kind = "sliding"
+    hides_keys = True  # later keys (blockwise shows some of them again)
     Params = SlidingParams
     also_called = {"local": "GPT-Neo's local attention (a causal window)", "swa": "sliding-window attention",
                    "sliding_window": "a sliding window", "sliding_attention": "Hugging Face's layer_types"}

@@ -19,6 +19,7 @@ FUNCTIONS = {  # each op of the rule's table (archspec/primitives/ops/attention/
     "and": torch.logical_and, "or": torch.logical_or, "not": torch.logical_not, "where": torch.where,
     "maximum": torch.maximum, "minimum": torch.minimum,
 }
+TENSORS_ONLY = ("maximum", "minimum")  # torch's take no number: one becomes a tensor of the scores' type
 SCORE_NAME = "score"  # the names a step reads besides the tensors and earlier steps (the rule's SCORE, INDICES)
 INDEX_NAMES = "b h q k"
 assert (SCORE_NAME, tuple(INDEX_NAMES.split())) == (SCORE, INDICES)
@@ -52,8 +53,10 @@ class ScoreMod(nn.Module):
                 table = given[0]
                 values[name] = table.reshape(table.shape[table.dim() - len(given) + 1:])[tuple(given[1:])]
                 continue
-            if not isinstance(given[0], torch.Tensor):  # a number first: as a tensor of the scores' type
-                given[0] = torch.as_tensor(given[0], dtype=score.dtype, device=score.device)
+            numbers = range(len(given)) if op in TENSORS_ONLY else (0,)  # a number first: a tensor of the scores' type
+            for i in numbers:
+                if not isinstance(given[i], torch.Tensor):
+                    given[i] = torch.as_tensor(given[i], dtype=score.dtype, device=score.device)
             values[name] = FUNCTIONS[op](*given)
         out = values[self.steps[-1][0]]
         return out.to(score.dtype) if out.dtype != score.dtype else out

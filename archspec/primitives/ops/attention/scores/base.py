@@ -100,6 +100,8 @@ class ScorePart:
     adds_bias: ClassVar[bool] = False  # adds a bias to the scores, before every part that changes them
     changes_scores: ClassVar[bool] = False  # maps the scores to others (talking heads, softcap, mod)
     one_grid: ClassVar[str | None] = None  # what it holds made for one grid, in words (export with a dynamic size)
+    hides_keys: ClassVar[bool] = False  # hides keys by where they are (local_window)
+    sees_hidden_keys: ClassVar[bool] = False  # lets a query see keys the mask hides (blockwise): needs a mask
     default: ClassVar[bool] = False  # (the registry's question of a kind: never for a part)
     plugin: str | None = None  # the plugin that registered it (set by the registry); None: built in
 

@@ -39,6 +39,7 @@ class BlockwisePart(ScorePart):
     name = "blockwise"
     Params = BlockwiseParams
     explicit = False
+    sees_hidden_keys = True
 
     def check(self, p, site: ScoreSite) -> None:
         if not site.masks:

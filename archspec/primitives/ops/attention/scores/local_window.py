@@ -28,6 +28,7 @@ class LocalWindowPart(ScorePart):
     name = "local_window"
     Params = LocalWindowParams
     explicit = False
+    hides_keys = True
 
     def check(self, p, site: ScoreSite) -> None:
         if not site.masks:
