@@ -357,3 +357,31 @@ def test_minimum_and_maximum_take_a_number(op):
         plain = reference(x)
     assert torch.allclose(fused, written, atol=1e-5)
     assert (written - plain).abs().max() > 1e-3  # the bound changed the scores
+
+
+KEY_BIAS = """
+archspec: 1
+name: mod_key_tensor
+dims: {L: [1, 64]}
+inputs: {ids: {shape: [B, L], dtype: int64}}
+graph:
+  - {id: embed, embed: {vocab: 50, dim: 32, pos: none}}
+  - {id: keybias, from: embed, linear: {dim: 1}}
+  - id: attn
+    from: [embed, keybias]
+    attention: {kind: causal, heads: 2, scores: [{mod: {tensors: [keybias], steps: [{kb: {at: [keybias, b, INDEX, 0]}}, {out: {add: [score, kb]}}]}}]}
+  - {id: head, head: {kind: lm, vocab: 50}}
+"""
+
+
+@pytest.mark.parametrize("index", ["k", "q"])
+def test_a_tensor_read_at_a_position_generates_without_a_cache(index):
+    """The Doge trial's per-key bias: a decode step's tensors hold the new token's row alone, so the
+    cached step raised IndexError (an abort under compile); such a spec now decodes as forward does."""
+    from tests.generate.test_generate import uncached_greedy
+
+    text = KEY_BIAS.replace("INDEX", index)
+    assert "'attn': its score part mod: it reads tensor 'keybias'" in archspec.check_text(text).table()
+    model = archspec.build_text(text).eval()
+    ids = torch.randint(0, 50, (1, 5))
+    assert torch.equal(generate(model, ids, max_new_tokens=6), uncached_greedy(model, ids, 6))

@@ -29,6 +29,7 @@ from .....core.declared import Field
 from ....base import Params, RuleError
 from .....core.suggestions import Remedy
 from ....registry import register
+from ....decoding import Mixes
 from .base import DECODES, ScorePart, ScoreSite, register_score_decoding
 
 INDICES = ("b", "h", "q", "k")  # FlexAttention's b, h, q_idx, kv_idx
@@ -251,5 +252,29 @@ class ModPart(ScorePart):
         parse_steps(p, site)
 
 
+def read_at_a_position(p) -> str | None:
+    """The first tensor a step reads at an index made from q or k (a row per token or per key),
+    or None: while decoding, a step's tensors hold the new token's row alone, so such a read
+    fails (the Doge trial's per-key bias: an IndexError, or an abort under compile)."""
+    from_position = {"q", "k"}
+    for step in parse_steps(p):
+        names = {arg for arg in step.args if isinstance(arg, str)}
+        if step.op == "at" and step.args[0] in p.tensors and names & from_position - {step.args[0]}:
+            return step.args[0]
+        if names & from_position:
+            from_position.add(step.name)
+    return None
+
+
+def mod_decoding(p):
+    """Element-wise steps decode over the cache (q and k are positions there), unless they read a
+    tensor at a position."""
+    tensor = read_at_a_position(p)
+    if tensor is None:
+        return DECODES
+    return Mixes(f"it reads tensor {tensor!r} at a query's or key's place, and while decoding the tensors hold the "
+                 "new token's row alone (the cache keeps keys and values only)")
+
+
 MOD = register(ModPart())
-register_score_decoding(MOD, DECODES)  # element-wise; q and k are positions while decoding
+register_score_decoding(MOD, mod_decoding)
