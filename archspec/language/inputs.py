@@ -75,6 +75,8 @@ class InputTypes:
                             hint="check other sizes with --set (e.g. --set img=256)")
             return image(*shape[1:])
         if rank == 3:
+            if grid is None and isinstance(shape[2], Sym):  # channels that change with the input: no tokens
+                return tensor(tuple(shape))  # [B, C, S]: a signal channels first, moved by a rearrange
             if grid is None:
                 return tokens(shape[1], shape[2])
             if len(grid) != 2 or grid[0] * grid[1] != shape[1]:

@@ -56,3 +56,27 @@ def test_a_shortest_length_the_kernel_overreaches_is_a_located_error():
         archspec.check_text(SPEC.replace("[400, 16000]", "[4, 16000]"))
     d = info.value.diagnostics[0]
     assert "kernel 10 is larger than the shortest S (4)" in d.message and "from at least 10" in d.hint
+
+
+CHANNELS_FIRST = """
+name: channels_first
+dims: {S: [256, 4096]}
+inputs: {x: [B, 1, S]}
+graph:
+  - {id: c, conv: {dim: 1, kernel: 127, stride: 64, out: 8}}
+"""
+
+
+def test_a_signal_channels_first_is_a_located_error_with_the_rearrange():
+    """The Moonshine trial: [B, 1, S] with S symbolic was taken for tokens whose channels change with
+    the input, and conv, norm, attention and mlp raised a TypeError in `check` (exit 3)."""
+    with pytest.raises(archspec.SpecError) as info:
+        archspec.check_text(CHANNELS_FIRST)
+    problem = info.value.diagnostics[0]
+    assert "a 1-D conv reads tokens [B, N, C], got a rank-3 tensor" in problem.message
+    assert "'b c n -> b n c', as: tokens" in str(problem.hint) and problem.loc is not None
+    moved = CHANNELS_FIRST.replace("  - {id: c,", '  - {rearrange: {pattern: "b c n -> b n c", as: tokens}}\n  - {id: c,')
+    model = archspec.build_text(moved).eval()
+    x = torch.randn(2, 1, 640)
+    with torch.no_grad():
+        assert torch.allclose(model(x), model.c(x.transpose(1, 2)))

@@ -34,6 +34,9 @@ def one_d_hint(x: TensorType) -> str | None:
         return "use dim: 2 to convolve an image"
     if len(x.shape) == 2:
         return "a signal [B, N] is tokens of one channel: `rearrange: {pattern: 'b n -> b n 1', as: tokens}` first"
+    if len(x.shape) == 3:  # a signal channels first [B, C, N] (torch's Conv1d), or a tensor of rank 3
+        return ("tokens are [B, N, C], channels last: a signal channels first [B, C, N] is `rearrange: {pattern: "
+                "'b c n -> b n c', as: tokens}` first (a rank-3 tensor of channels last: `as: tokens`)")
     return None
 
 

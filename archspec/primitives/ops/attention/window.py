@@ -48,11 +48,15 @@ class WindowParams(AttentionParams):
                               "not normed or projected (GC ViT's global query); the projection then makes keys "
                               "and values only")
     merge_heads: MergeHeads = merge_heads_field()
-    small_grid: Literal["per_axis", "whole"] = Field(
+    small_grid: Literal["per_axis", "whole", "rows", "keep"] = Field(
         "per_axis", description="where a side of the grid is no larger than the window: per_axis (timm's Swin), that "
                                 "axis's window is the side and unshifted, the other axis as ever; whole (Hugging "
                                 "Face's Swin and DonutSwin), the window is the shorter side on both axes and nothing "
-                                "is shifted. They differ on grids that are not square")
+                                "is shifted; rows (Hugging Face's Swinv2 and Swin2SR), the rows decide for both axes: "
+                                "the window is min(rows, window), shifted unless the rows are no more than it; keep, "
+                                "the window and shift as given on any grid (Hugging Face's Swinv2 and Swin2SR decide "
+                                "from their config's image_size: keep for an input smaller than it). per_axis, whole "
+                                "and rows differ on grids that are not square")
     score_bias: bool = Field(False, description="read an additive score bias [B or 1, heads or 1, M*M, M*M] as the "
                                                "input after the tokens (and the external queries): one window's "
                                                "scores, added in every window")
@@ -116,20 +120,25 @@ class WindowAttentionOp(AttentionOp):
             ctx.warn(f"the {h}x{w} grid has a side no larger than the window {p.window}, where timm's Swin and "
                      "Hugging Face's window it differently: this layer follows timm's (small_grid: per_axis: "
                      f"{wh}x{ww} windows shifted by {sh}x{sw}), Hugging Face's Swin and DonutSwin shift nothing and "
-                     "window the shorter side on both axes (small_grid: whole)", field="window",
-                     hint="write small_grid: per_axis (timm) or whole (Hugging Face) to say which")
+                     "window the shorter side on both axes (small_grid: whole), its Swinv2 and Swin2SR let the rows "
+                     "decide for both axes (small_grid: rows)", field="window",
+                     hint="write small_grid: per_axis (timm), whole (Hugging Face's Swin) or rows (its Swinv2) to say "
+                          "which")
         return x
 
     def rules_differ(self, p, grid: tuple[int, int]) -> bool:
-        """Whether timm's per-axis clamp and Hugging Face's whole-grid one give this grid other
-        windows or shifts (a grid that is not square, a side no larger than the window)."""
+        """Whether timm's per-axis clamp and Hugging Face's rules (Swin's whole grid, Swinv2's rows)
+        give this grid other windows or shifts (a grid that is not square, a side no larger than the
+        window)."""
         if p.pad or grid[0] == grid[1] or min(grid) > p.window:
             return False
-        try:
-            whole = self.geometry(p.model_copy(update={"small_grid": "whole"}), grid)
-            return whole != self.geometry(p.model_copy(update={"small_grid": "per_axis"}), grid)
-        except RuleError:  # one of them cannot window this grid: the check says so where it is asked
-            return False
+        found = set()
+        for rule in ("per_axis", "whole", "rows"):
+            try:
+                found.add(self.geometry(p.model_copy(update={"small_grid": rule}), grid))
+            except RuleError:  # this rule cannot window this grid: the check says so where it is asked
+                continue
+        return len(found) > 1
 
     def geometry(self, p, grid: tuple[int, int], x: TensorType | None = None):
         """Effective (window, shift) per grid dimension: timm's per-axis clamp, or with `small_grid:
@@ -137,6 +146,13 @@ class WindowAttentionOp(AttentionOp):
         if p.pad:  # SAM: the window keeps its size, the grid is padded to it
             return (p.window, p.window), (0, 0)
         shift = self.shift(p)
+        if p.small_grid in ("rows", "keep"):  # Hugging Face's Swinv2Layer: its input_resolution's rows decide
+            window = min(grid[0], p.window) if p.small_grid == "rows" else p.window
+            for size in grid:
+                if size % window:
+                    raise window_misfit(p, grid, size, x)
+            moved = shift if p.small_grid == "keep" or grid[0] > window else 0
+            return (window, window), (moved, moved)
         if p.small_grid == "whole" and min(grid) <= p.window:  # Hugging Face's set_shift_and_window_size
             side = min(grid)
             if max(grid) % side:  # Hugging Face pads the grid then: not written here
