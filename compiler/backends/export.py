@@ -376,14 +376,14 @@ def _not_lost(graph: Graph, node, lost: dict) -> None:
 
 
 def _kept_grid(graph: Graph, node, grids: dict):
-    """The grid of the node's first input (a token grid, or an image's height and width), which
-    its output keeps (UsageError if it does not)."""
-    source = grids.get(node.inputs[0]) if node.inputs else None
-    before = _spatial(graph.type_of(node.inputs[0])) if node.inputs else None
-    if before is None or before != _spatial(node.type):
-        raise UsageError(f"{graph.name} cannot take a dynamic image size: {node.name} ({node.op.label}) "
-                         "changes the grid in a way export does not follow")
-    return source
+    """The grid of the node's first input that has the output's (a token grid, or an image's
+    height and width): an element-wise op's output keeps the grid of whichever input carries it
+    (a `multiply` of a param and tokens, in either order). UsageError where none has it."""
+    for name in node.inputs:
+        if _spatial(graph.type_of(name)) is not None and _spatial(graph.type_of(name)) == _spatial(node.type):
+            return grids.get(name)
+    raise UsageError(f"{graph.name} cannot take a dynamic image size: {node.name} ({node.op.label}) "
+                     "changes the grid in a way export does not follow")
 
 
 def with_spec_frames(program: torch.export.ExportedProgram, graph: Graph) -> torch.export.ExportedProgram:

@@ -248,3 +248,29 @@ def test_a_size_range_without_the_specs_own_size_is_a_usage_error(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "image is 64x64, outside the size range 96:128" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+PARAM_FIRST = """
+name: param_first
+params: {img: 32}
+inputs: {image: [B, 3, img, img]}
+graph:
+  - {id: stem, patchify: {patch: 4, dim: 8}}
+  - {id: w, param: {shape: [8], init: ones}}
+  - {id: y, from: [w, stem], multiply: {}}
+  - {id: head, head: {kind: classify, pool: mean, classes: 4}}
+"""
+
+
+def test_an_element_wise_op_keeps_the_grid_of_whichever_input_has_it():
+    """The ConvNeXt V2 trial: `multiply` of [param, tokens] refused a size range ('changes the grid
+    in a way export does not follow'), [tokens, param] exported."""
+    graph = archspec.check_text(PARAM_FIRST).graph
+    assert grids_for(graph, (48, 64))["y"] == (12, 16)
+    gm = archspec.build_text(PARAM_FIRST, seed=0).eval()
+    program = export_program(gm, graph, batch_range=(1, 64), size_range=SizeRange(16, 64, 4))
+    eager = archspec.build_text(PARAM_FIRST, overrides={"img": 48}, seed=0).eval()
+    eager.load_state_dict(gm.state_dict())
+    (x,) = example_inputs(graph, batch=2, size=48)
+    with torch.no_grad():
+        assert max_abs_difference(program.module()(x), eager(x)) < 1e-5
