@@ -173,8 +173,7 @@ def export_program(gm: torch.fx.GraphModule, graph: Graph, batch_range: tuple[in
         raise
     except Exception as exc:  # noqa: BLE001 - torch's guard and tracing errors, said plainly
         raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): torch.export finds its "
-                         f"model fixed to one grid ({_first_line(exc)}); {one_grid_parts(graph)}: export it at one "
-                         "size instead") from exc
+                         f"model fixed to one grid ({_first_line(exc)}); {why_one_grid(graph, size_range)}") from exc
     finally:
         sized.restore()
     _runs_at_another_size(program, graph, size_range, size_range.example(own))
@@ -223,8 +222,32 @@ def _runs_at_another_size(program, graph: Graph, size_range: SizeRange, traced: 
             program.module()(*example_inputs(graph, batch=1, size=other))
     except Exception as exc:  # noqa: BLE001 - a guard of the program, said plainly
         raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): the exported program runs "
-                         f"only at {traced}x{traced} ({_first_line(exc)}); {one_grid_parts(graph)}: export it at one "
-                         "size instead") from exc
+                         f"only at {traced}x{traced} ({_first_line(exc)}); {why_one_grid(graph, size_range)}") from exc
+
+
+def why_one_grid(graph: Graph, size_range: SizeRange) -> str:
+    """Why a program keeps one grid, in words: a grid of one row or column at the range's smaller
+    sizes (torch.export specialises a size of 1, the ConvNeXt V2 trial's last stage below 64 px),
+    with the least size from which none is; else what the spec makes for one grid."""
+    lo, hi = size_range.steps
+    thin = [k * size_range.step for k in range(max(lo, 1), hi + 1) if _one_wide(graph, k * size_range.step)]
+    if not thin:
+        return f"{one_grid_parts(graph)}: export it at one size instead"
+    node, grid = _one_wide(graph, thin[0])
+    wider = [k * size_range.step for k in range(max(lo, 1), hi + 1) if k * size_range.step > thin[-1]]
+    fix = f"start the range at {wider[0]} (--size {wider[0]}:{size_range.max})" if len(wider) > 1 else \
+        "export it at one size instead"
+    return (f"at {thin[0]}x{thin[0]} the grid of '{node}' is {grid[0]}x{grid[1]}, and torch.export keeps no size of "
+            f"1 dynamic: {fix}")
+
+
+def _one_wide(graph: Graph, side: int) -> tuple[str, tuple] | None:
+    """The first node whose grid (or image size) has a side of 1 at an image of `side`, or None."""
+    try:
+        grids = grids_for(graph, (side, side))
+    except Exception:  # noqa: BLE001 - a size the spec's ops do not take: not this question's
+        return None
+    return next(((name, grid) for name, grid in grids.items() if grid is not None and 1 in tuple(grid)), None)
 
 
 def one_grid_parts(graph: Graph) -> str:

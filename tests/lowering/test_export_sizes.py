@@ -274,3 +274,30 @@ def test_an_element_wise_op_keeps_the_grid_of_whichever_input_has_it():
     (x,) = example_inputs(graph, batch=2, size=48)
     with torch.no_grad():
         assert max_abs_difference(program.module()(x), eager(x)) < 1e-5
+
+
+THIN_AT_THE_LOW_END = """
+name: thin
+params: {img: 64}
+inputs: {image: [B, 3, img, img]}
+graph:
+  - {id: stem, patchify: {patch: 4, dim: 8}}
+  - {id: im, to_image: {}}
+  - {id: d1, conv: {kernel: 2, stride: 2}}
+  - {id: d2, conv: {kernel: 2, stride: 2}}
+  - {id: d3, conv: {kernel: 2, stride: 2}}
+  - {id: tok, to_tokens: {}}
+  - {id: head, head: {kind: classify, pool: mean, classes: 4}}
+"""
+
+
+def test_a_grid_of_one_at_the_low_end_is_said_with_the_range_that_exports():
+    """The ConvNeXt V2 trial: --size 32:128 blamed 'a part made for one grid' where the last stage's
+    grid is 1x1 below 64 px (torch.export specialises a size of 1); 64:128 exported."""
+    graph = archspec.check_text(THIN_AT_THE_LOW_END).graph
+    gm = archspec.build_text(THIN_AT_THE_LOW_END, seed=0).eval()
+    with pytest.raises(UsageError) as info:
+        export_program(gm, graph, size_range=SizeRange(32, 128))
+    assert "at 32x32 the grid of 'd3' is 1x1" in str(info.value)
+    assert "start the range at 64 (--size 64:128)" in str(info.value)
+    export_program(gm, graph, size_range=SizeRange(64, 128))
