@@ -66,7 +66,8 @@ class InputTypes:
             raise error(f"input '{name}' must start with the batch dim B", self.doc.loc(shape_path + (0,)),
                         hint=f"e.g. [B, {', '.join(str(d) for d in shape[1:]) or '3, 224, 224'}]")
         rank = len(shape)
-        grid = None if isinstance(decl, list) else decl.grid
+        grid = None if isinstance(decl, list) or decl.grid is None else \
+            [self.dim(v, base + ("grid", i)) for i, v in enumerate(decl.grid)]  # numbers, or ${...} as shape's
         if dtype == "int64":
             return self.integer(name, shape, loc)
         if rank == 4:
@@ -74,6 +75,9 @@ class InputTypes:
                 raise error("an image's channels and size must be fixed numbers", loc,
                             hint="check other sizes with --set (e.g. --set img=256)")
             return image(*shape[1:])
+        if grid is not None and any(isinstance(side, Sym) for side in grid):
+            raise error("a token grid's sides are fixed numbers", self.doc.loc(base + ("grid",)),
+                        hint="give numbers or expressions over params; check other sizes with --set")
         if rank == 3:
             if grid is None and isinstance(shape[2], Sym):  # channels that change with the input: no tokens
                 return tensor(tuple(shape))  # [B, C, S]: a signal channels first, moved by a rearrange

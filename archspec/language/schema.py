@@ -26,7 +26,9 @@ class InputDecl(StrictSpecModel):
     shape: list[Union[int, str]] = Field(
         description="[B, ...]: integers, `B`, a dim declared under `dims`, or an expression over params")
     dtype: Literal["float32", "int64"] = "float32"
-    grid: list[int] | None = Field(None, description="tokens input: the (H, W) grid the tokens lie on")
+    grid: list[Union[int, str]] | None = Field(
+        None, description="tokens input: the (H, W) grid the tokens lie on: integers or expressions over params, as "
+                          "`shape`'s")
 
 
 class BlockDef(StrictSpecModel):

@@ -385,3 +385,12 @@ def test_a_tensor_read_at_a_position_generates_without_a_cache(index):
     model = archspec.build_text(text).eval()
     ids = torch.randint(0, 50, (1, 5))
     assert torch.equal(generate(model, ids, max_new_tokens=6), uncached_greedy(model, ids, 6))
+
+
+def test_an_integer_tensor_is_refused_with_the_cast_that_fixes_it():
+    text = KEY_BIAS.replace("INDEX", "k").replace("  - {id: keybias, from: embed, linear: {dim: 1}}",
+                                                  "  - {id: keybias, from: ids, rearrange: {pattern: 'b l -> b l 1'}}")
+    with pytest.raises(SpecError) as info:
+        archspec.check_text(text)
+    problem = info.value.diagnostics[0]
+    assert "tensor 'keybias' must be float" in problem.message and "cast: {dtype: float32}" in str(problem.hint)

@@ -18,6 +18,8 @@ def check_normalisable(x: TensorType, image: bool = False) -> TensorType:
     if image and x.layout == "image":
         return x  # same shape
     if x.layout not in ("tokens", "vector"):
-        raise RuleError(f"norm needs tokens or a feature vector, got {x.layout_name()}",
-                        hint=not_tokens_hint(x) or "a norm normalises the channels of tokens")
+        takes = "tokens, an image or a feature vector" if image else "tokens or a feature vector"
+        hint = not_tokens_hint(x) or ("a norm normalises the channels: of tokens [B, N, C] (last), of an image "
+                                      "[B, C, H, W] (second)" if image else "a norm normalises the channels of tokens")
+        raise RuleError(f"norm needs {takes}, got {x.layout_name()}", hint=hint)
     return x  # same shape

@@ -248,7 +248,10 @@ class ModPart(ScorePart):
                             hint=Remedy("name them in the node's `from:` after the token stream (and the score bias)"))
         for name, t in zip(p.tensors, site.tensors):
             if t.dtype != "float32":
-                raise RuleError(f"score part 'mod': tensor {name!r} must be float, got {t.describe()}", field="scores")
+                raise RuleError(f"score part 'mod': tensor {name!r} must be float, got {t.describe()}", field="scores",
+                                hint=Remedy(f"cast it first: a node `{{from: {name}, cast: {{dtype: float32}}}}`, "
+                                            "named in `tensors` and `from` in its place (a step compares it with a "
+                                            "number as before)"))
         parse_steps(p, site)
 
 

@@ -72,6 +72,7 @@ class RotaryGridPart(ScorePart):
     name = "rotary_grid"
     Params = RotaryGridParams
     explicit = False
+    one_grid = "rotary_grid's angles, one per cell of the grid"  # the Pixtral trial's --size error named nothing
 
     def check(self, p, site: ScoreSite) -> None:
         if not site.rotates:
