@@ -770,7 +770,7 @@ def unread_params(doc, spec) -> list:
     name is close to one that is read: a misspelt override (the CodeGen trial's `rotary_dims: 8`
     under `extends` left the base's `rotary_dim: 16` in force, silently). Unread params that
     resemble no other stay quiet: a mapping file or a reader of the build may read them."""
-    named = names_read(doc.data)
+    named = names_read(doc.data) | names_read(getattr(doc, "replaced", {}))  # (h: ${img}, replaced by --set h=8)
     read = [name for name in spec.params if name in named]
     found = []
     for name, value in spec.params.items():

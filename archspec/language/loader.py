@@ -112,6 +112,7 @@ class Document:
     key_locs: dict[tuple, Loc] = field(default_factory=dict)  # mapping-key positions
     quoted: set[tuple] = field(default_factory=set)  # paths of quoted scalars
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, for quoting lines in errors
+    replaced: dict[str, Any] = field(default_factory=dict)  # params --set replaced -> the spec's own values
 
     def loc(self, path: tuple, key: bool = False) -> Loc | None:
         """Position of the value (or its key) at `path`, else of the nearest enclosing value."""

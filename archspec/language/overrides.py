@@ -113,6 +113,7 @@ def apply_overrides(doc: Document, overrides: Mapping[str, object]) -> Document:
                                   hint="give a value of the spec's kind, or an expression `${...}`"))
             continue
         out.drop_positions(("params", key))
+        out.replaced.setdefault(key, params[key])
         new_params[key] = parsed.data
         for path, loc in parsed.locs.items():
             col = loc.col + shift if loc.line == 1 else loc.col

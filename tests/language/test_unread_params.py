@@ -83,3 +83,18 @@ graph:
 """
     warned = [w.message for w in archspec.check_text(text).warnings if "read by nothing" in w.message]
     assert warned == ["param 'dimm' is read by nothing in the spec"]
+
+
+def test_a_param_read_by_defaults_that_set_replaced_is_no_misspelling():
+    """The Swin2SR trial: `--set h=8 w=8` where h and w default to ${img} warned that img was read
+    by nothing and asked 'did you mean dim?'."""
+    text = """
+name: s
+params: {img: 16, h: "${img}", w: "${img}", dim: 8}
+inputs: {image: [B, 3, h, w]}
+graph:
+  - {id: p, patchify: {patch: 4, dim: "${dim}"}}
+"""
+    report = archspec.check_text(text, {"h": 8, "w": 8})
+    assert not report.warnings
+    assert report.graph.type_of("p").grid == (2, 2)
