@@ -224,8 +224,11 @@ def load_checkpoint(model, report, weights, mapping=None, num_classes: int | Non
     note = [fit.classifier_note] if fit.classifier_note and num_classes != 0 else []
     for said in note + fit.warnings:
         LOG.warning("archspec: weights: %s", said)
-    if fit.resampled:  # as timm's position-embedding resize: said, not warned
-        LOG.info("archspec: weights: %s", fit.resampled_words())
+    if fit.resampled:  # as timm's position-embedding resize: said; warned where the checkpoint is not timm's
+        timms = fit.naming == "archspec" or fit.naming.startswith("timm")
+        (LOG.info if timms else LOG.warning)("archspec: weights: %s%s", fit.resampled_words(), "" if timms else (
+            f" (the checkpoint's naming is '{fit.naming}': its own model may resize another way, at each forward; "
+            "Hugging Face's VitDet without antialias, 0.1 off at a 56x56 table made 8x8)"))
     return fit
 
 

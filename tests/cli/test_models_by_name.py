@@ -318,3 +318,15 @@ def test_a_built_wheel_ships_the_specs_and_checks_one_by_name(tmp_path):
     shipped = Path(tmp_path / "installed" / "archspec" / "specs" / "vit_ti16.yaml")
     assert checked.stderr.splitlines()[0] == f"vit_ti16: the shipped spec {shipped}"  # extends vit_b16 there too
     assert "5,717,416 params" in checked.stdout
+
+
+def test_positions_resampled_from_another_naming_are_warned(tmp_path, caplog):
+    """The VitDet trial: Hugging Face's VitDet resizes its position table at every forward without
+    antialias, and a load resizing it timm's way (0.1 off there) said so at INFO only."""
+    state = {f"model.{k}": v for k, v in archspec.build("vit_ti16", overrides=SMALL_VIT).state_dict().items()}
+    mapping = tmp_path / "other.yaml"
+    mapping.write_text("archspec: 1\nname: other naming\nrules:\n  - rename: {'^model\\.': ''}\n")
+    with caplog.at_level(logging.INFO, logger="archspec"):
+        archspec.build("vit_ti16", overrides={**SMALL_VIT, "img": 48}, weights=state, mapping=str(mapping))
+    (record,) = [r for r in caplog.records if "resampled 1" in r.getMessage()]
+    assert record.levelno == logging.WARNING and "the checkpoint's naming is 'other naming'" in record.getMessage()
