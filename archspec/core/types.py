@@ -51,19 +51,26 @@ class FoldedBatch(Sym):
     # the sizes of the axes folded in, outermost first (product: factor), where a rearrange folded
     # them: an unfold must split the rows along the same boundaries; () where unknown
     parts: tuple[int, ...] = field(default=(), compare=False)
+    names: tuple[str, ...] = field(default=(), compare=False)  # the folding rearrange's names for them
 
 
-def batch_times(factor: int, parts: tuple[int, ...] = ()) -> Sym:
+def batch_times(factor: int, parts: tuple[int, ...] = (), names: tuple[str, ...] = ()) -> Sym:
     """The batch with `factor` rows per sample (`parts`: the sizes of the axes folded in, outermost
-    first, where known): B itself for 1, else B*factor."""
+    first, and `names` what the rearrange that folded them called them, where known): B itself for
+    1, else B*factor."""
     if factor == 1:
         return BATCH
-    return FoldedBatch(f"B*{factor}", factor, BATCH.hi * factor, factor, parts)
+    return FoldedBatch(f"B*{factor}", factor, BATCH.hi * factor, factor, parts, names if len(names) == len(parts) else ())
 
 
 def folded_parts(d) -> tuple[int, ...]:
     """The sizes of the axes folded into a batch dimension, outermost first; () where unknown."""
     return d.parts if isinstance(d, FoldedBatch) else ()
+
+
+def folded_names(d) -> tuple[str, ...]:
+    """The names the folding rearrange gave the axes folded into a batch dimension; () where unknown."""
+    return d.names if isinstance(d, FoldedBatch) else ()
 
 
 def batch_factor(d) -> int | None:

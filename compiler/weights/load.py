@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -38,7 +39,7 @@ from archspec.core.errors import SpecError, error
 
 from .checkpoint import listing, read_state_dict, source_name
 from .fit import Fit, best_fit, fit_under, shared_names
-from .rules import KeyProblem
+from .rules import Fuse, KeyProblem
 from .mapping_file import read_mapping_file
 from .naming import ARCHSPEC, Naming
 from .resample import resamplers
@@ -69,6 +70,7 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     except KeyProblem as exc:
         raise key_problem(exc, source_name(source)) from None
     check_dtypes(fit, ours, source_name(source))
+    check_gate_order(fit, namings.namings, graph)
     fit.offset_twice = offsets_added_twice(model, fit.shifted)
     values = converted(fit, ours)
     check_one_value_per_tensor(values, ours, source_name(source))
@@ -79,6 +81,43 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
             if key in values:
                 value.copy_(values[key])
     return fit
+
+
+GATE_WORDS, VALUE_WORDS = {"gate"}, {"up"}  # a fused part's name says which half of a gated MLP's fc1 it is
+
+
+def gate_role(part: str) -> str | None:
+    """"gate" or "value" where one word of the part's name says so (gate_proj, up_proj), else None."""
+    words = set(re.split(r"[^a-z]+", part.lower()))
+    roles = {"gate"} if words & GATE_WORDS else set()
+    roles |= {"value"} if words & VALUE_WORDS else set()
+    return roles.pop() if len(roles) == 1 else None
+
+
+def check_gate_order(fit: Fit, namings: list[Naming], graph) -> None:
+    """A located error where the loaded naming fuses a gated MLP's gate and up projections in the
+    order no gated `mlp` of the spec holds them (gate_layout halves: [gate; up]; value_first:
+    [up; gate]): the halves have one shape, so [up_proj, gate_proj] loaded without a word (the
+    Pixtral trial's MLP, 2.6e-2 off)."""
+    naming = next((n for n in namings if n.name == fit.naming), None)
+    if naming is None or graph is None:
+        return
+    layouts = {node.params.gate_layout for node in graph.nodes()
+               if not node.is_input and node.op.primitive == "mlp" and getattr(node.params, "gated", False)}
+    for rule in naming.rules:
+        roles = [gate_role(part) for part in rule.parts] if isinstance(rule, Fuse) else []
+        if sorted(map(str, roles)) != ["gate", "value"] or not layouts:
+            continue  # not a gated MLP's two halves, or no gated mlp to hold them
+        gate_first = roles[0] == "gate"
+        if "interleaved" in layouts:
+            continue  # GPT-OSS: one fused tensor, read as it is
+        if (gate_first and "halves" in layouts) or (not gate_first and "value_first" in layouts):
+            continue  # an mlp of the spec holds them in this order
+        held = "[up; gate] (gate_layout: value_first)" if gate_first else "[gate; up] (gate_layout: halves, the default)"
+        raise error(f"fuse: `parts` [{', '.join(rule.parts)}] put the {'gate' if gate_first else 'up projection'} "
+                    f"first, and the spec's gated mlp holds fc1's rows as {held}", rule.where,
+                    hint=f"write parts: [{', '.join(reversed(rule.parts))}] (an mlp whose reference computes "
+                         f"act(the second half) * the first: gate_layout: {'halves' if gate_first else 'value_first'})")
 
 
 def offsets_added_twice(model: torch.nn.Module, shifted: dict[str, float]) -> list[str]:

@@ -34,7 +34,7 @@ from typing import Annotated, Literal
 
 from ...core.declared import Field
 from ...core.suggestions import GridOrigin
-from ...core.types import Sym, TensorType, batch_factor, batch_times, folded_parts
+from ...core.types import Sym, TensorType, batch_factor, batch_times, folded_names, folded_parts
 from ..axes_notation import AXIS_NAME, AxesError, Pattern, parse_pattern
 from ..base import Cost, Op, Params, PositiveInt, RuleError
 from ..grids import divisors, divisors_near, grid_origin, image_origin, nearest_input
@@ -186,8 +186,10 @@ def batch_sizes(pattern: Pattern, batch: str, dim, given: dict) -> dict:
                         field="sizes", hint=hint)
     unfolded = tuple(given[axis] for axis in group if axis != batch)
     check_unfold_boundaries(group, unfolded, folded_parts(dim), batch)
+    check_unfold_names(group, batch, folded_parts(dim), folded_names(dim))
     sizes = {axis: given[axis] for axis in group if axis != batch}
-    sizes[batch] = batch_times(factor // folded, parts_left(folded_parts(dim), folded))
+    left = parts_left(folded_parts(dim), folded)
+    sizes[batch] = batch_times(factor // folded, left, folded_names(dim)[:len(left)])
     return sizes
 
 
@@ -198,6 +200,20 @@ def parts_left(parts: tuple[int, ...], unfolded: int) -> tuple[int, ...]:
         if math.prod(parts[i:]) == unfolded:
             return parts[:i]
     return ()
+
+
+def check_unfold_names(group: tuple[str, ...], batch: str, parts: tuple[int, ...], names: tuple[str, ...]) -> None:
+    """Axes unfolded under the names the fold gave them, in another order ((b wh ww) folded, (b ww
+    wh) unfolded: with wh and ww of one size the rows check as well, and the windows come out
+    transposed, the Qwen2.5-VL trial): a located error. Other names than the fold's are not read."""
+    unfolded = tuple(axis for axis in group if axis != batch)
+    if not names or len(unfolded) > len(names):
+        return
+    tail = names[len(names) - len(unfolded):]
+    if set(unfolded) == set(tail) and unfolded != tail:
+        raise RuleError(f"'({' '.join(group)})' unfolds {' '.join(unfolded)} out of a batch into which they were "
+                        f"folded as {' '.join(tail)}: the rows would come out with those axes swapped",
+                        field="pattern", hint=f"unfold them in the order they were folded: '({batch} {' '.join(tail)})'")
 
 
 def check_unfold_boundaries(group: tuple[str, ...], unfolded: tuple[int, ...], parts: tuple[int, ...],
@@ -291,7 +307,9 @@ def merged(group: tuple[str, ...], sizes: dict):
         factor = inner * merged_fixed(others, sizes, group, "fold it into the batch")
         known = folded_parts(sizes[batch[0]]) if inner > 1 else ()
         parts = (*known, *(sizes[axis] for axis in others)) if inner == 1 or known else ()
-        return batch_times(factor, parts)
+        known_names = folded_names(sizes[batch[0]]) if inner > 1 else ()
+        names = (*known_names, *others) if inner == 1 or known_names else ()
+        return batch_times(factor, parts, names)
     return merged_fixed(group, sizes, group, "merge it")
 
 
