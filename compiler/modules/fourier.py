@@ -54,6 +54,7 @@ def dft(x, axes):
 
 
 def dft_matrices(n, like):
+    """cos and sin of 2 pi k n / N for every k, n < N, [N, N] each, in `like`'s dtype and device."""
     index = torch.arange(n, device=like.device)  # [N]
     size = index[-1:] + 1  # [1]: N as a tensor (an exported remainder by a symbolic int fails in ONNX)
     turns = torch.remainder(index[:, None] * index[None, :], size)  # [N, N]: k n mod N, exact in int64

@@ -13,8 +13,10 @@ per-patch or per-channel work runs through the ordinary primitives:
 
 The batch axis is the one axis of the first group whose size is not given, and it comes first
 in that group on both sides (`(b t)`, never `(t b)`: each sample's rows stay together, so an
-unfold in another order cannot mix the samples); the folded batch stays symbolic (`B*8`: B times the axes folded in, which must be fixed numbers), and an axis
-unfolded out of it must divide what was folded in. In a group, at most one axis size is
+unfold in another order cannot mix the samples); the folded batch stays symbolic (`B*8`: B times
+the axes folded in, which must be fixed numbers), and axes unfolded out of it must divide what
+was folded in, along the boundaries of the axes folded in (their sizes and, where they keep the
+fold's names, their order). In a group, at most one axis size is
 unknown: it is inferred from the dimension, the others are given under `sizes` (or, for the
 two axes of a token grid's `(h w)`, read from the grid).
 
@@ -186,7 +188,7 @@ def batch_sizes(pattern: Pattern, batch: str, dim, given: dict) -> dict:
                         field="sizes", hint=hint)
     unfolded = tuple(given[axis] for axis in group if axis != batch)
     check_unfold_boundaries(group, unfolded, folded_parts(dim), batch)
-    check_unfold_names(group, batch, folded_parts(dim), folded_names(dim))
+    check_unfold_names(group, batch, folded_names(dim))
     sizes = {axis: given[axis] for axis in group if axis != batch}
     left = parts_left(folded_parts(dim), folded)
     sizes[batch] = batch_times(factor // folded, left, folded_names(dim)[:len(left)])
@@ -202,7 +204,7 @@ def parts_left(parts: tuple[int, ...], unfolded: int) -> tuple[int, ...]:
     return ()
 
 
-def check_unfold_names(group: tuple[str, ...], batch: str, parts: tuple[int, ...], names: tuple[str, ...]) -> None:
+def check_unfold_names(group: tuple[str, ...], batch: str, names: tuple[str, ...]) -> None:
     """Axes unfolded under the names the fold gave them, in another order ((b wh ww) folded, (b ww
     wh) unfolded: with wh and ww of one size the rows check as well, and the windows come out
     transposed, the Qwen2.5-VL trial): a located error. Other names than the fold's are not read."""
