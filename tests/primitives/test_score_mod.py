@@ -251,6 +251,7 @@ def test_steps_over_q_and_k_decode_with_a_cache_as_the_forward():
     ("[{out: {where: [score, score, 0.0]}}]", "where takes true/false for 'score'"),
     ("[{out: \"__import__('os')\"}]", "step 1 'out' must be {op: [arguments]}"),
     ("[{c: {floor_divide: [q, 0]}}, {out: {add: [score, c]}}]", "step 1 'c': floor_divide by 0"),
+    ("[{out: {add: [score, false]}}]", "step 1 'out': false is no number"),  # YAML's word, not Python's False
 ])
 def test_bad_steps_are_located_errors_naming_the_step(steps, words):
     text = CAPPED_BIAS.replace(CAPPED_BIAS[CAPPED_BIAS.index("            steps:"):CAPPED_BIAS.index("outputs:")],

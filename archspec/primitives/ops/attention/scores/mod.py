@@ -139,7 +139,7 @@ def parse_step(n: int, entry: dict, kinds: dict[str, str], ranks: dict[str, tupl
 
 def argument_kind(where: str, a, kinds: dict[str, str], at: str = "scores") -> str:
     if isinstance(a, bool):
-        raise RuleError(f"{where}: {a!r} is no number (write a comparison for true/false)", field=at)
+        raise RuleError(f"{where}: {str(a).lower()} is no number (write a comparison for true/false)", field=at)
     if isinstance(a, int):
         return "int"
     if isinstance(a, float):
