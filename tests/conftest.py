@@ -194,6 +194,21 @@ def outside_torchrun(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+def standalone_copy(model, name: str, file: str | None, tmp_path):
+    """`model` as the standalone model.py a build writes makes it: the file written under
+    `tmp_path`, imported, its class instantiated (with its own initial weights), in eval mode."""
+    import importlib.util
+
+    from archspec.compiler.backends.source import standalone_source
+
+    path = tmp_path / "model.py"
+    path.write_text(standalone_source(model, name, file))
+    loaded = importlib.util.spec_from_file_location(f"{name}_standalone", path)
+    source = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(source)
+    return getattr(source, type(model).__name__)().eval()
+
+
 def checks_tensorrt_coverage(text: str, tmp_path, capsys, batch: str | None = None) -> None:
     """`archspec check SPEC --target tensorrt` on a spec's text passes and says that every op
     converts (nothing falls back to PyTorch): the TensorRT coverage check each op harness runs."""

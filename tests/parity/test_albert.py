@@ -15,7 +15,6 @@ outputs agree within 1e-5 (relative to the largest magnitude past 1) at two shor
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 import torch
@@ -23,7 +22,7 @@ import torch
 import archspec
 from archspec.core.errors import SpecError
 
-from tests.conftest import ROOT, scratch
+from tests.conftest import ROOT, scratch, standalone_copy
 from tests.parity.test_vocabulary import TOL, close, ids, param_count, perturb_everything
 
 SPEC = str(ROOT / "specs" / "albert_base.yaml")
@@ -180,8 +179,6 @@ def test_copies_of_other_sizes_cannot_share():
 
 def test_exports_and_model_py_keep_the_sharing(tmp_path):
     from archspec.compiler.backends.export import export_program
-    from archspec.compiler.backends.source import standalone_source
-
     report = archspec.check_text(SHARED.replace("SHARE", "true"))
     model = shared().eval()
     x = torch.randn(3, 6, 32, generator=torch.Generator().manual_seed(1))
@@ -190,11 +187,7 @@ def test_exports_and_model_py_keep_the_sharing(tmp_path):
     assert sum(v.numel() for v in unique.values()) == report.params
     with torch.no_grad():
         assert torch.allclose(program.module()(x), model(x), atol=1e-6)
-    (tmp_path / "model.py").write_text(standalone_source(model, report.name, None))
-    loaded = importlib.util.spec_from_file_location("shared_stack_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(model).__name__)().eval()
+    again = standalone_copy(model, report.name, None, tmp_path)
     assert param_count(again) == param_count(model)
     assert again.layers[2].attn.qkv.weight is again.layers[0].attn.qkv.weight
     again.load_state_dict(model.state_dict())

@@ -12,6 +12,7 @@ import torch
 import archspec
 from archspec.core.errors import SpecError
 
+from tests.conftest import standalone_copy
 from tests.parity.test_vocabulary import perturb_everything
 
 transformers = pytest.importorskip("transformers")
@@ -188,14 +189,8 @@ def test_tensorrt_converts_every_op(tmp_path, capsys):
 
 
 def test_the_standalone_model_py_gives_the_same(pair, tmp_path):
-    from archspec.compiler.backends.source import standalone_source
-
     _, ours = pair
-    (tmp_path / "model.py").write_text(standalone_source(ours, "fnet_tiny", None))
-    loaded = importlib.util.spec_from_file_location("fnet_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(ours).__name__)().eval()
+    again = standalone_copy(ours, "fnet_tiny", None, tmp_path)
     again.load_state_dict(ours.state_dict())
     ids, types = torch.randint(0, 96, (2, 24)), torch.randint(0, 4, (2, 24))
     with torch.no_grad():

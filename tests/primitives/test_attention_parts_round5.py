@@ -14,7 +14,7 @@ import torch
 
 import archspec
 from archspec.compiler.backends.export import export_program
-from tests.conftest import checks_tensorrt_coverage
+from tests.conftest import checks_tensorrt_coverage, standalone_copy
 
 SPEC = """
 name: attention_parts
@@ -61,16 +61,8 @@ def test_the_parts_export_with_a_dynamic_batch_and_convert_in_tensorrt(tmp_path,
 
 
 def test_the_standalone_model_py_gives_the_same(tmp_path):
-    import importlib.util
-
-    from archspec.compiler.backends.source import standalone_source
-
     model, report = built(), archspec.check_text(SPEC)
-    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
-    loaded = importlib.util.spec_from_file_location("parts_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(model).__name__)().eval()
+    again = standalone_copy(model, report.name, report.file, tmp_path)
     again.load_state_dict(model.state_dict())
     x, q_global = torch.randn(2, 64, 32), torch.randn(2, 16, 32)
     with torch.no_grad():

@@ -21,7 +21,7 @@ from archspec.primitives.decoding import NO_TOKENS, Mixes, decode_of
 
 
 
-from tests.conftest import build_counted, checks_tensorrt_coverage
+from tests.conftest import build_counted, checks_tensorrt_coverage, standalone_copy
 
 MASK = """
 name: causal_mask
@@ -127,14 +127,8 @@ def test_tensorrt_converts_a_sized_constant(tmp_path, capsys):
 
 
 def test_the_standalone_model_py_gives_the_same(built, tmp_path):
-    from archspec.compiler.backends.source import standalone_source
-
     report, model = built
-    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
-    loaded = importlib.util.spec_from_file_location("mask_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(model).__name__)().eval()
+    again = standalone_copy(model, report.name, report.file, tmp_path)
     x = torch.randn(2, 7, 8)
     for got, want in zip(again(x), model(x), strict=True):
         assert torch.equal(got, want)

@@ -18,7 +18,7 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.generate import generate
 
-from tests.conftest import checks_tensorrt_coverage
+from tests.conftest import checks_tensorrt_coverage, standalone_copy
 from tests.parity.test_vocabulary import TOL, close, perturb_everything
 
 VOCAB, DIM, HEADS = 100, 64, 4
@@ -227,15 +227,9 @@ def test_located_errors(options, message):
 
 
 def test_the_standalone_model_py_gives_the_same(tmp_path):
-    from archspec.compiler.backends.source import standalone_source
-
     text = spec(", q_rank: 24")
     report, model = archspec.check_text(text), lm()
-    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
-    loaded = importlib.util.spec_from_file_location("mla_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(model).__name__)().eval()
+    again = standalone_copy(model, report.name, report.file, tmp_path)
     again.load_state_dict(model.state_dict())
     ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():

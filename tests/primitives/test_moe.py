@@ -35,7 +35,7 @@ from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 from archspec.compiler.modules.router import Router, recording_router_logits
 
-from tests.conftest import checks_tensorrt_coverage
+from tests.conftest import checks_tensorrt_coverage, standalone_copy
 
 pytest.importorskip("transformers")
 
@@ -336,13 +336,7 @@ def test_tensorrt_converts_every_op(name, tmp_path, capsys):
 
 
 def test_the_standalone_model_py_gives_the_same(pair, tmp_path):
-    from archspec.compiler.backends.source import standalone_source
-
-    (tmp_path / "model.py").write_text(standalone_source(pair.ours, pair.report.name, pair.report.file))
-    loaded = importlib.util.spec_from_file_location(f"moe_model_{pair.family}", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(pair.ours).__name__)().eval()
+    again = standalone_copy(pair.ours, pair.report.name, pair.report.file, tmp_path)
     again.load_state_dict(pair.ours.state_dict())
     args = pair.inputs()
     with torch.no_grad():

@@ -20,7 +20,7 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.backends.onnx import export_onnx
 
-from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage, perturb_constants
+from tests.conftest import build_counted, checks_shapes, checks_tensorrt_coverage, perturb_constants, standalone_copy
 from tests.primitives.test_every_op import TOL
 
 NORMS = """
@@ -150,14 +150,8 @@ def test_tensorrt_converts_every_norm(tmp_path, capsys):
 
 
 def test_the_standalone_model_py_gives_the_same(tmp_path):
-    from archspec.compiler.backends.source import standalone_source
-
     report, model = built()
-    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
-    loaded = importlib.util.spec_from_file_location("norm_options_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(model).__name__)().eval()
+    again = standalone_copy(model, report.name, report.file, tmp_path)
     again.load_state_dict(model.state_dict())
     args = inputs()
     with torch.no_grad():

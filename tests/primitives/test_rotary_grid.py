@@ -20,6 +20,8 @@ from archspec.compiler.backends.export import export_program
 from archspec.compiler.modules.attention.scores.rotary_grid import RotaryGrid
 from archspec.core.errors import SpecError
 
+from tests.conftest import standalone_copy
+
 eva = pytest.importorskip("timm.models.eva")
 attention_layers = pytest.importorskip("timm.layers.attention")
 sincos = pytest.importorskip("timm.layers.pos_embed_sincos")
@@ -274,17 +276,9 @@ def test_bad_uses_are_located_errors(text, message, hint):
 def test_the_standalone_model_py_rotates_the_same(tmp_path):
     """model.py (the module classes' source copied, with the helpers they call) builds the part
     again from its arguments and gives the same output."""
-    import importlib.util
-
-    from archspec.compiler.backends.source import standalone_source
-
     report = archspec.check_text(ROPE_VIT_SPEC)
     gm = perturbed(archspec.build_text(ROPE_VIT_SPEC))
-    (tmp_path / "model.py").write_text(standalone_source(gm, report.name, report.file))
-    loaded = importlib.util.spec_from_file_location("rotary_grid_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    model = getattr(source, type(gm).__name__)().eval()
+    model = standalone_copy(gm, report.name, report.file, tmp_path)
     model.load_state_dict(gm.state_dict())
     x = torch.randn(2, 3, 48, 64)
     with torch.no_grad():

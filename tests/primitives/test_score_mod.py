@@ -8,8 +8,6 @@ batch and length, runs in ONNX Runtime and in the standalone model.py."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,6 +16,8 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.generate import generate
 from archspec.core.errors import SpecError
+
+from tests.conftest import standalone_copy
 
 DIM, HEADS = 64, 4
 HEAD = DIM // HEADS
@@ -170,14 +170,8 @@ def test_the_steps_export_with_a_dynamic_batch_and_length_and_run_in_onnx_runtim
 
 
 def test_the_standalone_model_py_gives_the_same(tmp_path):
-    from archspec.compiler.backends.source import standalone_source
-
     report, model = archspec.check_text(CAPPED_BIAS), capped_bias_model()
-    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
-    loaded = importlib.util.spec_from_file_location("capped_bias_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(model).__name__)().eval()
+    again = standalone_copy(model, report.name, report.file, tmp_path)
     again.load_state_dict(model.state_dict())
     x = torch.randn(2, 7, DIM)
     with torch.no_grad():

@@ -12,6 +12,8 @@ import archspec
 from archspec.compiler.backends.export import export_program
 from archspec.compiler.generate import generate
 
+from tests.conftest import standalone_copy
+
 DIM, HEADS, KV_HEADS, HEAD_DIM, WINDOW, THETA = 64, 8, 2, 16, 4, 10000.0
 
 
@@ -121,18 +123,10 @@ def test_sinks_generate_as_forward_without_a_cache():
 
 
 def test_the_standalone_model_py_gives_the_same(tmp_path):
-    import importlib.util
-
-    from archspec.compiler.backends.source import standalone_source
-
     text = spec("sliding", "L")
     report, model = archspec.check_text(text), archspec.build_text(text).eval()
     model.load_state_dict(weights_of(reference("sliding")))
-    (tmp_path / "model.py").write_text(standalone_source(model, report.name, report.file))
-    loaded = importlib.util.spec_from_file_location("sink_model", tmp_path / "model.py")
-    source = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(source)
-    again = getattr(source, type(model).__name__)().eval()
+    again = standalone_copy(model, report.name, report.file, tmp_path)
     again.load_state_dict(model.state_dict())
     x = torch.randn(2, 9, DIM)
     with torch.no_grad():
