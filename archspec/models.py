@@ -240,27 +240,6 @@ def load_checkpoint(model, report, weights, mapping=None, num_classes: int | Non
 # value only, with no param for it (in_chans: {fixed: 3}: three channels; the keyword is accepted
 # at that value alone, any other is a ValueError).
 TIMM_KEYWORDS = PARAM_KEYWORDS + ("pretrained",)
-DATA_CFG_LINE = re.compile(r"^#\s*pretrained_cfg:\s*(\{.*\})\s*$", re.M)
-
-
-def declared_table(path: str, pattern: re.Pattern) -> dict:
-    """The mapping a spec file's comment line of `pattern` declares, its parents' (extends:) first
-    and its own over them; {} when none declares one."""
-    import yaml
-
-    chain, seen = [], set()
-    while path is not None and path not in seen:
-        seen.add(path)
-        chain.append(path)
-        path = extended_spec(path)
-    table = {}
-    for spec in reversed(chain):
-        with open(spec, encoding="utf-8") as f:
-            found = pattern.search(f.read())
-        if found:
-            loaded = yaml.safe_load(found.group(1))
-            table.update(loaded if isinstance(loaded, dict) else {})
-    return table
 
 
 def composed_section(path: str, key: str) -> dict:
@@ -296,10 +275,10 @@ def check_param_values(function: str, path: str, values: dict) -> None:
 
 
 def data_cfg(path: str) -> dict:
-    """What a spec file's `# pretrained_cfg:` line declares of timm's data config (mean, std,
+    """What a spec file's `pretrained_cfg:` key declares of timm's data config (mean, std,
     interpolation, crop_pct: its reference model's), mean and std as tuples as timm gives them;
     the model's pretrained_cfg (compiler/model.py) adds the input size and timm's defaults."""
-    cfg = declared_table(path, DATA_CFG_LINE)
+    cfg = composed_section(path, "pretrained_cfg")
     return {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
 
 

@@ -282,7 +282,7 @@ class ArchspecModel(ModelInterface, torch.fx.GraphModule):
         size), as timm.data.resolve_model_data_config reads it: input_size (C, H, W) as built
         (img=32 gives (3, 32, 32)), timm's defaults for the rest (ImageNet mean and std, bicubic,
         crop_pct 0.9) unless the build says otherwise (meta["archspec_data_cfg"], what a spec's
-        `# pretrained_cfg:` line declares, archspec/models.py), num_classes of the classifier (0:
+        `pretrained_cfg:` key declares, archspec/models.py), num_classes of the classifier (0:
         none). An AttributeError for a model without an image input (hasattr is False)."""
         image = next((s for s in self.__dict__.get("meta", {}).get("archspec_inputs", ())
                       if s.rank == 4 and not s.ids and not s.symbols), None)

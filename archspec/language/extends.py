@@ -1,7 +1,7 @@
 """`extends`: a spec laid over the spec it extends (and that one over its own base, and so on).
 
 A spec that extends another starts from that spec's document: `params`, `param_types`,
-`timm_args`, `dims`, `inputs`, `targets` and `blocks` are overridden key by key (an input or a
+`timm_args`, `pretrained_cfg`, `dims`, `inputs`, `targets` and `blocks` are overridden key by key (an input or a
 target given `~` is removed: the Q-Former trial's learned queries in place of an input); `name`, `doc`,
 `graph`, `outputs` and the rest are replaced whole. Instead of a whole `graph`, the spec may edit its base's graph
 (edits.py). Every value keeps the position of the file it came from. Which files `extends`
@@ -31,7 +31,7 @@ from .loader import Document, load_file
 from .paths import named_file
 from .schema import GROUP
 
-MERGED_BY_KEY = ("params", "param_types", "timm_args", "dims", "inputs", "targets", "blocks")
+MERGED_BY_KEY = ("params", "param_types", "timm_args", "pretrained_cfg", "dims", "inputs", "targets", "blocks")
 REMOVABLE = ("inputs", "targets")  # `name: ~` removes the base's input or target (no input is null)
 
 

@@ -345,9 +345,24 @@ def _load_text(text: str, file: str) -> Document:
             hint="a spec stays small: repeat structure with `blocks` and `repeat`; anchors and aliases (&a / *a) "
                  "are expanded where they are used",
         )
+    _refuse_config_comment(text, file)
     builder = _Builder(file)
     builder.doc.data = builder.build(root, ())
     return builder.doc
+
+
+CONFIG_COMMENT = re.compile(r"^[ \t]*#[ \t]*pretrained_cfg[ \t]*:", re.M)
+
+
+def _refuse_config_comment(text: str, file: str) -> None:
+    """A `# pretrained_cfg:` comment line, the form archspec read before it was a key, is refused
+    rather than ignored: a model built without its data config normalises with timm's defaults."""
+    found = CONFIG_COMMENT.search(text)
+    if found:
+        line = text.count("\n", 0, found.start()) + 1
+        raise error("a `# pretrained_cfg:` comment is not read (archspec reads no comments)", Loc(file, line, 1),
+                    hint="write it as the top-level key: drop the `# ` (pretrained_cfg: {mean: [...], std: [...], "
+                         "interpolation: bicubic, crop_pct: 0.9})")
 
 
 def _check_file_name(path: str) -> None:

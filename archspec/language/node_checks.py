@@ -60,12 +60,22 @@ def param_declaration_problems(spec: SpecDoc, doc: Document) -> list[SpecError]:
     problems = [error(f"timm_args: '{key}' is not one of timm.create_model's keywords", doc.loc(("timm_args", key), key=True),
                       hint=suggest(key, TIMM_KEYWORDS) or f"timm's keywords: {', '.join(TIMM_KEYWORDS)}")
                 for key in spec.timm_args if key not in TIMM_KEYWORDS]
+    problems += data_config_problems(spec, doc)
     for name, where, section in named:
         if name not in spec.params:
             hint = suggest(name, spec.params) or (f"params: {some(spec.params)}" if spec.params else
                                                   "declare it under `params`")
             problems.append(error(f"{section}: '{name}' is not a param of this spec", where, hint=hint))
     return problems
+
+
+def data_config_problems(spec: SpecDoc, doc: Document) -> list[SpecError]:
+    """`pretrained_cfg`'s mean and std give one value per channel: as many of one as of the other."""
+    cfg = spec.pretrained_cfg
+    if cfg is None or cfg.mean is None or cfg.std is None or len(cfg.mean) == len(cfg.std):
+        return []
+    return [error(f"pretrained_cfg: mean has {len(cfg.mean)} values and std {len(cfg.std)}",
+                  doc.loc(("pretrained_cfg", "std")), hint="give one mean and one std per input channel")]
 
 
 # -- one node --------------------------------------------------------------------------------------

@@ -58,6 +58,19 @@ class FixedArg(StrictSpecModel):
     fixed: Any = Field(description="the one value of the keyword the spec is built for (it has no param for it)")
 
 
+class DataConfig(StrictSpecModel):
+    """timm's data config of the network the spec is (`pretrained_cfg:`): what a built image
+    model's pretrained_cfg gives timm.data.resolve_model_data_config."""
+
+    mean: list[float] | None = Field(None, min_length=1, description="per-channel mean the inputs are normalised by")
+    std: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, min_length=1, description="per-channel standard deviation the inputs are divided by")
+    interpolation: Literal["nearest", "bilinear", "bicubic", "box", "hamming", "lanczos"] | None = Field(
+        None, description="how images are resized")
+    crop_pct: Annotated[float, Field(gt=0)] | None = Field(None, description="centre crop's share of the resized side")
+    crop_mode: Literal["center", "squash", "border"] | None = Field(None, description="timm's crop mode")
+
+
 class SpecDoc(StrictSpecModel):
     archspec: Literal[1] = Field(FORMAT_VERSION, description="spec format version")
     name: str = Field(pattern=IDENTIFIER)
@@ -70,6 +83,9 @@ class SpecDoc(StrictSpecModel):
     timm_args: dict[Name, Union[Name, FixedArg]] = Field(
         default_factory=dict, description="timm.create_model's keywords this spec takes: the param each sets, or "
                                           "{fixed: VALUE} for one the spec is built for only")
+    pretrained_cfg: DataConfig | None = Field(
+        None, description="timm's data config of the reference: {mean: [...], std: [...], interpolation: bicubic, "
+                          "crop_pct: 0.9}")
     dims: dict[Name, list[Union[int, str]]] = Field(
         default_factory=dict, description="symbolic sizes with their range, e.g. S: [1, 512] (bounds may be "
                                           "expressions over params)")

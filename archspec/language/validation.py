@@ -11,6 +11,7 @@ in order, to word each group.
 from __future__ import annotations
 
 import difflib
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Union, get_args, get_origin
 
@@ -76,7 +77,7 @@ def _data_path(loc: tuple, data: Any, err_type: str = "") -> tuple[tuple, bool]:
 
 def _members(annotation: Any) -> tuple:
     """The members of a Union (Optional included), or the annotation alone."""
-    return get_args(annotation) if get_origin(annotation) is Union else (annotation,)
+    return get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
 
 
 def _is_model(annotation: Any) -> bool:
@@ -174,7 +175,10 @@ def _unknown_key(g: _ValueErrors) -> Diagnostic | None:
     if op_param and isinstance(hint, DidYouMean) and str(key).startswith(f"{hint.meant}_"):  # hidden_norm
         hint = DidYouMean(key, hint.meant, f"If not: {g.what} has no option '{key}'; what it does not take can be "
                                            f"written out of general ops (specs/README.md, 5.8)")
-    return g.at(f"unknown key '{key}'{g.where}", hint, key=True)
+    where = g.where
+    if g.what == "the spec" and len(g.path) > 1 and g.path[0] != "blocks":
+        where = " in `" + ".".join(str(p) for p in g.path[:-1]) + "`"  # in `timm_args.in_chans`
+    return g.at(f"unknown key '{key}'{where}", hint, key=True)
 
 
 def _missing(g: _ValueErrors) -> Diagnostic | None:

@@ -1,6 +1,6 @@
 """timm's `pretrained_cfg` on a built image model (issue 39): timm.data.resolve_model_data_config
 reads the input size the model was built for and its reference model's mean, std,
-interpolation and crop, as the spec declares them (`# pretrained_cfg:`)."""
+interpolation and crop, as the spec declares them (`pretrained_cfg:`)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,51 @@ def test_every_declared_config_is_its_timm_reference():
         assert declared, spec
         for key in ("mean", "std", "interpolation", "crop_pct"):
             assert declared[key] == pytest.approx(getattr(reference, key)), (spec, key)
+
+
+SMALL = """name: tiny
+params: {{img: 32}}
+{extra}inputs: {{image: [B, 3, img, img]}}
+graph:
+  - patchify: {{patch: 16, dim: 32}}
+  - head: {{kind: classify, classes: 5}}
+"""
+
+
+def spec_file(tmp_path, extra: str, name: str = "tiny.yaml"):
+    path = tmp_path / name
+    path.write_text(SMALL.format(extra=extra))
+    return str(path)
+
+
+def test_the_key_is_what_timm_reads_and_extends_merges_it_key_by_key(tmp_path):
+    base = spec_file(tmp_path, "pretrained_cfg: {mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25], crop_pct: 1.0}\n",
+                     "base.yaml")
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: base.yaml\nname: child\npretrained_cfg: {crop_pct: 0.875, interpolation: bilinear}\n")
+    config = resolve_model_data_config(archspec.create_model(str(child)))
+    assert config["mean"] == (0.5, 0.5, 0.5) and config["std"] == (0.25, 0.25, 0.25)  # the base's
+    assert config["crop_pct"] == 0.875 and config["interpolation"] == "bilinear"  # the child's over them
+    assert resolve_model_data_config(archspec.create_model(base))["crop_pct"] == 1.0
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("pretrained_cfg: {mean: [0.5, 0.5, 0.5], sdt: [0.5, 0.5, 0.5]}\n", ["sdt", "did you mean 'std'"]),
+    ("pretrained_cfg: {interpolation: cubic}\n", ["cubic", "bicubic"]),
+    ("pretrained_cfg: {std: [0.5, 0.0, 0.5]}\n", ["greater than 0"]),
+    ("pretrained_cfg: {mean: [0.5, 0.5, 0.5], std: [0.5]}\n", ["mean has 3 values and std 1"]),
+])
+def test_a_wrong_config_is_a_located_error_not_a_dropped_key(tmp_path, extra, words):
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.check(spec_file(tmp_path, extra))
+    text = str(caught.value)
+    assert "tiny.yaml:3:" in text, text  # the line of the key
+    for word in words:
+        assert word in text, (word, text)
+
+
+def test_the_old_comment_form_is_refused_where_it_stands(tmp_path):
+    path = spec_file(tmp_path, "# pretrained_cfg: {mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5]}\n")
+    with pytest.raises(archspec.SpecError) as caught:
+        archspec.check(path)
+    assert "tiny.yaml:3:1" in str(caught.value) and "top-level key" in str(caught.value)
