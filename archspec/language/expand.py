@@ -601,8 +601,8 @@ def record_shares(graph: Graph, shares: list[tuple[str, str]], rank: dict[str, i
         if a != b:
             first, second = sorted((a, b), key=rank.__getitem__)
             owner[second] = first
-    for node, _ in shares:
-        if node in graph:
+    for node in {name for pair in shares for name in pair}:  # either side: `weights_of` may name a later node
+        if node in graph and find(node) != node:
             graph.meta(node)["shared_with"] = find(node)
 
 

@@ -171,3 +171,28 @@ def test_inputs_of_another_width_are_a_located_error():
     problem = failure(text)
     assert "would have 784 parameters, and k1, whose weights it uses" in problem.message and "has 528" in problem.message
     assert problem.path == "k2" and problem.loc.line == line_of(text, "id: k2")
+
+
+FORWARD = """\
+archspec: 1
+name: tied_forward
+inputs:
+  x: [B, 6, 32]
+graph:
+  - {id: early, from: x, weights_of: late, linear: {dim: 32}}
+  - {id: late, from: early, linear: {dim: 32}}
+"""
+
+
+def test_a_node_naming_a_later_one_is_tied_to_it_as_check_counts():
+    """EoMT's trial: a norm inside the layers `weights_of` the final norm, written after them,
+    was counted once by check and built as two tensors (its checkpoint then failed to load)."""
+    report, model = archspec.check_text(FORWARD), archspec.build_text(FORWARD)
+    assert model.late.weight is model.early.weight and model.late.bias is model.early.bias
+    assert params(model) == report.params == 32 * 32 + 32
+    cycle = FORWARD.replace("{id: late, from: early,", "{id: late, from: early, weights_of: early,")
+    assert params(archspec.build_text(cycle)) == archspec.check_text(cycle).params == 32 * 32 + 32
+    narrower = FORWARD.replace("x: [B, 6, 32]", "x: [B, 6, 16]")  # early [16 -> 32], late [32 -> 32]: no one tensor
+    problem = failure(narrower)
+    assert "would have 1,056 parameters, and early, whose weights it uses" in problem.message
+    assert problem.loc.line == line_of(narrower, "id: late")
