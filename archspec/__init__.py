@@ -25,6 +25,7 @@ This package's floors (each imports only from those below it; tests/primitives/t
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Mapping
 
@@ -182,10 +183,13 @@ def build(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None, s
 
 def _lowered(report, seed: int, weights, mapping, num_classes: int | None = None):
     """The checked spec as a module, with `weights` loaded (archspec/models.py says when the
-    classifier was left new; `num_classes`: create_model's)."""
+    classifier was left new; `num_classes`: create_model's); the check's warnings (a node no
+    output depends on, ...) go to the `archspec` logger first, as the CLI prints them."""
     from .models import data_cfg, load_checkpoint
     from .pipeline import lower_report
 
+    for warning in report.warnings:  # what `archspec check` prints: a build from Python says it too
+        logging.getLogger("archspec").warning("%s", warning.text())
     model = lower_report(report, seed=seed)
     if report.file and os.path.isfile(report.file):  # timm's data config as the spec declares it (pretrained_cfg)
         model.meta["archspec_data_cfg"] = data_cfg(report.file)

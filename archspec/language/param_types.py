@@ -40,6 +40,8 @@ def value_problem(name: str, value: Any, declared) -> tuple[str, str | None] | N
     """(message, hint) when `value` is not one param `name` may take under `declared` (a ParamType)."""
     if not has_type(value, declared.type):
         return f"param '{name}' is {TYPES[declared.type]} ({declared.type}); {value!r} is not", None
+    if item_choices(declared) and isinstance(value, list):
+        return item_problem(name, value, declared.choices)
     if declared.choices is not None and value not in declared.choices:
         hint = suggest(value, declared.choices) if isinstance(value, str) else None
         choices = ", ".join(repr(c) for c in declared.choices)
@@ -47,8 +49,27 @@ def value_problem(name: str, value: Any, declared) -> tuple[str, str | None] | N
     return None
 
 
+def item_choices(declared) -> bool:
+    """Whether `choices` are the values each item of a list param may take (LFM2's layer_types:
+    {type: list, choices: [conv, full_attention]}): a list param whose choices are no lists."""
+    return declared.type == "list" and declared.choices is not None and not any(
+        isinstance(choice, list) for choice in declared.choices)
+
+
+def item_problem(name: str, value: list, choices: list) -> tuple[str, str | None] | None:
+    """(message, hint) for the first item of a list param that is not one of `choices`."""
+    for index, item in enumerate(value):
+        if item not in choices:
+            hint = suggest(item, choices) if isinstance(item, str) else None
+            listed = ", ".join(repr(c) for c in choices)
+            return f"param '{name}' holds items among {listed}; item {index}, {item!r}, is not one of them", hint
+    return None
+
+
 def can_take(value: Any, declared) -> bool:
     """Whether a param declared so can ever equal `value`."""
+    if item_choices(declared):
+        return isinstance(value, list) and all(item in declared.choices for item in value)
     if declared.choices is not None:
         return value in declared.choices
     if declared.type in ("int", "float"):

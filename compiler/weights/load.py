@@ -83,12 +83,13 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     return fit
 
 
-GATE_WORDS, VALUE_WORDS = {"gate"}, {"up"}  # a fused part's name says which half of a gated MLP's fc1 it is
+GATE_WORDS, VALUE_WORDS = {"gate", "w1"}, {"up", "w3"}  # which half of a gated MLP's fc1 a fused part is:
+# gate_proj and up_proj, or Meta's w1 (gate) and w3 (up) (Llama's original checkpoints, Mixtral, LFM2)
 
 
 def gate_role(part: str) -> str | None:
-    """"gate" or "value" where one word of the part's name says so (gate_proj, up_proj), else None."""
-    words = set(re.split(r"[^a-z]+", part.lower()))
+    """"gate" or "value" where one word of the part's name says so (gate_proj, up_proj, w1, w3), else None."""
+    words = set(re.split(r"[^a-z0-9]+", part.lower()))
     roles = {"gate"} if words & GATE_WORDS else set()
     roles |= {"value"} if words & VALUE_WORDS else set()
     return roles.pop() if len(roles) == 1 else None

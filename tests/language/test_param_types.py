@@ -84,3 +84,29 @@ def test_timm_args_is_a_key_every_shipped_spec_writes_so():
     problem = failure(SPEC.replace("param_types:", "timm_args: {image_size: dim}\nparam_types:"))
     assert problem.message == "timm_args: 'image_size' is not one of timm.create_model's keywords"
     assert problem.hint == "did you mean 'img_size'?"
+
+
+LIST_SPEC = """\
+archspec: 1
+name: typed_list
+params: {layer_types: [conv, full_attention]}
+param_types:
+  layer_types: {type: list, choices: [conv, full_attention]}
+inputs:
+  x: [B, 8, 16]
+graph:
+  - {mlp: {ratio: 2}}
+"""
+
+
+def test_a_list_params_choices_are_its_items_values():
+    """LFM2's trial: choices given for layer_types' items refused the default itself, so the
+    spec could not say which words an item may be (a misspelt item dropped its layer's mixer)."""
+    assert archspec.check_text(LIST_SPEC).params > 0
+    problem = failure(LIST_SPEC, overrides={"layer_types": "[conv, attention]"})
+    assert problem.message == ("--set param 'layer_types' holds items among 'conv', 'full_attention'; item 1, "
+                               "'attention', is not one of them")
+    assert problem.hint == "did you mean 'full_attention'?"
+    whole = LIST_SPEC.replace("choices: [conv, full_attention]", "choices: [[conv, full_attention], [conv, conv]]")
+    assert archspec.check_text(whole).params > 0  # choices that are lists: the whole value is one of them
+    assert "is not one of them" in failure(whole, overrides={"layer_types": "[full_attention, conv]"}).message

@@ -67,3 +67,12 @@ def test_swapped_parts_load_into_an_mlp_that_holds_the_value_first(weights):
     ids = torch.randint(0, 100, (2, 12))
     with torch.no_grad():
         assert (model(ids) - ref(ids).logits).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("part, role", [("gate_proj", "gate"), ("up_proj", "value"), ("w1", "gate"), ("w3", "value"),
+                                        ("feed_forward.w1", "gate"), ("w2", None), ("down_proj", None), ("w13", None)])
+def test_meta_names_say_their_half_too(part, role):
+    """LFM2's trial: a mapping fusing [w3, w1] (Meta's names: w1 the gate, w3 up) loaded silently, 0.13 off."""
+    from archspec.compiler.weights.load import gate_role
+
+    assert gate_role(part) == role
