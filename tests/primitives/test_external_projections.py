@@ -189,3 +189,37 @@ def test_keys_of_another_length_are_refused_where_they_mean_nothing(edit, words)
         text = text.replace("mask: {shape: [B, 8]", "mask: {shape: [B, 6]")
     with pytest.raises(archspec.SpecError, match=words):
         archspec.check_text(text)
+
+
+LEARNED_QUERY = """
+name: learned_query
+inputs: {x: [B, 16, 32]}
+graph:
+  - {id: q, param: {shape: [1, 32], init: normal}}
+  - {id: k, from: x, linear: {dim: 32, bias: false}}
+  - {id: v, from: x, linear: {dim: 32, bias: false}}
+  - {id: attn, from: [q, k, v], attention: {kind: global, heads: 4, projections: external}}
+"""
+
+
+def test_a_learned_query_asks_every_samples_keys(tmp_path):
+    """AIMv2's trial: a batch-1 learned query over batch-B keys was checked as [1, 1, C] and ran
+    as [1, 1, B*C], the samples' answers side by side in the channels, without a word. The query
+    is every sample's now: [B, 1, C], each row SDPA over its own keys."""
+    report = archspec.check_text(LEARNED_QUERY)
+    assert str(report.graph.node("attn").type.shape[0]) == "B"
+    model = archspec.build_text(LEARNED_QUERY, seed=0).eval()
+    x = torch.randn(3, 16, 32)
+    heads = lambda t: t.reshape(t.shape[0], -1, 4, 8).transpose(1, 2)  # noqa: E731 - [B, N, 32] -> [B, 4, N, 8]
+    with torch.no_grad():
+        q = model.q.value.reshape(1, 1, 32).expand(3, 1, 32)
+        want = F.scaled_dot_product_attention(heads(q), heads(x @ model.k.weight.T), heads(x @ model.v.weight.T))
+        assert torch.allclose(model(x), want.transpose(1, 2).reshape(3, 1, 32), atol=1e-6)
+    assert export_onnx(model, report.graph, str(tmp_path / "query.onnx")).max_difference < 1e-5
+
+
+def test_streams_of_two_batches_are_a_located_error():
+    text = LEARNED_QUERY.replace("  - {id: q, param: {shape: [1, 32], init: normal}}",
+                                 "  - {id: q, from: x, rearrange: {pattern: 'b (n two) c -> (b two) n c', sizes: {two: 2}}}")
+    with pytest.raises(archspec.SpecError, match="reads tensors of batch B.2 and of batch B"):
+        archspec.check_text(text)

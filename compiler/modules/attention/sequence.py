@@ -136,9 +136,10 @@ class SequenceAttention(Sublayer):
                  rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
                  clip_qkv=None, qk_positions=0, qk_norm_affine=True, projections="internal", value_dim=None,
-                 **sublayer):
+                 batch_from=(0, 1, 2), **sublayer):
         super().__init__(dim, **sublayer)
         self.external = projections == "external"  # q, k and v are inputs: no projections here (dim: q's width)
+        self.batch_from = tuple(batch_from)  # external q, k, v: the stream whose batch each takes (a learned q: k's)
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.clip_qkv = clip_qkv  # None, or the bound the projections' outputs are clamped to (DBRX, OLMo, MPT)
         self.head_dim = head_dim or dim // heads
@@ -183,7 +184,7 @@ class SequenceAttention(Sublayer):
         queries' and keys' inputs: x's, then the memory's. With external projections x is (q, k,
         v) as the node read them, split into their heads."""
         if self.external:
-            q, k, v = x  # [B, N, h*d], [B, N, h_kv*d], [B, N, h_kv*dv]
+            q, k, v = self.batched(x)  # [B, N, h*d], [B, M, h_kv*d], [B, M, h_kv*dv]
             return (self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads),
                     self.split_heads(v, self.kv_heads, self.value_dim))  # [B, h, N, d], [B, h_kv, N, d or dv]
         if memory is not None:
@@ -196,6 +197,11 @@ class SequenceAttention(Sublayer):
             qkv = self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
         q, k, v = self.clipped(qkv).split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
         return self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
+
+    def batched(self, streams):
+        """External q, k, v, a learned one (batch 1) expanded to the batch of the stream batch_from names."""
+        return tuple(t if i == own else t.expand(streams[i].shape[0], -1, -1)  # [1, N, C] -> [B, N, C]
+                     for own, (i, t) in enumerate(zip(self.batch_from, streams)))
 
     def projected_with_positions(self, x, positions):
         """qkv [B, N, h*d + 2 h_kv*d] with q and k projected from x + positions, v from x alone
@@ -389,6 +395,9 @@ def make_sequence_attention(cls, op, p, inputs, **extra):
     sublayer = sublayer_args(p)
     if getattr(p, "projections", "internal") == "external":  # model.py as before without it
         extra.update(projections="external", value_dim=inputs[2].channels // (p.kv_heads or p.heads))
+        batched = next((i for i, t in enumerate(inputs[:3]) if t.shape[0] != 1), None)
+        if batched is not None and any(t.shape[0] == 1 for t in inputs[:3]):  # model.py as before without it
+            extra["batch_from"] = tuple(i if t.shape[0] != 1 else batched for i, t in enumerate(inputs[:3]))
         sublayer.update(norm="none", residual=False, layer_scale=None, drop_path=0.0, residual_gate="none")
     module = make(cls, **common_args(p, width), **sequence_args(p, width), **sublayer, **extra)
     return install_score_parts(module, p, op.score_site(p, inputs))

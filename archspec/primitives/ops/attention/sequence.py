@@ -196,7 +196,8 @@ class SequenceAttentionOp(AttentionOp):
             return out
         v = inputs[2]
         width = p.heads * (v.channels // (p.kv_heads or p.heads))
-        return replace(out, shape=tuple(out.shape[:-1]) + (width,))  # [B, N, h*d] -> [B, N, h*dv]
+        batch = external_batch(inputs[:3])  # a learned q (batch 1) asks every sample's keys
+        return replace(out, shape=(batch, *out.shape[1:-1], width))  # [B, N, h*d] -> [B, N, h*dv]
 
     def head_dim(self, p, width: int) -> int:
         return p.head_dim or width // p.heads
@@ -361,6 +362,12 @@ class SequenceAttentionOp(AttentionOp):
         products = 2 * queries * keys * (q.channels + p.heads * (v.channels // (p.kv_heads or p.heads)))
         flops = core.flops - attention_flops(queries, keys, q.channels) + products
         return Cost(core.params, flops, core.buffer_bytes, self.score_bytes(p, inputs))
+
+
+def external_batch(streams: list[TensorType]):
+    """The batch of external q, k and v: the one that is not 1 (a learned query's batch is 1, and
+    it is asked by every sample's keys: AIMv2's pooling head), else 1."""
+    return next((t.shape[0] for t in streams if t.shape[0] != 1), 1)
 
 
 def external(p) -> bool:
