@@ -153,11 +153,11 @@ class KVCache:
         `bias`: a score bias input ([1, h, count, end]: T5's relative_bias at the cached slots)."""
         q, k, v = module.project(x)  # [B, h, N, d], 2 x [B, h_kv, N, d]; x: (q, k, v) where external
         B, N = q.shape[0], q.shape[2]
-        if module.q_norm is not None:
-            q, k = module.q_norm(q), module.k_norm(k)
+        q, k = module.normed(q, k, after_rotary=False)
         if module.rotary is not None:
             q, k = rotate_at(module.rotary, q, k, self.state.positions())
         q, k = module.rotate_parts(q, k)  # parts that turn q and k (none that decodes yet)
+        q, k = module.normed(q, k, after_rotary=True)
         k, v, mask = self.store(k, v)
         rule = module.kernel.keys  # the kind's mask rule
         if rule.adds_bias:  # ALiBi: distances between the positions (no window, so no ring)

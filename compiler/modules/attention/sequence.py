@@ -136,7 +136,7 @@ class SequenceAttention(Sublayer):
                  rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
                  clip_qkv=None, qk_positions=0, qk_norm_affine=True, projections="internal", value_dim=None,
-                 batch_from=(0, 1, 2), **sublayer):
+                 batch_from=(0, 1, 2), qk_norm_at="before_rotary", **sublayer):
         super().__init__(dim, **sublayer)
         self.external = projections == "external"  # q, k and v are inputs: no projections here (dim: q's width)
         self.batch_from = tuple(batch_from)  # external q, k, v: the stream whose batch each takes (a learned q: k's)
@@ -169,6 +169,7 @@ class SequenceAttention(Sublayer):
         self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_over, qk_norm_bias, qk_norm_eps, heads, self.kv_heads,
                                             self.head_dim, qk_norm_offset, qk_norm_affine)
         self.rotary = Rotary(**{"dims": self.head_dim, **rotary}) if rotary is not None else None
+        self.qk_norm_at = qk_norm_at  # qk_norm before the rotary positions or after them (HunYuan)
         self.kernel = AttentionKernel(keys or AllKeys(), scale, attn_drop)
         self.proj = Linear(inner, dim, bias=proj_bias) if not self.external else nn.Identity()
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else None
@@ -297,15 +298,22 @@ class SequenceAttention(Sublayer):
                 bias = b if bias is None else bias + b
         return bias
 
+    def normed(self, q, k, after_rotary: bool):
+        """q and k through qk_norm where it stands at this point: before the rotary positions turn
+        them or after (qk_norm_at); as they were elsewhere."""
+        if self.q_norm is None or after_rotary != (self.qk_norm_at == "after_rotary"):
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
+
     # -- forward ------------------------------------------------------------------------------
     def attend(self, x, memory=None, padding=None, bias=None, tensors=(), positions=()):
         q, k, v = self.project(x, memory, positions)
         B, N = q.shape[0], q.shape[2]
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.normed(q, k, after_rotary=False)
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         q, k = self.rotate_parts(q, k, tensors)
+        q, k = self.normed(q, k, after_rotary=True)
         k = self.share_kv(k)
         bias = self.position_bias(q, k, bias, tensors)
         x = self.combine_heads(tuple(self.kernel(q, k, self.share_kv(values), bias, padding, self.parts(), tensors)
@@ -348,7 +356,8 @@ def sequence_args(p, width: int) -> dict:
                 head_dim=p.head_dim, scale=p.scale,
                 score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)),
                 **({"clip_qkv": p.clip_qkv} if p.clip_qkv is not None else {}),  # model.py as before without them
-                **({"qk_norm_affine": False} if not p.qk_norm_affine else {}))
+                **({"qk_norm_affine": False} if not p.qk_norm_affine else {}),
+                **({"qk_norm_at": p.qk_norm_at} if p.qk_norm_at != "before_rotary" else {}))  # model.py as before
 
 
 def rotary_args(p) -> dict | None:

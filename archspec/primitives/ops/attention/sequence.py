@@ -36,6 +36,10 @@ class SequenceParams(AttentionParams):
     qk_norm_bias: bool = Field(True, description="qk_norm: layer has a bias beside its weight (false: Cohere's)")
     qk_norm_affine: bool = Field(True, description="qk_norm's weight (and bias); false: neither, the norm alone (Llama "
                                                    "4's L2 norm of q and k: qk_norm: rms, qk_norm_affine: false)")
+    qk_norm_at: Literal["before_rotary", "after_rotary"] = Field(
+        "before_rotary", description="where qk_norm normalises q and k: before the rotary positions turn them "
+                                     "(Qwen3, OLMo 2, Gemma 3) or after (HunYuan's query_layernorm and "
+                                     "key_layernorm)")
     qk_norm_offset: float = Field(0.0, allow_inf_nan=False,
                                   description="qk_norm: rms weighs by offset + weight, the weight starting at 1 - "
                                               "offset (Gemma 3's q_norm and k_norm: 1.0, as norm_offset)")
@@ -408,7 +412,7 @@ def qk_norm_params(p, head: int) -> int:
 
 
 def check_qk_norm(p) -> None:
-    for name in ("qk_norm_over", "qk_norm_bias", "qk_norm_offset", "qk_norm_eps", "qk_norm_affine"):
+    for name in ("qk_norm_over", "qk_norm_bias", "qk_norm_offset", "qk_norm_eps", "qk_norm_affine", "qk_norm_at"):
         if p.qk_norm == "none" and name in p.model_fields_set:
             kinds = "`qk_norm: rms`" if name == "qk_norm_offset" else "`qk_norm: layer` or `rms`"
             raise RuleError(f"{name} goes with qk_norm", field=name, hint=Remedy(f"give {kinds}"))
