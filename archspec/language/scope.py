@@ -131,7 +131,21 @@ def through_skipped(exc: SpecError, walked: list) -> SpecError:
 
 
 def absent_error(value: Absent, walked: list):
-    """The error of a reference that reaches a skipped node reading nothing, at the reference."""
+    """The error of a reference that reaches a skipped node reading nothing, at the reference; one
+    that got there through other switched-off nodes is told at the reader that started the walk
+    (AIMv2's trial: an `outputs:` entry naming a node off under the same condition was blamed on
+    that node's `from`)."""
+    skipped = [v.name for v in walked if isinstance(v, Alias) and v.name]
+    reader = next((v for v in walked if isinstance(v, Ref)), None)
+    if skipped and reader is not None:
+        chain = f", and through the switched-off {', '.join(skipped[1:])} that leads to" if skipped[1:] else ""
+        where = "this output" if reader.owner is None else "this node"
+        return error(f"'{reader.text}' is switched off (its `if` is false) and passes on its first input{chain} "
+                     f"'{value.name}', which is off too and reads nothing: {where} has nothing to read",
+                     reader.loc, reader.owner,
+                     hint="an output is always there: name a node that is, or leave the output out with a spec that "
+                          "extends this one" if reader.owner is None else
+                          f"switch this node off under the same condition as '{reader.text}'")
     ref = next((v for v in reversed(walked) if isinstance(v, Ref)), None)
     return error(f"'{value.name}' is switched off (its `if` is false) and reads nothing, so it has no input to pass "
                  "on for this node to read", ref.loc if ref else value.loc, ref.owner if ref else None,
