@@ -191,11 +191,28 @@ BLOCK_INPUTS_HINT = ("a block reads at least one input; a block that makes const
                      "may take one and not read it, used with `from:` any node, e.g. `from: image`")
 
 
+def length_bounds(g: _ValueErrors) -> tuple | None:
+    """(min_length, max_length) the field holding the value declares, or None where no model says."""
+    model = _model_holding(g.model, g.path)
+    field = model.model_fields.get(g.path[-1]) if model is not None and g.path else None
+    constraints = getattr(field, "constraints", None)
+    return None if constraints is None else (constraints.get("min_length"), constraints.get("max_length"))
+
+
 def _empty(g: _ValueErrors) -> Diagnostic | None:
-    if "too_short" not in g.types:
+    """A list or mapping shorter or longer than its field allows: empty, or of how many items."""
+    sized = next((e for e in g.errs if e["type"] in ("too_short", "too_long")), None)
+    if sized is None:
         return None
-    block_inputs = len(g.path) >= 3 and g.path[-3] == "blocks" and g.path[-1] == "inputs"
-    return g.at(f"{g.name} must not be empty", BLOCK_INPUTS_HINT if block_inputs else None)
+    ctx, got = sized.get("ctx") or {}, (sized.get("ctx") or {}).get("actual_length")
+    least, most = ctx.get("min_length"), ctx.get("max_length")
+    if sized["type"] == "too_short" and (least or 0) <= 1:
+        block_inputs = len(g.path) >= 3 and g.path[-3] == "blocks" and g.path[-1] == "inputs"
+        return g.at(f"{g.name} must not be empty", BLOCK_INPUTS_HINT if block_inputs else None)
+    low, high = length_bounds(g) or (least, most)
+    wanted = (f"{low}" if low == high else f"at least {low}" if high is None else
+              f"at most {high}" if low is None else f"{low} to {high}")
+    return g.at(f"{g.name} takes {wanted} items, got {got}")
 
 
 def _not_a_name(g: _ValueErrors) -> Diagnostic | None:

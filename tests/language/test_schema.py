@@ -332,3 +332,13 @@ def test_yaml_language_server_underlines_the_wrong_key_and_not_the_kind_expressi
     assert "6:41 Property windw is not allowed." in kind_file and "7:23 Value must be" in kind_file
     assert [line for line in shown.stdout.splitlines() if line.endswith("problem(s)") and not line.startswith(
         str(spec))] == [f"{path}: 0 problem(s)" for path in SPECS]
+
+
+def test_a_list_of_the_wrong_length_says_how_many_items_it_takes():
+    """EoMT's trial: `pad: {sides: [0, 1, 2]}` was told "`sides` must not be empty", and five
+    sides got pydantic's raw "list should have at most 4 items after validation"."""
+    for sides, got in (("[0, 1, 2]", 3), ("[0, 1, 2, 3, 4]", 5)):
+        (d,) = diags(f"name: s\ninputs: {{x: [B, 3, 8, 8]}}\ngraph:\n  - {{pad: {{sides: {sides}}}}}\n")
+        assert (d.message, d.loc) == (f"`sides` takes 4 items, got {got}", Loc("s.yaml", 4, 19))
+    (d,) = diags("name: s\n" + OK_INPUTS + "graph: []\n")
+    assert d.message == "`graph` must not be empty"
