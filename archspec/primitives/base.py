@@ -194,6 +194,13 @@ def not_tokens_hint(x) -> str | None:
     return None
 
 
+def not_image_hint(x) -> str:
+    """How to make an image of what an op that reads images was given (tokens, a rank-4 tensor)."""
+    if x.layout == "tensor" and len(x.shape) == 4:
+        return "a rearrange with `as: image` reads a rank-4 tensor as an image ('b c h w -> b c h w')"
+    return "to_image turns tokens on a grid into an image"
+
+
 def check_padding_mask(mask, length, counted: str = "keys") -> None:
     """A key-padding mask is int64 [B, L] (1 keeps, 0 pads), one value per of the `length`
     tokens it masks (`counted`: what they are, in the error)."""

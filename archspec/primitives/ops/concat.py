@@ -36,8 +36,8 @@ def one_batch(p, inputs: list[TensorType]) -> None:
         raise RuleError(f"concat joins tensors of one batch; input 1 has a batch of {batches[0]}, input {odd + 1} "
                         f"of {batches[odd]}", field="from",
                         hint="a batch of 1 (a param or constant, or what is made from one) does not join a batch "
-                             "of B: add or multiply broadcast, concat does not; `tokens` puts learned tokens in "
-                             "front of every sample's")
+                             "of B: add or multiply broadcast, concat does not; `expand: {shape: [B, ...]}` gives it "
+                             "every sample's rows, and `tokens` puts learned tokens in front of every sample's")
 
 
 def concat_axis(p, x: TensorType) -> int:

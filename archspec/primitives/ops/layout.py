@@ -21,7 +21,7 @@ from typing import ClassVar, Literal
 from ...core.declared import Field
 from ...core.suggestions import GridOrigin
 from ...core.types import TensorType, grid_tokens, image
-from ..base import NoParams, Op, Params, PositiveInt, PositiveSize, RuleError, no_cost, size_pair
+from ..base import NoParams, Op, Params, PositiveInt, PositiveSize, RuleError, no_cost, not_image_hint, size_pair
 from ..decoding import Mixes, register_decoding
 from ..grids import image_origin
 from ..registry import register
@@ -110,7 +110,7 @@ class Interpolation(Op):
         (x,) = inputs
         if x.layout != "image":
             raise RuleError(f"{self.primitive} reads an image, got {x.layout_name()}",
-                            hint="to_image turns tokens on a grid into an image")
+                            hint=not_image_hint(x))
         for name in ("align_corners", "antialias"):
             if getattr(p, name, False) and p.mode == "nearest":
                 raise RuleError(f"{name} goes with mode: {self.smooth_modes}", field=name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...core.declared import Field
 from ...core.types import TensorType, image
-from ..base import Cost, Op, Params, PositiveInt, RuleError
+from ..base import Cost, Op, Params, PositiveInt, RuleError, not_image_hint
 from ..registry import register
 from ..dtypes import READS, ANY
 from ..decoding import Mixes, register_decoding
@@ -25,7 +25,7 @@ class PixelShuffle(Op):
         (x,) = inputs
         if x.layout != "image":
             raise RuleError(f"pixel_shuffle reads an image, got {x.layout_name()}",
-                            hint="to_image turns tokens on a grid into an image")
+                            hint=not_image_hint(x))
         r2 = p.factor * p.factor
         if x.channels % r2:
             raise RuleError(f"{x.channels} channels are not a multiple of factor^2 = {r2}", field="factor")
