@@ -258,6 +258,11 @@ def one_grid_parts(graph: Graph) -> str:
         if what is not None:
             found.setdefault(what, node.name)
     if not found:
+        sized = [node.name for node in graph.nodes()
+                 if not node.is_input and node.op.primitive == "rearrange" and getattr(node.params, "sizes", None)]
+        if sized:  # the Idefics3 trial's pixel shuffle: 'b (h sh w sw) c -> ...' with sizes h and w of one grid
+            return ("a part of it is made for one grid; perhaps a rearrange whose `sizes` fix an axis the image's "
+                    f"size sets ({', '.join(sized[:3])}{', ...' if len(sized) > 3 else ''})")
         return "a part of it is made for one grid (a position table, a mask, an index)"
     return "made for one grid here: " + ", ".join(f"{what} ({name})" for what, name in found.items())
 

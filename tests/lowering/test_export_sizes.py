@@ -236,6 +236,14 @@ graph:
   - {id: attn, attention: {kind: global, heads: 2, scores: [{relative_table: {class_tokens: false}}]}}
 """).graph
     assert one_grid_parts(graph) == "made for one grid here: relative_table's position table (attn)"
+    shuffled = archspec.check_text("""name: t
+inputs:
+  image: [B, 3, 32, 32]
+graph:
+  - {patchify: {patch: 8, dim: 16, pos: none}}
+  - {id: shuffle, rearrange: {pattern: "b (h sh w sw) c -> b (h w) (sh sw c)", sizes: {h: 2, sh: 2, w: 2, sw: 2}}}
+""").graph  # the Idefics3 trial's pixel shuffle: its sizes are one grid's, and nothing said so
+    assert "perhaps a rearrange whose `sizes` fix an axis the image's size sets (shuffle)" in one_grid_parts(shuffled)
 
 
 def test_a_size_range_without_the_specs_own_size_is_a_usage_error(tmp_path):
