@@ -25,7 +25,10 @@ class PixelShuffle(Op):
         (x,) = inputs
         if x.layout != "image":
             raise RuleError(f"pixel_shuffle reads an image, got {x.layout_name()}",
-                            hint=not_image_hint(x))
+                            hint=not_image_hint(x) + ("; pixel_shuffle moves channels into space (depth to space): "
+                                                      "Idefics3's and SmolVLM's 'pixel shuffle' of a token grid "
+                                                      "moves space into channels, a rearrange 'b (h sh w sw) c -> "
+                                                      "b (h w) (sh sw c)'" if x.layout == "tokens" else ""))
         r2 = p.factor * p.factor
         if x.channels % r2:
             raise RuleError(f"{x.channels} channels are not a multiple of factor^2 = {r2}", field="factor")
