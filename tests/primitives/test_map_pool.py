@@ -143,3 +143,32 @@ def test_model_py_pools_as_the_built_module(tmp_path):
         assert torch.equal(standalone(x), ours(x))
         assert torch.equal(standalone.forward_head(standalone.forward_features(x), pre_logits=True),
                            ours.forward_head(ours.forward_features(x), pre_logits=True))
+
+
+def test_the_features_head_pools_by_map_without_a_classifier(tmp_path):
+    """SigLIP2's trial: HF's pooler_output (the attention pool alone) had no word but a hand-made
+    probe, cross attention and mlp; `head: {kind: features, pool: map}` is timm's ViT with
+    global_pool 'map' and num_classes 0, the same weights, the same parameter count."""
+    torch.manual_seed(0)
+    ref = timm.models.vision_transformer.VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, class_token=False, global_pool="map",
+        num_classes=0)
+    ref.attn_pool.mlp = timm.layers.Mlp(64, 128)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=generator))
+    spec = tmp_path / "siglip_features.yaml"
+    text = SPEC.replace("head: {kind: classify, pool: \"${pool}\", POOL_OPTIONS classes: 10}",
+                        "head: {kind: features, pool: map, pool_heads: \"${heads}\", pool_mlp_ratio: 2.0}")
+    spec.write_text(text)
+    torch.save(ref.state_dict(), tmp_path / "ref.pt")
+    ours = archspec.build(str(spec), weights=str(tmp_path / "ref.pt")).eval()
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = ref.eval()(x)
+        assert want.shape == (2, 64) and (ours(x) - want).abs().max() < 1e-5
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in ref.parameters()) == \
+        archspec.check(str(spec)).params
+    with pytest.raises(SpecError, match="pool_heads goes with pool: map"):
+        archspec.check_text(text.replace("pool: map,", "pool: mean,"))

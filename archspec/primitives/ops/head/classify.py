@@ -27,7 +27,8 @@ class ClassifyParams(Params):
         "mean", description="cls: the class token; mean: the grid tokens' mean; map: timm's AttentionPoolLatent "
                             "(a learned latent query attends over the tokens, class tokens left out, then a "
                             "pre-norm MLP with a residual; SigLIP)")
-    pool_heads: PositiveInt | None = Field(None, description="pool: map: the attention pool's heads (timm: the ViT's)")
+    pool_heads: PositiveInt | None = Field(None, description="pool: map: the attention pool's heads, required "
+                                                             "there (timm's SigLIP: the ViT's)")
     pool_mlp_ratio: float = Field(4.0, gt=0, allow_inf_nan=False,
                                   description="pool: map: the pool's MLP hidden width, int(width * ratio)")
     pool_eps: Eps = Field(1e-6, description="pool: map: the epsilon of the LayerNorm before the pool's MLP")

@@ -1,6 +1,7 @@
-"""features: pool (cls, mean, eos, or none), an optional LayerNorm and an optional
+"""features: pool (cls, mean, eos, map or none), an optional LayerNorm and an optional
 projection (the CLIP towers). eos pools each sequence at its end-of-text token and reads the
-token ids as a second input."""
+token ids as a second input; map is the classify head's attention pool without a classifier
+(SigLIP's pooler_output)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Literal
 from ....core.declared import Field
 from ....core.types import TensorType, dim_value, tokens, vector
 from ...base import Cost, Eps, NonNegInt, Op, Params, PositiveInt, RuleError
+from ...activations import MlpActivation
 from ...counting import linear_flops, linear_params, norm_params
+from .classify import check_map_pool, map_pool_cost
 from ...registry import register
 from ...dtypes import READS, FLOAT_FIRST
 from .pooling import Pool, check_pool
@@ -22,13 +25,18 @@ class FeaturesParams(Params):
     pool: Pool = "cls"
     eos_id: NonNegInt | None = Field(
         None, description="eos pooling: the end-of-text token id; none: the position of the largest id (CLIP)")
+    pool_heads: PositiveInt | None = Field(None, description="pool: map: the attention pool's heads, required there")
+    pool_mlp_ratio: float = Field(4.0, gt=0, allow_inf_nan=False,
+                                  description="pool: map: the pool's MLP hidden width, int(width * ratio)")
+    pool_eps: Eps = Field(1e-6, description="pool: map: the epsilon of the LayerNorm before the pool's MLP")
+    pool_act: MlpActivation = Field("gelu", description="pool: map: the pool's MLP activation")
     norm: bool = Field(False, description="LayerNorm after pooling")
     norm_eps: Eps = 1e-5
     project: PositiveInt | None = Field(None, description="project to this width (linear, no bias)")
 
 
 class FeaturesHeadOp(Op):
-    """Pool (cls / mean / eos / none), optional LayerNorm, optional projection (CLIP towers)."""
+    """Pool (cls / mean / eos / map / none), optional LayerNorm, optional projection (CLIP towers)."""
 
     primitive = "head"
     kind = "features"
@@ -41,6 +49,7 @@ class FeaturesHeadOp(Op):
         x = inputs[0]
         if p.pool != "none":
             check_pool(p.pool, x)
+        check_map_pool(p, x.channels)
         if p.pool == "eos":
             ids = inputs[1]
             if ids.layout != "ids":
@@ -63,6 +72,9 @@ class FeaturesHeadOp(Op):
         if p.project:
             params += linear_params(width, p.project, bias=False)
             flops = linear_flops(rows, width, p.project)
+        if p.pool == "map":
+            pool = map_pool_cost(p, width, dim_value(x.length) - x.prefix)
+            params, flops = params + pool.params, flops + pool.flops
         return Cost(params, flops)
 
 

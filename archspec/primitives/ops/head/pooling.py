@@ -8,7 +8,7 @@ from ....core.suggestions import Remedy
 from ....core.types import TensorType
 from ...base import RuleError, not_tokens_hint
 
-Pool = Literal["cls", "mean", "eos", "none"]
+Pool = Literal["cls", "mean", "eos", "map", "none"]
 
 
 def check_pool(pool: str, x: TensorType) -> None:
