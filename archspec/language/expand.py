@@ -132,7 +132,9 @@ class Expander:
         needed = self.graph.ancestors([out.node for out in self.graph.outputs + self.graph.objectives])
         unused = nodes_under({path for path, _ in self.marked_unused},
                              [node.name for node in self.graph.nodes() if not node.is_input])
-        for problem in (unread_alternatives(self.graph, self.kept_alternatives(), needed)
+        marked = {path for path, _ in self.marked_unused}  # an alternative marked unused is not read, as it says
+        kept = [(path, loc) for path, loc in self.kept_alternatives() if path not in marked]
+        for problem in (unread_alternatives(self.graph, kept, needed)
                         + unread_copies(self.graph, needed) + used_after_all(self.marked_unused, unused, needed)):
             self.errors.add(problem)
         self.stop_if_errors()
@@ -250,7 +252,7 @@ class Expander:
             value = self.repeated(site, meta, inputs) if active else Alias(inputs[0], site.node_path)
             if active and meta.weights_of is not None:
                 self.tie(site, meta, start)
-            if active and meta.unused:
+            if active and meta.unused is not None and self.flag(meta.unused, site, "unused"):
                 self.marked_unused.append((site.node_path, self.doc.loc(site.path + ("unused",))))
         except SpecError as exc:
             raise at_node(exc, site.node_path) from None
@@ -350,6 +352,12 @@ class Expander:
         if not isinstance(value, bool):
             self.refuse_argument_as_condition(raw, value, site)
         checks.check_condition(value, self.doc, site.path)
+        return value
+
+    def flag(self, raw, site: Site, key: str) -> bool:
+        """A node's true/false key other than `if` (`unused`), written as such or as an expression."""
+        value = evaluate_value(raw, site.path + (key,), site.env, self.doc)
+        checks.check_flag(value, key, self.doc, site.path)
         return value
 
     def refuse_argument_as_condition(self, raw, value, site: Site) -> None:

@@ -127,6 +127,12 @@ def check_condition(value, doc: Document, path: tuple) -> None:
                     hint="write a condition, e.g. ${depth > 0}")
 
 
+def check_flag(value, key: str, doc: Document, path: tuple) -> None:
+    if not isinstance(value, bool):
+        raise error(f"`{key}` must be true or false, got {value!r}", doc.loc(path + (key,)),
+                    hint="write true, false, or an expression giving one, e.g. ${i == 0}")
+
+
 def check_no_index(meta: NodeMeta, doc: Document, path: tuple) -> None:
     """`as` and `share` only with `repeat`."""
     if meta.as_ is not None:

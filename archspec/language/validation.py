@@ -38,7 +38,8 @@ _EXPECTED = {
 }
 
 # Node keys that also take an expression: say so instead of "or a string".
-_META_EXPECTED = {"repeat": "a whole number or an expression ${...}", "if": "true, false or an expression ${...}"}
+_META_EXPECTED = {"repeat": "a whole number or an expression ${...}", "if": "true, false or an expression ${...}",
+                  "unused": "true, false or an expression ${...}"}
 
 
 def describe_value(value: Any) -> str:

@@ -88,3 +88,29 @@ graph:
     assert model.get_submodule("blocks.0.table").value.shape == (1, 4, 8)
     assert "blocks.1.table.value" in model.state_dict()
     assert model(torch.randn(2, 8, 16)).shape == (2, 8, 16)
+
+
+ALTERNATIVES = """name: first_stage
+params: {first: true}
+inputs:
+  x: [B, 8, 4, 4]
+graph:
+  - {id: r, if: "${first}", unused: UNUSED, conv: {kernel: 1}}
+  - {id: r, if: "${not first}", conv: {kernel: 1}}
+  - {id: summed, if: "${not first}", from: [x, r], add: {}}
+  - {id: out, from: summed, conv: {kernel: 1}}
+"""
+
+
+def test_a_kept_alternative_may_be_marked_unused_by_an_expression():
+    """The DPT trial: Depth Anything's first fusion stage keeps a residual unit it never runs,
+    written as an alternative marked unused; check refused it ("computed, but no output reads
+    it") and `unused: ${first}` was no true/false."""
+    for flag in ("true", "\"${first}\""):
+        report = archspec.check_text(ALTERNATIVES.replace("UNUSED", flag))
+        assert report.graph.warnings == [] and not {row.path: row for row in report.nodes}["r"].run
+    for unmarked in (ALTERNATIVES.replace("unused: UNUSED, ", ""), ALTERNATIVES.replace("UNUSED", "\"${not first}\"")):
+        with pytest.raises(SpecError, match="the alternative kept under id 'r' is computed, but no output reads it"):
+            archspec.check_text(unmarked)
+    with pytest.raises(SpecError, match="`unused` must be true or false, got 3"):
+        archspec.check_text(ALTERNATIVES.replace("UNUSED", "\"${3}\""))
