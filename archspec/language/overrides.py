@@ -57,11 +57,22 @@ def plain_value_problem(value: Any) -> str | None:
     return None
 
 
+TRUE_WORDS = {"yes", "y", "on"}
+YAML11_BOOLEANS = TRUE_WORDS | {"no", "n", "off"}  # booleans in YAML 1.1, words in archspec's YAML 1.2
+
+
 def kind_mismatch(default: Any, given: Any) -> str | None:
     """Text given where the spec's param is a number (`--set rotary_pct=abc`: in an expression
     it would repeat the text, not fail); None when the kinds agree, or either is an expression
-    or of another kind. A boolean's param may take words (`qkv_bias: ${qkv}` with `--set qkv=qv`)."""
-    if not isinstance(given, str) or "${" in given or isinstance(default, bool):
+    or of another kind. A boolean's param may take words (`qkv_bias: ${qkv}` with `--set qkv=qv`),
+    but not YAML 1.1's words for true and false: `--set fused=no` is the text 'no', which `${not
+    fused}` reads as true (the FastViT trial's branch kept without a word)."""
+    if not isinstance(given, str) or "${" in given:
+        return None
+    if isinstance(default, bool):
+        if given.lower() in YAML11_BOOLEANS:
+            return (f"the spec's value is {str(default).lower()}, and {given!r} is text, not a boolean (YAML 1.2 "
+                    f"reads yes, no, on and off as words): write {'true' if given.lower() in TRUE_WORDS else 'false'}")
         return None
     if isinstance(default, (int, float)):
         return f"the spec's value is a number ({default}); {given!r} is text"

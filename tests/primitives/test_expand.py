@@ -702,6 +702,16 @@ def test_set_text_where_the_spec_has_a_number_is_an_error():
     assert ir(TOKENS + "params: {ratio: 0.25}\ngraph:\n  - mlp: {ratio: 2.0}\n", {"ratio": "${1 / 2}"})
 
 
+
+@pytest.mark.parametrize("word, meant", [("no", "false"), ("off", "false"), ("Yes", "true"), ("ON", "true")])
+def test_set_a_yaml_11_boolean_word_where_the_spec_has_a_boolean_is_an_error(word, meant):
+    """The FastViT trial: `--set scale_branch=no` was the text 'no', which `${scale_branch and k > 1}`
+    read as true: the branch kept, 72 parameters more, without a word."""
+    (d,) = errors(TOKENS + "params: {use: true}\ngraph:\n  - mlp: {ratio: 2.0}\n", {"use": word})
+    assert d.message == (f"--set use: the spec's value is true, and {word!r} is text, not a boolean (YAML 1.2 reads "
+                         f"yes, no, on and off as words): write {meant}")
+
+
 def test_a_cycle_through_copies_of_a_repeat_points_at_blocks():
     (d,) = errors(TOKENS + spec("""
         graph:
