@@ -177,7 +177,9 @@ def lookup(ref: Ref):
         if part not in members:
             known = some(members) if members else "nothing"
             hint = suggest(part, members)
-            if hint is None and members and all(k.isdigit() for k in members):
+            if hint is None and members and all(k.isdigit() for k in members) and part.isdigit():
+                hint = f"'{walked}' is repeated {len(members)} times: a copy's index is 0 to {len(members) - 1}"
+            elif hint is None and members and all(k.isdigit() for k in members):
                 hint = f"'{walked}' is repeated: name one repetition, e.g. {walked}.{list(members)[-1]}.{part}"
             raise error(f"'{walked}' has no member '{part}' (it has {known})", ref.loc, ref.owner, hint=hint)
         value, walked = members[part], f"{walked}.{part}"

@@ -351,11 +351,11 @@ def line(layers: list[CachedLayer], cross: list[CachedLayer] = (), recent: list[
             if layers else "KV cache (generate): none")
     if recent:
         kept = found["recent_inputs"]["bytes"]
-        text += (f"; the last inputs of {len(recent)} causal conv layers: {size(kept['fp32'])} at any length "
+        text += (f"; the last inputs of {plural(len(recent), 'causal conv layer')}: {size(kept['fp32'])} at any length "
                  f"(fp32), {size(kept['bf16'])} (bf16)")
     if cross:
         source = found["cross_layers"]
-        text += (f"; the source's keys and values for {len(cross)} cross attention layers: "
+        text += (f"; the source's keys and values for {plural(len(cross), 'cross attention layer')}: "
                  f"{size(source['bytes_per_token']['fp32'])} per source token, "
                  f"{size(source['bytes_at_max_length']['fp32'])} at {source['max_length']:,} (fp32)")
     return text

@@ -166,6 +166,11 @@ def mask_from_pad_token(decoder, input_ids, attention_mask, pad_token_id, eos_to
     if not bool(mask.any(dim=1).all()):
         raise ValueError(f"pad_token_id {pad_token_id} is every token of a sequence, so Hugging Face's rule reads it "
                          "all as padding: give an attention_mask, or another pad_token_id")
+    if decoder.whole_sequence is not None:  # the HunYuan trial was told its prompts were padded, not why
+        raise ValueError(f"pad_token_id {pad_token_id} occurs in input_ids, which Hugging Face's rule reads as "
+                         f"padding, and {decoder.name} decodes without a cache ({decoder.whole_sequence}), which "
+                         "takes prompts of one length: give an attention_mask of ones to keep those tokens, or "
+                         "prompts without that id")
     if num_beams > 1:
         raise ValueError(f"pad_token_id {pad_token_id} occurs in input_ids, which Hugging Face's rule reads as "
                          "padding, and num_beams > 1 takes prompts of one length for now: give prompts without it, "

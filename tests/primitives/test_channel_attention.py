@@ -149,3 +149,7 @@ graph:
         first = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
         expected = torch.cat([first, model(first)[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(got, expected)
+    with pytest.raises(ValueError, match="pad_token_id 2 occurs in input_ids, which Hugging Face's rule reads as "
+                                         "padding, and lm decodes without a cache"):
+        model.generate(ids, max_new_tokens=2, pad_token_id=2)  # the HunYuan trial: told its prompts were padded
+    assert torch.equal(model.generate(ids, max_new_tokens=2, pad_token_id=2, attention_mask=torch.ones_like(ids)), got)

@@ -419,6 +419,9 @@ def test_unknown_member():
 def test_member_of_a_repeat_needs_an_index():
     (d,) = errors(TOKENS + "graph:\n  - id: r\n    repeat: 2\n    graph: [{id: a, norm: {}}]\noutputs: [r.a]\n")
     assert d.hint == "'r' is repeated: name one repetition, e.g. r.1.a"
+    (d,) = errors(TOKENS + "graph:\n  - id: r\n    repeat: 2\n    graph: [{id: a, norm: {}}]\noutputs: [r.5]\n")
+    assert (d.message, d.hint) == ("'r' has no member '5' (it has 0, 1)", "'r' is repeated 2 times: a copy's index is 0 "
+                                                                          "to 1")  # the DPT trial was told 'r.1.5'
 
 
 def test_reference_cycle():
