@@ -373,6 +373,15 @@ def test_a_dense_gated_mlp_takes_the_gate_options_too():
         assert relative(model(x), want) <= TOL
 
 
+@pytest.mark.parametrize("option", ["gate_layout: halves", "gate_layout: value_first", "value_offset: 0.0"])
+def test_a_gate_option_without_a_gate_is_an_error_even_at_its_default(option):
+    """The GLM-4 trial: `gate_layout: halves` on an MLP without `gated` passed (it is the default),
+    `value_first` did not; an option that would do nothing is an error either way."""
+    text = f"name: plain\ninputs:\n  x: [B, {TOKENS}, {DIM}]\ngraph:\n  - mlp: {{hidden: 16, {option}}}\n"
+    with pytest.raises(archspec.SpecError, match=f"{option.split(':')[0]} goes with gated: true"):
+        archspec.check_text(text)
+
+
 def test_value_first_is_moonshines_gated_mlp():
     """gate_layout: value_first (Moonshine: `hidden, gate = fc1(x).chunk(2)`, act(gate) * hidden),
     against Hugging Face's MoonshineDecoderMLP with the same weights; halves gives other outputs."""

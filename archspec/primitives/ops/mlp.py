@@ -205,7 +205,7 @@ def check_options_belong(p: MlpParams) -> None:
                         "already sum to 1", field="router_normalize", hint="drop router_normalize")
     if not p.gated:
         for name, default in GATE_OPTIONS.items():
-            if getattr(p, name) != default:
+            if getattr(p, name) != default or name in p.model_fields_set:  # given, even at its default (GLM-4 trial)
                 raise RuleError(f"{name} goes with gated: true (a gated MLP)", field=name,
                                 hint=f"add gated: true, or drop {name}")
 
