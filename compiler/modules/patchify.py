@@ -13,6 +13,7 @@ from ..facts import register_facts
 from ..lowering_rules import lowering
 from ..weights.resample import positions_of
 from .common import Conv2d, eager_inference, grid_as_image, image_as_tokens, make
+from .norms import norm_module
 
 
 def sincos_2d(grid, dim: int, temperature: float = 10000.0):
@@ -29,11 +30,11 @@ def sincos_2d(grid, dim: int, temperature: float = 10000.0):
 
 class PatchEmbed(nn.Module):
     def __init__(self, in_channels, dim, kernel, stride, padding, bias, grid, norm_eps=None, cls_token=False,
-                 pos="none", tokens_in=False, in_grid=None, dropout=0.0, pos_frozen=False):
+                 pos="none", tokens_in=False, in_grid=None, dropout=0.0, pos_frozen=False, norm_kind="layer"):
         super().__init__()
         self.grid, self.in_grid, self.tokens_in = tuple(grid), tuple(in_grid or ()), tokens_in
         self.proj = Conv2d(in_channels, dim, kernel, stride, padding, bias=bias)
-        self.norm = nn.LayerNorm(dim, eps=norm_eps) if norm_eps is not None else None
+        self.norm = norm_module(norm_kind, dim, norm_eps) if norm_eps is not None else None
         prefix = int(cls_token)  # true: one class token; a count: that many (DeiT: class and distillation)
         self.cls_token = nn.Parameter(torch.zeros(1, prefix, dim)) if prefix else None
         positions = prefix + self.grid[0] * self.grid[1]
@@ -85,7 +86,8 @@ def lower(p, inputs, ctx):
     kernel, stride, padding = geometry(p)
     return make(PatchEmbed, **patch_embed_args(inputs[0], kernel, stride, padding, p.dim, ctx.node.type.grid),
                 bias=p.bias, norm_eps=p.norm_eps if p.norm else None, cls_token=p.cls_token, pos=p.pos,
-                dropout=p.dropout, **({"pos_frozen": True} if p.pos_frozen else {}))
+                dropout=p.dropout, **({"pos_frozen": True} if p.pos_frozen else {}),
+                **({"norm_kind": p.norm_kind} if p.norm_kind != "layer" else {}))  # model.py as before without it
 
 
 def patch_grid(p, grid):

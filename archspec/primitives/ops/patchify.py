@@ -34,6 +34,8 @@ class PatchifyParams(Params):
     padding: NonNegInt = 0
     bias: bool = True
     norm: bool = Field(False, description="LayerNorm the tokens after the convolution")
+    norm_kind: Literal["layer", "rms"] = Field(
+        "layer", description="with norm: a LayerNorm (layer) or an RMSNorm (rms: AIMv2's patch embedding)")
     norm_eps: Eps = 1e-5
     cls_token: Union[bool, NonNegInt] = Field(
         False, description="prepend learned prefix tokens: true (one class token) or a count (2: class and "
@@ -82,6 +84,8 @@ class Patchify(Op):
 
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
+        if "norm_kind" in p.model_fields_set and not p.norm:
+            raise RuleError("norm_kind goes with norm: true", field="norm_kind", hint="add norm: true, or drop norm_kind")
         channels, (h, w), origin = as_image(x, "patchify")
         kernel, stride, padding = geometry(p)
         check_conv_geometry(kernel, stride, padding)
@@ -108,7 +112,7 @@ class Patchify(Op):
         kernel, _, _ = geometry(p)
         positions = out.grid[0] * out.grid[1]
         params = channels * kernel * kernel * p.dim + (p.dim if p.bias else 0)
-        params += norm_params(p.dim) if p.norm else 0
+        params += (norm_params(p.dim) if p.norm_kind == "layer" else p.dim) if p.norm else 0  # an RMSNorm: a weight
         params += int(p.cls_token) * p.dim
         params += out.length * p.dim if p.pos == "learned" or p.pos_frozen else 0  # a frozen table is a parameter
         flops = 2 * channels * kernel * kernel * p.dim * positions
