@@ -57,13 +57,17 @@ class ToTokens(nn.Module):
 
 
 class Resize(nn.Module):
-    def __init__(self, size: tuple[int, int], mode: str, align_corners: bool, antialias: bool = False):
+    """An image interpolated to a fixed `size`, or (size None) to the height and width of a second
+    image it is given (`like: true`)."""
+
+    def __init__(self, size: tuple[int, int] | None, mode: str, align_corners: bool, antialias: bool = False):
         super().__init__()
         self.size, self.mode, self.antialias = size, mode, antialias
         self.align_corners = None if mode == "nearest" else align_corners  # torch refuses it for nearest
 
-    def forward(self, x):
-        return F.interpolate(x, size=self.size, mode=self.mode, align_corners=self.align_corners,
+    def forward(self, x, like=None):
+        size = self.size if like is None else like.shape[-2:]
+        return F.interpolate(x, size=size, mode=self.mode, align_corners=self.align_corners,
                              antialias=self.antialias)  # [B, C, H, W] -> [B, C, h, w]
 
     def extra_repr(self) -> str:
@@ -84,7 +88,8 @@ def lower_to_tokens(p, inputs, ctx):
 @lowering(RESIZE)
 def lower_resize(p, inputs, ctx):
     antialias = {"antialias": True} if p.antialias else {}  # model.py as before without it
-    return make(Resize, size=size_pair(p.size), mode=p.mode, align_corners=p.align_corners, **antialias)
+    return make(Resize, size=size_pair(p.size) if p.size is not None else None, mode=p.mode,
+                align_corners=p.align_corners, **antialias)
 
 
 @lowering(UPSAMPLE)

@@ -83,7 +83,10 @@ class ToTokensOp(Relayout):
 
 
 class ResizeParams(Params):
-    size: PositiveSize = Field(description="the new height and width: an int (square), or [h, w]")
+    size: PositiveSize | None = Field(None, description="the new height and width: an int (square), or [h, w]")
+    like: bool = Field(False, description="true: the height and width of the second input, an image (Hugging "
+                                          "Face's interpolate(x, size=other.shape[2:]): DPT's fusion residuals); "
+                                          "they follow that image's size when the program's size is dynamic")
     mode: Literal["nearest", "bilinear", "bicubic"] = "bilinear"
     align_corners: bool = Field(False, description="bilinear, bicubic: align the corner pixels (torch's align_corners)")
     antialias: bool = Field(False, description="bilinear, bicubic: torch's antialias (it changes bicubic upsampling "
@@ -125,8 +128,27 @@ class ResizeOp(Interpolation):
     Params = ResizeParams
     smooth_modes = "bilinear or bicubic"
 
+    def reads(self, p) -> tuple[str, ...]:
+        return ("x", "like") if p.like else ("x",)
+
+    def one_grid(self, p) -> str | None:
+        return None if p.like else "a fixed size"
+
+    def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
+        if p.like == (p.size is not None):
+            raise RuleError("resize takes `size` or `like: true`, one of them", field="size",
+                            hint="size: [h, w] for a fixed size; like: true (from: [x, other]) for other's")
+        out = super().shape(p, inputs[:1], ctx)
+        if not p.like:
+            return out
+        other = inputs[1]
+        if other.layout != "image":
+            raise RuleError(f"like: true takes its height and width from an image, got {other.layout_name()}",
+                            field="from", hint=not_image_hint(other))
+        return image(out.channels, other.shape[2], other.shape[3])  # [B, C, H, W] -> [B, C, H', W'] of other
+
     def size(self, p, height, width) -> tuple:
-        return size_pair(p.size)
+        return size_pair(p.size) if not p.like else (height, width)  # like: shape() takes the other image's
 
 
 class UpsampleOp(Interpolation):
