@@ -223,3 +223,29 @@ def test_streams_of_two_batches_are_a_located_error():
                                  "  - {id: q, from: x, rearrange: {pattern: 'b (n two) c -> (b two) n c', sizes: {two: 2}}}")
     with pytest.raises(archspec.SpecError, match="reads tensors of batch B.2 and of batch B"):
         archspec.check_text(text)
+
+
+GRID_PART = """
+name: grid_part
+inputs: {x: [B, 8, 2, 3]}
+graph:
+  - {id: q, from: x, to_tokens: {}}
+KEYS
+  - {id: attn, from: [q, k, k], attention: {kind: global, heads: 2, projections: external, scores: [PART]}}
+"""
+UNORDERED = "  - {id: k, from: x, rearrange: {pattern: 'b c h w -> b (w h) c', as: tokens}}"
+TRANSPOSED = ("  - {id: t, from: x, rearrange: {pattern: 'b c h w -> b c w h', as: image}}\n"
+              "  - {id: k, from: t, to_tokens: {}}")
+SAME = "  - {id: k, from: x, to_tokens: {}}"
+
+
+@pytest.mark.parametrize("part", ["offset_table", "{relative_table: {class_tokens: false}}", "decomposed",
+                                  "rotary_grid"])
+@pytest.mark.parametrize("keys", [UNORDERED, TRANSPOSED])
+def test_a_grid_part_refuses_external_keys_off_the_queries_grid(part, keys):
+    """The EfficientFormerV2 trial: keys made column by column (no grid), or on the 3x2 grid of the
+    transposed image, passed, and each grid part placed them as if on the queries' 2x3 grid
+    (0.6 to 2.4 off a softmax that reorders keys and values together)."""
+    with pytest.raises(archspec.SpecError, match="the keys on the queries' 2x3 grid, and external k"):
+        archspec.check_text(GRID_PART.replace("PART", part).replace("KEYS", keys))
+    assert archspec.check_text(GRID_PART.replace("PART", part).replace("KEYS", SAME)).params >= 0  # made as q is

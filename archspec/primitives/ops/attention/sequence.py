@@ -218,7 +218,8 @@ class SequenceAttentionOp(AttentionOp):
         first = len(self.leading(p)) + p.bias
         tensors = tuple(inputs[first:first + len(score_tensors(p))])
         return ScoreSite(p.heads, self.head_dim(p, x.channels), dim_value(x.length), self.keys(p, inputs), x.grid,
-                         x, rotates=True, rope_theta=p.rope_theta, tensors=tensors, masks=True, scale=p.scale)
+                         x, rotates=True, rope_theta=p.rope_theta, tensors=tensors, masks=True, scale=p.scale,
+                         off_grid_keys=off_grid_keys(inputs) if external(p) else None)
 
     def check_something_hidden(self, uses) -> None:
         """A part that shows hidden keys again (blockwise) needs a mask that hides some: the kind's
@@ -366,6 +367,15 @@ class SequenceAttentionOp(AttentionOp):
         products = 2 * queries * keys * (q.channels + p.heads * (v.channels // (p.kv_heads or p.heads)))
         flops = core.flops - attention_flops(queries, keys, q.channels) + products
         return Cost(core.params, flops, core.buffer_bytes, self.score_bytes(p, inputs))
+
+
+def off_grid_keys(inputs: list[TensorType]) -> str | None:
+    """External k and v as words where either is not tokens of q's grid (and prefix), else None."""
+    q = inputs[0]
+    for name, t in (("k", inputs[1]), ("v", inputs[2])):
+        if t.grid != q.grid or t.prefix != q.prefix:
+            return f"{name} {t.describe()}" + ("" if t.grid else " on no grid")  # describe() names a grid
+    return None
 
 
 def external_batch(streams: list[TensorType]):

@@ -55,6 +55,7 @@ class ScoreSite:
     scale: float | None = None  # the node's score scale (None: 1/sqrt(head width)), for parts that must agree
     key_grid: tuple[int, int] | None = None  # the keys' grid where it is not the queries' (pooled attention)
     self_attention: bool = True  # the keys are the queries' own tokens (not a memory's: cross attention)
+    off_grid_keys: str | None = None  # external keys not in the queries' grid order, in words (None: they are)
 
     def check_queries_on_the_grid(self, needs: str) -> None:
         """For a part that `needs` (e.g. "a relative position table needs") queries on a grid, at a
@@ -78,12 +79,24 @@ class ScoreSite:
         return self.grid
 
     def check_keys_are_the_queries(self, needs: str, kinds: str = "global or window kinds") -> None:
-        """For a part that `needs` the keys on the queries' grid: self-attention, as many keys as queries."""
+        """For a part that `needs` the keys on the queries' grid: self-attention, as many keys as queries,
+        and external keys laid on the queries' grid (the EfficientFormerV2 trial: keys of another
+        order passed, the table placed as if on the queries' grid)."""
+        self.check_external_keys_on_the_grid(needs)
         if self.keys != self.queries:
             h, w = self.grid
             raise RuleError(f"{needs} the keys on the queries' {h}x{w} grid, but there are {self.keys} keys for "
                             f"{self.queries} queries", field="scores",
                             hint=Remedy(f"use the part with self-attention ({kinds})"))
+
+
+    def check_external_keys_on_the_grid(self, needs: str) -> None:
+        if self.off_grid_keys is not None:
+            h, w = self.grid
+            raise RuleError(f"{needs} the keys on the queries' {h}x{w} grid, and external {self.off_grid_keys}: "
+                            "its tokens are not known to lie in the queries' order", field="from",
+                            hint="make k (and v) tokens of the queries' grid, as q is made (to_tokens of the same "
+                                 "image, or a rearrange 'b c h w -> b (h w) c')")
 
 
 SCORES = "attention.scores"  # the registry's family of the score parts

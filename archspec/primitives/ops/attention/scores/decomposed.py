@@ -50,6 +50,8 @@ class DecomposedPart(ScorePart):
             raise RuleError(f"decomposed relative positions need every query on the {h}x{w} grid, but there are "
                             f"{site.queries} queries (class tokens have no place on it)", field="scores",
                             hint=Remedy("patchify without cls_token, or slice the class token off first"))
+        if site.key_grid is None:
+            site.check_external_keys_on_the_grid("decomposed relative positions need")
         key_h, key_w = site.key_grid or site.grid
         if site.keys != key_h * key_w:
             raise RuleError(f"decomposed relative positions need the keys on the queries' {h}x{w} grid, but "
