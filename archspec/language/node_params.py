@@ -4,7 +4,7 @@ so `${...}` may give any of them, `kind` included)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from ..core.declared import ValidationError
 from ..core.errors import SpecError, error
@@ -106,6 +106,29 @@ def without_nones_for_defaults(op: Op, values: dict) -> dict:
     return kept
 
 
+def none_for_a_default(op: Op, values: dict) -> tuple[str, Any] | None:
+    """(option, its default) of the first option an expression gave None (its default holds) whose
+    values hold 'none' beside another default: `norm: "${'res_post' if post else None}"` built the
+    default pre-norm where 'none' (no norm) was meant (the EXAONE 4 trial), so None is refused there."""
+    declared = op.Params._declared()
+    for key, value in values.items():
+        name = declared.keys.get(key)
+        if value is not None or name is None:
+            continue
+        field = declared.fields[name]
+        if not field.is_required() and not takes_none(field) and "none" in literal_values(field.annotation) \
+                and field.get_default() != "none":
+            return key, field.get_default()
+    return None
+
+
+def literal_values(annotation) -> set:
+    """The Literal values an annotation allows, through unions."""
+    if get_origin(annotation) is Literal:
+        return set(get_args(annotation))
+    return {v for member in get_args(annotation) for v in literal_values(member)}
+
+
 def takes_none(field) -> bool:
     errors: list = []
     field._validate(None, (), errors)
@@ -117,6 +140,12 @@ def node_params(primitive: str, values: Any, doc: Document, base: tuple, node_pa
     if not isinstance(values, dict):
         raise error(f"{primitive} takes a mapping of parameters", doc.loc(base), hint=f"e.g. `- {primitive}: {{...}}`")
     op = op_for(primitive, values, doc, base, node_path)
+    ambiguous = none_for_a_default(op, without_other_kinds_nones(op, values))
+    if ambiguous is not None:
+        key, default = ambiguous
+        raise error(f"`{key}` is None here (from an expression), which keeps its default, {default!r}; and {key} "
+                    "also takes 'none'", doc.loc(base + (key,)), node_path,
+                    hint=f"write 'none' where none is meant, or {default!r} for the default")
     try:
         return op, op.Params.model_validate(without_nones_for_defaults(op, without_other_kinds_nones(op, values)))
     except ValidationError as exc:

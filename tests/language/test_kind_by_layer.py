@@ -94,3 +94,21 @@ graph:
     swin = archspec.check_text(spec.replace("swin: false", "swin: true")).graph.node("attn").params
     assert plain.norm == "pre" and "res_post_init" not in plain.model_fields_set
     assert swin.norm == "res_post" and swin.res_post_init == "ones"
+
+
+def test_none_for_an_option_that_also_takes_none_is_refused():
+    """The EXAONE 4 trial: `norm: "${'res_post' if post else None}"` built the default pre-norm
+    where no norm was meant (16,768 parameters against 16,640), without a word; None there is
+    refused, 'none' and the default written out are taken."""
+    spec = """
+name: t
+params: {post: false}
+inputs: {x: [B, 8, 32]}
+graph:
+  - attention: {kind: causal, heads: 2, norm: "${'res_post' if post else NORM}"}
+"""
+    with pytest.raises(SpecError, match="`norm` is None here .from an expression., which keeps its default, 'pre'"):
+        archspec.check_text(spec.replace("NORM", "None"))
+    with_none, pre = (archspec.check_text(spec.replace("NORM", word)).params for word in ("'none'", "'pre'"))
+    assert pre - with_none == 2 * 32  # the LayerNorm's weight and bias
+    assert archspec.check_text(spec.replace("NORM", "None"), {"post": True}).params > 0  # res_post given: no None
