@@ -228,7 +228,8 @@ def moe_args(p) -> dict:
     """The router's, shared experts', layout's and gate's arguments of MixtureOfExperts, those
     that differ from their defaults."""
     router = {"score": p.router_score, "bias": p.router_bias, "correction": p.router_correction,
-              "groups": p.router_groups, "top_groups": p.router_top_groups, "normalize": p.router_normalize,
+              "groups": p.router_groups, "top_groups": p.router_top_groups, "group_score": p.router_group_score,
+              "normalize": p.router_normalize,
               "scale": p.router_scale}
     router = {k: v for k, v in router.items() if v != ROUTER_OPTIONS["router_" + k]}
     if p.router_score == "sparsemixer":

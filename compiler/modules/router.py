@@ -36,11 +36,12 @@ class Router(Linear):
     Initialised as nn.Linear; its owner (mlp.MixtureOfExperts) gives it timm's truncated normal."""
 
     def __init__(self, dim, experts, top_k, score="softmax", bias=False, correction=False, groups=None,
-                 top_groups=None, normalize=True, scale=1.0, jitter=0.01):
+                 top_groups=None, normalize=True, scale=1.0, jitter=0.01, group_score="top2_sum"):
         super().__init__(dim, experts, bias=bias)
         self.experts, self.top_k, self.score = experts, top_k, score
         self.jitter = jitter  # sparsemixer: the relative reach of a chosen logit's softmax (PhiMoE's router_jitter_noise)
         self.groups, self.top_groups = groups, top_groups
+        self.group_score = group_score  # a group's score: its top 2 summed (DeepSeek-V3) or its largest (V2)
         self.normalize, self.scale = normalize, scale
         if correction:  # persistent: a checkpoint's values load; not a parameter: not trained
             self.register_buffer("correction", torch.zeros(experts))
@@ -90,9 +91,12 @@ class Router(Linear):
 
     def in_kept_groups(self, choice):
         """The scores for choosing, -inf outside the top_groups groups of each token (a group's
-        score: the sum of its top 2 scores)."""
+        score: the sum of its top 2 scores, or its largest)."""
         grouped = choice.reshape(-1, self.groups, self.experts // self.groups)  # [T, E] -> [T, G, E/G]
-        group_scores = grouped.topk(2, dim=-1)[0].sum(-1)  # -> [T, G]
+        if self.group_score == "max":  # DeepSeek-V2's group_limited_greedy
+            group_scores = grouped.amax(dim=-1)  # -> [T, G]
+        else:
+            group_scores = grouped.topk(2, dim=-1)[0].sum(-1)  # -> [T, G]
         kept = group_scores.topk(self.top_groups, dim=-1)[1]  # -> [T, top_groups]
         mask = torch.zeros_like(group_scores).scatter(-1, kept, 1.0)  # -> [T, G], 1 where kept
         mask = mask[..., None].expand_as(grouped).reshape(choice.shape)  # -> [T, E]

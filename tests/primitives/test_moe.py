@@ -444,3 +444,35 @@ def test_options_that_do_not_go_together_are_located_errors(options, message):
     diagnostic = info.value.diagnostics[0]
     assert message in diagnostic.message, diagnostic.message
     assert diagnostic.loc is not None
+
+
+def test_group_limited_greedy_scores_each_group_by_its_largest_as_deepseek_v2():
+    """The DeepSeek-V2 trial: V2's topk_method group_limited_greedy scores a group by its largest
+    score, the options scored it by its top 2 summed (V3's rule): 9.3 off in logits at full size,
+    without a word. `router_group_score: max` is V2's router: the same experts and weights as
+    Hugging Face's DeepseekV2TopkRouter on 512 tokens, where the V3 rule picks others."""
+    from transformers import DeepseekV2Config
+    from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkRouter
+
+    from archspec.compiler.modules.router import Router
+
+    config = DeepseekV2Config(hidden_size=DIM, n_routed_experts=16, num_experts_per_tok=3, n_group=4, topk_group=2,
+                              topk_method="group_limited_greedy", routed_scaling_factor=16.0)
+    torch.manual_seed(0)
+    ref = DeepseekV2TopkRouter(config)
+    torch.nn.init.normal_(ref.weight, std=0.5)
+    x = torch.randn(512, DIM, generator=torch.Generator().manual_seed(1))
+    _, top, chosen = ref(x)
+    want = torch.zeros(512, 16).scatter(-1, chosen, top)
+    got = {}
+    for rule in ("max", "top2_sum"):
+        ours = Router(DIM, 16, 3, score="softmax", groups=4, top_groups=2, normalize=False, scale=16.0,
+                      group_score=rule)
+        with torch.no_grad():
+            ours.weight.copy_(ref.weight)
+            got[rule] = ours.weights(ours(x))
+    assert torch.allclose(got["max"], want, atol=1e-5)
+    assert not torch.equal(got["top2_sum"] != 0, want != 0)  # the V3 rule keeps other groups on some tokens
+    with pytest.raises(archspec.SpecError, match="router_group_score goes with router_groups"):
+        archspec.check_text(f"name: m\ninputs:\n  x: [B, 4, {DIM}]\ngraph:\n  - mlp: {{hidden: 8, experts: 8, top_k: 2, "
+                            "router_group_score: max}\n")

@@ -69,6 +69,9 @@ class MlpParams(SublayerParams):
     router_groups: PositiveInt | None = Field(None, description="with `experts`: group-limited top-k (DeepSeek-V3's "
                                                                 "n_group): the experts in this many equal groups, "
                                                                 "each scored by the sum of its top 2 scores")
+    router_group_score: Literal["top2_sum", "max"] = Field(
+        "top2_sum", description="with `router_groups`: a group's score, the sum of its top 2 scores (DeepSeek-V3's "
+                                "noaux_tc) or its largest (DeepSeek-V2's group_limited_greedy)")
     router_top_groups: PositiveInt | None = Field(None, description="with `router_groups`: the groups kept per token "
                                                                     "(DeepSeek-V3's topk_group); top_k is chosen "
                                                                     "among their experts")
@@ -135,7 +138,8 @@ def check_experts(p: MlpParams) -> None:
 
 SPARSEMIXER_OPTIONS = {"router_jitter": 0.01, "router_input_jitter": 0.0}  # router_score: sparsemixer's alone
 ROUTER_OPTIONS = {"router_score": "softmax", "router_bias": False, "router_correction": False,
-                  "router_groups": None, "router_top_groups": None, "router_normalize": True, "router_scale": 1.0,
+                  "router_groups": None, "router_top_groups": None, "router_group_score": "top2_sum",
+                  "router_normalize": True, "router_scale": 1.0,
                   "router_scales": "output", "shared_experts": None, "shared_gate": False, "experts_layout": "out_in"}
 GATE_OPTIONS = {"gate_layout": "halves", "gate_limit": None, "value_offset": 0.0}
 
@@ -144,9 +148,10 @@ def check_groups(p: MlpParams) -> None:
     """Group-limited top-k: equal groups of at least 2 experts (a group's score is the sum of its
     top 2), the kept groups holding at least top_k experts."""
     if p.router_groups is None:
-        if p.router_top_groups is not None:
-            raise RuleError("router_top_groups goes with router_groups", field="router_top_groups",
-                            hint="add router_groups: N (the experts in N groups), or drop router_top_groups")
+        for name in ("router_top_groups", "router_group_score"):
+            if name in p.model_fields_set:
+                raise RuleError(f"{name} goes with router_groups", field=name,
+                                hint=f"add router_groups: N (the experts in N groups), or drop {name}")
         return
     if p.router_top_groups is None:
         raise RuleError(f"group-limited routing over {p.router_groups} groups needs router_top_groups, the groups "
@@ -156,7 +161,7 @@ def check_groups(p: MlpParams) -> None:
     if rest:
         raise RuleError(f"{p.experts} experts do not split into {p.router_groups} equal groups", field="router_groups",
                         hint=f"router_groups divides experts ({p.experts})")
-    if size < 2:
+    if size < 2 and p.router_group_score == "top2_sum":
         raise RuleError(f"groups of {size} expert: a group's score is the sum of its top 2 scores, so each group "
                         "needs at least 2 experts", field="router_groups",
                         hint=f"at most {p.experts // 2} groups for {p.experts} experts")
