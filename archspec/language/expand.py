@@ -244,7 +244,7 @@ class Expander:
         except SpecError as exc:
             raise at_node(exc, site.node_path) from None
         if meta.id is not None and active:
-            checks.check_id_unique(name, site.scope, self.doc, site.path)
+            checks.check_id_unique(name, site.scope, self.doc, site.path, meta.if_ is not None, site.env.described())
         try:
             inputs = self.node_inputs(meta, site, chain)
             start = len(self.pending)

@@ -111,12 +111,19 @@ def _unknown_op(op: str, known: list[str], where) -> SpecError:
     return error(f"unknown op '{op}'", where, hint=hint)
 
 
-def check_id_unique(name: str, scope: Scope, doc: Document, path: tuple) -> None:
+def check_id_unique(name: str, scope: Scope, doc: Document, path: tuple, conditional: bool = False,
+                    values: str = "") -> None:
     """A kept node's id is not taken in its graph (alternatives, `if`, may share an id when at
-    most one of them is kept)."""
+    most one of them is kept). `conditional`: this node has an `if` (an alternative whose
+    condition held beside another's); `values`: the repeat indices and block arguments then."""
     if name in scope.names and name not in scope.skipped:
         first = scope.where.get(name)
         at = f" (first at line {first.line})" if first else ""
+        if conditional:  # the ModernBERT trial was told to make the ids unique, which alternatives are not
+            when = f" (with {values})" if values else ""
+            raise error(f"id '{name}' is kept twice in this graph{at}: alternatives share an id when one of them "
+                        f"is kept, and here both are kept{when}", doc.loc(path + ("if",)),
+                        hint="make the conditions exclude each other, e.g. `if: ${i == 0}` and `if: ${i != 0}`")
         raise error(f"id '{name}' is used twice in this graph{at}", doc.loc(path + ("id",)),
                     hint="ids name nodes within one graph or block; make them unique")
 

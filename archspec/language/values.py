@@ -112,6 +112,13 @@ class Env:
     def child(self, frame: dict) -> "Env":
         return Env(self.params, (frame,) + self.frames)
 
+    def described(self) -> str:
+        """The repeat indices and block arguments in force that are plain numbers, words or
+        booleans, outermost first, as `i=3, kind='sliding'` (for an error's text)."""
+        shown = {k: v for frame in reversed(self.frames) for k, v in frame.items()
+                 if isinstance(v, (int, float, str, bool))}
+        return ", ".join(f"{k}={v!r}" for k, v in list(shown.items())[:6])
+
     def lookup(self, name: str) -> Any:
         for frame in self.frames:
             if name in frame:

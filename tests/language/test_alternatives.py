@@ -189,3 +189,24 @@ graph:
     assert [o.node for o in pre.outputs] == ["attn"] and pre.inputs_of("attn") == ("n",)
     post = archspec.check_text(text, {"pre": False}).graph
     assert [o.node for o in post.outputs] == ["n"] and post.inputs_of("n") == ("attn",)
+
+
+def test_two_alternatives_kept_together_are_told_so_with_the_index():
+    """The ModernBERT trial: alternatives whose conditions both held (`layer >= 0`, `layer == 1`)
+    were told "id 'attn' is used twice ... make them unique", which alternatives never are."""
+    text = """name: alt2
+inputs: {x: [B, 4, 8]}
+graph:
+  - id: layers
+    repeat: 2
+    as: layer
+    graph:
+      - {id: attn, if: "${layer >= 0}", attention: {kind: global, heads: 2}}
+      - {id: attn, if: "${layer == 1}", attention: {kind: global, heads: 2}}
+"""
+    with pytest.raises(SpecError) as info:
+        archspec.check_text(text)
+    problem = info.value.diagnostics[0]
+    assert problem.message == ("id 'attn' is kept twice in this graph (first at line 8): alternatives share an id "
+                               "when one of them is kept, and here both are kept (with layer=1)")
+    assert problem.loc.line == 9 and "exclude each other" in problem.hint
