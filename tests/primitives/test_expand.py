@@ -677,7 +677,7 @@ graph:
   - {id: a, norm: {}}
   - {id: a, if: "${1 > 0}", norm: {}}
 """
-    with pytest.raises(archspec.SpecError, match="id 'a' is used twice"):
+    with pytest.raises(archspec.SpecError, match="id 'a' is kept twice in this graph .first at line 6.: alternatives share an id when one"):
         archspec.check_text(text)
 
 
