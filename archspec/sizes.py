@@ -116,6 +116,21 @@ def find_knob(doc: Document, graph: Graph | None = None) -> SizeKnob | None:
     return None
 
 
+def no_knob(doc: Document, spec: str, option: str) -> str:
+    """Why `option` (--size, --sizes) finds no square image input in the spec, in words: an image
+    input whose sides are written apart ([B, 3, img_h, img_w] with both ${img}: the MLCD and
+    EfficientFormerV2 trials were told it had no square input) is named with the fix."""
+    data = doc.data if isinstance(doc.data, dict) else {}
+    inputs = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
+    for name, decl in inputs.items():
+        shape = _shape_of(decl)
+        if shape and len(shape) == 4 and shape[2] != shape[3]:
+            return (f"{option}: the image input '{name}' of {spec} is [{', '.join(map(str, shape))}]: its height and "
+                    f"width are written apart, and {option} varies one size for both sides: write them as one "
+                    f"param (e.g. [{shape[0]}, {shape[1]}, img, img])")
+    return f"{option}: {spec} has no square image input [B, C, N, N] whose size is a number or a param"
+
+
 def _size_in(graph: Graph, name: str):
     if name not in graph:
         return None

@@ -224,3 +224,17 @@ def test_the_readme_set_example_passes():
     example = re.search(r"`(--set [^`]+)` overrides params", readme)[1]
     sets = dict(part.split("=", 1) for part in re.findall(r"--set (\S+)", example))
     assert passes(ROOT / "specs" / "swin_t.yaml", sets)
+
+
+def test_an_image_whose_sides_are_written_apart_is_named_with_the_fix():
+    """The MLCD and EfficientFormerV2 trials: [B, 3, img_h, img_w] with both ${img} (square in value)
+    was told "has no square image input"."""
+    from archspec.sizes import no_knob
+
+    doc = compose(load_text("name: hw\nparams: {img: 32, img_h: '${img}', img_w: '${img}'}\n"
+                            "inputs: {image: [B, 3, img_h, img_w]}\ngraph:\n  - {patchify: {patch: 8, dim: 16}}\n",
+                            "hw.yaml"))
+    assert find_knob(doc) is None
+    assert no_knob(doc, "hw.yaml", "--sizes") == (
+        "--sizes: the image input 'image' of hw.yaml is [B, 3, img_h, img_w]: its height and width are written "
+        "apart, and --sizes varies one size for both sides: write them as one param (e.g. [B, 3, img, img])")

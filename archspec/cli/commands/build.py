@@ -405,14 +405,13 @@ class Build:
     def _passing_sizes(self):
         from ...compiler.backends.export import SizeRange
         from ...pipeline import attempt_file
-        from ...sizes import SizeSolver, find_knob
+        from ...sizes import SizeSolver, find_knob, no_knob
 
         lo, hi = self.size_bounds
         attempt = attempt_file(self.options.spec, self.options.overrides)
         knob = find_knob(attempt.document, attempt.graph)
         if knob is None:
-            raise UsageError(f"--size: {self.options.spec} has no square image input [B, C, N, N] whose size is a "
-                             "number or a param")
+            raise UsageError(no_knob(attempt.document, self.options.spec, "--size"))
         found = SizeSolver(attempt.document, knob).export_range(lo, hi)
         if found is None:
             raise UsageError(f"--size {lo}:{hi}: fewer than two square sizes there pass the whole spec "

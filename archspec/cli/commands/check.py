@@ -68,7 +68,7 @@ def run(args) -> int:
 def list_sizes(args) -> int:
     """`--sizes`: the square input sizes in the range at which the whole spec passes."""
     from ...pipeline import attempt_file
-    from ...sizes import SizeSolver, describe_sizes, find_knob
+    from ...sizes import SizeSolver, describe_sizes, find_knob, no_knob
 
     lo, hi = size_range(args.sizes, "--sizes")
     path = spec_path(args)
@@ -77,7 +77,7 @@ def list_sizes(args) -> int:
         raise attempt.error
     knob = find_knob(attempt.document, attempt.graph)
     if knob is None:
-        raise UsageError(f"--sizes: {path} has no square image input [B, C, N, N] whose size is a number or a param")
+        raise UsageError(no_knob(attempt.document, path, "--sizes"))
     solver = SizeSolver(attempt.document, knob)
     why_slow = "" if solver.size_blind else (" (the size reaches params the graph is made from, so each size runs "
                                              "the whole pipeline)")
