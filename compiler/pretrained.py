@@ -90,8 +90,9 @@ def config(record: SpecRecord, dtype: str) -> dict:
 
 
 def copy_spec(file: str, folder: str) -> list[str]:
-    """The spec file and the files it extends from its folder tree into `folder`, at the same
-    relative paths; a base outside that tree must be a shipped spec (found by name anywhere)."""
+    """The spec file, the files it extends from its folder tree and the mapping files they name
+    there into `folder`, at the same relative paths; a base outside that tree must be a shipped
+    spec (found by name anywhere)."""
     from archspec.language.compose import compose
     from archspec.language.loader import load_file
 
@@ -110,6 +111,33 @@ def copy_spec(file: str, folder: str) -> list[str]:
         os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
         if os.path.abspath(target) != source:
             shutil.copyfile(source, target)
+        written.append(target)
+        written += copy_mappings(source, home, folder)
+    return written
+
+
+def copy_mappings(source: str, home: str, folder: str) -> list[str]:
+    """The mapping files a spec file names (`mappings:`) from its folder tree, into `folder` at
+    the same relative paths, so that the folder's spec finds them as the original did (the DPT
+    and GLM-4 trials: the build folder's spec warned of its missing mapping). Shipped mappings
+    (not in the tree) are found by name anywhere, and are not copied."""
+    from archspec.language.loader import load_file
+
+    data = load_file(source).data
+    names = data.get("mappings") if isinstance(data, dict) else None
+    written = []
+    for name in names if isinstance(names, list) else []:
+        if not isinstance(name, str):
+            continue
+        path = os.path.abspath(os.path.join(os.path.dirname(source), name))
+        path = path if os.path.isfile(path) or path.endswith(".yaml") else path + ".yaml"
+        relative = os.path.relpath(path, home)
+        if not os.path.isfile(path) or relative.startswith(os.pardir):
+            continue
+        target = os.path.join(folder, relative)
+        os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
+        if os.path.abspath(target) != path:
+            shutil.copyfile(path, target)
         written.append(target)
     return written
 

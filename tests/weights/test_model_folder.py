@@ -123,3 +123,18 @@ def test_a_bf16_model_comes_back_in_bf16(tmp_path):
     loaded = archspec.from_pretrained(tmp_path).eval()
     assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
+
+
+def test_the_folder_holds_the_mapping_files_the_spec_names_from_its_folder(tmp_path):
+    """The DPT and GLM-4 trials: a build folder's copy of the spec warned "no such mapping file"
+    (its mapping stayed behind); the folder's spec loads the reference checkpoint as the original."""
+    home = tmp_path / "home"
+    (home / "maps").mkdir(parents=True)
+    shutil.copy(ROOT / "specs" / "mappings" / "hf_gpt2.yaml", home / "maps" / "mine.yaml")
+    spec = home / "lm.yaml"
+    spec.write_text(TINY_LM.read_text() + "\nmappings: [maps/mine.yaml, timm_vit]\n")
+    model = archspec.build(spec, SMALL, seed=1)
+    model.save_pretrained(tmp_path / "folder")
+    assert (tmp_path / "folder" / "maps" / "mine.yaml").read_text() == (home / "maps" / "mine.yaml").read_text()
+    assert not (tmp_path / "folder" / "timm_vit.yaml").exists()  # a shipped mapping is found by name anywhere
+    assert archspec.check(tmp_path / "folder" / "lm.yaml", SMALL).warnings == []

@@ -16,7 +16,7 @@ Writes into OUTDIR (default build/<name>/):
   model.py      standalone readable source of the module (needs torch and safetensors), headed by the same
   model.safetensors  its state dict (safetensors; tied names once, compiler/safetensors_file.py)
   config.json, SPEC.yaml, README.md  with model.safetensors a model folder: the spec (and the files
-                it extends from its folder), its params as resolved, a model card (params, FLOPs,
+                it extends and the mappings it names, from its folder), its params as resolved, a model card (params, FLOPs,
                 reference, deviation, targets); archspec.from_pretrained(OUTDIR) builds it again
                 (compiler/pretrained.py)
   model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
