@@ -39,6 +39,10 @@ class ReduceParams(Params):
     axes: list[int] = Field([-1], min_length=1, max_length=8,
                             description="the axes reduced, counted from the batch (0) or from the end (-1)")
     keepdim: bool = Field(False, description="keep the reduced axes with size 1 (so the result broadcasts back)")
+    layout: Literal["tensor", "image", "tokens"] | None = Field(
+        None, alias="as", description="the output's layout, as rearrange's `as` (tokens: a rank-3 result [B, N, C], "
+                                      "Nystromformer's segment-mean landmarks); default: the input's where it still "
+                                      "fits, else tensor")
 
 
 def sample_axis(axis: int, x: TensorType, what: str, field: str) -> int:
@@ -57,6 +61,16 @@ def sample_axis(axis: int, x: TensorType, what: str, field: str) -> int:
     return axis % rank
 
 
+def as_layout(layout: str, out: TensorType) -> TensorType:
+    """The reduced tensor read in `layout` (reduce's `as`): a rank-3 one as tokens (no grid), a
+    rank-4 one as an image, any as a tensor."""
+    wanted = {"image": 4, "tokens": 3}.get(layout)
+    if wanted and len(out.shape) != wanted:
+        raise RuleError(f"`as: {layout}` needs a rank-{wanted} result; this reduce gives {out.describe()}", field="as",
+                        hint="use `as: tensor`, or reduce other axes")
+    return TensorType(layout, out.shape, out.dtype)  # [B, ...] read as that layout
+
+
 class ReduceOp(Op):
     """fn over the given axes of each sample; the layout is kept where it still fits, else `tensor`."""
 
@@ -69,6 +83,10 @@ class ReduceOp(Op):
             raise RuleError(f"a {p.fn} reads floating-point values, got {x.layout_name()} of {x.dtype}", field="fn",
                             hint="sum, max or min keep integers")
         axes = normalised_axes(p.axes, x)
+        out = self.reduced(p, x, axes)
+        return out if p.layout is None else as_layout(p.layout, out)
+
+    def reduced(self, p, x: TensorType, axes) -> TensorType:
         if p.keepdim:
             return kept(x, axes)
         remaining = tuple(axis for axis in range(len(x.shape)) if axis not in axes)
