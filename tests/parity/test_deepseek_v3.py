@@ -151,3 +151,24 @@ def test_a_save_pretrained_folder_loads_its_experts_one_by_one(pair, tmp_path):
     loaded = archspec.build(SPEC, weights=str(tmp_path / "hf" / "model.safetensors")).eval()
     for key, value in ours.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
+
+
+def test_a_single_query_projection_has_no_bias_as_deepseeks(tmp_path):
+    """The DeepSeek-V2 trial: with q_lora_rank None and attention_bias, Hugging Face's q_proj has
+    no bias (q_a_proj and kv_a_proj_with_mqa have one); archspec's latent put one on it, and the
+    checkpoint failed to load for 'q.bias'. Now the counts and the logits are the reference's."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    config = DeepseekV3Config(**{**CONFIG, "q_lora_rank": None, "num_hidden_layers": 2}, attention_bias=True,
+                              bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    torch.manual_seed(0)
+    ref = perturb_everything(DeepseekV3ForCausalLM._from_config(config, attn_implementation="eager").eval())
+    text = open(SPEC).read().replace('q_rank: "${q_rank}",', 'q_rank: "${q_rank}", qkv_bias: true, proj_bias: true,')
+    spec = tmp_path / "deepseek_v3.yaml"
+    spec.write_text(text)
+    torch.save(ref.state_dict(), tmp_path / "ref.pt")
+    ours = archspec.build(str(spec), {"q_rank": None, "layers": 2}, weights=str(tmp_path / "ref.pt")).eval()
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in ref.parameters())
+    tokens = ids(2, 9, VOCAB)
+    with torch.no_grad():
+        assert (ours(tokens) - ref(tokens).logits).abs().max() < 1e-4

@@ -47,7 +47,7 @@ class LatentAttention(AttentionForm, Sublayer):
         self.q_rank, qk = q_rank, nope_dim + rope_dim
         self.scale = qk ** -0.5 if scale is None else scale
         if q_rank is None:
-            self.q = Linear(dim, heads * qk, bias=qkv_bias)
+            self.q = Linear(dim, heads * qk, bias=False)  # DeepSeek's single q_proj has no bias (attention_bias or not)
         else:
             self.q_a = Linear(dim, q_rank, bias=qkv_bias)
             self.q_norm = RMSNorm(q_rank, latent_eps)

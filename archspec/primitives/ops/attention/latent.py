@@ -32,8 +32,8 @@ _SEQ = SequenceParams.model_fields
 
 class LatentParams(AttentionParams):
     kind: Literal["latent"]
-    qkv_bias: bool = Field(False, description="biases on q_a (or the single query projection) and kv_a "
-                                              "(DeepSeek's attention_bias); q_b and kv_b have none")
+    qkv_bias: bool = Field(False, description="biases on q_a and kv_a (DeepSeek's attention_bias); q_b, kv_b and "
+                                              "a single query projection (no q_rank) have none, as DeepSeek's")
     proj_bias: bool = Field(False, description="a bias on the output projection (DeepSeek's attention_bias)")
     q_rank: PositiveInt | None = Field(None, description="width of the queries' low-rank bottleneck (q_lora_rank): "
                                                          "q_a, an RMSNorm, q_b; none: one query projection")
@@ -102,7 +102,7 @@ class LatentAttentionOp(AttentionOp):
         width, n = x.channels, dim_value(x.length)
         heads, qk = p.heads, query_width(p)
         if p.q_rank is None:
-            linears = [(width, heads * qk, p.qkv_bias)]  # q
+            linears = [(width, heads * qk, False)]  # q: no bias, as DeepSeek's q_proj
         else:
             linears = [(width, p.q_rank, p.qkv_bias), (p.q_rank, heads * qk, False)]  # q_a, q_b
         linears += [(width, p.kv_rank + p.rope_dim, p.qkv_bias),  # kv_a: the latent and the rotary key
