@@ -75,7 +75,7 @@ def kind_mismatch(default: Any, given: Any) -> str | None:
                     f"reads yes, no, on and off as words): write {'true' if given.lower() in TRUE_WORDS else 'false'}")
         return None
     if isinstance(default, (int, float)):
-        nothing = " (for no value write null or ~: 'None' is text in YAML)" if given.lower() == "none" else ""
+        nothing = " (for no value write null or ~)" if given.lower() == "none" else ""
         return f"the spec's value is a number ({default}); {given!r} is text{nothing}"
     return None
 
