@@ -253,11 +253,13 @@ WINDOW = spec(f"{{kind: window, heads: {HEADS}, window: 4, scores: [{PART}]}}", 
     (spec(attention("{rotary_grid: {dims: 20}}")), "at most the head width 16", "up to 16"),
     (spec(attention("rotary_grid").replace(f"heads: {HEADS}", "heads: 8, head_dim: 6")),
      "the head width 6 (all of it rotates by default)", "up to 4"),
+    (spec(attention("rotary_grid").replace(f"heads: {HEADS}", "heads: 8, head_dim: 2")),
+     "the head width 2 (all of it rotates by default)", "fewer heads"),  # the DINOv3 trial: "up to 0"
     (spec(attention("{rotary_grid: {indexing: yx}}")), "score part 'rotary_grid': indexing", None),
     (spec(attention("{rotary_grid: {temperature: 100}}")), "score part 'rotary_grid' has no option 'temperature'",
      "its options: dims, frequencies, indexing, interleaved, positions, prefix_angles, ref_grid, theta"),
 ], ids=["no-grid", "cross", "window", "with-rope-theta", "dims-not-4", "dims-too-wide", "head-not-4",
-        "bad-indexing", "unknown-option"])
+        "head-below-4", "bad-indexing", "unknown-option"])
 def test_bad_uses_are_located_errors(text, message, hint):
     with pytest.raises(SpecError) as e:
         archspec.check_text(text)

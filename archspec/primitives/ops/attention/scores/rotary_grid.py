@@ -120,7 +120,8 @@ class RotaryGridPart(ScorePart):
             raise RuleError(f"rotary_grid needs {what} to be a multiple of 4 and at most the head width "
                             f"{site.head_dim}: a pair of dims per frequency, half of them for the rows and half "
                             "for the columns", field="scores",
-                            hint=Remedy(f"set `dims` to a multiple of 4 up to {site.head_dim - site.head_dim % 4}"))
+                            hint=Remedy(f"set `dims` to a multiple of 4 up to {site.head_dim - site.head_dim % 4}")
+                            if site.head_dim >= 4 else "fewer heads: each head's width must be at least 4")
 
     def cost(self, p, site: ScoreSite) -> Cost:
         """No parameters; no FLOPs (elementwise); the sin and cos tables [H*W, dims], float32."""
