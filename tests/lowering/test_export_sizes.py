@@ -309,3 +309,35 @@ def test_a_grid_of_one_at_the_low_end_is_said_with_the_range_that_exports():
     assert "at 32x32 the grid of 'd3' is 1x1" in str(info.value)
     assert "start the range at 64 (--size 64:128)" in str(info.value)
     export_program(gm, graph, size_range=SizeRange(64, 128))
+
+
+SIZED_FROM_THE_PARAM = """
+name: sized_from_the_param
+params: {img: 32}
+inputs: {x: [B, 3, img, img]}
+graph:
+  - {id: c, conv: {out: 4, kernel: 4, stride: 4}}
+  - PART
+"""
+
+
+@pytest.mark.parametrize("part, said", [
+    ("{id: up, resize: {size: \"${img}\"}}", "[[1, 4, 32, 32]] where it gives [[1, 4, 64, 64]]"),
+    ("{id: p, from: x, pool: {fn: mean, kernel: \"${img // 4}\"}}", "[[1, 3, 8, 8]] where it gives [[1, 3, 4, 4]]"),
+])
+def test_a_part_sized_by_the_size_param_is_refused_for_a_size_range(tmp_path, part, said):
+    """The UperNet trial: a pool kernel ${img // 4} and a resize size ${img} exported for --size
+    32:64 kept the traced size's (0.2 to 0.3 off, or 32x32 for a 64x64 image) without a word; the
+    program is now run at another side against the spec built there."""
+    spec = tmp_path / "sized.yaml"
+    spec.write_text(SIZED_FROM_THE_PARAM.replace("PART", part))
+    done = subprocess.run([sys.executable, "-m", "archspec", "build", str(spec), "--target", "export", "--size",
+                           "32:64", "-o", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert "at 64x64 the exported program gives other values than the spec built at that size" in done.stderr
+    assert said in done.stderr and "Traceback" not in done.stderr
+    like = SIZED_FROM_THE_PARAM.replace("PART", "{id: up, from: [c, x], resize: {like: true}}")
+    spec.write_text(like)
+    done = subprocess.run([sys.executable, "-m", "archspec", "build", str(spec), "--target", "export", "--size",
+                           "32:64", "-o", str(tmp_path / "like")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr  # resize like: true follows the image

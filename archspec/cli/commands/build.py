@@ -253,7 +253,7 @@ class Build:
         self.progress.writes_shown = self.output.shown
         self.progress.run(f"write report.json, model.py, model.safetensors to {self.output.shown}", self.write_sources)
         context = BuildContext(self.model, self.graph, self.outdir, o.precision, self.batch, o.size,
-                               self.image_sizes, self.progress, self.written, plain_onnx=o.plain_onnx,
+                               self.image_sizes, self.model_at_size, self.progress, self.written, plain_onnx=o.plain_onnx,
                                calibration=o.calibration, device=o.device)
         for target in self.chain:
             context.made[target.name] = target.build(context)
@@ -401,6 +401,21 @@ class Build:
         if getattr(self, "_image_sizes", None) is None:
             self._image_sizes = self._passing_sizes()
         return self._image_sizes
+
+    def model_at_size(self, side: int):
+        """The spec built at image side `side` (its size param set so), the build's weights loaded, in
+        eval mode; None where they do not fit it (a weight's shape follows the size)."""
+        from ...pipeline import attempt_file, check_document, lower_report
+        from ...sizes import find_knob, with_size
+
+        attempt = attempt_file(self.options.spec, self.options.overrides)
+        knob = find_knob(attempt.document, attempt.graph)
+        model = lower_report(check_document(with_size(attempt.document, knob, side)), seed=0)
+        try:
+            model.load_state_dict(self.model.state_dict())
+        except RuntimeError:
+            return None
+        return model.eval()
 
     def _passing_sizes(self):
         from ...compiler.backends.export import SizeRange

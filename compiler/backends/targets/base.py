@@ -67,6 +67,7 @@ class BuildContext:
     batch: object  # BatchRange
     size: str | None  # --size MIN:MAX as given
     image_sizes: Callable[[], object]  # --size as the export's SizeRange (None without --size)
+    model_at_size: Callable[[int], object]  # the spec built at another image side, the weights loaded (or None)
     progress: object
     written: list[str]
     made: dict[str, object] = field(default_factory=dict)  # target name -> what its build returned
