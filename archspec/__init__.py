@@ -250,8 +250,9 @@ def create_model(name_or_path: str | os.PathLike, weights=None, num_classes: int
 def from_pretrained(folder: str | os.PathLike, seed: int = 0):
     """The model a model folder holds (what `model.save_pretrained(DIR)` or `archspec build SPEC
     -o DIR` wrote): the spec beside config.json built with the params recorded there, and
-    model.safetensors loaded strictly; a folder whose weights do not fit the spec is a SpecError
-    naming the tensor and the spec's node (archspec/pretrained.py)."""
+    model.safetensors loaded strictly, in eval mode as Hugging Face's from_pretrained gives it
+    (`.train()` to train); a folder whose weights do not fit the spec is a SpecError naming the
+    tensor and the spec's node (archspec/pretrained.py)."""
     from .pretrained import from_pretrained as load_folder
 
     if isinstance(folder, os.PathLike):

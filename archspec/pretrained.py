@@ -34,7 +34,7 @@ def from_pretrained(folder: str, seed: int = 0):
     if dtype in ("bfloat16", "float16"):
         model.to(getattr(torch, dtype))
     load_folder_weights(model, report.graph, weights)
-    return model
+    return model.eval()  # as Hugging Face's from_pretrained: dropout and drop_path off until .train()
 
 
 def load_folder_weights(model: torch.nn.Module, graph: Graph, path: str) -> None:

@@ -138,3 +138,11 @@ def test_the_folder_holds_the_mapping_files_the_spec_names_from_its_folder(tmp_p
     assert (tmp_path / "folder" / "maps" / "mine.yaml").read_text() == (home / "maps" / "mine.yaml").read_text()
     assert not (tmp_path / "folder" / "timm_vit.yaml").exists()  # a shipped mapping is found by name anywhere
     assert archspec.check(tmp_path / "folder" / "lm.yaml", SMALL).warnings == []
+
+
+def test_a_loaded_folder_is_in_eval_mode_as_hugging_faces(tmp_path):
+    """The SegFormer trial: from_pretrained gave a model in training mode (dropout and drop_path
+    on), two calls on one input 2.1 apart, where Hugging Face's from_pretrained gives eval mode."""
+    small_lm(seed=3).train().save_pretrained(tmp_path / "folder")
+    loaded = archspec.from_pretrained(tmp_path / "folder")
+    assert not loaded.training and not any(m.training for m in loaded.modules())
