@@ -210,8 +210,9 @@ def _empty(g: _ValueErrors) -> Diagnostic | None:
     if sized["type"] == "too_short" and (least or 0) <= 1:
         block_inputs = len(g.path) >= 3 and g.path[-3] == "blocks" and g.path[-1] == "inputs"
         return g.at(f"{g.name} must not be empty", BLOCK_INPUTS_HINT if block_inputs else None)
-    low, high = length_bounds(g) or (least, most)
-    wanted = (f"{low}" if low == high else f"at least {low}" if high is None else
+    declared = length_bounds(g)
+    low, high = declared if declared and declared != (None, None) else (least, most)  # a union member's own bounds
+    wanted = (f"{low}" if low == high and low is not None else f"at least {low}" if high is None else
               f"at most {high}" if low is None else f"{low} to {high}")
     return g.at(f"{g.name} takes {wanted} items, got {got}")
 

@@ -342,3 +342,5 @@ def test_a_list_of_the_wrong_length_says_how_many_items_it_takes():
         assert (d.message, d.loc) == (f"`sides` takes 4 items, got {got}", Loc("s.yaml", 4, 19))
     (d,) = diags("name: s\n" + OK_INPUTS + "graph: []\n")
     assert d.message == "`graph` must not be empty"
+    (d,) = diags("name: s\ninputs: {x: [B, 3, 8, 8]}\ngraph:\n  - {pool: {fn: mean, kernel: [2, 2, 2]}}\n")
+    assert d.message == "`kernel` takes at most 2 items, got 3"  # the UperNet trial read "takes None items"
