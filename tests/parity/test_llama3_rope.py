@@ -96,6 +96,13 @@ def test_mistakes_are_located_errors(options, words):
     assert_located_error(options, words)
 
 
+def test_an_original_length_alone_names_llama3_among_the_scalings():
+    """The Apertus trial: rope_original_length without a scaling was told of YaRN and LongRoPE only."""
+    with pytest.raises(SpecError) as info:
+        archspec.check_text(SPEC.replace("SCALING", "rope_original_length: 16"))
+    assert "`rope_llama3: <factor>` (Llama 3)" in str(info.value.diagnostics[0].hint)
+
+
 def assert_located_error(options: str, words: str) -> None:
     """The spec with these rotary `options` is a located error saying `words`."""
     with pytest.raises(SpecError) as info:

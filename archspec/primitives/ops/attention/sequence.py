@@ -286,6 +286,7 @@ class SequenceAttentionOp(AttentionOp):
             for name in YARN_OPTIONS:  # given a value (a none is not given: a layer without the scaling)
                 if name in p.model_fields_set and getattr(p, name) is not None and name not in longrope:
                     also = ", LongRoPE's factors" if name in LONGROPE_OPTIONS else ""
+                    also += ", `rope_llama3: <factor>` (Llama 3)" if name == "rope_original_length" else ""
                     raise RuleError(f"{name} goes with rope_yarn", field=name,
                                     hint=Remedy(f"give `rope_yarn: <factor>` (YaRN){also}, or drop it"))
         if p.rope_theta is not None and not p.rope_flat:
