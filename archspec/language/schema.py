@@ -127,8 +127,8 @@ class NodeMeta(StrictSpecModel):
     weights_of: str | None = Field(None, description="path of another node whose weights this one uses (same op "
                                                      "and parameters: one linear applied to two inputs)")
     if_: Union[bool, str, None] = Field(None, alias="if", description="keep the node only if this is true")
-    unused: Union[bool, str, None] = Field(None, description="true (or an expression ${...} giving it): kept for its parameters and never called, as a module "
-                                                  "the reference builds and its forward never calls (an unused "
-                                                  "pooler, a mask token): no warning, and an error if an output "
-                                                  "depends on it")
+    unused: Union[bool, str, None] = Field(
+        None, description="true (or an expression ${...} giving it): kept for its parameters and never called, as a "
+                          "module the reference builds and its forward never calls (an unused pooler, a mask token): "
+                          "no warning, and an error if an output depends on it")
     doc: str | None = None

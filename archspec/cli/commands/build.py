@@ -16,9 +16,9 @@ Writes into OUTDIR (default build/<name>/):
   model.py      standalone readable source of the module (needs torch and safetensors), headed by the same
   model.safetensors  its state dict (safetensors; tied names once, compiler/safetensors_file.py)
   config.json, SPEC.yaml, README.md  with model.safetensors a model folder: the spec (and the files
-                it extends and the mappings it names, from its folder), its params as resolved, a model card (params, FLOPs,
-                reference, deviation, targets); archspec.from_pretrained(OUTDIR) builds it again
-                (compiler/pretrained.py)
+                it extends and the mappings it names, from its folder), its params as resolved, a
+                model card (params, FLOPs, reference, deviation, targets); archspec.from_pretrained(OUTDIR)
+                builds it again (compiler/pretrained.py)
   model.pt2     torch.export program, dynamic batch           (--target export, onnx, tensorrt)
                 (with --size MIN:MAX: dynamic image height and width too)
   model.onnx    ONNX, dynamic batch, fused for ONNX Runtime    (--target onnx)
@@ -253,8 +253,8 @@ class Build:
         self.progress.writes_shown = self.output.shown
         self.progress.run(f"write report.json, model.py, model.safetensors to {self.output.shown}", self.write_sources)
         context = BuildContext(self.model, self.graph, self.outdir, o.precision, self.batch, o.size,
-                               self.image_sizes, self.model_at_size, self.progress, self.written, plain_onnx=o.plain_onnx,
-                               calibration=o.calibration, device=o.device)
+                               self.image_sizes, self.model_at_size, self.progress, self.written,
+                               plain_onnx=o.plain_onnx, calibration=o.calibration, device=o.device)
         for target in self.chain:
             context.made[target.name] = target.build(context)
             for line in context.notes:

@@ -85,7 +85,8 @@ class Patchify(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         (x,) = inputs
         if "norm_kind" in p.model_fields_set and not p.norm:
-            raise RuleError("norm_kind goes with norm: true", field="norm_kind", hint="add norm: true, or drop norm_kind")
+            raise RuleError("norm_kind goes with norm: true", field="norm_kind",
+                            hint="add norm: true, or drop norm_kind")
         channels, (h, w), origin = as_image(x, "patchify")
         kernel, stride, padding = geometry(p)
         check_conv_geometry(kernel, stride, padding)
