@@ -107,13 +107,19 @@ def copy_spec(file: str, folder: str) -> list[str]:
                 continue
             raise UsageError(f"save_pretrained: {file} extends {source}, outside its folder: a model folder holds "
                              "the spec's folder tree only; move the base beside the spec")
-        target = os.path.join(folder, relative)
-        os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
-        if os.path.abspath(target) != source:
-            shutil.copyfile(source, target)
-        written.append(target)
+        written.append(copy_into(source, relative, folder))
         written += copy_mappings(source, home, folder)
     return written
+
+
+def copy_into(source: str, relative: str, folder: str) -> str:
+    """`source` copied to `relative` under `folder` (its folders made; nothing where it is that
+    file already); the target's path."""
+    target = os.path.join(folder, relative)
+    os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
+    if os.path.abspath(target) != source:
+        shutil.copyfile(source, target)
+    return target
 
 
 def copy_mappings(source: str, home: str, folder: str) -> list[str]:
@@ -132,13 +138,8 @@ def copy_mappings(source: str, home: str, folder: str) -> list[str]:
         path = os.path.abspath(os.path.join(os.path.dirname(source), name))
         path = path if os.path.isfile(path) or path.endswith(".yaml") else path + ".yaml"
         relative = os.path.relpath(path, home)
-        if not os.path.isfile(path) or relative.startswith(os.pardir):
-            continue
-        target = os.path.join(folder, relative)
-        os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
-        if os.path.abspath(target) != path:
-            shutil.copyfile(path, target)
-        written.append(target)
+        if os.path.isfile(path) and not relative.startswith(os.pardir):
+            written.append(copy_into(path, relative, folder))
     return written
 
 

@@ -98,12 +98,15 @@ def without_nones_for_defaults(op: Op, values: dict) -> dict:
     kept = {}
     for key, value in values.items():
         name = declared.keys.get(key)
-        if value is None and name is not None:
-            field = declared.fields[name]
-            if not field.is_required() and not takes_none(field):
-                continue
+        if value is None and name is not None and none_keeps_default(declared.fields[name]):
+            continue
         kept[key] = value
     return kept
+
+
+def none_keeps_default(field) -> bool:
+    """Whether a none given for `field` is left out, its default holding: it has one, and takes no none."""
+    return not field.is_required() and not takes_none(field)
 
 
 def none_for_a_default(op: Op, values: dict) -> tuple[str, Any] | None:
@@ -116,8 +119,7 @@ def none_for_a_default(op: Op, values: dict) -> tuple[str, Any] | None:
         if value is not None or name is None:
             continue
         field = declared.fields[name]
-        if not field.is_required() and not takes_none(field) and "none" in literal_values(field.annotation) \
-                and field.get_default() != "none":
+        if none_keeps_default(field) and "none" in literal_values(field.annotation) and field.get_default() != "none":
             return key, field.get_default()
     return None
 
@@ -140,14 +142,15 @@ def node_params(primitive: str, values: Any, doc: Document, base: tuple, node_pa
     if not isinstance(values, dict):
         raise error(f"{primitive} takes a mapping of parameters", doc.loc(base), hint=f"e.g. `- {primitive}: {{...}}`")
     op = op_for(primitive, values, doc, base, node_path)
-    ambiguous = none_for_a_default(op, without_other_kinds_nones(op, values))
+    taken = without_other_kinds_nones(op, values)
+    ambiguous = none_for_a_default(op, taken)
     if ambiguous is not None:
         key, default = ambiguous
         raise error(f"`{key}` is None here (from an expression), which keeps its default, {default!r}; and {key} "
                     "also takes 'none'", doc.loc(base + (key,)), node_path,
                     hint=f"write 'none' where none is meant, or {default!r} for the default")
     try:
-        return op, op.Params.model_validate(without_nones_for_defaults(op, without_other_kinds_nones(op, values)))
+        return op, op.Params.model_validate(without_nones_for_defaults(op, taken))
     except ValidationError as exc:
         what = f"{primitive} (kind {op.kind})" if op.kind else primitive
         raise SpecError(diagnostics_from(exc, values, doc, base, op.Params, what, node_path,

@@ -205,8 +205,8 @@ def _empty(g: _ValueErrors) -> Diagnostic | None:
     sized = next((e for e in g.errs if e["type"] in ("too_short", "too_long")), None)
     if sized is None:
         return None
-    ctx, got = sized.get("ctx") or {}, (sized.get("ctx") or {}).get("actual_length")
-    least, most = ctx.get("min_length"), ctx.get("max_length")
+    ctx = sized.get("ctx") or {}
+    got, least, most = ctx.get("actual_length"), ctx.get("min_length"), ctx.get("max_length")
     if sized["type"] == "too_short" and (least or 0) <= 1:
         block_inputs = len(g.path) >= 3 and g.path[-3] == "blocks" and g.path[-1] == "inputs"
         return g.at(f"{g.name} must not be empty", BLOCK_INPUTS_HINT if block_inputs else None)

@@ -146,9 +146,11 @@ def _dim_name(name: str) -> str:
 
 
 def export_program(gm: torch.fx.GraphModule, graph: Graph, batch_range: tuple[int, int] | None = None,
-                   size_range: SizeRange | None = None) -> torch.export.ExportedProgram:
+                   size_range: SizeRange | None = None, built_at=None) -> torch.export.ExportedProgram:
     """The model as an ExportedProgram: dynamic batch; with `size_range`, dynamic image height and
-    width too (UsageError when the model fixes its grid)."""
+    width too (UsageError when the model fixes its grid). `built_at(side)`: the spec built at
+    another image side with gm's weights (None where they do not fit), which the program must
+    match there (`archspec build --size` gives it)."""
     gm.eval()
     if size_range is None:
         args = example_inputs(graph)
@@ -177,6 +179,9 @@ def export_program(gm: torch.fx.GraphModule, graph: Graph, batch_range: tuple[in
     finally:
         sized.restore()
     _runs_at_another_size(program, graph, size_range, size_range.example(own))
+    if built_at is not None:
+        lo, hi = size_range.exported
+        _same_as_built(program, gm, graph, size_range, hi if hi != own else lo, built_at)
     if size_range.step > 1:
         guard_steps(program, [graph.inputs()[i].name for i in images], size_range)
     return with_spec_frames(program, graph)
@@ -223,6 +228,36 @@ def _runs_at_another_size(program, graph: Graph, size_range: SizeRange, traced: 
     except Exception as exc:  # noqa: BLE001 - a guard of the program, said plainly
         raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range}): the exported program runs "
                          f"only at {traced}x{traced} ({_first_line(exc)}); {why_one_grid(graph, size_range)}") from exc
+
+
+def _same_as_built(program, gm, graph: Graph, size_range: SizeRange, side: int, built_at) -> None:
+    """The program at image side `side` (another than the spec's own) against the spec built at
+    that side, `built_at(side)`: a part that takes its size from the size param (a pool kernel
+    `${img // 4}`, a resize size `${img}`) stays the traced size's in the program, which then runs
+    at every side with other numbers or shapes than the model's (the UperNet trial: 0.2 to 0.3
+    off, [1, 4, 32, 32] for a 64x64 image). A usage error then. Compared in the model's dtype,
+    within 1e-4 of the output's scale in fp32 and 2e-2 in bf16 or fp16 (such a part is off by a
+    share of the scale)."""
+    dtype = next((p.dtype for p in gm.parameters() if p.is_floating_point()), torch.float32)
+    args = tuple(a.to(dtype) if a.is_floating_point() else a for a in example_inputs(graph, batch=1, size=side))
+    built = built_at(side)
+    outputs = lambda value: value if isinstance(value, tuple) else (value,)  # noqa: E731
+    with torch.no_grad():
+        got = program.module()(*args)
+        want = built.to(dtype)(*args) if built is not None else None
+    if want is not None and [o.shape for o in outputs(got)] == [o.shape for o in outputs(want)]:
+        gap, scale = max_abs_difference(got, want), max(float(o.float().abs().max()) for o in outputs(want))
+        if gap <= (1e-4 if dtype == torch.float32 else 2e-2) * max(1.0, scale):
+            return
+        what = f"{gap:.2g} off it"
+    else:
+        what = ("its weights do not fit the model built there" if want is None else
+                f"{[list(o.shape) for o in outputs(got)]} where it gives {[list(o.shape) for o in outputs(want)]}")
+    raise UsageError(f"{graph.name} cannot take a dynamic image size ({size_range.said()}): at {side}x{side} the "
+                     f"exported program gives other values than the spec built at that size ({what}): a part takes "
+                     "its size from a param the image size sets (a pool kernel, a resize size, a slice), and the "
+                     "program keeps the traced size's; write that part so it follows the tensor (resize `like: "
+                     "true`), or export at one size")
 
 
 def why_one_grid(graph: Graph, size_range: SizeRange) -> str:

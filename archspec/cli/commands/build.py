@@ -405,29 +405,38 @@ class Build:
     def model_at_size(self, side: int):
         """The spec built at image side `side` (its size param set so), the build's weights loaded, in
         eval mode; None where they do not fit it (a weight's shape follows the size)."""
-        from ...pipeline import attempt_file, check_document, lower_report
-        from ...sizes import find_knob, with_size
+        from ...pipeline import check_document, lower_report
+        from ...sizes import with_size
 
-        attempt = attempt_file(self.options.spec, self.options.overrides)
-        knob = find_knob(attempt.document, attempt.graph)
-        model = lower_report(check_document(with_size(attempt.document, knob, side)), seed=0)
+        document, knob = self._size_knob()
+        model = lower_report(check_document(with_size(document, knob, side)), seed=0)
         try:
             model.load_state_dict(self.model.state_dict())
         except RuntimeError:
             return None
         return model.eval()
 
+    def _size_knob(self):
+        """(the spec's composed document, its square image size knob), read once; a usage error
+        where the spec has no such knob."""
+        if getattr(self, "_knob", None) is None:
+            from ...pipeline import attempt_file
+            from ...sizes import find_knob, no_knob
+
+            attempt = attempt_file(self.options.spec, self.options.overrides)
+            knob = find_knob(attempt.document, attempt.graph)
+            if knob is None:
+                raise UsageError(no_knob(attempt.document, self.options.spec, "--size"))
+            self._knob = (attempt.document, knob)
+        return self._knob
+
     def _passing_sizes(self):
         from ...compiler.backends.export import SizeRange
-        from ...pipeline import attempt_file
-        from ...sizes import SizeSolver, find_knob, no_knob
+        from ...sizes import SizeSolver
 
         lo, hi = self.size_bounds
-        attempt = attempt_file(self.options.spec, self.options.overrides)
-        knob = find_knob(attempt.document, attempt.graph)
-        if knob is None:
-            raise UsageError(no_knob(attempt.document, self.options.spec, "--size"))
-        found = SizeSolver(attempt.document, knob).export_range(lo, hi)
+        document, knob = self._size_knob()
+        found = SizeSolver(document, knob).export_range(lo, hi)
         if found is None:
             raise UsageError(f"--size {lo}:{hi}: fewer than two square sizes there pass the whole spec "
                              f"(`archspec check {self.options.spec} --sizes {lo}:{hi}` lists them)")

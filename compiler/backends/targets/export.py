@@ -38,12 +38,11 @@ class Export(ModuleTarget):
         sides = context.image_sizes()
 
         def export():
-            program = export_program(context.model, context.graph, export_range(context.batch), sides)
+            program = export_program(context.model, context.graph, export_range(context.batch), sides,
+                                     built_at=context.model_at_size)
             path = context.path("model.pt2")
             torch.export.save(program, path)
             context.written.append(path)
-            if sides is not None:
-                check_at_another_side(program, context, sides)
             return program, gap_at_other_sizes(program, context.model, context.graph, context.batch)
 
         def run():
@@ -94,42 +93,3 @@ def describe(made) -> str:
 
 register(Export())
 
-
-def check_at_another_side(program, context, sides) -> None:
-    """The program exported for a range of image sides, run at another side than the spec's, against
-    the spec built at that side: a part that takes its size from the size param (a pool kernel
-    `${img // 4}`, a resize size `${img}`) stays the traced size's in the program, which then runs
-    at every side with other numbers or shapes than the model's (the UperNet trial: 0.2 to 0.3 off,
-    [1, 4, 32, 32] for a 64x64 image). A usage error then. Compared in the model's dtype, within
-    1e-4 of the output's scale in fp32 and 2e-2 in bf16 or fp16 (a part of the traced size is off
-    by a share of the scale, 0.2 to 0.3 in the trial)."""
-    import torch
-
-    from archspec.core.errors import UsageError
-
-    from ..export import example_inputs, max_abs_difference
-
-    own = next(i.type.shape[2] for i in context.graph.inputs() if i.type.layout == "image")
-    lo, hi = sides.exported
-    side = hi if hi != own else lo
-    dtype = next((p.dtype for p in context.model.parameters() if p.is_floating_point()), torch.float32)
-    built = context.model_at_size(side)
-    built = built.to(dtype) if built is not None else None
-    args = tuple(a.to(dtype) if a.is_floating_point() else a for a in example_inputs(context.graph, batch=1, size=side))
-    with torch.no_grad():
-        got = program.module()(*args)
-        want = built(*args) if built is not None else None
-    outputs = lambda value: value if isinstance(value, tuple) else (value,)  # noqa: E731
-    if want is not None and [o.shape for o in outputs(got)] == [o.shape for o in outputs(want)]:
-        gap, scale = max_abs_difference(got, want), max(float(o.float().abs().max()) for o in outputs(want))
-        if gap <= (1e-4 if dtype == torch.float32 else 2e-2) * max(1.0, scale):
-            return
-        what = f"{gap:.2g} off it"
-    else:
-        what = ("its weights do not fit the model built there" if want is None else
-                f"{[list(o.shape) for o in outputs(got)]} where it gives {[list(o.shape) for o in outputs(want)]}")
-    raise UsageError(f"{context.graph.name} cannot take a dynamic image size ({sides.said()}): at {side}x{side} the "
-                     f"exported program gives other values than the spec built at that size ({what}): a part takes "
-                     "its size from a param the image size sets (a pool kernel, a resize size, a slice), and the "
-                     "program keeps the traced size's; write that part so it follows the tensor (resize `like: "
-                     "true`), or export at one size")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from archspec.primitives.counting import hidden_width
 from archspec.primitives.ops.head.classify import CLASSIFY
 
 from ...facts import KEEPS, Classifier, register_facts
 from ...lowering_rules import lowering
 from ..common import Linear, make, trunc_normal_linears
-from .map_pool import MapPool
+from .map_pool import MapPool, map_pool_args
 from .pooling import pool_tokens
 
 
@@ -34,7 +33,7 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     map_pool = None
     if p.pool == "map":
-        map_pool = (p.pool_heads, hidden_width(x.channels, None, p.pool_mlp_ratio), p.pool_eps, p.pool_act)
+        map_pool = map_pool_args(p, x.channels)
     return make(ClassifierHead, dim=x.channels, classes=p.classes, pool=p.pool, prefix=x.prefix,
                 norm_eps=p.norm_eps if p.norm else None, bias=p.bias, map_pool=map_pool)
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from archspec.primitives.counting import hidden_width
 from archspec.primitives.ops.head.features import FEATURES
 
 from ...facts import KEEPS, register_facts
 from ...lowering_rules import lowering
 from ..common import make, trunc_normal_linears
-from .map_pool import MapPool
+from .map_pool import MapPool, map_pool_args
 from .pooling import pool_tokens
 
 
@@ -51,7 +50,7 @@ def lower(p, inputs, ctx):
     x = inputs[0]
     extra = {}
     if p.pool == "map":  # model.py as before without it
-        extra["map_pool"] = (p.pool_heads, hidden_width(x.channels, None, p.pool_mlp_ratio), p.pool_eps, p.pool_act)
+        extra["map_pool"] = map_pool_args(p, x.channels)
     return make(FeaturesHead, dim=x.channels, pool=p.pool, prefix=x.prefix, eos_id=p.eos_id,
                 norm_eps=p.norm_eps if p.norm else None, project=p.project, **extra)
 

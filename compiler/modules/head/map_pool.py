@@ -9,6 +9,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from archspec.primitives.counting import hidden_width
+
 from ..activations import activation
 from ..common import Linear
 
@@ -46,3 +48,8 @@ class MapPool(nn.Module):
         x = self.proj(x.transpose(1, 2).reshape(batch, 1, width))  # -> [B, 1, C]
         x = x + self.mlp(self.norm(x))
         return x[:, 0]  # [B, 1, C] -> [B, C]
+
+
+def map_pool_args(p, width: int) -> tuple:
+    """MapPool's (heads, hidden, eps, act) from a head's pool_* options (classify's and features')."""
+    return p.pool_heads, hidden_width(width, None, p.pool_mlp_ratio), p.pool_eps, p.pool_act
