@@ -17,7 +17,9 @@ verbatim, the facts it reads are written as an `InterfaceFacts(...)` literal, an
 `_head_input` is the built module's forward up to its head. A model with several outputs
 returns them as the built module does: in eager a `ModelOutput` (compiler/model.py's class,
 copied in: a tuple that also answers by name), under torch.compile and torch.export the plain
-tuple, so exports of model.py are as before.
+tuple, so exports of model.py are as before. Called in eager, it checks its inputs first as the
+built module does (compiler/input_check.py, copied in verbatim, with the spec's declared shapes
+as an `_input_shapes` literal): an image of another size is refused, not run scrambled.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ this file (tied weights stored once, which safetensors' load_model fills in).
 """
 
 import math
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -229,7 +232,8 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
     lines.append(f"\n\nclass {cls}(ModelInterface, nn.Module):\n")
     lines.append(f"    _interface_facts = {facts_literal(facts)}\n\n")
     if named:
-        lines.append(f"    _output_names = {names!r}\n\n" + NAMED_CALL)
+        lines.append(f"    _output_names = {names!r}\n\n")
+    lines.append(f"    _input_shapes = {shapes_literal(gm)}\n\n" + CHECKED_CALL)
     lines.append("    def __init__(self):\n        super().__init__()\n")
     for path, group in group_of.items():  # parents come before their children in named_modules
         lines.append(f"        _install(self, {path!r}, {group}())\n")
@@ -249,20 +253,42 @@ def standalone_source(gm: torch.fx.GraphModule, name: str, file: str | None) -> 
     lines.append("\n" + forward + "\n")
     to_head = graph_to_head(gm)
     if to_head is not None:  # forward up to the head (forward_features)
-        code = torch.fx.GraphModule(gm, to_head).code.strip("\n").replace("def forward(", "def _head_input(", 1)
-        lines.append("\n" + textwrap.indent(code, "    ") + "\n")
+        code = torch.fx.GraphModule(gm, to_head).code.strip("\n").replace("def forward(", "def _head_features(", 1)
+        lines.append("\n" + CHECKED_HEAD_INPUT + textwrap.indent(code, "    ") + "\n")
     return "".join(lines)
 
 
-NAMED_CALL = '''    def __call__(self, *args, **kwargs):
-        """forward's outputs as a ModelOutput in eager (a tuple that also answers by name); the
-        plain tuple under torch.compile and torch.export, as the built module's."""
+CHECKED_CALL = '''    def __call__(self, *args, **kwargs):
+        """In eager: the inputs checked against the spec's shapes first (input_check), and
+        several outputs given as a ModelOutput (a tuple that also answers by name); under
+        torch.compile and torch.export the plain call, as the built module's."""
+        if torch.compiler.is_compiling():
+            return super().__call__(*args, **kwargs)
+        check_input_shapes(self._input_shapes, inputs_in_order(self._input_shapes, args, kwargs))
         out = super().__call__(*args, **kwargs)
-        if torch.compiler.is_compiling() or type(out) is not tuple or len(out) != len(self._output_names):
+        names = getattr(self, "_output_names", ())
+        if type(out) is not tuple or len(out) != len(names):
             return out
-        return ModelOutput(out, self._output_names)
+        return ModelOutput(out, names)
 
 '''
+
+CHECKED_HEAD_INPUT = '''    def _head_input(self, *inputs):
+        """forward up to what the head reads, the inputs checked first in eager (as __call__)."""
+        if not torch.compiler.is_compiling():
+            check_input_shapes(self._input_shapes, inputs)
+        return self._head_features(*inputs)
+
+'''
+
+
+def shapes_literal(gm: torch.fx.GraphModule) -> str:
+    """The model's InputShapes (meta["archspec_inputs"], input_check.py) as Python source."""
+    shapes = getattr(gm, "meta", {}).get("archspec_inputs", ())
+    if not shapes:
+        return "()"
+    return "(\n" + "".join(f"        {shape!r},\n" for shape in shapes) + "    )"
+
 
 PYTREE = '''
 
@@ -306,10 +332,16 @@ def _shared_tensors(gm: nn.Module) -> list[tuple[str, str]]:
 
 
 def interface_source() -> str:
-    """The code of compiler/model_interface.py below its docstring and imports, verbatim."""
-    from .. import model_interface
+    """The code of compiler/model_interface.py and compiler/input_check.py below their docstrings
+    and imports, verbatim."""
+    from .. import input_check, model_interface
 
-    source = inspect.getsource(model_interface)
+    return "\n\n".join(body_source(module) for module in (model_interface, input_check))
+
+
+def body_source(module) -> str:
+    """The code of `module` below its docstring and imports, verbatim."""
+    source = inspect.getsource(module)
     body = ast.parse(source).body
     first = next(node for node in body if not isinstance(node, (ast.Import, ast.ImportFrom))
                  and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))
