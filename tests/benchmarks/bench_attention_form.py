@@ -9,8 +9,12 @@ beside them, the same module under torch.compile with inductor's freezing at the
 packages' outputs, and how many SDPA calls each package makes (inductor may put the fused
 kernel back: then both are one program). form.py's thresholds (WRITTEN_MAX_KEYS for bf16, WRITTEN_MAX_KEYS_FP32) come from these figures.
 
+With --jit, no packages: the module under torch.compile with inductor's freezing (what `bench
+--target compile` and a user's torch.compile run on the CPU), once with every short row written
+out and once with none, each a copy of its own compiled and called with its form's thresholds.
+
     python tests/benchmarks/bench_attention_form.py --models swin_t pvt_v2_b2 --precisions fp32 bf16 \
-        [--batches 1 8] [--rounds 5] [--threads 2]
+        [--batches 1 8] [--rounds 5] [--threads 2] [--jit]
 
 Packages are compiled once into --work (default /tmp/archspec-attention-form) and reused.
 """
@@ -18,6 +22,7 @@ Packages are compiled once into --work (default /tmp/archspec-attention-form) an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -37,6 +42,32 @@ from archspec.compiler.backends.targets.aoti import compile_package, export_for_
 from archspec.compiler.modules.attention import form  # noqa: E402
 
 FORMS = {"written": 1 << 30, "sdpa": 0}  # the longest key row written out, in both precisions
+
+
+@contextlib.contextmanager
+def thresholds(chosen: str):
+    """form.py's thresholds as `chosen` (FORMS) has them, within."""
+    kept = form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32
+    form.WRITTEN_MAX_KEYS = form.WRITTEN_MAX_KEYS_FP32 = FORMS[chosen]
+    try:
+        yield
+    finally:
+        form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32 = kept
+
+
+def jit_runner(report, model, precision: str, chosen: str, batch: int):
+    """A copy of `model` compiled frozen as `bench --target compile` does, with the thresholds of
+    `chosen` at its compile and every call (dynamo guards on them: the two forms' compiles are told
+    apart by them, and another value would compile it again)."""
+    prepared = torch_runner(model, report.graph, precision, compiled=True, device="cpu")
+    with thresholds(chosen):
+        run = prepared.bind(batch)
+
+    def call():
+        with thresholds(chosen):
+            return run()
+
+    return call
 
 
 def package(report, model, spec: str, precision: str, chosen: str, work: str):
@@ -89,12 +120,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default="/tmp/archspec-attention-form")
+    parser.add_argument("--jit", action="store_true", help="torch.compile frozen in both forms, no packages")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.makedirs(args.work, exist_ok=True)
     for spec in args.models:
         report, ours, _ = bench_vs_peers.build(spec)
         for precision in args.precisions:
+            if args.jit:
+                jit_rows(report, ours, spec, precision, args)
+                continue
             packages = {chosen: package(report, ours, spec, precision, chosen, args.work) for chosen in FORMS}
             print(f"{spec} {precision}: SDPA calls in the package's code: " + ", ".join(
                 f"{chosen} {sdpa_calls(os.path.join(args.work, f'{spec}_{precision}_{chosen}.pt2'))}" for chosen in FORMS))
@@ -110,6 +145,17 @@ def main() -> None:
                     f"{name} {median[name]:.1f} [{min(t):.1f}-{max(t):.1f}]" for name, t in times.items())
                     + f"  written/sdpa {median['written'] / median['sdpa']:.2f}  max|written - sdpa| {gap:.1e}",
                     flush=True)
+
+
+def jit_rows(report, ours, spec: str, precision: str, args) -> None:
+    """One line per batch: the frozen compile with every short row written out and with none."""
+    for batch in args.batches:
+        runners = {f"jit {chosen}": jit_runner(report, ours, precision, chosen, batch) for chosen in FORMS}
+        times = measure(runners, batch, args.rounds)
+        median = {name: statistics.median(t) for name, t in times.items()}
+        print(f"{spec} {precision} b{batch}: " + "  ".join(
+            f"{name} {median[name]:.1f} [{min(t):.1f}-{max(t):.1f}]" for name, t in times.items())
+            + f"  written/sdpa {median['jit written'] / median['jit sdpa']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -387,19 +387,55 @@ def test_long_or_dynamic_key_rows_keep_the_fused_kernel():
                                                           attention_written_out)
 
     layer = AttentionForm()
+    bf16, fp32 = torch.zeros(1, dtype=torch.bfloat16), torch.zeros(1)  # the queries' dtype and device
     with attention_written_out(nn.Sequential()):  # a model without attention: nothing to do
         pass
-    assert not layer.writes_out(16, torch.bfloat16)  # not asked for
+    assert not layer.writes_out(16, bf16)  # not asked for, not compiling
     layer.written = True
-    assert layer.writes_out(WRITTEN_MAX_KEYS, torch.bfloat16)
-    assert not layer.writes_out(WRITTEN_MAX_KEYS + 1, torch.bfloat16)
+    assert layer.writes_out(WRITTEN_MAX_KEYS, bf16)
+    assert not layer.writes_out(WRITTEN_MAX_KEYS + 1, bf16)
     assert WRITTEN_MAX_KEYS_FP32 == 0  # fp32 stays fused at every length (form.py says why)
-    assert not layer.writes_out(1, torch.float32) and not layer.writes_out(49, torch.float32)
+    assert not layer.writes_out(1, fp32) and not layer.writes_out(49, fp32)
 
     class Symbolic:  # what a dynamic dimension is while torch.export traces: not an int
         pass
 
-    assert not layer.writes_out(Symbolic(), torch.bfloat16)
+    assert not layer.writes_out(Symbolic(), bf16)
+
+
+def graph_of_compile(model, x):
+    """The ops of the graph torch.compile hands its backend for `model(x)`, and the output (the
+    graph run as captured: no inductor)."""
+    captured = []
+
+    def backend(gm, example_inputs):
+        captured.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out = torch.compile(model, backend=backend, dynamic=False)(x)
+    ops = [str(n.target) for gm in captured for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+    return ops, out
+
+
+@pytest.mark.parametrize("precision, written", [("bf16", True), ("fp32", False)])
+def test_a_cpu_compile_writes_short_attention_out_in_bf16_only(precision, written):
+    """torch.compile on the CPU (bench's compile target, a user's own) writes Swin's short windows
+    out in bf16, as the package does, and keeps SDPA in fp32 and in eager (form.py): the same
+    outputs either way."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = seeded(archspec.build(str(ROOT / "specs" / "swin_t.yaml"), overrides=SMALL["swin_t"])).eval().to(dtype)
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3)).to(dtype)
+    ops, compiled = graph_of_compile(model, x)
+    blocks = sum(SMALL["swin_t"]["depths"])
+    assert sum("scaled_dot_product" in op for op in ops) == (0 if written else blocks)
+    assert sum(op.endswith("exp") for op in ops) == (blocks if written else 0)
+    with torch.no_grad(), OpLog() as eager_log:
+        expected = model(x)
+    assert any("scaled_dot_product" in op for op in eager_log.ops)  # eager keeps the fused kernel
+    bound = ATOL if precision == "fp32" else 3e-2 * max(1.0, float(expected.float().abs().max()))
+    assert float((compiled.float() - expected.float()).abs().max()) < bound
 
 
 @pytest.mark.parametrize("precision, written", [("bf16", True), ("fp32", False)])

@@ -46,7 +46,7 @@ class ChannelAttention(AttentionForm, Sublayer):
     def channel_attention(self, queries, keys, values, scale):
         """softmax(queries keys^T scale) values over [B, h, d, N] rows: one fused kernel."""
         dropout = attention_dropout(self)
-        if self.writes_out(queries.shape[-2], queries.dtype):
+        if self.writes_out(queries.shape[-2], queries):
             return written_attention(queries, keys, values, scale=scale, dropout=dropout)
         return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout, scale=scale)
 

@@ -64,7 +64,7 @@ class ConvolutionalAttention(AttentionForm, Sublayer):
         image = grid_as_image(patches, self.grid)  # -> [B, C, H, W]
         q, k, v = (self.projected(conv, linear, image, cls)
                    for conv, linear in ((self.conv_q, self.q), (self.conv_k, self.k), (self.conv_v, self.v)))
-        if self.writes_out(k.shape[-2], q.dtype):
+        if self.writes_out(k.shape[-2], q):
             x = written_attention(q, k, v, scale=self.scale, dropout=attention_dropout(self))  # [B, h, N, d]
         else:
             x = F.scaled_dot_product_attention(q, k, v, dropout_p=attention_dropout(self), scale=self.scale)

@@ -15,9 +15,14 @@ different network.
   (swin_t 1.51x and 1.36x at batch 1 and 8, swinv2_t 1.34x and 1.20x; 2 threads,
   tests/benchmarks/bench_attention_form.py; pvt_v2_b2's package calls SDPA either way). A long
   row keeps the fused kernel, which never holds the whole [N, M] score matrix.
+  torch.compile on the CPU (`bench --target compile`, a user's own compile of the module) writes
+  short bf16 rows out too: with inductor's freezing, 0.92-0.97x the time with SDPA for swin_t,
+  vit_b16, swinv2_t and pvt_v2_b2 at batch 1 and 8 (pvt_v2_b2 at batch 8: 1.00; AMD EPYC, 2
+  threads, bench_attention_form.py --jit; tests/benchmarks/results/attention_form_jit_bf16_epyc_2026-12-01.txt).
 
 `attention_written_out(model)` turns the written form on for every attention module of a
-model while a program is traced (the aoti target's export); outside it nothing changes.
+model while a program is traced (the aoti target's export); torch.compile on the CPU turns it on
+by itself (AttentionForm.wants_written); eager, torch.export (ONNX, TensorRT) and the GPU keep SDPA.
 """
 
 from __future__ import annotations
@@ -36,11 +41,20 @@ class AttentionForm:
 
     written = False
 
-    def writes_out(self, keys, dtype) -> bool:
-        """Whether attention over `keys` keys per query in `dtype` is written out: asked for, and
-        a short row of a size known when the program is traced (a dynamic length stays fused)."""
-        longest = WRITTEN_MAX_KEYS_FP32 if dtype == torch.float32 else WRITTEN_MAX_KEYS
-        return self.written and isinstance(keys, int) and keys <= longest
+    def writes_out(self, keys, like: torch.Tensor) -> bool:
+        """Whether attention over `keys` keys per query, on the queries `like` (their dtype and
+        device), is written out: wanted (wants_written), and a short row of a size known when
+        the program is traced (a dynamic length stays fused)."""
+        longest = WRITTEN_MAX_KEYS_FP32 if like.dtype == torch.float32 else WRITTEN_MAX_KEYS
+        return self.wants_written(like) and isinstance(keys, int) and keys <= longest
+
+    def wants_written(self, like: torch.Tensor) -> bool:
+        """Asked for (the aoti target's export), or traced by torch.compile on the CPU, where
+        inductor compiles the module just in time as it would in a package (not torch.export,
+        whose ONNX and TensorRT targets take the fused op, and not eager)."""
+        if self.written:
+            return True
+        return like.device.type == "cpu" and torch.compiler.is_compiling() and not torch.compiler.is_exporting()
 
 
 def written_attention(q, k, v, mask=None, scale=None, dropout: float = 0.0):

@@ -94,9 +94,9 @@ class AttentionKernel(AttentionForm, nn.Module):
         N, M = q.shape[-2], k.shape[-2]
         if self.mixes_scores(parts) and self.flexes(q, k, bias, parts, tensors):
             return self.flexed(q, k, v, padding, parts, tensors)
-        if self.sinks_alone(parts) and not self.writes_out(M, q.dtype):
+        if self.sinks_alone(parts) and not self.writes_out(M, q):
             return self.sunk(q, k, v, bias, padding, parts, tensors)
-        if self.mixes_scores(parts) or self.writes_out(M, q.dtype):
+        if self.mixes_scores(parts) or self.writes_out(M, q):
             return self.written_out(q, k, v, bias, padding, parts, tensors)
         if bias is None:
             attn_mask, is_causal = self.mask(N, M, padding, q.dtype, q.device, parts, tensors)
@@ -196,7 +196,7 @@ class AttentionKernel(AttentionForm, nn.Module):
         sinks = sink_columns(steps, B, h, N, scores.dtype)  # each [B, h, N, 1]
         if sinks:
             scores = torch.cat([scores, *sinks], dim=-1)  # [B, h, N, M + sinks]
-        weights = softmax_written(scores) if self.written else scores.softmax(dim=-1)  # form.py: why
+        weights = softmax_written(scores) if self.wants_written(q) else scores.softmax(dim=-1)  # form.py: why
         if sinks:
             weights = weights[..., : weights.shape[-1] - len(sinks)]  # [B, h, N, M]: the sinks' columns dropped
         for part in steps:

@@ -111,7 +111,7 @@ class LatentAttention(AttentionForm, Sublayer):
         k, v = self.expand(c, k_rope)
         q = torch.cat((q_nope, q_rope), dim=-1)  # [B, h, N, nope+rope]
         N = q.shape[-2]
-        if self.writes_out(N, q.dtype):  # the aoti target's CPU export (form.py)
+        if self.writes_out(N, q):  # the aoti target's CPU export, a CPU compile (form.py)
             mask = additive(later_or_outside(torch.arange(N, device=q.device)[:, None],
                                              torch.arange(N, device=q.device)[None, :]), q.dtype)  # [N, N]
             out = written_attention(q, k, v, mask, self.scale, attention_dropout(self))

@@ -84,7 +84,7 @@ class PooledAttention(AttentionForm, Sublayer):
         q = self.pooled(q, self.pool_q)  # -> [B, h, Nq, d]
         k, v = self.pooled(k, self.pool_k), self.pooled(v, self.pool_v)  # -> [B, h, Nk, d]
         bias = self.position_bias(q, k)
-        if self.writes_out(k.shape[-2], q.dtype):
+        if self.writes_out(k.shape[-2], q):
             out = written_attention(q, k, v, mask=bias, dropout=attention_dropout(self))  # [B, h, Nq, d]
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,

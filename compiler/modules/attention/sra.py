@@ -52,7 +52,7 @@ class SpatialReductionAttention(AttentionForm, Sublayer):
         q = self.q(x).reshape(B, N, self.heads, C // self.heads).transpose(1, 2)  # [B, h, N, d]
         kv = self.kv(self.reduce(x)).reshape(B, -1, 2, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
         k, v = kv.unbind(0)  # [B, h, M, d]
-        if self.writes_out(k.shape[-2], q.dtype):
+        if self.writes_out(k.shape[-2], q):
             x = written_attention(q, k, v, dropout=attention_dropout(self))  # [B, h, N, d]
         else:
             x = F.scaled_dot_product_attention(q, k, v, dropout_p=attention_dropout(self))  # [B, h, N, d]

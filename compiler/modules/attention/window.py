@@ -280,7 +280,7 @@ class WindowAttention(AttentionForm, Sublayer):
         mask = self.part_bias(q, k, self.mask_for(x))
         if bias is not None:
             mask = self.with_score_bias(mask, bias, B)  # [B*nW or 1, h, A, A]
-        if self.writes_out(area, q.dtype):
+        if self.writes_out(area, q):
             x = written_attention(q, k, v, mask, scale=scale, dropout=attention_dropout(self))  # [B*nW, h, A, d]
         else:
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=attention_dropout(self), scale=scale)
