@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
-from archspec.primitives.kv_cache import cached_layers, logits_output, padding_inputs, recent_layers, refusal
+from archspec.primitives.kv_cache import cached_layers, logits_output, mask_inputs, padding_inputs, recent_layers, refusal
 from archspec.primitives.kv_cache import uncached_refusal
 
 from .facts import CLASSIFIER, FEATURE_NORM, Classifier
@@ -76,6 +76,7 @@ class ModelFacts:
     cached: tuple[tuple[str, int | None], ...] = ()  # (node, window or None) of each layer with a self cache
     recent: tuple[tuple[str, int], ...] = ()  # (node, tokens kept) of each causal conv keeping its last inputs
     padding_inputs: tuple[str, ...] = ()  # inputs read only as cached attention's key-padding mask (kv_cache's)
+    mask_inputs: tuple[str, ...] = ()  # inputs read only as any attention's key-padding mask (kv_cache's)
     refill_at: int | None = None  # the sequence length at which generate recomputes every cached key (DECODE's refill)
     ops: tuple[tuple[str, str, str | None], ...] = ()  # (node, primitive, kind) of every network node: its op's facts
 
@@ -100,7 +101,7 @@ def model_facts(graph: Graph) -> ModelFacts:
                       cached=tuple((layer.path, layer.window) for layer in cached),
                       recent=tuple((layer.path, layer.count) for layer in recent_layers(graph)),
                       refill_at=min((layer.refill for layer in cached if layer.refill is not None), default=None),
-                      padding_inputs=padding_inputs(graph),
+                      padding_inputs=padding_inputs(graph), mask_inputs=mask_inputs(graph),
                       ops=tuple((name, graph.record(name).op.primitive, graph.record(name).op.kind)
                                 for name in network_nodes(graph)))
 

@@ -232,6 +232,20 @@ def padding_inputs(graph: Graph) -> tuple[str, ...]:
     return tuple(found)
 
 
+def mask_inputs(graph: Graph) -> tuple[str, ...]:
+    """The int64 inputs every reader of which takes as its key-padding mask (its last input, with
+    `padding_mask: true`), cached attention or not: an encoder's attention_mask (ModernBERT's,
+    BERT's), which generate must not take for an encoder-decoder's target ids."""
+    found = []
+    for node in graph.inputs():
+        readers = graph.readers(node.name)
+        if node.type.layout == "ids" and readers and all(
+                graph.inputs_of(reader).count(node.name) == 1 and graph.inputs_of(reader)[-1] == node.name
+                and getattr(graph.record(reader).params, "padding_mask", False) for reader in readers):
+            found.append(node.name)
+    return tuple(found)
+
+
 def reads_only_as_key_padding(graph: Graph, reader: str, name: str) -> bool:
     """Node `reader` reads `name` once, as the key-padding mask of a cached self attention or of
     a causal conv."""

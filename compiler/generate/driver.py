@@ -107,6 +107,9 @@ class Decoder:
         its attention alone)."""
         if not self.encoder_decoder:
             return ""
+        masks = [name for name in fed if name in self.model.facts.mask_inputs]
+        if masks and len(fed) == 2:  # ids and the mask of attention that is not cached: an encoder
+            return f"read as token ids and '{masks[0]}' as its attention's padding mask (not an encoder-decoder): "
         roles = ("source", "source padding mask", "target ids") if len(fed) == 3 else ("source", "target ids")
         return ("taken as an encoder-decoder (" + ", ".join(f"{role} '{name}'" for role, name in zip(roles, fed))
                 + "): ")

@@ -34,3 +34,28 @@ def test_the_refusal_says_how_the_inputs_were_read():
     message = info.value.diagnostics[0].message
     assert ("taken as an encoder-decoder (source 'pixel_values', source padding mask 'input_ids', target ids "
             "'token_type_ids')") in message
+
+
+ENCODER = """
+name: masked_encoder
+dims: {L: [1, 16]}
+inputs:
+  input_ids: {shape: [B, L], dtype: int64}
+  attention_mask: {shape: [B, L], dtype: int64}
+graph:
+  - {id: text, from: input_ids, embed: {vocab: 20, dim: 16, pos: none}}
+  - {id: attn, from: [text, attention_mask], attention: {kind: global, heads: 2, padding_mask: true}}
+  - {id: head, head: {kind: lm, vocab: 20}}
+"""
+
+
+def test_an_encoders_attention_mask_is_not_called_target_ids():
+    """The ModernBERT trial was told its encoder was "taken as an encoder-decoder (source
+    'input_ids', target ids 'attention_mask')": the refusal was right, the reading wrong."""
+    model = archspec.build_text(ENCODER).eval()
+    with pytest.raises(SpecError) as info:
+        model.generate(torch.tensor([[1, 2, 3]]))
+    message = info.value.diagnostics[0].message
+    assert "encoder-decoder (" not in message and "target ids 'attention_mask'" not in message
+    assert "read as token ids and 'attention_mask' as its attention's padding mask" in message
+    assert "'attn': it lets a token see later tokens" in message
