@@ -22,6 +22,7 @@ from archspec.primitives.ops.attention.differential import DIFFERENTIAL
 from archspec.primitives.ops.attention.global_ import GLOBAL
 from archspec.primitives.ops.attention.latent import LATENT
 from archspec.primitives.ops.attention.linear_sra import LINEAR_SRA
+from archspec.primitives.ops.attention.nystrom import NYSTROM
 from archspec.primitives.ops.attention.outlook import OUTLOOK
 from archspec.primitives.ops.attention.pooled import POOLED
 from archspec.primitives.ops.attention.shifted import SHIFTED
@@ -103,6 +104,7 @@ NO_FUSION = (
     CONCAT, SLICE, SELECT, GATHER, SCATTER, ARGSORT, TOPK, MASK_TOKEN, TOKENS, CONSTANT, PARAM, EINSUM,
     EXPAND, UNFOLD, FOLD, FOURIER,
     OUTLOOK,  # a softmax over each place's k x k neighbourhood: no Attention op fits
+    NYSTROM,  # three softmaxes over landmarks and an iterative inverse: no Attention op fits
     LINEAR, CONV, CONV_TRANSPOSE, SQUEEZE_EXCITE, EMBED, PATCHIFY, MERGE_CONCAT, MERGE_CONV, RELATIVE_BIAS, RELATIVE_LOOKUP,
     LAYER, RMS, BATCH, GROUP, AFFINE,
     CLASSIFY, CONTRASTIVE, DISTILLED, FEATURES, LM, POOLER, RECONSTRUCT,

@@ -30,6 +30,7 @@ graph:
   - {id: xca_attn, attention: {kind: xca, heads: 2}}
   - {id: channel_attn, attention: {kind: channel, heads: 2}}
   - {id: diff_attn, attention: {kind: differential, heads: 2, lambda_init: 0.5, over_grid: true}}
+  - {id: nystrom_attn, attention: {kind: nystrom, heads: 2, landmarks: 4, conv_kernel: 3}}
   - {id: grouped_tokens, norm: {kind: group, groups: 2}}
   - {id: img, to_image: {}}
   - {id: grouped_image, norm: {kind: group, groups: 1}}
