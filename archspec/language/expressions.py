@@ -342,7 +342,7 @@ class _Evaluator:
             raise ExprError("the operator ~ is not allowed", node.col_offset)
         value = self.eval(node.operand)
         if isinstance(node.op, ast.Not):
-            return not value
+            return not self._truth(value, node.operand)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ExprError(f"unary minus needs a number, got {_type_name(value)}", node.col_offset)
         return -value if isinstance(node.op, ast.USub) else +value
@@ -383,13 +383,13 @@ class _Evaluator:
             value = True
             for child in node.values:
                 value = self.eval(child)
-                if not value:
+                if not self._truth(value, child):
                     return value
             return value
         value = False
         for child in node.values:
             value = self.eval(child)
-            if value:
+            if self._truth(value, child):
                 return value
         return value
 
@@ -413,7 +413,16 @@ class _Evaluator:
         return True
 
     def _IfExp(self, node):
-        return self.eval(node.body) if self.eval(node.test) else self.eval(node.orelse)
+        return self.eval(node.body) if self._truth(self.eval(node.test), node.test) else self.eval(node.orelse)
+
+    def _truth(self, value, node) -> bool:
+        """`value` as a condition; an ExprError for text that spells a boolean ('false', '0'),
+        which as a condition is true like any text but '' (the SmolLM3 trial's `--set
+        'sliding="false"'` built sliding attention without a word)."""
+        if isinstance(value, str) and value.strip().lower() in BOOLEAN_TEXTS:
+            raise ExprError(f"{value!r} is text, not a boolean, and as a condition any text but '' is true",
+                            node.col_offset, hint="write true or false without quotes (`--set flag=false`)")
+        return bool(value)
 
     def _Subscript(self, node):
         target = self.eval(node.value)
@@ -491,6 +500,9 @@ def _check_depth(tree: ast.AST) -> None:
                             getattr(node, "col_offset", 0),
                             hint="split it into params: `a: ${...}`, then use ${a}")
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+
+
+BOOLEAN_TEXTS = {"true", "false", "yes", "no", "on", "off", "y", "n", "0", "1"}  # text a condition refuses
 
 
 def evaluate(text: str, lookup: Callable[[str], Any], names: Callable[[], list[str]] = lambda: []) -> Any:

@@ -208,3 +208,21 @@ def test_unclosed_placeholder():
     with pytest.raises(ExprError) as info:
         interpolate("x ${dim", lookup)
     assert (info.value.message, info.value.offset) == ("'${' without a closing '}'", 2)
+
+
+# -- text that spells a boolean, as a condition ---------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["'x' if 'false' else 'y'", "not 'false'", "'0' and 1", "'no' or 1",
+                                  "1 if 'True' else 2"])
+def test_text_that_spells_a_boolean_is_refused_as_a_condition(text):
+    """The SmolLM3 trial's `--set 'sliding="false"'` (or `params: {sliding: "false"}` in a spec
+    that extends another) made `'sliding' if sliding else 'causal'` sliding: any text but '' is
+    true as a condition."""
+    found = err(text)
+    assert "is text, not a boolean" in str(found) and "true or false without quotes" in (found.hint or "")
+
+
+def test_other_text_and_real_booleans_stay_conditions():
+    assert ev("'a' if kind else 'b'") == "a" and ev("'a' if '' else 'b'") == "b"
+    assert ev("1 if shifted else 2") == 1 and ev("not shifted") is False
