@@ -8,7 +8,9 @@ folder sees one complete build, the old or the new, never a mix; a build that fa
 interrupted leaves the previous build as it was (or none) and removes its staging folder.
 
 The folder is archspec's: `manifest.json` lists the regular files a build wrote (size and
-sha256 of each). The next build replaces them, so an artifact it does not write again
+sha256 of each; a file in a subfolder by its relative path, `mappings/hf_llama.yaml`: a model
+folder's copies of the mapping files its spec names, and a subfolder is archspec's when every
+file in it is one it wrote, unchanged). The next build replaces them, so an artifact it does not write again
 (`model.onnx` after an `--target eager` rebuild) is gone; anything else found in the folder,
 a file the user put there or an artifact the user edited since, is carried into the new
 folder (an edited artifact the new build writes again is kept beside it as NAME.edited).
@@ -129,11 +131,18 @@ class Previous:
 
     def ours(self, folder: str, name: str) -> bool:
         """Whether entry `name` is archspec's artifact, unchanged since archspec wrote it: a regular
-        file of the recorded size and sha256 (a record without a hash pins nothing down: not ours)."""
+        file of the recorded size and sha256 (a record without a hash pins nothing down: not ours),
+        or a subfolder (no link) every entry of which is such a file, listed by its relative path."""
         if name == MANIFEST:
             return True
         record = self.files.get(name)
-        return bool(record) and "sha256" in record and not edited(os.path.join(folder, name), record)
+        if record is not None:
+            return "sha256" in record and not edited(os.path.join(folder, name), record)
+        path = os.path.join(folder, name)
+        if not any(listed.startswith(name + "/") for listed in self.files) or not is_real_folder(path):
+            return False
+        found = relative_files(path, name)
+        return found is not None and all(self.ours(folder, inner) for inner in found)
 
 
 def previous_build(folder: str) -> Previous | None:
@@ -184,16 +193,55 @@ def read_manifest(folder: str) -> dict[str, dict] | None:
     return manifest_files(data, folder)
 
 
+def is_real_folder(path: str) -> bool:
+    """A folder, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def relative_files(folder: str, prefix: str) -> list[str] | None:
+    """The entries under `folder` as `prefix/...` paths, or None when one is no regular file or
+    folder (a link, a FIFO): such a folder is not archspec's."""
+    found = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if is_real_folder(path):
+            inner = relative_files(path, f"{prefix}/{name}")
+            if inner is None:
+                return None
+            found += inner
+        elif file_kind(os.lstat(path).st_mode) is None:
+            found.append(f"{prefix}/{name}")
+        else:
+            return None
+    return found
+
+
+def plain_relative_name(name) -> bool:
+    """A file name, or a relative path of file names under folders (`mappings/hf.yaml`): no '.',
+    '..' or empty part, no backslash or NUL, not the manifest."""
+    if not isinstance(name, str) or name == MANIFEST or "\0" in name or "\\" in name:
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
+
+
 def manifest_files(data, folder: str) -> dict[str, dict]:
-    """The files a manifest lists, each checked to be what archspec writes: a plain file name, a
-    record of its size (and sha256), and in the folder a regular file or nothing."""
+    """The files a manifest lists, each checked to be what archspec writes: a plain file name (or
+    a relative path under real folders), a record of its size (and sha256), and in the folder a
+    regular file or nothing."""
     if not isinstance(data, dict) or data.get("written_by") != "archspec build" or not isinstance(data.get("files"), dict):
         raise ForgedManifest('it has no `"written_by": "archspec build"` and `files` table')
     for name, record in data["files"].items():
-        if not isinstance(name, str) or name in ("", ".", "..", MANIFEST) or name != os.path.basename(name) \
-                or "\0" in name:
+        if not plain_relative_name(name):
             raise ForgedManifest(f"its entry {name!r} is no file name archspec writes")
         problem = record_problem(record)
+        parts = name.split("/")
+        for depth in range(1, len(parts)):  # every folder on the way a real one (or none)
+            above = os.path.join(folder, *parts[:depth])
+            if problem is None and os.path.lexists(above) and not is_real_folder(above):
+                problem = f"lies under {'/'.join(parts[:depth])}, which is no folder"
         if problem is None:
             problem = entry_problem(os.path.join(folder, name))
         if problem is not None:
@@ -329,8 +377,7 @@ class OutputDir:
         """Write the manifest and put the staging folder in place of the target, atomically;
         carry over what was not archspec's. Returns the manifest's files (name -> record)."""
         os.remove(os.path.join(self.staging, PARTIAL_MARKER))
-        files = {name: record_of(os.path.join(self.staging, name)) for name in sorted(os.listdir(self.staging))
-                 if file_kind(os.lstat(os.path.join(self.staging, name)).st_mode) is None}  # files only: see above
+        files = {name: record_of(os.path.join(self.staging, name)) for name in staged_files(self.staging)}
         write_json(os.path.join(self.staging, MANIFEST), {"written_by": "archspec build", "files": files,
                                                           **({"build": info} if info else {})})
         self.manifest_bytes = os.lstat(os.path.join(self.staging, MANIFEST)).st_size  # said once the folder is in place
@@ -393,6 +440,19 @@ class OutputDir:
             os.rename(os.path.join(old, name), os.path.join(self.target, destination))
 
 
+def staged_files(staging: str) -> list[str]:
+    """The regular files the build wrote into `staging`, by relative path (a subfolder's files too;
+    the partial marker is gone by then)."""
+    found = []
+    for name in sorted(os.listdir(staging)):
+        path = os.path.join(staging, name)
+        if is_real_folder(path):
+            found += relative_files(path, name) or []
+        elif file_kind(os.lstat(path).st_mode) is None:
+            found.append(name)
+    return found
+
+
 def trusted_previous(folder: str) -> Previous:
     """The previous build in `folder` as far as it can be trusted: a forged manifest, or none, trusts nothing."""
     try:
@@ -435,11 +495,11 @@ def remove_build(folder: str) -> list[str]:
     names = sorted(os.listdir(folder), key=lambda n: n != MANIFEST)  # the manifest first: no longer a build
     for name in names if previous is not None else ():
         path = os.path.join(folder, name)
-        if not previous.ours(folder, name) or entry_problem(path) is not None:  # never a folder or link
-            left.append(name)
+        if not previous.ours(folder, name) or (entry_problem(path) is not None and not is_real_folder(path)):
+            left.append(name)  # never a link, nor a folder that holds anything but archspec's files
             continue
         try:
-            os.remove(path)
+            shutil.rmtree(path) if is_real_folder(path) else os.remove(path)
         except OSError:
             left.append(name)
     if previous is None:  # nothing in it is known to be archspec's

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -276,3 +277,32 @@ def test_the_language_servers_go_to_definition_follows_the_same_rule(project):
         spec.write_text(text)
         found = definition(analyse(text, str(spec)), line=0, character=10)
         assert (found.path if found else None) == expected, target
+
+
+def test_a_subfolder_entry_goes_only_under_a_real_folder_and_only_whole(tmp_path):
+    """A model folder's copies of its mapping files lie in a subfolder (`maps/mine.yaml` in the
+    manifest): a path out of the folder or through a link is a forged manifest; a subfolder
+    holding one file archspec did not write is carried over whole, not emptied."""
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("mine")
+    (out / "link").symlink_to(elsewhere, target_is_directory=True)
+    for name, says in (("../notes.txt", "is no file name archspec writes"), ("maps//x", "is no file name"),
+                       ("link/notes.txt", "lies under link, which is no folder")):
+        manifest(out, {name: {"bytes": 4, "sha256": sha(b"mine")}})
+        with pytest.raises(UsageError, match=re.escape(says)):
+            OutputDir.prepare(str(out))
+    assert (elsewhere / "notes.txt").read_text() == "mine"
+    (out / "link").unlink()
+    (out / "maps").mkdir()
+    (out / "maps" / "mine.yaml").write_bytes(b"ours")
+    (out / "maps" / "todo.txt").write_bytes(b"the user's")
+    manifest(out, {"maps/mine.yaml": {"bytes": 4, "sha256": sha(b"ours")}})
+    rebuild(out, {"report.json": b"{}"})
+    assert (out / "maps" / "todo.txt").read_bytes() == b"the user's" and (out / "maps" / "mine.yaml").exists()
+    manifest(out, {"maps/mine.yaml": {"bytes": 4, "sha256": sha(b"ours")}, "report.json": {"bytes": 2, "sha256": sha(b"{}")}})
+    (out / "maps" / "todo.txt").unlink()
+    rebuild(out, {"report.json": b"{}"})
+    assert not (out / "maps").exists()  # every file in it archspec's, unchanged, and not written again: gone

@@ -146,3 +146,29 @@ def test_a_loaded_folder_is_in_eval_mode_as_hugging_faces(tmp_path):
     small_lm(seed=3).train().save_pretrained(tmp_path / "folder")
     loaded = archspec.from_pretrained(tmp_path / "folder")
     assert not loaded.training and not any(m.training for m in loaded.modules())
+
+
+def test_a_rebuild_replaces_the_mapping_copies_and_keeps_an_edited_one(tmp_path, capsys):
+    """The ERNIE 4.5 trial: the build's mappings/ folder was not in manifest.json, so every
+    rebuild into the folder kept the last one's as mappings.kept, mappings.kept.kept, ..."""
+    home = tmp_path / "home"
+    (home / "maps").mkdir(parents=True)
+    shutil.copy(ROOT / "specs" / "mappings" / "hf_gpt2.yaml", home / "maps" / "mine.yaml")
+    spec = home / "lm.yaml"
+    spec.write_text(TINY_LM.read_text() + "\nmappings: [maps/mine.yaml]\n")
+    out = tmp_path / "out"
+    sets = [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
+    build = ["build", str(spec), *sets, "--target", "eager", "-o", str(out)]
+    for _ in range(2):
+        assert main(build) == 0
+        said = capsys.readouterr()
+        assert "kept your" not in said.out + said.err
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("maps")) == ["maps"]
+    manifest = json.loads((out / "manifest.json").read_text())["files"]
+    assert "maps/mine.yaml" in manifest and manifest["maps/mine.yaml"]["bytes"] == (out / "maps" / "mine.yaml").stat().st_size
+    (out / "maps" / "mine.yaml").write_text("# my own edit\n" + (home / "maps" / "mine.yaml").read_text())
+    assert main(build) == 0
+    said = capsys.readouterr()
+    assert "kept your maps as maps.kept" in said.out + said.err
+    assert (out / "maps.kept" / "mine.yaml").read_text().startswith("# my own edit")
+    assert (out / "maps" / "mine.yaml").read_text() == (home / "maps" / "mine.yaml").read_text()
