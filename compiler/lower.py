@@ -97,6 +97,7 @@ class Lowering(Interpreter):
         forward = hierarchy.build("", force=(inputs, [o.node for o in self.graph.outputs]))
         gm = ArchspecModel(self.root, forward, class_name=class_name(self.graph.name))
         keep_uncalled(gm, uncalled)
+        gm.meta["archspec_uncalled"] = tuple(uncalled)  # modules forward never calls (no gradient reaches them)
         gm.graph.lint()
         gm.meta["archspec"] = model_facts(self.graph)  # a ModelFacts (interface.py): ArchspecModel.facts
         gm.meta["archspec_inputs"] = input_shapes(self.graph)  # what calling the model checks (model.py)

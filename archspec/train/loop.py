@@ -213,12 +213,28 @@ class Trainer:
             outputs = self.network(*[batch[n] for n in self.objective.inputs])
             loss = self.training_loss(outputs, batch)
         loss.backward()
+        if step == self.start:
+            self.warn_untrained()
         if o.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.network.parameters(), o.clip_norm)
         self.optimizer.step()
         if self.ema is not None:
             self.ema.update(self.model)
         return self.global_mean(loss.detach().float())
+
+    def warn_untrained(self) -> None:
+        """Once, after the first backward: the learned tensors of called modules that got no
+        gradient, which the run will not train. Nothing on their way to the loss passes one (a
+        cast to an integer, a comparison, argmax: the BitNet trial's rounded weights trained only
+        through their scale, without a word), or the loss does not read what they make."""
+        skipped = tuple(self.model.__dict__.get("meta", {}).get("archspec_uncalled", ()))
+        untrained = [name for name, p in self.model.named_parameters()
+                     if p.requires_grad and p.grad is None and not name.startswith(tuple(f"{s}." for s in skipped))]
+        if untrained:
+            shown = ", ".join(untrained[:6]) + (f" and {len(untrained) - 6} more" if len(untrained) > 6 else "")
+            self.say(f"warning: {len(untrained)} learned tensor(s) got no gradient at the first step and will not "
+                     f"train: {shown} (nothing on their way to the loss passes one: a cast to an integer, a "
+                     f"comparison or argmax stops it; or the loss does not read what they make)")
 
     def training_loss(self, outputs, batch: dict) -> torch.Tensor:
         """The objective, with --smoothing and mixup's soft targets where asked (validation: plain)."""

@@ -47,6 +47,7 @@ class Fit:
     file: str | None = None  # the naming's mapping file
     created: list[str] = field(default_factory=list)  # ours, made by the mapping's create rules
     dropped_learned: list[str] = field(default_factory=list)  # the checkpoint's, learned, left out by drop rules
+    near_copies: dict[str, str] = field(default_factory=dict)  # a dropped one -> a kept one of its shape the model ties
     new_classifier: list[str] = field(default_factory=list)  # ours, left at their initialisation: other classes
     notes: list[str] = field(default_factory=list)  # what the load summary also says (a shipped mapping file taken)
     passed_over: list[str] = field(default_factory=list)  # a user's mapping file not used, and why
@@ -101,10 +102,20 @@ class Fit:
         added by both the mapping and the norm."""
         dropped = [f"the mapping dropped {len(self.dropped_learned)} learned tensor(s) of the checkpoint "
                    f"(floating point, not named like a buffer the model rebuilds; a buffer among them is no loss): "
-                   f"{listing(self.dropped_learned)}"] if self.dropped_learned else []
+                   f"{listing(self.dropped_learned)}{self.near_copy_words()}"] if self.dropped_learned else []
         refused = [f"{why}, and the load went on with it so (the checkpoint fits the model's shapes all the "
                    "same: check that the rule is needed)" for why in self.refused if not isinstance(why, Lacking)]
         return dropped + refused + self.passed_over + self.offset_twice
+
+    def near_copy_words(self) -> str:
+        """What a dropped tensor of a kept one's shape, with other values, means: a head the
+        checkpoint does not tie (the ERNIE and Cohere2 trials were told only "dropped")."""
+        if not self.near_copies:
+            return ""
+        dropped, kept = next(iter(self.near_copies.items()))
+        return (f"; {dropped} has the shape of the kept {kept}, which the model ties to another tensor (an lm "
+                f"head's `tie:`), and other values: the checkpoint's own head is lost and the logits differ; a head "
+                f"of its own is `head: {{kind: lm, vocab: ...}}` with {dropped} mapped to it")
 
     @property
     def classifier_note(self) -> str | None:
@@ -157,6 +168,8 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
               shifted=converted.shifted)
     resize_to_model(fit, ours, resample or {})
     others = shared_names(ours)
+    fit.near_copies = {dropped: tied[0] for dropped, kept in converted.near_copies.items()
+                       if (tied := [key for key in kept if others.get(key)])}  # the model ties that one
     for key, value in ours.items():
         if key not in fit.state and others[key] & fit.state.keys():
             continue  # loaded through another name of the same tensor

@@ -412,6 +412,13 @@ def kept_elsewhere(value, kept) -> bool:
                                   and torch.equal(other, value)) for other in kept)
 
 
+def same_shape_kept(value, kept: dict) -> list:
+    """The kept tensors of the dropped tensor's shape and dtype (other values, or it would be kept
+    elsewhere): the embedding table beside a dropped lm_head.weight that differs from it."""
+    return [other for other in kept.values()
+            if getattr(other, "shape", None) == value.shape and other.dtype == value.dtype]
+
+
 @dataclass(frozen=True)
 class Affine:
     """A tensor whose key matches becomes `value * scale + add` (scale first, then add), in
@@ -496,6 +503,7 @@ class Converted:
     created: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # a rule that matched a tensor and could not apply, and why
     shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
+    near_copies: dict[str, list] = field(default_factory=dict)  # a dropped learned tensor -> the kept ones of its shape
 
 
 class Lacking(str):
@@ -535,10 +543,14 @@ def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> C
             if isinstance(rule, Affine) and rule.add and value is not result.state.get(key):
                 added[id(value)] = (value, added.get(id(result.state[key]), (None, 0.0))[1] + rule.add)
         if isinstance(rule, Drop):  # a tied copy (BART's embed_tokens of `shared`) loses nothing
-            result.dropped_learned += [key for key, value in dropped
-                                       if looks_learned(key, value) and not kept_elsewhere(value, out.values())]
+            lost = [(key, value) for key, value in dropped
+                    if looks_learned(key, value) and not kept_elsewhere(value, out.values())]
+            result.dropped_learned += [key for key, _ in lost]
+            result.near_copies |= {key: same_shape_kept(value, out) for key, value in lost}  # tensors: named at the end
         elif isinstance(rule, Create):
             result.created += [key for key in out if key not in before]
         result.state = out
     result.shifted = {key: added[id(value)][1] for key, value in result.state.items() if id(value) in added}
+    final = {id(value): key for key, value in result.state.items()}  # a rename keeps the tensor
+    result.near_copies = {key: [final[id(t)] for t in kept if id(t) in final] for key, kept in result.near_copies.items()}
     return result

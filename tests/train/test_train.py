@@ -249,3 +249,31 @@ def test_loss_of_a_model_without_objectives_says_so_whatever_it_is_given():
     for args in ((x,), (x, torch.zeros(2, dtype=torch.long))):
         with pytest.raises(TypeError, match="^this model declares no objectives"):
             model.loss(*args)
+
+
+ROUNDED = """
+name: rounded_lm
+inputs:
+  ids: {shape: [B, 16], dtype: int64}
+graph:
+  - {id: embed, embed: {vocab: 32, dim: 8, pos: none}}
+  - {id: w, param: {shape: [8]}}
+  - {id: w_int, cast: {dtype: int64}}
+  - {id: w_back, cast: {dtype: float32}}
+  - {id: scaled, from: [embed, w_back], multiply: {}}
+  - {id: head, head: {kind: lm, vocab: 32}}
+"""
+
+
+def test_a_learned_tensor_no_gradient_reaches_is_named_at_the_first_step(tmp_path, capsys):
+    """The BitNet trial: weights rounded through a cast to int64 trained only through their
+    scale, and `archspec.train` said nothing (w.grad stays None)."""
+    from archspec.train import Options, train as run
+
+    spec = tmp_path / "rounded.yaml"
+    spec.write_text(ROUNDED)
+    run(Options(str(spec), steps=2, batch=4))
+    said = capsys.readouterr().err
+    assert said.count("got no gradient at the first step") == 1 and "will not train: w.value" in said
+    run(Options(VIT, overrides=VIT_SMALL, steps=1, batch=4))
+    assert "got no gradient" not in capsys.readouterr().err
