@@ -23,7 +23,13 @@ class DidYouMean(str):
 
 # words that mean a choice spelt otherwise (a did-you-mean by spelling would pick another)
 SAME_MEANING = {"lte": "le", "leq": "le", "<=": "le", "gte": "ge", "geq": "ge", ">=": "ge", "neq": "ne", "!=": "ne",
-                "<": "lt", ">": "gt", "==": "eq", "=": "eq", "avg": "mean", "average": "mean"}
+                "<": "lt", ">": "gt", "==": "eq", "=": "eq", "avg": "mean", "average": "mean",
+                # activations by Hugging Face's and papers' names (the Persimmon trial's squared_relu met star_relu)
+                "squared_relu": "relu2", "relu_squared": "relu2", "swish": "silu", "gelu_new": "gelu_tanh",
+                "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh"}
+
+# gated activations: the word and the mlp option that makes the gate (the ERNIE trial's act: swiglu)
+GATED = {"swiglu": "silu", "geglu": "gelu", "reglu": "relu", "gated_gelu": "gelu", "gated_silu": "silu"}
 
 
 def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:
@@ -31,8 +37,11 @@ def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:
     import difflib  # only when a hint is wanted: keeps `archspec check` start-up short
 
     names = [str(c) for c in choices]
-    if SAME_MEANING.get(str(word)) in names:  # `lte` is le, though lt is spelt closer
-        return DidYouMean(word, SAME_MEANING[str(word)])
+    if SAME_MEANING.get(str(word).lower()) in names:  # `lte` is le, though lt is spelt closer
+        return DidYouMean(word, SAME_MEANING[str(word).lower()])
+    if GATED.get(str(word).lower()) in names:
+        meant = GATED[str(word).lower()]
+        return DidYouMean(word, meant, f"with `gated: true` on the mlp ({word} is a gated {meant})")
     same_letters = [name for name in names if name.lower() == str(word).lower()]
     if len(same_letters) == 1:  # `reLU` is relu
         return DidYouMean(word, same_letters[0])

@@ -25,6 +25,8 @@ ACTIVATIONS: dict[str, str] = {  # name -> what it computes (shown in the schema
     "exp": "exp (a scale learned in log space)",
     "abs": "|x|",
     "sign": "sign(x): -1, 0 or 1",
+    "round": "round(x) to the nearest integer, ties to even (torch.round: a quantizer's codes, BitNet's); its "
+             "gradient is 0",
     "log1p": "log(1 + x) (with abs and sign, timm's RelPosMlp coordinates sign(x) log(1 + |x|))",
     "softplus": "log(1 + exp(x)), linear above 20 (torch's F.softplus: TimesFM's per-dimension query scale)",
     "log": "log(x) (natural)",

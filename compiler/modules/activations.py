@@ -73,6 +73,13 @@ class Sign(nn.Module):
         return torch.sign(x)
 
 
+class Round(nn.Module):
+    """round(x), ties to even (torch.round); no gradient passes it."""
+
+    def forward(self, x):
+        return torch.round(x)
+
+
 class Log1p(nn.Module):
     """log(1 + x): log-spaced relative coordinates (timm's RelPosMlp), with abs and sign."""
 
@@ -134,6 +141,7 @@ TORCH_ACTIVATIONS = {  # name -> (module class, the functional it computes, thei
     "exp": (Exp, torch.exp, {}, None),
     "abs": (Abs, torch.abs, {}, None),
     "sign": (Sign, torch.sign, {}, None),
+    "round": (Round, torch.round, {}, None),
     "log1p": (Log1p, torch.log1p, {}, None),
     "softplus": (nn.Softplus, F.softplus, {}, None),
     "log": (Log, torch.log, {}, None),

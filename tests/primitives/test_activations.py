@@ -88,3 +88,28 @@ def test_elu_and_leaky_relu_are_the_references_formulas():
     x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 2.0])
     torch.testing.assert_close(torch_floor.activation("elu")(x), torch.where(x > 0, x, x.exp() - 1))
     torch.testing.assert_close(torch_floor.activation("leaky_relu")(x), torch.where(x > 0, x, 0.01 * x))
+
+
+def test_round_rounds_ties_to_even_and_passes_no_gradient():
+    """BitNet's quantizer wrote round as 5 nodes (sign, scale, add, two casts): half away from zero."""
+    import archspec
+
+    model = archspec.build_text("name: rnd\ninputs: {x: [B, 8]}\ngraph:\n  - {id: a, activation: {fn: round}}\n")
+    x = torch.tensor([[0.5, 1.5, -0.5, 2.5, 2.4, -1.6, 0.0, -2.5]], requires_grad=True)
+    out = model(x)
+    assert out.tolist() == [[0.0, 2.0, -0.0, 2.0, 2.0, -2.0, 0.0, -2.0]]
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("written, meant, note", [("squared_relu", "relu2", ""), ("swish", "silu", ""),
+                                                  ("gelu_new", "gelu_tanh", ""), ("swiglu", "silu", "gated: true")])
+def test_other_names_of_an_activation_are_offered(written, meant, note):
+    """The Persimmon trial's squared_relu was offered star_relu, the ERNIE trial's swiglu silu alone."""
+    import archspec
+
+    text = f"name: a\ninputs: {{x: [B, 4, 8]}}\ngraph:\n  - {{id: m, mlp: {{ratio: 2, act: {written}}}}}\n"
+    with pytest.raises(archspec.SpecError) as error:
+        archspec.check_text(text)
+    hint = error.value.diagnostics[0].hint
+    assert hint.startswith(f"did you mean '{meant}'?") and note in hint
