@@ -201,18 +201,22 @@ def check_one_value_per_tensor(values: dict[str, torch.Tensor], ours: dict, name
     """Names of one tensor of the model (the copies of a `share: true` repeat, a tied table) that
     the checkpoint gives different values: loading both would keep whichever came last, a model
     other than either. One of them is enough (the others are filled through it)."""
-    clashing = []
+    clashing, tables = [], False
     for key, others in shared_names(ours).items():
         if key not in values:
             continue
         differ = [k for k in sorted(others) if k > key and k in values and not torch.equal(values[key], values[k])]
         if differ:
             clashing.append(f"{key} and {differ[0]}")
+            tables = tables or any(k.endswith(".tokens.weight") for k in (key, differ[0]))
     if clashing:
+        hint = ("the checkpoint's output layer is its own, not the embedding table: give the lm head "
+                "`vocab:` in place of `tie:` (and map the checkpoint's head to it)" if tables else
+                "the checkpoint comes from a model whose copies were trained apart; give one copy's "
+                "tensors (e.g. layers.0.*) to share it, or build the spec without `share: true`")
         raise error(f"weights: {name}: {len(clashing)} tensor(s) the model holds once (shared weights or a tied "
                     f"table) have different values under their names in the checkpoint: {listing(clashing)}",
-                    hint="the checkpoint comes from a model whose copies were trained apart; give one copy's "
-                         "tensors (e.g. layers.0.*) to share it, or build the spec without `share: true`")
+                    hint=hint)
 
 
 def check_finite(values: dict[str, torch.Tensor], name: str) -> None:

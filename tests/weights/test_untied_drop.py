@@ -31,3 +31,16 @@ def test_an_untied_head_dropped_into_a_tied_spec_says_what_is_lost(tied):
     assert "dropped 1 learned tensor(s)" in said
     assert "lm_head.weight has the shape of the kept embed.tokens.weight, which the model ties" in said
     assert "`head: {kind: lm, vocab: ...}`" in said
+
+
+def test_a_tied_table_given_two_values_says_to_untie_the_head():
+    """The SmolLM3 trial's untied head under the tied name was told to "give one copy's tensors
+    (e.g. layers.0.*) to share it, or build the spec without `share: true`": a repeat's advice."""
+    model = archspec.build(SPEC, SMALL, seed=0)
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    state["head.table.weight"] = state["head.table.weight"] + 1.0
+    with pytest.raises(archspec.SpecError) as error:
+        load_weights(model, state, archspec.check(SPEC, SMALL).graph)
+    diagnostic = error.value.diagnostics[0]
+    assert "embed.tokens.weight and head.table.weight" in diagnostic.message
+    assert "`vocab:` in place of `tie:`" in diagnostic.hint and "share: true" not in diagnostic.hint
