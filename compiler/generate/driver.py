@@ -346,8 +346,13 @@ def check_request(decoder: Decoder, input_ids, attention_mask, max_new_tokens: i
         start = (f"the target's {prompt} first tokens" if decoder.encoder_decoder and prompt > 1 else
                  "the target's start token" if decoder.encoder_decoder else f"{prompt} prompt tokens")
         side = "longest target" if decoder.encoder_decoder else "longest sequence"
+        fed = decoder.model.facts.fed_inputs
+        where = next((f" (declared at {s.where})" for s in decoder.model.meta.get("archspec_inputs", ())
+                      if s.where and s.name in fed), "")
         raise ValueError(f"{start} + {max_new_tokens} new tokens = {total}, beyond {decoder.name}'s {side}, "
-                         f"{decoder.max_length}")
+                         f"{decoder.max_length}{where}: ask for fewer new tokens, or build the spec for longer "
+                         f"sequences (the shipped LMs: `--set context={total}`; learned positions then need weights "
+                         f"that long)")
 
 
 def check_ids(decoder: Decoder, input_ids, attention_mask) -> None:

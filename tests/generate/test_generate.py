@@ -284,8 +284,10 @@ def test_ids_outside_the_vocabulary_and_too_many_tokens_are_refused(pair):
     _, ours = pair
     with pytest.raises(ValueError, match=f"token id {VOCAB} is outside the vocabulary"):
         generate(ours, torch.tensor([[1, VOCAB]]), max_new_tokens=2)
-    with pytest.raises(ValueError, match="beyond .* longest sequence"):
+    with pytest.raises(ValueError, match="beyond .* longest sequence") as refused:
         generate(ours, torch.tensor([[1, 2]]), max_new_tokens=5000)
+    said = str(refused.value)  # where the length is declared, and what to do (the SmolLM3 and ERNIE trials)
+    assert "(declared at " in said and "ask for fewer new tokens" in said and "`--set context=5002`" in said
 
 
 # -- archspec generate ---------------------------------------------------------------------------------
