@@ -62,7 +62,7 @@ def item_problem(name: str, value: list, choices: list) -> tuple[str, str | None
         if item not in choices:
             hint = suggest(item, choices) if isinstance(item, str) else None
             listed = ", ".join(repr(c) for c in choices)
-            return f"param '{name}' holds items among {listed}; item {index}, {item!r}, is not one of them", hint
+            return f"param '{name}' holds items among {listed}; item {index} ({item!r}) is not one of them", hint
     return None
 
 

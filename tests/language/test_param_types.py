@@ -104,9 +104,22 @@ def test_a_list_params_choices_are_its_items_values():
     spec could not say which words an item may be (a misspelt item dropped its layer's mixer)."""
     assert archspec.check_text(LIST_SPEC).params > 0
     problem = failure(LIST_SPEC, overrides={"layer_types": "[conv, attention]"})
-    assert problem.message == ("--set param 'layer_types' holds items among 'conv', 'full_attention'; item 1, "
-                               "'attention', is not one of them")
+    assert problem.message == ("--set param 'layer_types' holds items among 'conv', 'full_attention'; item 1 "
+                               "('attention') is not one of them")
     assert problem.hint == "did you mean 'full_attention'?"
     whole = LIST_SPEC.replace("choices: [conv, full_attention]", "choices: [[conv, full_attention], [conv, conv]]")
     assert archspec.check_text(whole).params > 0  # choices that are lists: the whole value is one of them
     assert "is not one of them" in failure(whole, overrides={"layer_types": "[full_attention, conv]"}).message
+
+
+@pytest.mark.parametrize("kind", ["causal", "global", "sliding"])
+def test_hugging_faces_partial_rotary_factor_points_at_rope_dims(kind):
+    """The Persimmon trial's `partial_rotary_factor: 0.5` met "unknown key" and fifty keys."""
+    window = ", window: 4" if kind == "sliding" else ""
+    text = ("name: prf\ninputs: {ids: {shape: [B, 16], dtype: int64}}\ngraph:\n"
+            "  - {id: e, embed: {vocab: 10, dim: 16, pos: none}}\n"
+            f"  - {{id: a, attention: {{kind: {kind}, heads: 2, rope_theta: 10000.0, partial_rotary_factor: 0.5"
+            f"{window}}}}}\n")
+    with pytest.raises(archspec.SpecError) as error:
+        archspec.check_text(text)
+    assert error.value.diagnostics[0].hint.startswith("rope_dims: the first dims of each head the rotation covers")

@@ -139,6 +139,7 @@ class SequenceAttentionOp(AttentionOp):
 
     Params = SequenceParams
     hides_keys: ClassVar[bool] = False  # the kind's own mask hides keys (causal, sliding, alibi, differential)
+    key_hints: ClassVar[dict[str, str]] = {"partial_rotary_factor": "rope_dims: the first dims of each head the rotation covers, head_dim x the factor (Hugging Face's partial_rotary_factor / rotary_pct: Phi, Persimmon, GPT-NeoX)", "rotary_pct": "rope_dims: the first dims of each head the rotation covers, head_dim x the factor (Hugging Face's partial_rotary_factor / rotary_pct: Phi, Persimmon, GPT-NeoX)"}
 
     def reads(self, p) -> tuple[str, ...]:
         return self.leading(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
