@@ -360,7 +360,10 @@ def line(layers: list[CachedLayer], cross: list[CachedLayer] = (), recent: list[
     if found is None:
         return None
     per, at = found["bytes_per_token"], found["bytes_at_max_length"]
-    text = (f"KV cache (generate, {plural(len(layers), 'layer')}): {size(per['fp32'])} per token, {size(at['fp32'])} at "
+    windowed = sum(1 for layer in layers if layer.window is not None)
+    upto = f"up to {size(per['fp32'])} per token (a sliding layer keeps its window)" if windowed else \
+        f"{size(per['fp32'])} per token"  # the Cohere2 trial read a sliding layer's per-token cost as kept forever
+    text = (f"KV cache (generate, {plural(len(layers), 'layer')}): {upto}, {size(at['fp32'])} at "
             f"{found['max_length']:,} tokens (fp32); {size(per['bf16'])}, {size(at['bf16'])} (bf16)"
             if layers else "KV cache (generate): none")
     if recent:

@@ -368,6 +368,8 @@ def test_check_reports_the_cache_per_token_and_at_the_longest_sequence():
     assert llama["layers"][0]["bytes_per_token"] == {"fp32": 2 * 2 * 64 * 4, "bf16": 2 * 2 * 64 * 2}
     assert "KV cache (generate, 12 layers): 72.00 KiB per token, 72.00 MiB at 1,024 tokens (fp32)" in \
         archspec.check(str(ROOT / "specs" / "gpt2.yaml")).table()
+    mistral = archspec.check(str(ROOT / "specs" / "mistral.yaml")).table()  # sliding layers: the Cohere2 trial
+    assert "up to 1.00 KiB per token (a sliding layer keeps its window), 8.00 KiB at 128 tokens (fp32)" in mistral
 
 
 def test_check_reports_no_cache_for_specs_that_cannot_generate():
