@@ -45,7 +45,7 @@ class NystromParams(SequenceParams):
                                 "(exact: Hugging Face's inv_init_coeff_option)")
 
 
-UNSUPPORTED = (("scores", "score parts"), ("bias", "a score bias"), ("rope_theta", "rotary positions"),
+UNSUPPORTED = (("scores", "score parts"), ("bias", "score bias"), ("rope_theta", "rotary positions"),
                ("kv_heads", "grouped key/value heads"), ("attn_drop", "attention dropout"))
 
 
@@ -68,7 +68,8 @@ class NystromAttentionOp(SequenceAttentionOp):
             raise RuleError(f"nystrom attention needs a fixed number of tokens, and these are {tokens} "
                             f"({tokens.lo}..{tokens.hi}): its landmarks are the means of N / landmarks consecutive "
                             f"tokens (Hugging Face's segment_means_seq_len, to which inputs are padded)",
-                            field="landmarks", hint="declare the sequence at its padded length, e.g. [B, 512]")
+                            field="landmarks", hint="declare the sequence at the fixed length its inputs are "
+                                                    "padded to, one the landmarks divide")
         if p.landmarks > tokens or tokens % p.landmarks:
             near = ", ".join(str(d) for d in divisors_near(tokens, p.landmarks))
             raise RuleError(f"{p.landmarks} landmarks do not divide the {tokens} tokens into equal segments",
