@@ -15,6 +15,11 @@ from .common import make
 from .tables import sinusoid_table
 
 
+def rounded_to(value: float, dtype: torch.dtype) -> float:
+    """`value` as a float32 number rounded to `dtype` (Hugging Face's Gemma: a float32 buffer, `.to(dtype)`)."""
+    return float(torch.tensor(value, dtype=torch.float32).to(dtype))
+
+
 class TokenEmbed(nn.Module):
     """Token ids [B, L] -> [B, L, dim]. The positions are 0..L-1, or `positions` [B, L] where the
     forward is given them (generate's decode graph: the tokens' positions in a decode step, or
@@ -27,6 +32,7 @@ class TokenEmbed(nn.Module):
         self.pos_offset = pos_offset  # learned positions: rows of the table before the first position's
         self.pos_pad_id = pos_pad_id  # positions numbered from the ids (RoBERTa's), padding at this row
         self.scale = math.sqrt(dim) if scale else None
+        self.scale_rounded = scale == "rounded"  # the scale in the table's dtype first (Gemma's embed_scale)
         # a tied table is set by the lowering
         self.tokens = None if tied else nn.Embedding(vocab, dim, padding_idx=pad_id)
         self.pos = nn.Embedding(pos_offset + max_len, dim, padding_idx=pos_pad_id) if pos == "learned" else None
@@ -50,7 +56,7 @@ class TokenEmbed(nn.Module):
         if self.types is not None:
             x = x + self.types(types)
         if self.scale is not None:
-            x = x * self.scale
+            x = x * (rounded_to(self.scale, x.dtype) if self.scale_rounded else self.scale)
         if self.multiplier != 1.0:
             x = x * self.multiplier
         if positions is not None:

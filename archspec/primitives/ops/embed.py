@@ -38,7 +38,10 @@ class EmbedParams(Params):
                                                 "Face's Pegasus, Marian and BART-like sinusoids are (their "
                                                 "embed_positions.weight loads into it); false: a buffer made at "
                                                 "build, in no state dict")
-    scale: bool = Field(False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.)")
+    scale: bool | Literal["rounded"] = Field(
+        False, description="multiply the embeddings by sqrt(dim) (Vaswani et al.); rounded: by sqrt(dim) kept as a "
+                           "float32 number and rounded to the table's dtype first, as Hugging Face's Gemma family "
+                           "(embed_scale.to(weight.dtype): sqrt(1152) is 34.0 in bf16, not 33.94)")
     multiplier: float = Field(1.0, allow_inf_nan=False,
                               description="multiply the token embeddings by this fixed number, before the positions "
                                           "(Granite's embedding_multiplier, MiniCPM's scale_emb)")
