@@ -123,3 +123,17 @@ def test_hugging_faces_partial_rotary_factor_points_at_rope_dims(kind):
     with pytest.raises(archspec.SpecError) as error:
         archspec.check_text(text)
     assert error.value.diagnostics[0].hint.startswith("rope_dims: the first dims of each head the rotation covers")
+
+
+@pytest.mark.parametrize("option, says", [
+    ("softcap: 50.0", "a cap on the scores is the score part `scores: [{softcap: {cap: 50.0}}]`"),
+    ("window: 4", "a causal window is `kind: sliding`; where layers alternate"),
+])
+def test_a_sliding_or_capped_layers_option_on_causal_attention_says_where_it_goes(option, says):
+    """The VaultGemma trial: `softcap` and `window` on causal layers met the fifty allowed keys."""
+    text = ("name: sc\ninputs: {ids: {shape: [B, 16], dtype: int64}}\ngraph:\n"
+            "  - {id: e, embed: {vocab: 10, dim: 16, pos: none}}\n"
+            f"  - {{id: a, attention: {{kind: causal, heads: 2, {option}}}}}\n")
+    with pytest.raises(archspec.SpecError) as error:
+        archspec.check_text(text)
+    assert says in error.value.diagnostics[0].hint

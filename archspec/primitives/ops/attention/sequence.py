@@ -134,12 +134,21 @@ def qk_positions_field():
 INTERNAL_ONLY = (*SublayerParams.model_fields, "qkv_bias", "proj_bias", "proj_drop", "clip_qkv", "qk_positions")
 
 
+ROTARY_HINT = ("rope_dims: the first dims of each head the rotation covers, head_dim x the factor (Hugging Face's "
+               "partial_rotary_factor / rotary_pct: Phi, Persimmon, GPT-NeoX)")
+
+
 class SequenceAttentionOp(AttentionOp):
     """The rules of the options every sequence kind takes."""
 
     Params = SequenceParams
     hides_keys: ClassVar[bool] = False  # the kind's own mask hides keys (causal, sliding, alibi, differential)
-    key_hints: ClassVar[dict[str, str]] = {"partial_rotary_factor": "rope_dims: the first dims of each head the rotation covers, head_dim x the factor (Hugging Face's partial_rotary_factor / rotary_pct: Phi, Persimmon, GPT-NeoX)", "rotary_pct": "rope_dims: the first dims of each head the rotation covers, head_dim x the factor (Hugging Face's partial_rotary_factor / rotary_pct: Phi, Persimmon, GPT-NeoX)"}
+    key_hints: ClassVar[dict[str, str]] = {
+        "partial_rotary_factor": ROTARY_HINT, "rotary_pct": ROTARY_HINT,
+        "softcap": "a cap on the scores is the score part `scores: [{softcap: {cap: 50.0}}]` (Gemma 2's "
+                   "attn_logit_softcapping; the logits' cap is the lm head's logits_softcap)",
+        "window": "a causal window is `kind: sliding`; where layers alternate, `window: \"${4 if sliding else None}\"` "
+                  "gives the other layers none (a None leaves an option out)"}
 
     def reads(self, p) -> tuple[str, ...]:
         return self.leading(p) + (("bias",) if p.bias else ()) + score_tensors(p) + \
