@@ -134,11 +134,12 @@ class Expander:
                              [node.name for node in self.graph.nodes() if not node.is_input])
         marked = {path for path, _ in self.marked_unused}  # an alternative marked unused is not read, as it says
         kept = [(path, loc) for path, loc in self.kept_alternatives() if path not in marked]
+        said_unused = {name for names in unused.values() for name in names}
         for problem in (unread_alternatives(self.graph, kept, needed)
-                        + unread_copies(self.graph, needed) + used_after_all(self.marked_unused, unused, needed)):
+                        + unread_copies(self.graph, needed, said_unused)
+                        + used_after_all(self.marked_unused, unused, needed)):
             self.errors.add(problem)
         self.stop_if_errors()
-        said_unused = {name for names in unused.values() for name in names}
         self.graph.warnings = ([s.problem for s in sources if s.problem is not None]
                                + unused_nodes(self.graph, needed | said_unused)
                                + condition_warnings(self.doc, self.spec) + unread
@@ -645,12 +646,13 @@ def used_after_all(marked: list[tuple], inside: dict[str, list[str]], needed: se
     return problems
 
 
-def unread_copies(graph: Graph, needed: set[str]) -> list:
+def unread_copies(graph: Graph, needed: set[str], said_unused: frozenset[str] | set[str] = frozenset()) -> list:
     """Errors for the copies of a repeat that no output reads while a later copy is read: a node
     inside reads a node from before the repeat by its id, so every copy reads that node instead of
     the copy before, and all but the last compute for nothing (the Decision Transformer trial's
     `from: [drop, mask]` on a repeated group's first node built a model one layer short, with a
-    warning)."""
+    warning). A copy whose every node the spec marks `unused` is meant (the UperNet trial's
+    `unused: ${i == 0}` on parallel branches met this error all the same)."""
     repeats = {path for path, info in graph.groups.items() if info.kind == "repeat"}
     if not repeats:
         return []
@@ -662,17 +664,19 @@ def unread_copies(graph: Graph, needed: set[str]) -> list:
             copies.setdefault(name[len(path) + 1:].split(".", 1)[0], []).append(name)
         read = [int(k) for k, names in copies.items() if k.isdigit() and any(n in needed for n in names)]
         dead = sorted(int(k) for k, names in copies.items()
-                      if k.isdigit() and read and int(k) < max(read) and not any(n in needed for n in names))
+                      if k.isdigit() and read and int(k) < max(read) and not any(n in needed for n in names)
+                      and not all(n in said_unused for n in names))
         if dead:
             first = nodes[copies[str(dead[0])][0]]
             problems.append(error(
                 f"{'copy' if len(dead) == 1 else 'copies'} {', '.join(map(str, dead))} of the {len(copies)} of the "
-                f"repeat '{path}' {'is' if len(dead) == 1 else 'are'} computed, but no output reads "
+                f"repeat '{path}' {'is' if len(dead) == 1 else 'are'} built, but no output reads "
                 f"{'it' if len(dead) == 1 else 'them'}: each copy reads a node from before the repeat by its id, "
                 "not the copy before it", first.loc, first.name,
                 hint="a repeated `graph:` group chains through its first node's input, which `from:` there "
                      "replaces: repeat a block that takes the extra input (`inputs: [x, mask]`), whose copies "
-                     "each read the one before as x"))
+                     "each read the one before as x; copies meant as branches no output reads are marked "
+                     "`unused: \"${i == 0}\"` (with `as: i`)"))
     return problems
 
 
