@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from archspec.core.ir import Graph
 from archspec.language.names import OBJECTIVES
-from archspec.primitives.kv_cache import cached_layers, logits_output, mask_inputs, padding_inputs, recent_layers, refusal
+from archspec.primitives.kv_cache import (cached_layers, logits_output, mask_inputs, padding_inputs, recent_layers,
+                                          refusal)
 from archspec.primitives.kv_cache import uncached_refusal
 
 from .facts import CLASSIFIER, FEATURE_NORM, Classifier

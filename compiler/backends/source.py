@@ -283,8 +283,13 @@ CHECKED_HEAD_INPUT = '''    def _head_input(self, *inputs):
 
 
 def shapes_literal(gm: torch.fx.GraphModule) -> str:
-    """The model's InputShapes (meta["archspec_inputs"], input_check.py) as Python source."""
-    shapes = getattr(gm, "meta", {}).get("archspec_inputs", ())
+    """The model's InputShapes (meta["archspec_inputs"], input_check.py) as Python source, each
+    declaration's place by the spec's file name and line (no path of the machine it was built on)."""
+    import dataclasses
+    import os
+
+    shapes = [dataclasses.replace(shape, where=os.path.basename(shape.where))
+              for shape in getattr(gm, "meta", {}).get("archspec_inputs", ())]
     if not shapes:
         return "()"
     return "(\n" + "".join(f"        {shape!r},\n" for shape in shapes) + "    )"

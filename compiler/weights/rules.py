@@ -552,5 +552,6 @@ def convert(state: dict, rules: tuple[Rule, ...], ours: dict | None = None) -> C
         result.state = out
     result.shifted = {key: added[id(value)][1] for key, value in result.state.items() if id(value) in added}
     final = {id(value): key for key, value in result.state.items()}  # a rename keeps the tensor
-    result.near_copies = {key: [final[id(t)] for t in kept if id(t) in final] for key, kept in result.near_copies.items()}
+    result.near_copies = {key: [final[id(t)] for t in kept if id(t) in final]
+                          for key, kept in result.near_copies.items()}
     return result

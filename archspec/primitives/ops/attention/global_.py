@@ -25,7 +25,8 @@ class GlobalAttentionOp(SequenceAttentionOp):
     also_called = {"bidirectional": "bidirectional attention", "encoder": "an encoder's self-attention",
                    "full": "full attention, every token seeing every token (a decoder's is `causal`)",
                    "non_causal": "attention without a causal mask"}
-    key_hints = {**SequenceAttentionOp.key_hints, "window": "sliding is causal: a window both ways over a sequence (each token sees up to w // 2 "
+    key_hints = {**SequenceAttentionOp.key_hints,
+                 "window": "sliding is causal: a window both ways over a sequence (each token sees up to w // 2 "
                            "before and after it: ModernBERT's local_attention w; T5Gemma's encoder, whose "
                            "sliding_window n sees n each side, is w = 2n) is the score part "
                            "`scores: [{local_window: {window: w}}]`"}
