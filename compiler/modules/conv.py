@@ -12,6 +12,7 @@ from archspec.primitives.ops.conv import CONV, geometry, groups_of
 
 from ..facts import register_facts
 from ..lowering_rules import lowering
+from .activations import activation
 from .common import Conv2d, grid_as_image, image_as_tokens, make
 
 
@@ -21,7 +22,7 @@ class Convolution(nn.Module):
     (before, after) zeros per convolved axis."""
 
     def __init__(self, reads, in_channels, out, kernel, stride, dilation, pads, groups, bias, grid=None,
-                 weight_norm=None, padding_mask=False):
+                 weight_norm=None, padding_mask=False, norm="none", norm_eps=1e-5, act=None):
         super().__init__()
         self.reads, self.grid = reads, tuple(grid) if grid is not None else None
         self.padding_mask = padding_mask  # tokens: a mask [B, N] follows x, and a padded token reads as zeros
@@ -36,6 +37,9 @@ class Convolution(nn.Module):
             del self.conv.weight
             self.conv.weight_g = nn.Parameter(norm_except(v, weight_norm))  # [1, .., size, .., 1]
             self.conv.weight_v = nn.Parameter(v)
+        batch_norm = nn.BatchNorm1d if reads == "tokens" else nn.BatchNorm2d
+        self.norm = batch_norm(out, eps=norm_eps) if norm == "batch" else None  # a ConvModule's, over the output channels
+        self.act = activation(act) if act is not None else None
 
     def normed_weight(self):
         """The conv's weight: g * v / ||v||, the norm over every axis but weight_norm's."""
@@ -63,6 +67,10 @@ class Convolution(nn.Module):
             x = self.conv(x)  # [B, C, *S] -> [B, out, *S']
         else:
             x = self.conv._conv_forward(x, self.normed_weight(), self.conv.bias)  # [B, C, *S] -> [B, out, *S']
+        if self.norm is not None:
+            x = self.norm(x)
+        if self.act is not None:
+            x = self.act(x)
         if self.reads != "image":
             x = image_as_tokens(x)  # [B, out, H', W'] -> [B, H'W', out]; [B, out, N'] -> [B, N', out]
         return x
@@ -84,7 +92,9 @@ def lower(p, inputs, ctx):
                 stride=list(g.stride), dilation=list(g.dilation), pads=[list(pad) for pad in g.pads],
                 groups=groups_of(p, channels), bias=p.bias, grid=x.grid if reads == "grid" else None,
                 **({"weight_norm": p.weight_norm} if p.weight_norm is not None else {}),
-                **({"padding_mask": True} if p.padding_mask else {}))
+                **({"padding_mask": True} if p.padding_mask else {}),
+                **({"norm": p.norm, "norm_eps": p.norm_eps} if p.norm != "none" else {}),  # model.py as before
+                **({"act": p.act} if p.act is not None else {}))
 
 
 def conv_grid(p, grid):

@@ -20,7 +20,8 @@ from typing import Literal, Union
 from ...core.declared import Field
 from ...core.suggestions import Divides, GridOrigin, Remedy
 from ...core.types import Sym, TensorType, grid_tokens, image, shifted, tokens
-from ..base import Cost, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError, check_padding_mask
+from ..activations import Function, learned_params
+from ..base import Cost, Eps, NonNegSize, Op, Params, PositiveInt, PositiveSize, RuleError, check_padding_mask
 from ..grids import as_image, divisors
 from ..registry import register
 from ..dtypes import READS, FLOAT_FIRST
@@ -62,6 +63,12 @@ class ConvParams(Params):
                                                 "one (torch's weight_norm and its `dim`: Wav2Vec2's positional conv, "
                                                 "2, the kernel's axis): parameters `conv.weight_g` and "
                                                 "`conv.weight_v` in place of `conv.weight`; none: a plain weight")
+    norm: Literal["none", "batch"] = Field("none", description="batch: a BatchNorm over the output channels after "
+                                                               "the conv (`norm.weight`, `.bias`, `.running_mean`, "
+                                                               "...), as a ConvModule's (mmseg, Hugging Face's "
+                                                               "UperNetConvModule, timm's ConvNormAct)")
+    norm_eps: Eps = Field(1e-5, description="the BatchNorm's epsilon")
+    act: Function | None = Field(None, description="an activation after the conv (and its norm); none: none")
 
 
 @dataclass(frozen=True)
@@ -268,7 +275,8 @@ class ConvOp(Op):
         width = out.channels
         positions = out.row_numel() // width  # H'W' or N' per row of the batch (symbolic lengths at their longest)
         norm = weight_norm_params(p, (width, channels // groups_of(p, channels)) + geometry(p).kernel)
-        return Cost(fan_in * width + (width if p.bias else 0) + norm, 2 * fan_in * width * positions)
+        after = (2 * width if p.norm == "batch" else 0) + (learned_params(p.act) if p.act else 0)  # FLOPs: torch counts none
+        return Cost(fan_in * width + (width if p.bias else 0) + norm + after, 2 * fan_in * width * positions)
 
 
 def weight_norm_params(p, weight_shape: tuple[int, ...]) -> int:
