@@ -37,12 +37,12 @@ def did_you_mean(word: str, choices, cutoff: float = 0.6) -> DidYouMean | None:
     import difflib  # only when a hint is wanted: keeps `archspec check` start-up short
 
     names = [str(c) for c in choices]
-    if SAME_MEANING.get(str(word).lower()) in names:  # `lte` is le, though lt is spelt closer
-        return DidYouMean(word, SAME_MEANING[str(word).lower()])
-    if GATED.get(str(word).lower()) in names:
-        meant = GATED[str(word).lower()]
-        return DidYouMean(word, meant, f"with `gated: true` on the mlp ({word} is a gated {meant})")
-    same_letters = [name for name in names if name.lower() == str(word).lower()]
+    lowered = str(word).lower()
+    if SAME_MEANING.get(lowered) in names:  # `lte` is le, though lt is spelt closer
+        return DidYouMean(word, SAME_MEANING[lowered])
+    if GATED.get(lowered) in names:
+        return DidYouMean(word, GATED[lowered], f"with `gated: true` on the mlp ({word} is a gated {GATED[lowered]})")
+    same_letters = [name for name in names if name.lower() == lowered]
     if len(same_letters) == 1:  # `reLU` is relu
         return DidYouMean(word, same_letters[0])
     reordered = same_parts(str(word), names)

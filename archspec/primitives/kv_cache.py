@@ -222,35 +222,42 @@ def padding_inputs(graph: Graph) -> tuple[str, ...]:
     spec's attention_mask [B, L]. generate()
     feeds none of them: its own attention_mask marks the padding, and the cache's mask hides the
     padded keys (the decode graph hands those slots a stand-in no layer reads)."""
-    found = []
-    for node in graph.inputs():
-        if node.type.layout != "ids":  # a padding mask is int64 [B, L]; no other input's readers are asked
-            continue
-        readers = graph.readers(node.name)
-        if readers and all(reads_only_as_key_padding(graph, reader, node.name) for reader in readers):
-            found.append(node.name)
-    return tuple(found)
+    return ids_read_only_so(graph, reads_only_as_key_padding)
 
 
 def mask_inputs(graph: Graph) -> tuple[str, ...]:
     """The int64 inputs every reader of which takes as its key-padding mask (its last input, with
     `padding_mask: true`), cached attention or not: an encoder's attention_mask (ModernBERT's,
     BERT's), which generate must not take for an encoder-decoder's target ids."""
+    return ids_read_only_so(graph, reads_as_a_padding_mask)
+
+
+def ids_read_only_so(graph: Graph, reads) -> tuple[str, ...]:
+    """The int64 inputs (a padding mask is int64 [B, L]; no other input's readers are asked) that
+    have readers, each of which `reads(graph, reader, name)` so."""
     found = []
     for node in graph.inputs():
-        readers = graph.readers(node.name)
-        if node.type.layout == "ids" and readers and all(
-                graph.inputs_of(reader).count(node.name) == 1 and graph.inputs_of(reader)[-1] == node.name
-                and getattr(graph.record(reader).params, "padding_mask", False) for reader in readers):
+        readers = graph.readers(node.name) if node.type.layout == "ids" else ()
+        if readers and all(reads(graph, reader, node.name) for reader in readers):
             found.append(node.name)
     return tuple(found)
+
+
+def reads_as_a_padding_mask(graph: Graph, reader: str, name: str) -> bool:
+    """Node `reader` reads `name` once, last, with `padding_mask: true`."""
+    return last_input_once(graph, reader, name) and bool(getattr(graph.record(reader).params, "padding_mask", False))
+
+
+def last_input_once(graph: Graph, reader: str, name: str) -> bool:
+    """Node `reader` reads `name` once, as its last input."""
+    slots = graph.inputs_of(reader)
+    return slots.count(name) == 1 and slots[-1] == name
 
 
 def reads_only_as_key_padding(graph: Graph, reader: str, name: str) -> bool:
     """Node `reader` reads `name` once, as the key-padding mask of a cached self attention or of
     a causal conv."""
-    slots = graph.inputs_of(reader)
-    if slots.count(name) != 1 or slots[-1] != name:
+    if not last_input_once(graph, reader, name):
         return False
     node = graph.record(reader)
     decode = decode_of(node)
@@ -360,7 +367,7 @@ def line(layers: list[CachedLayer], cross: list[CachedLayer] = (), recent: list[
     if found is None:
         return None
     per, at = found["bytes_per_token"], found["bytes_at_max_length"]
-    windowed = sum(1 for layer in layers if layer.window is not None)
+    windowed = any(layer.window is not None for layer in layers)
     upto = f"up to {size(per['fp32'])} per token (a sliding layer keeps its window)" if windowed else \
         f"{size(per['fp32'])} per token"  # the Cohere2 trial read a sliding layer's per-token cost as kept forever
     text = (f"KV cache (generate, {plural(len(layers), 'layer')}): {upto}, {size(at['fp32'])} at "

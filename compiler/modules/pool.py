@@ -18,7 +18,7 @@ class Pool(OnImage):
     """`grid`: None for an image [B, C, H, W] -> [B, C, H', W']; the (H, W) of a token grid
     [B, H*W, C] -> [B, H'*W', C]."""
 
-    def __init__(self, fn, kernel, stride, padding, count_include_pad, grid=None, output=None):
+    def __init__(self, fn, kernel=(), stride=(), padding=(), count_include_pad=True, grid=None, output=None):
         super().__init__(grid)
         self.fn, self.kernel, self.stride, self.padding = fn, tuple(kernel), tuple(stride), tuple(padding)
         self.count_include_pad, self.output = count_include_pad, None if output is None else tuple(output)
@@ -38,8 +38,7 @@ class Pool(OnImage):
 def lower(p, inputs, ctx):
     x = inputs[0]
     if p.output is not None:
-        return make(Pool, fn=p.fn, kernel=[], stride=[], padding=[], count_include_pad=True, grid=grid_of(x),
-                    output=list(size_pair(p.output)))
+        return make(Pool, fn=p.fn, grid=grid_of(x), output=list(size_pair(p.output)))
     kernel, stride, padding = window(p)
     return make(Pool, fn=p.fn, kernel=list(kernel), stride=list(stride), padding=list(padding),
                 count_include_pad=p.count_include_pad, grid=grid_of(x))

@@ -408,15 +408,18 @@ def kept_elsewhere(value, kept) -> bool:
     """Whether a dropped tensor's values are still loaded under another name (a tied copy)."""
     import torch  # here, so that reading a mapping file does not load torch
 
-    return any(other is value or (getattr(other, "shape", None) == value.shape and other.dtype == value.dtype
-                                  and torch.equal(other, value)) for other in kept)
+    return any(other is value or (alike(other, value) and torch.equal(other, value)) for other in kept)
+
+
+def alike(other, value) -> bool:
+    """`other` a tensor of `value`'s shape and dtype."""
+    return getattr(other, "shape", None) == value.shape and other.dtype == value.dtype
 
 
 def same_shape_kept(value, kept: dict) -> list:
     """The kept tensors of the dropped tensor's shape and dtype (other values, or it would be kept
     elsewhere): the embedding table beside a dropped lm_head.weight that differs from it."""
-    return [other for other in kept.values()
-            if getattr(other, "shape", None) == value.shape and other.dtype == value.dtype]
+    return [other for other in kept.values() if alike(other, value)]
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ class PoolOp(Op):
         channels, size, origin = as_image(x, "pool")
         check_choice(p)
         if p.output is not None:
-            return on_grid(x, channels, size_pair(p.output), GridOrigin())  # [B, C, h, w] or [B, h*w, C]
+            return on_grid(x, channels, pooled(p, size), GridOrigin())  # [B, C, h, w] or [B, h*w, C]
         if p.fn == "max" and not p.count_include_pad:
             raise RuleError("count_include_pad goes with fn: mean", field="count_include_pad")
         kernel, _, padding = window(p)

@@ -37,7 +37,7 @@ class NystromAttention(SelfAttention):
         out = self.plain(q, k, v, mask) if self.landmarks == N else self.through_landmarks(q, k, v, mask)
         if self.conv is not None:
             out = out + self.conv(v)  # [B, h, N, d]: along the tokens, per head
-        return self.proj_out(out, B, N)
+        return self.projected_out(out, B, N)
 
     def plain(self, q, k, v, mask):
         """softmax(q k^T + mask) v: as many landmarks as tokens."""
@@ -68,11 +68,6 @@ class NystromAttention(SelfAttention):
             az = a @ z  # [B, h, m, m]
             z = (0.25 * z) @ (13 * eye - az @ (15 * eye - az @ (7 * eye - az)))  # [B, h, m, m]
         return z
-
-    def proj_out(self, out, B, N):
-        """The heads' outputs [B, h, N, d] through the output projection: [B, N, C]."""
-        x = self.proj(out.transpose(1, 2).reshape(B, N, -1))  # [B, h, N, d] -> [B, N, h*d] -> [B, N, C]
-        return self.proj_drop(x) if self.proj_drop is not None else x
 
     def extra_repr(self) -> str:
         return f"landmarks={self.landmarks}, pinv_iters={self.pinv_iters}, pinv_init={self.pinv_init!r}"

@@ -318,6 +318,10 @@ class SequenceAttention(Sublayer):
         bias = self.position_bias(q, k, bias, tensors)
         x = self.combine_heads(tuple(self.kernel(q, k, self.share_kv(values), bias, padding, self.parts(), tensors)
                                      for values in self.value_calls(v)))  # [B, h, N, d]
+        return self.projected_out(x, B, N)
+
+    def projected_out(self, x, B, N):
+        """The heads' outputs [B, h, N, d] merged and through the output projection: [B, N, C]."""
         if self.merge_heads == "head_major":
             x = self.proj(x.transpose(1, 2).reshape(B, N, -1))  # [B, h, N, d] -> [B, N, h*d]
         else:
