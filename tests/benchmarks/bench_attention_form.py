@@ -7,7 +7,8 @@ beside them, the same module under torch.compile with inductor's freezing at the
 (the JIT, "jit frozen": `archspec bench`'s compile target), timed in the same interleaved rounds
 (medians, ranges). It prints written / sdpa per row, the largest difference between the two
 packages' outputs, and how many SDPA calls each package makes (inductor may put the fused
-kernel back: then both are one program). form.py's thresholds (WRITTEN_MAX_KEYS for bf16, WRITTEN_MAX_KEYS_FP32) come from these figures.
+kernel back: then both are one program). form.py's thresholds (WRITTEN_MAX_KEYS for bf16, WRITTEN_MAX_KEYS_AMX for bf16 on an AMX CPU,
+WRITTEN_MAX_KEYS_FP32) come from these figures.
 
 With --jit, no packages: the module under torch.compile with inductor's freezing (what `bench
 --target compile` and a user's torch.compile run on the CPU), once with every short row written
@@ -47,12 +48,12 @@ FORMS = {"written": 1 << 30, "sdpa": 0}  # the longest key row written out, in b
 @contextlib.contextmanager
 def thresholds(chosen: str):
     """form.py's thresholds as `chosen` (FORMS) has them, within."""
-    kept = form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32
-    form.WRITTEN_MAX_KEYS = form.WRITTEN_MAX_KEYS_FP32 = FORMS[chosen]
+    kept = form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32, form.WRITTEN_MAX_KEYS_AMX
+    form.WRITTEN_MAX_KEYS = form.WRITTEN_MAX_KEYS_FP32 = form.WRITTEN_MAX_KEYS_AMX = FORMS[chosen]
     try:
         yield
     finally:
-        form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32 = kept
+        form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32, form.WRITTEN_MAX_KEYS_AMX = kept
 
 
 def jit_runner(report, model, precision: str, chosen: str, batch: int):
@@ -74,15 +75,11 @@ def package(report, model, spec: str, precision: str, chosen: str, work: str):
     """The package of `model` with every short row written out ("written") or none ("sdpa")."""
     path = os.path.join(work, f"{spec}_{precision}_{chosen}.pt2")
     if not os.path.exists(path):
-        kept = form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32
-        form.WRITTEN_MAX_KEYS = form.WRITTEN_MAX_KEYS_FP32 = FORMS[chosen]
-        try:
+        with thresholds(chosen):
             started = time.perf_counter()
             span = (report.graph.dims["B"].lo, report.graph.dims["B"].hi)
             compile_package(export_for_package(model, report.graph, precision, span), path)
             print(f"{spec} {precision} {chosen}: compiled in {time.perf_counter() - started:.0f} s", flush=True)
-        finally:
-            form.WRITTEN_MAX_KEYS, form.WRITTEN_MAX_KEYS_FP32 = kept
     return load_package(path)
 
 

@@ -382,10 +382,12 @@ def test_attention_written_out_matches_sdpa_and_runs_no_sdpa(small_model, monkey
     assert not any(m.written for m in model.modules() if isinstance(m, AttentionForm))  # put back
 
 
-def test_long_or_dynamic_key_rows_keep_the_fused_kernel():
+def test_long_or_dynamic_key_rows_keep_the_fused_kernel(monkeypatch):
+    from archspec.compiler.modules.attention import form
     from archspec.compiler.modules.attention.form import (WRITTEN_MAX_KEYS, WRITTEN_MAX_KEYS_FP32, AttentionForm,
                                                           attention_written_out)
 
+    monkeypatch.setattr(form, "CPU_HAS_AMX", False)  # the thresholds of a CPU without AMX
     layer = AttentionForm()
     bf16, fp32 = torch.zeros(1, dtype=torch.bfloat16), torch.zeros(1)  # the queries' dtype and device
     with attention_written_out(nn.Sequential()):  # a model without attention: nothing to do
@@ -401,6 +403,35 @@ def test_long_or_dynamic_key_rows_keep_the_fused_kernel():
         pass
 
     assert not layer.writes_out(Symbolic(), bf16)
+
+
+def test_a_cpu_with_amx_keeps_the_fused_kernel_in_bf16(monkeypatch):
+    from archspec.compiler.modules.attention import form
+
+    monkeypatch.setattr(form, "CPU_HAS_AMX", True)
+    layer = form.AttentionForm()
+    layer.written = True  # asked for, as the aoti target's export asks
+    assert form.WRITTEN_MAX_KEYS_AMX == 0  # SDPA's kernel runs AMX tiles: the written form lost there (form.py)
+    assert not layer.writes_out(49, torch.zeros(1, dtype=torch.bfloat16))
+    assert not layer.writes_out(49, torch.zeros(1))
+
+
+def test_cpu_has_amx_reads_this_machines_flags():
+    from archspec.compiler.modules.attention import form
+    from archspec.core.isa import read_isa
+
+    assert form.CPU_HAS_AMX == ("amx_bf16" in (read_isa().flags or ()))
+
+
+def test_torch_compile_traces_bf16_attention_whole(small_model):
+    """The form's choice reads nothing while torch.compile traces: no graph break in attention
+    (reading the CPU's flags there split swin_t's graph in 30: 1.7x the time compiled frozen)."""
+    spec, model = small_model
+    size = SMALL[spec]["img"]
+    x = torch.randn(2, 3, size, size).to(torch.bfloat16)
+    with torch.no_grad():
+        explained = torch._dynamo.explain(copy.deepcopy(model).to(torch.bfloat16))(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons[:1]
 
 
 def graph_of_compile(model, x):
@@ -419,11 +450,18 @@ def graph_of_compile(model, x):
     return ops, out
 
 
-@pytest.mark.parametrize("precision, written", [("bf16", True), ("fp32", False)])
-def test_a_cpu_compile_writes_short_attention_out_in_bf16_only(precision, written):
+# (precision, the CPU has AMX, short rows written out): form.py's choice on each kind of CPU
+FORMS = [("bf16", False, True), ("bf16", True, False), ("fp32", False, False)]
+
+
+@pytest.mark.parametrize("precision, amx, written", FORMS)
+def test_a_cpu_compile_writes_short_attention_out_in_bf16_only(precision, amx, written, monkeypatch):
     """torch.compile on the CPU (bench's compile target, a user's own) writes Swin's short windows
-    out in bf16, as the package does, and keeps SDPA in fp32 and in eager (form.py): the same
-    outputs either way."""
+    out in bf16 on a CPU without AMX, as the package does, and keeps SDPA in fp32, on AMX and in
+    eager (form.py): the same outputs either way."""
+    from archspec.compiler.modules.attention import form
+
+    monkeypatch.setattr(form, "CPU_HAS_AMX", amx)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     model = seeded(archspec.build(str(ROOT / "specs" / "swin_t.yaml"), overrides=SMALL["swin_t"])).eval().to(dtype)
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3)).to(dtype)
@@ -438,10 +476,14 @@ def test_a_cpu_compile_writes_short_attention_out_in_bf16_only(precision, writte
     assert float((compiled.float() - expected.float()).abs().max()) < bound
 
 
-@pytest.mark.parametrize("precision, written", [("bf16", True), ("fp32", False)])
-def test_the_aoti_cpu_export_writes_short_attention_out_in_bf16_only(precision, written):
-    """Swin's short windows written out in a bf16 package; an fp32 one keeps SDPA's kernel (form.py)."""
+@pytest.mark.parametrize("precision, amx, written", FORMS)
+def test_the_aoti_cpu_export_writes_short_attention_out_in_bf16_only(precision, amx, written, monkeypatch):
+    """Swin's short windows written out in a bf16 package for a CPU without AMX; an fp32 one, or
+    one for an AMX CPU, keeps SDPA's kernel (form.py)."""
     from archspec.compiler.backends.targets.aoti import export_for_package
+    from archspec.compiler.modules.attention import form
+
+    monkeypatch.setattr(form, "CPU_HAS_AMX", amx)
 
     report = archspec.check(str(ROOT / "specs" / "swin_t.yaml"), overrides=SMALL["swin_t"])
     model = seeded(archspec.build(str(ROOT / "specs" / "swin_t.yaml"), overrides=SMALL["swin_t"])).eval()

@@ -19,6 +19,11 @@ different network.
   short bf16 rows out too: with inductor's freezing, 0.92-0.97x the time with SDPA for swin_t,
   vit_b16, swinv2_t and pvt_v2_b2 at batch 1 and 8 (pvt_v2_b2 at batch 8: 1.00; AMD EPYC, 2
   threads, bench_attention_form.py --jit; tests/benchmarks/results/attention_form_jit_bf16_epyc_2026-12-01.txt).
+- not on a CPU with AMX: there SDPA's kernel runs the products on AMX tiles and the written form
+  lost everywhere measured (an Intel Xeon with AMX-BF16, 2 threads, bf16, written / SDPA: the
+  package 1.09 and 1.08 for swin_t at batch 1 and 8, 1.15 and 1.03 for swinv2_t; the frozen JIT
+  1.01-1.08 for swin_t, 1.02-1.06 vit_b16, 1.14-1.23 swinv2_t;
+  tests/benchmarks/results/attention_form_xeon_amx_2026-12-01.txt, attention_form_jit_bf16_xeon_amx_2026-12-01.txt).
 
 `attention_written_out(model)` turns the written form on for every attention module of a
 model while a program is traced (the aoti target's export); torch.compile on the CPU turns it on
@@ -32,8 +37,21 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from archspec.core.isa import read_isa
+
 WRITTEN_MAX_KEYS = 256  # bf16 key rows up to this long are written out when asked for; longer stay fused
 WRITTEN_MAX_KEYS_FP32 = 0  # fp32 rows are never written out (up to 1.51x slower on an Intel Xeon: above)
+WRITTEN_MAX_KEYS_AMX = 0  # nor bf16 rows on a CPU with AMX (1.01-1.23x slower there: above)
+# Read once, at import: a file read while torch.compile traces a forward is a graph break in
+# every attention module (swin_t bf16 at batch 1 took 31.8 ms compiled frozen, 19.1 without).
+CPU_HAS_AMX = read_isa().has("amx_bf16")
+
+
+def longest_written_row(dtype: torch.dtype) -> int:
+    """The longest key row written out in `dtype` on this CPU (0: none)."""
+    if dtype == torch.float32:
+        return WRITTEN_MAX_KEYS_FP32
+    return WRITTEN_MAX_KEYS_AMX if CPU_HAS_AMX else WRITTEN_MAX_KEYS
 
 
 class AttentionForm:
@@ -45,8 +63,7 @@ class AttentionForm:
         """Whether attention over `keys` keys per query, on the queries `like` (their dtype and
         device), is written out: wanted (wants_written), and a short row of a size known when
         the program is traced (a dynamic length stays fused)."""
-        longest = WRITTEN_MAX_KEYS_FP32 if like.dtype == torch.float32 else WRITTEN_MAX_KEYS
-        return self.wants_written(like) and isinstance(keys, int) and keys <= longest
+        return self.wants_written(like) and isinstance(keys, int) and keys <= longest_written_row(like.dtype)
 
     def wants_written(self, like: torch.Tensor) -> bool:
         """Asked for (the aoti target's export), or traced by torch.compile on the CPU, where
