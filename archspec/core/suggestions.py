@@ -72,14 +72,20 @@ class Divides:
     candidates: tuple[int, ...]
     passing: tuple[int, ...] | None = None
     otherwise: Setting | None = None  # another way out, on the same node (kept if the solver confirms it)
+    reshapes_weights: bool = False  # a new value changes the node's weight shapes: the input size comes first
 
     def text(self) -> str:
-        return self.divides() + self.or_otherwise()
+        return self.divides() + self.weights_note() + self.or_otherwise()
 
     def with_sizes(self, sizes: str) -> str:
         if self.passing == () or (self.passing is None and not self.shown):  # the size is the way out
             return f"use {sizes}: {self.divides()}{self.or_otherwise()}"
+        if self.reshapes_weights:
+            return f"use {sizes}; or {self.divides()}{self.weights_note()}{self.or_otherwise()}"
         return f"{self.divides()} or {sizes}{self.or_otherwise()}"
+
+    def weights_note(self) -> str:
+        return f" (another {self.noun} changes the weights' shapes)" if self.reshapes_weights else ""
 
     def divides(self) -> str:
         whole = "the grid" if self.whole is None else str(self.whole)
@@ -211,7 +217,11 @@ class Suggestion:
         advice = self.advice.text() if self.advice is not None else None
         if self.input is None:
             return advice
-        return f"{advice} or {self.input.text()}" if advice else f"use {self.input.text()}"
+        if not advice:
+            return f"use {self.input.text()}"
+        if getattr(self.advice, "reshapes_weights", False):
+            return f"use {self.input.text()}; or {advice}"
+        return f"{advice} or {self.input.text()}"
 
 
 __all__ = ["GridStep", "GridOrigin", "Divides", "Remedy", "Note", "SizeRemedy", "Advice", "NearestInput",

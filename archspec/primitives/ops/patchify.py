@@ -94,7 +94,8 @@ class Patchify(Op):
             bad = h if h % p.patch else w
             candidates = tuple(divisors(bad)[1:-1])
             raise RuleError(f"patch {p.patch} does not divide the {h}x{w} input ({origin})", field="patch",
-                            hint=Divides("patch", bad, shown=candidates[-6:], candidates=candidates), grid=origin,
+                            hint=Divides("patch", bad, shown=candidates[-6:], candidates=candidates,
+                                         reshapes_weights=True), grid=origin,
                             input=InputMultiple(p.patch))
         grid = conv_grid((h, w), kernel, stride, padding)
         if min(grid) < 1:

@@ -41,7 +41,8 @@ class SpatialReductionAttentionOp(AttentionOp):
             fits = tuple(d for d in divisors(min(h, w)) if h % d == 0 and w % d == 0)
             origin = grid_origin(x)
             raise RuleError(f"sr_ratio {p.sr_ratio} does not divide the {h}x{w} token grid{origin_text(x)}",
-                            field="sr_ratio", hint=Divides("ratio", None, shown=fits, candidates=fits), grid=origin,
+                            field="sr_ratio", grid=origin,
+                            hint=Divides("ratio", None, shown=fits, candidates=fits, reshapes_weights=True),
                             input=nearest_input(origin, h, p.sr_ratio))
         return (h // p.sr_ratio) * (w // p.sr_ratio)
 
