@@ -11,6 +11,7 @@ in order, to word each group.
 from __future__ import annotations
 
 import difflib
+import os
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, Union, get_args, get_origin
@@ -266,11 +267,22 @@ def _wrong_type_hint(g: _ValueErrors, expected: list[str]) -> str | None:
         return f"for no value write null or ~ ('{got}' is text in YAML), or leave the option out for its default"
     if isinstance(got, float) and "an integer" in expected and got == int(got):
         return f"write {int(got)}; in expressions, // divides to a whole number and int(...) makes one"
-    if isinstance(got, str) and any(t in expected for t in ("an integer", "a number")):
-        if (g.base + g.path) in g.doc.quoted and _is_number(got):
+    if isinstance(got, str) and any(t in expected for t in ("an integer", "a number")) and _is_number(got):
+        if (g.base + g.path) in g.doc.quoted:
             return "write numbers without quotes; expressions go in ${...}"
-        return None
+        return _quoted_param_hint(g.doc, got)
     return None
+
+
+def _quoted_param_hint(doc: Document, got: str) -> str | None:
+    """Where a number written in quotes in params, now text, came from (a value `${...}` read)."""
+    params = doc.data.get("params") if isinstance(doc.data, dict) else None
+    names = [name for name, value in (params or {}).items() if value == got and ("params", name) in doc.quoted]
+    if not names:
+        return None
+    loc = doc.loc(("params", names[0]))
+    where = f" ({os.path.basename(loc.file)}:{loc.line})" if loc is not None else ""
+    return f"params.{names[0]}{where} is the text '{got}': write it without quotes"
 
 
 def _takes_null(g: _ValueErrors) -> bool:
