@@ -132,3 +132,68 @@ graph:
     assert not archspec.build_text(spec, {"init": "zeros"}).attn.norm.weight.any()  # Swin v2's, the default
     with pytest.raises(SpecError, match="res_post_init sets the res_post norm's first weight, and this norm is pre"):
         archspec.check_text(spec.replace("norm: res_post, ", ""))
+
+
+OLMOE_ATTENTION = """\
+archspec: 1
+name: olmoe_attention
+params: {clip: 0.5, at: after_qk_norm}
+inputs:
+  x: [B, 7, 64]
+graph:
+  - id: attn
+    attention: {kind: causal, heads: 4, rope_theta: 10000.0, qkv_bias: false, proj_bias: false, qk_norm: rms,
+                qk_norm_over: all_heads, qk_norm_eps: 1.0e-5, clip_qkv: "${clip}", clip_qkv_at: "${at}",
+                norm: none, residual: false}
+"""
+
+
+def olmoe_attention_pair():
+    """Hugging Face's OlmoeAttention (q_norm and k_norm over all heads, then the clamp) with every
+    parameter perturbed, its rotary cos and sin, and an input whose projections the clamp bites."""
+    from transformers import OlmoeConfig
+    from transformers.models.olmoe.modeling_olmoe import OlmoeAttention, OlmoeRotaryEmbedding
+
+    config = OlmoeConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, clip_qkv=0.5,
+                         rope_theta=10000.0, rms_norm_eps=1e-5)
+    config._attn_implementation = "sdpa"  # causal without a mask
+    torch.manual_seed(0)
+    ref = OlmoeAttention(config, layer_idx=0).eval()
+    perturb_everything(ref, seed=1, scale=0.3)
+    x = torch.randn(2, 7, 64, generator=torch.Generator().manual_seed(3))
+    rotary = OlmoeRotaryEmbedding(config)
+    return ref, x, rotary(x, torch.arange(7)[None])
+
+
+def olmoe_attention_ours(ref, **overrides):
+    model = archspec.build_text(OLMOE_ATTENTION, overrides).eval()
+    qkv = torch.cat((ref.q_proj.weight, ref.k_proj.weight, ref.v_proj.weight))
+    model.attn.load_state_dict({"qkv.weight": qkv, "q_norm.weight": ref.q_norm.weight,
+                                "k_norm.weight": ref.k_norm.weight, "proj.weight": ref.o_proj.weight})
+    return model
+
+
+def test_clip_qkv_after_qk_norm_as_olmoes():
+    """OLMoE (Hugging Face) clamps q and k after q_norm and k_norm, allenai's OLMo code before:
+    `clip_qkv_at` says which. The OLMoE trial's spec clamped before the norm, as every clip_qkv did
+    then, and built silently 0.74 off Hugging Face's where the clamp bit."""
+    ref, x, rotary = olmoe_attention_pair()
+    with torch.no_grad():
+        theirs = ref(x, rotary, None)[0]
+        assert (olmoe_attention_ours(ref)(x) - theirs).abs().max() < 1e-5
+        before = olmoe_attention_ours(ref, at="before_qk_norm")(x)
+        assert (before - theirs).abs().max() > 1e-2  # the clamp bites this input: the order shows
+        unclamped = olmoe_attention_ours(ref, clip=10.0)(x)
+        assert (unclamped - theirs).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("right, wrong, message", [
+    ('clip_qkv_at: "${at}",', "", "clip_qkv with qk_norm: say whether q and k are clamped before qk_norm or after"),
+    ('qk_norm: rms,\n                qk_norm_over: all_heads, qk_norm_eps: 1.0e-5,', "",
+     "clip_qkv_at says where the clamp falls against qk_norm, and there is no qk_norm"),
+    ('clip_qkv: "${clip}",', "", "clip_qkv_at goes with clip_qkv"),
+])
+def test_where_the_clamp_falls_is_said(right, wrong, message):
+    assert OLMOE_ATTENTION.count(right) == 1
+    with pytest.raises(SpecError, match=message):
+        archspec.check_text(OLMOE_ATTENTION.replace(right, wrong))

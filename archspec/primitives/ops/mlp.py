@@ -76,8 +76,9 @@ class MlpParams(SublayerParams):
                                                                     "(DeepSeek-V3's topk_group); top_k is chosen "
                                                                     "among their experts")
     router_normalize: bool = Field(True, description="with `experts`: the chosen weights divided by their sum "
-                                                     "(Mixtral; DeepSeek-V3's norm_topk_prob); nothing to do with "
-                                                     "softmax_chosen, whose weights sum to 1")
+                                                     "(Mixtral; DeepSeek-V3's norm_topk_prob); false: as the "
+                                                     "router gave them (OLMoE, Qwen2-MoE: norm_topk_prob false); "
+                                                     "nothing to do with softmax_chosen, whose weights sum to 1")
     router_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
                                 description="with `experts`: the chosen weights multiplied by this, after "
                                             "normalising (DeepSeek-V3's routed_scaling_factor)")

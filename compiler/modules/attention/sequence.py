@@ -136,12 +136,13 @@ class SequenceAttention(Sublayer):
                  rotary=None, memory_width=None, head_dim=None, scale=None,
                  score_bias=False, score_parts=(), score_tensors=0, merge_heads="head_major", keys=None,
                  clip_qkv=None, qk_positions=0, qk_norm_affine=True, projections="internal", value_dim=None,
-                 batch_from=(0, 1, 2), qk_norm_at="before_rotary", **sublayer):
+                 batch_from=(0, 1, 2), qk_norm_at="before_rotary", clip_qkv_at="before_qk_norm", **sublayer):
         super().__init__(dim, **sublayer)
         self.external = projections == "external"  # q, k and v are inputs: no projections here (dim: q's width)
         self.batch_from = tuple(batch_from)  # external q, k, v: the stream whose batch each takes (a learned q: k's)
         self.heads, self.kv_heads = heads, kv_heads or heads
         self.clip_qkv = clip_qkv  # None, or the bound the projections' outputs are clamped to (DBRX, OLMo, MPT)
+        self.clip_after_norm = clip_qkv_at == "after_qk_norm"  # q and k clamped after qk_norm (HF's OLMoE)
         self.head_dim = head_dim or dim // heads
         self.scale = scale  # None: 1/sqrt(head_dim)
         self.merge_heads = merge_heads  # the heads' outputs as (heads, head_dim), or (head_dim, heads): NesT
@@ -196,7 +197,8 @@ class SequenceAttention(Sublayer):
             qkv = self.qkv(x)
         else:
             qkv = self.qkv.activate(x, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
-        q, k, v = self.clipped(qkv).split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
+        q, k, v = qkv.split(self.widths, dim=-1)  # [B, N, h*d], 2 x [B, N, h_kv*d]
+        q, k, v = self.clipped(q), self.clipped(k), self.clipped(v, values=True)
         return self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
 
     def batched(self, streams):
@@ -220,9 +222,12 @@ class SequenceAttention(Sublayer):
         q = self.q(x) if self.q_bias is None else F.linear(x, self.q.weight, self.q_bias)  # [B, N, h*d]
         return self.split_heads(self.clipped(q), self.heads)
 
-    def clipped(self, projected):
-        """The projections' outputs clamped to [-clip_qkv, clip_qkv], where the node says so."""
-        return projected if self.clip_qkv is None else projected.clamp(-self.clip_qkv, self.clip_qkv)
+    def clipped(self, projected, values=False):
+        """A projection's output clamped to [-clip_qkv, clip_qkv] where the node says so: the values
+        always, the queries and keys unless they are clamped after qk_norm (`normed`)."""
+        if self.clip_qkv is None or (self.clip_after_norm and not values):
+            return projected
+        return projected.clamp(-self.clip_qkv, self.clip_qkv)
 
     def memory_keys_values(self, memory, positions=None):
         """Cross attention's keys and values [B, h_kv, M, d] from memory [B, M, C]; with the
@@ -230,12 +235,13 @@ class SequenceAttention(Sublayer):
         bias = self.kv.bias if self.q_bias is None else torch.cat((self.k_bias, self.v_bias))
         if positions is None:
             kv = self.kv(memory) if self.q_bias is None else F.linear(memory, self.kv.weight, bias)
-            k, v = self.clipped(kv).split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
+            k, v = kv.split(self.widths[1:], dim=-1)  # 2 x [B, M, h_kv*d]
+            k, v = self.clipped(k), self.clipped(v, values=True)
         else:
             width = self.widths[1]
             b_k, b_v = (None, None) if bias is None else (bias[:width], bias[width:])
             k = self.clipped(F.linear(memory + positions, self.kv.weight[:width], b_k))  # [B, M, h_kv*d]
-            v = self.clipped(F.linear(memory, self.kv.weight[width:], b_v))  # [B, M, h_kv*d]
+            v = self.clipped(F.linear(memory, self.kv.weight[width:], b_v), values=True)  # [B, M, h_kv*d]
         return self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
 
     def share_kv(self, t):
@@ -300,10 +306,14 @@ class SequenceAttention(Sublayer):
 
     def normed(self, q, k, after_rotary: bool):
         """q and k through qk_norm where it stands at this point: before the rotary positions turn
-        them or after (qk_norm_at); as they were elsewhere."""
+        them or after (qk_norm_at), then clamped where clip_qkv_at says after_qk_norm; as they were
+        elsewhere."""
         if self.q_norm is None or after_rotary != (self.qk_norm_at == "after_rotary"):
             return q, k
-        return self.q_norm(q), self.k_norm(k)
+        q, k = self.q_norm(q), self.k_norm(k)
+        if self.clip_after_norm:
+            return q.clamp(-self.clip_qkv, self.clip_qkv), k.clamp(-self.clip_qkv, self.clip_qkv)
+        return q, k
 
     # -- forward ------------------------------------------------------------------------------
     def attend(self, x, memory=None, padding=None, bias=None, tensors=(), positions=()):
@@ -360,6 +370,7 @@ def sequence_args(p, width: int) -> dict:
                 head_dim=p.head_dim, scale=p.scale,
                 score_bias=p.bias, score_parts=score_part_names(p), score_tensors=len(score_tensors(p)),
                 **({"clip_qkv": p.clip_qkv} if p.clip_qkv is not None else {}),  # model.py as before without them
+                **({"clip_qkv_at": p.clip_qkv_at} if p.clip_qkv_at == "after_qk_norm" else {}),
                 **({"qk_norm_affine": False} if not p.qk_norm_affine else {}),
                 **({"qk_norm_at": p.qk_norm_at} if p.qk_norm_at != "before_rotary" else {}))  # model.py as before
 

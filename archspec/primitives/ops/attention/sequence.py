@@ -25,6 +25,10 @@ class SequenceParams(AttentionParams):
     clip_qkv: float | None = Field(None, gt=0, allow_inf_nan=False,
                                    description="clamp the q, k and v projections' outputs to [-clip_qkv, clip_qkv] "
                                                "(DBRX, OLMo, MPT's clip_qkv); none: no clamp")
+    clip_qkv_at: Literal["before_qk_norm", "after_qk_norm"] | None = Field(
+        None, description="clip_qkv with qk_norm: clamp q and k before qk_norm (allenai's OLMo code) or after it "
+                          "(Hugging Face's OLMoE); required where both are given, as the two give different "
+                          "models")
     qk_norm: Literal["none", "layer", "rms"] = Field("none", description="normalise each head's queries and keys")
     qk_norm_eps: Eps = 1e-6
     qk_norm_over: Literal["head", "each_head", "all_heads"] = Field(
@@ -131,7 +135,8 @@ def qk_positions_field():
 # the options that belong to the node's own projections and sub-layer, which external ones leave out
 # every option of the sub-layer (its norm and residual: res_scale was missing from a list written out
 # here and was accepted, then ignored, the Doge trial), and those of the node's own projections
-INTERNAL_ONLY = (*SublayerParams.model_fields, "qkv_bias", "proj_bias", "proj_drop", "clip_qkv", "qk_positions")
+INTERNAL_ONLY = (*SublayerParams.model_fields, "qkv_bias", "proj_bias", "proj_drop", "clip_qkv", "clip_qkv_at",
+                 "qk_positions")
 
 
 ROTARY_HINT = ("rope_dims: the first dims of each head the rotation covers, head_dim x the factor (Hugging Face's "
@@ -279,6 +284,7 @@ class SequenceAttentionOp(AttentionOp):
                             hint=f"each key/value head serves an equal group of query heads: kv_heads is one of "
                                  f"{fits}")
         check_qk_norm(p)
+        check_clip_qkv(p)
         if p.rope_theta is None and p.rope_dims is not None:
             raise RuleError("rope_dims goes with rope_theta", field="rope_dims")
         if p.rope_theta is None and p.rope_flat:
@@ -447,6 +453,22 @@ def check_qk_norm(p) -> None:
     if p.qk_norm != "rms" and "qk_norm_offset" in p.model_fields_set:
         raise RuleError("qk_norm_offset goes with qk_norm: rms (Gemma's (offset + weight) RMSNorm)",
                         field="qk_norm_offset", hint=Remedy("give `qk_norm: rms`, or drop qk_norm_offset"))
+
+
+def check_clip_qkv(p) -> None:
+    """clip_qkv_at goes with clip_qkv and qk_norm, and where both are given it must be said: the
+    OLMoE trial's clamp fell before qk_norm, Hugging Face's after it, and the model built silently."""
+    where = "clip_qkv_at" in p.model_fields_set
+    if where and p.clip_qkv is None:
+        raise RuleError("clip_qkv_at goes with clip_qkv", field="clip_qkv_at", hint=Remedy("give clip_qkv"))
+    if where and p.qk_norm == "none":
+        raise RuleError("clip_qkv_at says where the clamp falls against qk_norm, and there is no qk_norm",
+                        field="clip_qkv_at", hint=Remedy("drop clip_qkv_at, or give `qk_norm: layer` or `rms`"))
+    if p.clip_qkv is not None and p.qk_norm != "none" and not where:
+        raise RuleError("clip_qkv with qk_norm: say whether q and k are clamped before qk_norm or after it; the two "
+                        "give different models", field="clip_qkv",
+                        hint=Remedy("give `clip_qkv_at: before_qk_norm` (allenai's OLMo code) or "
+                                    "`clip_qkv_at: after_qk_norm` (Hugging Face's OLMoE)"))
 
 
 def reads_padding_mask(p) -> bool:
