@@ -214,7 +214,7 @@ def load_checkpoint(model, report, weights, mapping=None, num_classes: int | Non
     """Load `weights` into `model` (compiler/weights/load.py); when the classifier was left at
     its initialisation (another number of classes than the checkpoint's), or the load warns
     (learned tensors dropped, the mapping file given not used), say so on the `archspec` logger
-    (a line each on stderr unless logging is set up otherwise). With create_model's
+    (a line each on stderr unless logging is set up otherwise); what loaded, at INFO. With create_model's
     `num_classes` given, a checkpoint without a classifier loads too (timm's way): N > 0 leaves
     the classifier new and says so; 0 removes it afterwards (nothing to say). The Fit."""
     from .compiler.weights.load import load_weights
@@ -222,6 +222,7 @@ def load_checkpoint(model, report, weights, mapping=None, num_classes: int | Non
     fit = load_weights(model, weights, report.graph, [mapping] if mapping is not None else [],
                        classifier_may_be_absent=num_classes is not None)
     note = [fit.classifier_note] if fit.classifier_note and num_classes != 0 else []
+    LOG.info("archspec: weights: %s", fit.summary())  # what `archspec build --weights` prints (the Starcoder2 trial)
     for said in note + fit.warnings:
         LOG.warning("archspec: weights: %s", said)
     if fit.resampled:  # as timm's position-embedding resize: said; warned where the checkpoint is not timm's

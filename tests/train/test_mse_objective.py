@@ -45,7 +45,7 @@ def test_the_mean_over_the_kept_tokens_and_torchs_mse():
     ("{id: fit, from: [predict, actions], loss: {kind: mse}}", None),
     ("{id: fit, from: [x, actions], loss: {kind: mse}}",
      "prediction \\[B, 6, 8\\] and target \\[B, 6, 3\\] differ in shape"),
-    ("{id: fit, from: [predict, actions, x], loss: {kind: mse, mask: true}}", "padding mask must be 0/1 ids"),
+    ("{id: fit, from: [predict, actions, x], loss: {kind: mse, mask: true}}", "padding mask must be int64 0/1 values"),
 ])
 def test_located_errors(objective, message):
     text = SPEC.split("objectives:")[0] + f"objectives:\n  - {objective}\n"

@@ -23,7 +23,8 @@ class SlidingParams(SequenceParams):
 
 
 class SlidingWindowAttentionOp(SequenceAttentionOp):
-    """Causal attention limited to the last `window` tokens."""
+    """Causal attention limited to the last `window` tokens (its FLOPs count every key, as the
+    fused kernel computes the scores the mask then hides)."""
 
     kind = "sliding"
     hides_keys = True  # later keys (blockwise shows some of them again)
