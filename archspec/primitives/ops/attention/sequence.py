@@ -303,7 +303,9 @@ class SequenceAttentionOp(AttentionOp):
                 if name in p.model_fields_set and getattr(p, name) is not None and name not in longrope:
                     also = ", LongRoPE's factors" if name in LONGROPE_OPTIONS else ""
                     also += ", `rope_llama3: <factor>` (Llama 3)" if name == "rope_original_length" else ""
-                    raise RuleError(f"{name} goes with rope_yarn", field=name,
+                    scalings = ["rope_yarn", *(["rope_llama3"] if name == "rope_original_length" else []),
+                                *(["LongRoPE's factors"] if name in LONGROPE_OPTIONS else [])]
+                    raise RuleError(f"{name} goes with {' or '.join(scalings)}", field=name,
                                     hint=Remedy(f"give `rope_yarn: <factor>` (YaRN){also}, or drop it"))
         if p.rope_theta is not None and not p.rope_flat:
             check_rope_sequence(x)
