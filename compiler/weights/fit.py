@@ -40,6 +40,7 @@ class Fit:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     wrong_shape: list[str] = field(default_factory=list)
+    wrong_keys: list[str] = field(default_factory=list)  # the wrong_shape tensors' names (ours)
     clashes: list[str] = field(default_factory=list)  # names two tensors were mapped to
     kept: list[str] = field(default_factory=list)  # ours, absent from the checkpoint by design
     resampled: list[str] = field(default_factory=list)  # made for another size or window, resampled to ours
@@ -182,6 +183,7 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
                 fit.new_classifier.append(f"{key} {tuple(fit.state[key].shape)} -> {tuple(value.shape)}")
             else:
                 fit.wrong_shape.append(f"{key} {tuple(fit.state[key].shape)} (model has {tuple(value.shape)})")
+                fit.wrong_keys.append(key)
                 if sorted(fit.state[key].shape) == sorted(value.shape):
                     fit.permuted.append(key)  # the same sizes in another order: a reshape would scramble it
                 elif fit.state[key].numel() == value.numel():
@@ -231,10 +233,11 @@ def resize_to_model(fit: Fit, ours: dict, resample: dict) -> None:
 
 def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | None = None,
              classifier: frozenset[str] = frozenset(), classifier_may_be_absent: bool = False,
-             users_gave_a_mapping: bool = False) -> Fit:
+             users_gave_a_mapping: bool = False, shapes_hint=None) -> Fit:
     """The first naming (in the order given) under which `state` fits; else an error naming the
     closest one (its hint for a user who gave a mapping file asks to mend it, for one who did
-    not to give one). `classifier`, `classifier_may_be_absent`: fit_under's."""
+    not to give one; `shapes_hint(fit)`, where given, adds what would give the closest fit's
+    wrong shapes). `classifier`, `classifier_may_be_absent`: fit_under's."""
     fits, not_tried = [], []
     for naming in namings:
         if naming.applies_to(state):
@@ -244,7 +247,7 @@ def best_fit(state: dict, ours: dict, namings: list[Naming], resample: dict | No
     for fit in fits:
         if not fit.problems:
             return fit
-    raise no_fit(fits, not_tried, users_gave_a_mapping)
+    raise no_fit(fits, not_tried, users_gave_a_mapping, shapes_hint)
 
 
 def closest(fits: list[Fit]) -> Fit:
@@ -261,7 +264,8 @@ def square_siblings(permuted: list[str], ours: dict) -> list[str]:
             and value.dim() >= 2 and value.shape[-1] == value.shape[-2]]
 
 
-def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool = False) -> SpecError:
+def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool = False,
+           shapes_hint=None) -> SpecError:
     near = closest(fits)
     ranked = sorted(fits, key=lambda f: (-f.overlap, -f.matched))
     hint = ("namings tried (of the checkpoint's tensors each naming keeps, after its renames and drops, those the "
@@ -287,6 +291,9 @@ def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool 
         holds = "holds" if len(near.reshapeable) == 1 else "hold"
         hint += (f"; {listing(near.reshapeable)} under {near.naming} {holds} the model's number of values in another "
                  "shape: a `reshape` rule turns a tensor into the model's shape (a Conv3d weight into a linear's)")
+    options = shapes_hint(near) if shapes_hint is not None and near.wrong_keys else None
+    if options:
+        hint += f"; {options}"
     hint += "; was the checkpoint made for this spec and its params? "
     hint += ("Mend your mapping file's rules (see specs/mappings/README.md)" if users_gave_a_mapping else
              "For another naming, give a mapping file (--map FILE; see specs/mappings/README.md)")

@@ -43,6 +43,7 @@ from .rules import Fuse, KeyProblem
 from .mapping_file import read_mapping_file
 from .naming import ARCHSPEC, Naming
 from .resample import resamplers
+from .shape_options import option_hint
 
 
 ALLOW_NAN = "ARCHSPEC_ALLOW_NAN"  # =1: load NaN and infinite values (for debugging)
@@ -66,7 +67,7 @@ def load_weights(model: torch.nn.Module, source, graph=None, mappings: Iterable[
     namings = namings_to_try(model, graph, list(mappings), spec_params(model, graph, params))
     try:
         fit = namings.best_fit(state, ours, guarded(resamplers(model)), classifier_tensors(model, ours),
-                               classifier_may_be_absent)
+                               classifier_may_be_absent, lambda near: option_hint(graph, near.state, near.wrong_keys))
     except KeyProblem as exc:
         raise key_problem(exc, source_name(source)) from None
     check_dtypes(fit, ours, source_name(source))
@@ -272,12 +273,12 @@ class Namings:
     users: list[Naming] = field(default_factory=list)  # the user's own mapping files, tried first
 
     def best_fit(self, state: dict, ours: dict, resample: dict, classifier: frozenset[str] = frozenset(),
-                 classifier_may_be_absent: bool = False) -> Fit:
+                 classifier_may_be_absent: bool = False, shapes_hint=None) -> Fit:
         """best_fit under these namings, noting a shipped file; when none fits and an entry of
         the spec's led nowhere, the error names that entry first (the load needed it)."""
         try:
             fit = best_fit(state, ours, self.namings, resample, classifier, classifier_may_be_absent,
-                           users_gave_a_mapping=bool(self.users))
+                           users_gave_a_mapping=bool(self.users), shapes_hint=shapes_hint)
         except KeyProblem:
             raise  # the checkpoint's, whatever the spec's entries are
         except SpecError as exc:

@@ -328,5 +328,7 @@ def test_positions_resampled_from_another_naming_are_warned(tmp_path, caplog):
     mapping.write_text("archspec: 1\nname: other naming\nrules:\n  - rename: {'^model\\.': ''}\n")
     with caplog.at_level(logging.INFO, logger="archspec"):
         archspec.build("vit_ti16", overrides={**SMALL_VIT, "img": 48}, weights=state, mapping=str(mapping))
-    (record,) = [r for r in caplog.records if "resampled 1" in r.getMessage()]
-    assert record.levelno == logging.WARNING and "the checkpoint's naming is 'other naming'" in record.getMessage()
+    (record,) = [r for r in caplog.records if "resampled 1" in r.getMessage() and r.levelno == logging.WARNING]
+    assert "the checkpoint's naming is 'other naming'" in record.getMessage()
+    (said,) = [r for r in caplog.records if r.levelno == logging.INFO]  # what loaded, the resampling with it
+    assert "20 tensors in other naming naming; resampled 1" in said.getMessage()
