@@ -70,3 +70,16 @@ def test_no_option_is_named_where_none_gives_the_shapes(saved):
         archspec.build(str(saved / "other.yaml"), weights=str(saved / "ckpt.pt"))
     assert "with the wrong shape" in str(error.value)
     assert "gives the checkpoint's shapes" not in str(error.value)
+
+
+def test_values_the_rule_was_never_asked_with_leave_the_error_as_it_was(tmp_path):
+    """Trying window attention's choices on a checkpoint of another width asks its rule about
+    values that change what the node reads (external queries: an input it does not have); the
+    rule's IndexError there ended the load with 'list index out of range' instead of its error."""
+    spec = "archspec: 1\nname: w\nparams: {dim: 32}\ninputs:\n  x: [B, 3, 16, 16]\ngraph:\n" \
+           "  - {id: embed, patchify: {patch: 2, dim: \"${dim}\"}}\n" \
+           "  - {id: attn, attention: {kind: window, heads: 2, window: 4}}\n"
+    (tmp_path / "w.yaml").write_text(spec)
+    torch.save(archspec.build(str(tmp_path / "w.yaml"), {"dim": 64}).state_dict(), tmp_path / "w.pt")
+    with pytest.raises(SpecError, match="with the wrong shape"):
+        archspec.build(str(tmp_path / "w.yaml"), weights=str(tmp_path / "w.pt"))
