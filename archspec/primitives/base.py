@@ -205,12 +205,12 @@ def check_padding_mask(mask, length, counted: str = "keys") -> None:
     """A key-padding mask is int64 [B, L] (1 keeps, 0 pads), one value per of the `length`
     tokens it masks (`counted`: what they are, in the error)."""
     if mask.layout != "ids":
-        hint = ("declare the mask input `{shape: [B, L], dtype: int64}` (Hugging Face's attention_mask), or "
-                "`compare: {op: ne, value: 0, dtype: int64}` of it gives 0/1 values [B, L]"
-                if len(mask.shape) == 2 else None)
+        computed_ints = mask.layout == "tensor" and len(mask.shape) == 2 and mask.dtype == "int64"
+        compare = "`compare: {op: ne, value: 0, dtype: int64}` of it gives 0/1 values [B, L]"
+        declare = "declare the mask input `{shape: [B, L], dtype: int64}` (Hugging Face's attention_mask), or "
+        hint = None if len(mask.shape) != 2 else compare if computed_ints else declare + compare
         computed = (" (a computed tensor, which may hold any value: a mask is an int64 input [B, L], a slice of "
-                    "one, or a `compare` with dtype int64)" if mask.layout == "tensor" and len(mask.shape) == 2
-                    and mask.dtype == "int64" else "")
+                    "one, or a `compare` with dtype int64)" if computed_ints else "")
         raise RuleError(f"the padding mask must be int64 0/1 values [B, L] (1 keep, 0 pad), got {mask.layout_name()} "
                         f"{mask.describe()}{computed}", field="from", hint=hint)
     if mask.length != length:

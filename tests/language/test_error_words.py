@@ -164,6 +164,21 @@ graph:
     assert d.hint.startswith("`compare: {op: ne, value: 0, dtype: int64}`")
 
 
+def test_a_float_mask_input_is_told_to_be_declared_int64():
+    """The Starcoder2 trial declared its mask float32 (as Hugging Face's attention_mask is often
+    passed): the hint says to declare it int64 first; a computed int64 tensor is told `compare`."""
+    d, _ = first_error("""
+name: t
+inputs:
+  x: [B, 8, 16]
+  mask: [B, 8]
+graph:
+  - {from: [x, mask], attention: {kind: global, heads: 2, padding_mask: true}}
+""")
+    assert d.message.startswith("the padding mask must be int64 0/1 values [B, L]")
+    assert d.hint.startswith("declare the mask input `{shape: [B, L], dtype: int64}`")
+
+
 def test_an_undeclared_length_is_told_where_dims_are_declared():
     """The GPTBigCode trial's `[B, L]` without `dims:` was told "no params are defined"."""
     d, _ = first_error("name: t\ninputs:\n  ids: {shape: [B, L], dtype: int64}\ngraph:\n  - {embed: {vocab: 10, dim: 8}}\n")
