@@ -265,3 +265,33 @@ def test_a_weightless_qk_norm_is_the_rms_norm_alone(over):
     else:
         expected = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
     assert torch.equal(norm(x), expected.to(torch.bfloat16))
+
+
+QK_EPS = """
+name: t
+inputs: {x: [B, 8, 16]}
+graph:
+  - {id: ln, from: x, norm: {eps: 1.0e-5}}
+  - {id: attn, from: ln, attention: {kind: causal, heads: 2, qk_norm: layer, norm: none, residual: false QK_EPS}}
+"""
+
+
+@pytest.mark.parametrize("given, warned", [("", True), (", qk_norm_eps: 1.0e-5", False),
+                                           (", qk_norm_eps: 1.0e-6", False)])
+def test_a_default_qk_norm_eps_beside_another_layer_eps_is_told(given, warned):
+    """The StableLM trial left qk_norm_eps at its default 1e-6 beside layer_norm_eps 1e-5 and the
+    model built without a word, 1.8e-4 off (1.9e-2 at eps 1e-3): the default beside a norm of
+    another epsilon (the norm node read, or the node's own) is a warning; giving it, either
+    value, is the user's word."""
+    found = [w.message for w in archspec.check_text(QK_EPS.replace(" QK_EPS", given)).graph.warnings
+             if "qk_norm_eps" in w.message]
+    assert bool(found) == warned
+    if warned:
+        assert found[0].startswith("qk_norm_eps is 1e-06 by default, and the layer's norm has eps 1e-05")
+
+
+def test_the_nodes_own_norm_is_the_layers_epsilon():
+    own = QK_EPS.replace("norm: none, residual: false QK_EPS", "norm_kind: rms, norm_eps: 1.0e-6")
+    assert not [w for w in archspec.check_text(own).graph.warnings if "qk_norm_eps" in w.message]
+    assert [w for w in archspec.check_text(own.replace("1.0e-6}", "1.0e-5}")).graph.warnings
+            if "qk_norm_eps" in w.message]

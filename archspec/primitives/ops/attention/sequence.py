@@ -212,6 +212,7 @@ class SequenceAttentionOp(AttentionOp):
         value width wide (the heads' outputs, before any projection of yours)."""
         out = super().shape(p, inputs, ctx)
         if not external(p):
+            warn_qk_norm_eps(p, ctx)
             return out
         v = inputs[2]
         width = p.heads * (v.channels // (p.kv_heads or p.heads))
@@ -455,6 +456,32 @@ def check_qk_norm(p) -> None:
     if p.qk_norm != "rms" and "qk_norm_offset" in p.model_fields_set:
         raise RuleError("qk_norm_offset goes with qk_norm: rms (Gemma's (offset + weight) RMSNorm)",
                         field="qk_norm_offset", hint=Remedy("give `qk_norm: rms`, or drop qk_norm_offset"))
+
+
+def warn_qk_norm_eps(p, ctx) -> None:
+    """qk_norm_eps left at its default (1e-6) beside a layer norm of another epsilon (the node's
+    own norm, or the norm node it reads) is told: the models that have q/k norms give them the
+    layers' epsilon (StableLM's layer_norm_eps, Qwen3's and OLMo 2's rms_norm_eps), and the
+    StableLM trial's spec built silently 1.8e-4 off at 1e-5 (1.9e-2 at 1e-3)."""
+    if p.qk_norm == "none" or "qk_norm_eps" in p.model_fields_set:
+        return
+    layer_eps = norm_eps_read(p, ctx)
+    if layer_eps is not None and layer_eps != p.qk_norm_eps:
+        ctx.warn(f"qk_norm_eps is {p.qk_norm_eps:g} by default, and the layer's norm has eps {layer_eps:g}: the "
+                 "models with q/k norms (StableLM, Qwen3, OLMo 2) give them the layers' epsilon",
+                 field="qk_norm", hint=f"give `qk_norm_eps: {layer_eps:g}` (or `qk_norm_eps: {p.qk_norm_eps:g}` "
+                                       "where the reference's is that)")
+
+
+def norm_eps_read(p, ctx) -> float | None:
+    """The epsilon of the layer norm before the attention: its own (`norm` other than none), or
+    that of the norm node its tokens come from; None when there is none."""
+    if p.norm != "none":
+        return p.norm_eps
+    source = ctx.node_named(ctx.node.inputs[0]) if ctx.node.inputs else None
+    if source is None or source.is_input or getattr(source.op, "primitive", None) != "norm":
+        return None
+    return getattr(source.params, "eps", None)
 
 
 def check_clip_qkv(p) -> None:
