@@ -81,6 +81,24 @@ class Pending:
     named: dict[int, Ref] = field(default_factory=dict)  # slot of `from:` -> the node an option names there
 
 
+@dataclass(frozen=True)
+class SkippedReader:
+    """A skipped node (`if` false) that reads more than one input: it passes the first on."""
+
+    path: str
+    loc: Loc | None
+    inputs: list[Any]  # values or Refs, as written in its `from`
+
+
+def listing_quoted(names: list[str]) -> str:
+    """'a', 'a' and 'b', 'a', 'b' and 2 more."""
+    quoted = [f"'{name}'" for name in names[:3]]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    if len(quoted) == 1:
+        return quoted[0] + more
+    return (", ".join(quoted[:-1]) + (", " if more else " and ") + quoted[-1]) + more
+
+
 class Expander:
     def __init__(self, doc: Document, spec: SpecDoc, tolerant: bool = False):
         self.doc, self.spec = doc, spec
@@ -96,6 +114,7 @@ class Expander:
         self.output_warnings: list = []  # outputs that name a node switched off
         self.output_names: set[str] = set()  # the outputs' names objectives may read (no objectives themselves)
         self.marked_unused: list[tuple[str, Loc | None]] = []  # (path, where) of each node with `unused: true`
+        self.skipped_readers: list[SkippedReader] = []  # skipped nodes that read more than their first input
         self.scopes: list[Scope] = []  # the scopes with a kept node named by `id` (kept_alternatives reads them)
         self.shares: list[tuple[str, str]] = []  # (node, node whose weights it uses): `share`, `weights_of`
         self.ties: list[Tie] = []  # the nodes with `weights_of`, checked once every node exists
@@ -137,7 +156,8 @@ class Expander:
         said_unused = {name for names in unused.values() for name in names}
         for problem in (unread_alternatives(self.graph, kept, needed)
                         + unread_copies(self.graph, needed, said_unused)
-                        + used_after_all(self.marked_unused, unused, needed)):
+                        + used_after_all(self.marked_unused, unused, needed)
+                        + self.dropped_by_skipping(needed | said_unused)):
             self.errors.add(problem)
         self.stop_if_errors()
         self.graph.warnings = ([s.problem for s in sources if s.problem is not None]
@@ -146,6 +166,34 @@ class Expander:
                                + method_named_outputs(self.graph.outputs) + self.output_warnings)
         self.graph.warnings = self.at_the_uses(self.graph.warnings)
         return self.graph
+
+    def dropped_by_skipping(self, needed: set[str]) -> list:
+        """Errors for the skipped nodes that read several inputs and pass the first on where the
+        others are computed for nothing: the Falcon trial's block ended in `{if: ${parallel},
+        from: [x, attn, mlp], add}`, and with parallel false every layer passed x on, an identity,
+        that built (warnings only), loaded every weight and was 1.69 off."""
+        problems, said = [], set()
+        for reader in self.skipped_readers:
+            passed = self.resolve_quietly(reader.inputs[0])
+            dropped = [name for name in map(self.resolve_quietly, reader.inputs[1:])
+                       if name is not None and name != passed and name in self.graph
+                       and not self.graph.node(name).is_input and name not in needed]
+            if dropped and reader.loc not in said:
+                said.add(reader.loc)
+                problems.append(error(
+                    f"switched off, this node passes its first input '{passed}' on, and "
+                    f"{listing_quoted(dropped)}, which it reads too, then feed{'s' if len(dropped) == 1 else ''} "
+                    "no output", reader.loc, reader.path,
+                    hint="a skipped node stands for its first input: name what the nodes after it need in their "
+                         "`from`, or switch off the nodes it would have read as well"))
+        return problems
+
+    def resolve_quietly(self, value) -> str | None:
+        """The node a value stands for, or None (poisoned, or a skipped node that reads nothing)."""
+        try:
+            return self.resolve(value)
+        except SpecError:
+            return None
 
     def name_outputs(self, objectives: Scope, top: Scope) -> None:
         """An objective reads an output by its name too (`outputs: {last_hidden_state: block1}`),
@@ -251,6 +299,8 @@ class Expander:
             start = len(self.pending)
             # skipped: it stands for its (first) input
             value = self.repeated(site, meta, inputs) if active else Alias(inputs[0], site.node_path)
+            if not active and len(inputs) > 1:
+                self.skipped_readers.append(SkippedReader(site.node_path, self.doc.loc(site.path), inputs))
             if active and meta.weights_of is not None:
                 self.tie(site, meta, start)
             if active and meta.unused is not None and self.flag(meta.unused, site, "unused"):

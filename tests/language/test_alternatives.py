@@ -210,3 +210,39 @@ graph:
     assert problem.message == ("id 'attn' is kept twice in this graph (first at line 8): alternatives share an id "
                                "when one of them is kept, and here both are kept (with layer=1)")
     assert problem.loc.line == 9 and "exclude each other" in problem.hint
+
+
+SKIPPED_SUM = """
+archspec: 1
+name: skipped_sum
+params: {parallel: false}
+inputs:
+  x: [B, 8, 32]
+blocks:
+  layer:
+    inputs: [x]
+    graph:
+      - {id: attn, from: x, attention: {kind: causal, heads: 2, residual: false}}
+      - {id: mlp, from: x, mlp: {ratio: 2, residual: false}}
+      - {id: out, if: "${parallel}", from: [x, attn, mlp], add: {}}
+      - {id: out, if: "${not parallel}", from: [x, attn], add: {}}
+graph:
+  - {id: layers, repeat: 2, layer: {}}
+"""
+
+
+def test_a_skipped_node_that_would_drop_what_it_reads_is_an_error():
+    """The Falcon trial's block ended in `{if: ${parallel}, from: [x, attn, mlp], add}`: with
+    parallel false it passed x on, every layer an identity that built (warnings only), loaded every
+    weight and was 1.69 off. A skipped node whose other inputs then feed nothing is an error, once
+    for every copy; where the other inputs are read elsewhere it is not."""
+    with pytest.raises(SpecError) as caught:
+        archspec.check_text(SKIPPED_SUM)
+    (d,) = caught.value.diagnostics
+    assert d.message == ("switched off, this node passes its first input 'x' on, and 'layers.0.mlp', which it "
+                         "reads too, then feeds no output")
+    assert d.path == "layers.0.out" and d.loc.line == 13
+    fixed = SKIPPED_SUM.replace("from: [x, attn], add: {}}", "from: [x, attn], add: {}}\n"
+                                "      - {id: both, if: \"${not parallel}\", from: [out, mlp], add: {}}")
+    assert archspec.check_text(fixed).graph is not None  # mlp is read by seq2: nothing dropped
+    assert archspec.check_text(SKIPPED_SUM.replace("parallel: false", "parallel: true")).graph is not None
