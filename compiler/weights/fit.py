@@ -20,8 +20,9 @@ classifier nobody trained must not pass for the checkpoint's.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
+
+import torch
 
 from archspec.core.errors import SpecError, error
 
@@ -57,6 +58,8 @@ class Fit:
     permuted: list[str] = field(default_factory=list)  # wrongly shaped, the model's sizes in another order
     square: list[str] = field(default_factory=list)  # ours, beside a permuted one, fitting either order
     untied: list[tuple[str, str]] = field(default_factory=list)  # (missing head weight, loaded embedding table)
+    dropped_alike: dict[str, list] = field(default_factory=dict)  # a dropped learned one -> kept ones of its shape
+    tied_extra: list[tuple[str, str, bool]] = field(default_factory=list)  # (unexpected head weight, table, equal?)
     shifted: dict[str, float] = field(default_factory=dict)  # ours, to which an affine rule added a number
     offset_twice: list[str] = field(default_factory=list)  # a shifted weight whose norm adds an offset too
 
@@ -169,6 +172,7 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
               shifted=converted.shifted)
     resize_to_model(fit, ours, resample or {})
     others = shared_names(ours)
+    fit.dropped_alike = converted.near_copies
     fit.near_copies = {dropped: tied[0] for dropped, kept in converted.near_copies.items()
                        if (tied := [key for key in kept if others.get(key)])}  # the model ties that one
     for key, value in ours.items():
@@ -192,6 +196,7 @@ def fit_under(naming: Naming, state: dict, ours: dict, resample: dict | None = N
     leave_classifier_new(fit, classifier)
     fit.untied = untied_heads(fit, ours)
     fit.unexpected = [k for k in fit.state if k not in ours]
+    fit.tied_extra = tied_head_weights(fit, ours)
     fit.matched = len(fit.state) - len(fit.unexpected)
     return fit
 
@@ -203,6 +208,46 @@ def untied_heads(fit: Fit, ours: dict) -> list[tuple[str, str]]:
     tables = {tuple(ours[k].shape): k for k in fit.state if k in ours and k.endswith(".tokens.weight")}
     return [(key, tables[tuple(ours[key].shape)]) for key in fit.missing
             if key.endswith(".fc.weight") and tuple(ours[key].shape) in tables]
+
+
+def tied_head_weights(fit: Fit, ours: dict) -> list[tuple[str, str, bool]]:
+    """(key, table, equal) for each unexpected lm head weight `<head>.fc.weight` of a head the
+    model has no tensor of (tied to a table, `tie:`) with a table of its shape loaded: the
+    StableLM trial's mapping kept a tied checkpoint's lm_head.weight and was told '1 unexpected'."""
+    tables = {tuple(fit.state[k].shape): k for k in fit.state if k in ours and k.endswith(".tokens.weight")}
+    found = []
+    for key in fit.unexpected:
+        head = key.rsplit(".fc.weight", 1)[0]
+        if not key.endswith(".fc.weight") or any(k.startswith(head + ".fc.") for k in ours):
+            continue
+        table = tables.get(tuple(fit.state[key].shape))
+        if table is not None:
+            found.append((key, table, bool(torch.equal(fit.state[key], fit.state[table]))))
+    return found
+
+
+def head_hints(near: Fit) -> str:
+    """The hint's words on an lm head and its table: untied and missing (tie it, or map the
+    tensor of its shape the mapping dropped), or tied with the checkpoint's head weight left over."""
+    hint = ""
+    for head, table in near.untied:
+        node = head.rsplit(".fc.weight", 1)[0]
+        dropped = [key for key, kept in near.dropped_alike.items() if table in kept]
+        if dropped:
+            hint += (f"; {head} is missing, and the mapping dropped {dropped[0]}, of its shape: map it to {head} "
+                     f"(a `rename`) instead of dropping it; or, if the reference ties the head to its table "
+                     f"(tie_word_embeddings), say `tie: {table.rsplit('.tokens.weight', 1)[0]}` on the head '{node}'")
+        else:
+            hint += (f"; {head} is missing and has the shape of {table}: if the reference ties them "
+                     f"(tie_word_embeddings), say `tie: {table.rsplit('.tokens.weight', 1)[0]}` on the head '{node}'")
+    for key, table, equal in near.tied_extra:
+        node = key.rsplit(".fc.weight", 1)[0]
+        hint += (f"; the head '{node}' is tied to {table} (`tie:`) and has no weight of its own, and the checkpoint "
+                 + ("gives one equal to the table (a tied checkpoint's copy): drop it in the mapping (a `drop` rule "
+                    "of its name)" if equal else
+                    f"gives one of the table's shape with other values (it does not tie them): give the head "
+                    f"`vocab:` in place of `tie:`, with {key} mapped to it"))
+    return hint
 
 
 def leave_classifier_new(fit: Fit, classifier: frozenset[str]) -> None:
@@ -272,10 +317,7 @@ def no_fit(fits: list[Fit], not_tried: list[Naming], users_gave_a_mapping: bool 
             "model has): " + ", ".join(f"{f.naming} {f.share()}" for f in ranked))
     if not_tried:
         hint += "; not tried, the checkpoint lacks the keys that identify them: " + ", ".join(n.name for n in not_tried)
-    for head, table in near.untied:
-        node = head.rsplit(".fc.weight", 1)[0]
-        hint += (f"; {head} is missing and has the shape of {table}: if the reference ties them "
-                 f"(tie_word_embeddings), say `tie: {table.rsplit('.tokens.weight', 1)[0]}` on the head '{node}'")
+    hint += head_hints(near)
     if near.permuted:
         holds = "holds" if len(near.permuted) == 1 else "hold"
         hint += (f"; {listing(near.permuted)} under {near.naming} {holds} the model's sizes with the axes in another "

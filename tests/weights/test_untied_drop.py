@@ -44,3 +44,46 @@ def test_a_tied_table_given_two_values_says_to_untie_the_head():
     diagnostic = error.value.diagnostics[0]
     assert "embed.tokens.weight and head.table.weight" in diagnostic.message
     assert "`vocab:` in place of `tie:`" in diagnostic.hint and "share: true" not in diagnostic.hint
+
+
+LM = """
+name: lm
+params: {tie: true}
+inputs: {ids: {shape: [B, 8], dtype: int64}}
+graph:
+  - {id: embed, embed: {vocab: 64, dim: 32, pos: none}}
+  - {id: norm, norm: {}}
+  - {id: head, head: {kind: lm, vocab: "${None if tie else 64}", tie: "${'embed' if tie else None}"}}
+"""
+
+
+@pytest.mark.parametrize("equal", [True, False])
+def test_a_head_weight_beside_a_tied_head_says_drop_or_untie(equal):
+    """The StableLM trial's mapping kept a tied checkpoint's lm_head.weight and was told only
+    '1 unexpected (head.fc.weight)': the hint says the head is tied, and to drop the copy (equal to
+    the table) or untie the head (other values)."""
+    model = archspec.build_text(LM, seed=0)
+    state = dict(model.state_dict())
+    state["head.fc.weight"] = state["embed.tokens.weight"].clone() + (0.0 if equal else 1.0)
+    with pytest.raises(archspec.SpecError) as error:
+        load_weights(model, state, archspec.check_text(LM).graph)
+    hint = error.value.diagnostics[0].hint
+    assert "the head 'head' is tied to embed.tokens.weight (`tie:`) and has no weight of its own" in hint
+    assert ("drop it in the mapping" in hint) == equal and ("give the head `vocab:` in place of `tie:`" in hint) != equal
+
+
+def test_an_untied_head_whose_tensor_the_mapping_dropped_is_told_to_map_it(tmp_path):
+    """The Falcon trial's own mapping dropped lm_head.weight for an untied head and was told 'if the
+    reference ties them, say `tie: embed`', which pointed the wrong way: the hint names the dropped
+    tensor of the head's shape first."""
+    untied = LM.replace("tie: true", "tie: false")
+    model = archspec.build_text(untied, seed=0)
+    state = {key: value for key, value in model.state_dict().items() if key != "head.fc.weight"}
+    state["lm_head.weight"] = model.state_dict()["head.fc.weight"].clone()
+    mapping = tmp_path / "drops.yaml"
+    mapping.write_text("archspec: 1\nname: drops\nidentify: ['^lm_head\\.weight$']\n"
+                       "rules:\n  - drop: ['^lm_head\\.weight$']\n")
+    with pytest.raises(archspec.SpecError) as error:
+        load_weights(model, state, archspec.check_text(untied).graph, [str(mapping)])
+    hint = error.value.diagnostics[0].hint
+    assert "head.fc.weight is missing, and the mapping dropped lm_head.weight, of its shape: map it to" in hint
