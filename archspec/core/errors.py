@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Literal
 
 from .suggestions import Suggestion
+from .visible import visible
 
 Severity = Literal["error", "warning"]
 
@@ -81,7 +82,7 @@ class LocatedError(Exception):
             diagnostics = [diagnostics]
         self.diagnostics: list[Diagnostic] = list(diagnostics)
         self.sources: dict[str, str] = dict(sources or {})
-        super().__init__("\n".join(d.text() for d in self.diagnostics))
+        super().__init__(visible("\n".join(d.text() for d in self.diagnostics), keep="\n\t"))  # a key's \x01 shown
 
     def with_sources(self, sources: dict[str, str]) -> "LocatedError":
         """The same error, also knowing these source texts (those it knows already win)."""

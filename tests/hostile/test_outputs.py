@@ -203,3 +203,14 @@ def test_visible_escapes_controls_and_keeps_text():
     assert visible("line\n\tnext", keep="\n\t") == "line\n\tnext"
     assert visible("line\n\tnext") == "line\\n\\tnext"
     assert visible("swin ×6 · 594K · ü · 注意") == "swin ×6 · 594K · ü · 注意"
+
+
+def test_an_error_raised_in_python_shows_escapes(tmp_path):
+    """The MaxViT trial's mapping wrote `"\\1"` inside `${...}`, a string escape, chr(1), and the
+    load error printed through the Python API showed the raw control character: the exception's
+    text shows escapes (its diagnostics keep the text as it is, for programs)."""
+    from archspec.core.errors import error
+
+    exc = error(f"1 unexpected (stages.0.{chr(1)}.rel_table.value)\x1b[2J")
+    assert not RAW.search(str(exc)) and "stages.0.\\x01.rel_table.value" in str(exc)
+    assert chr(1) in exc.diagnostics[0].message
