@@ -32,15 +32,16 @@ class AlibiMask(AllKeys):
 
     hides_some = decodes = adds_bias = True
 
-    def __init__(self, heads: int):
-        self.heads = heads
+    def __init__(self, heads: int, factor: float = 1.0):
+        self.heads, self.factor = heads, factor  # factor: the scores' scale where the biases come before it
 
     def hides(self, query, key):
         return later_or_outside(query, key)  # later keys are hidden
 
     def table(self):
         """The heads' slopes [h, 1, 1] (float32; the kernel's buffer, cast with the model)."""
-        return torch.tensor(alibi_slopes(self.heads)).view(self.heads, 1, 1)
+        return (torch.tensor(alibi_slopes(self.heads), dtype=torch.float64) * self.factor).float().view(
+            self.heads, 1, 1)  # [h] -> [h, 1, 1]
 
     def bias(self, query, key, dtype, table=None):
         """-slope_h * (query - key), `table` the slopes: [h, N, M] at indices [N, 1] and [1, M]; while
@@ -51,7 +52,15 @@ class AlibiMask(AllKeys):
 
 @lowering(ALIBI)
 def lower(p, inputs, ctx):
-    return make_sequence_attention(SelfAttention, ALIBI, p, inputs, keys=AlibiMask(p.heads))
+    return make_sequence_attention(SelfAttention, ALIBI, p, inputs, keys=AlibiMask(p.heads, slope_factor(p, inputs)))
+
+
+def slope_factor(p, inputs) -> float:
+    """1, or with `alibi_at: before_scale` the scores' scale (scale, else 1/sqrt(head_dim)), which
+    then scales the biases too: (q·k^T + b) * s = q·k^T * s + b * s (Falcon)."""
+    if p.alibi_at == "after_scale":
+        return 1.0
+    return p.scale if p.scale is not None else ALIBI.head_dim(p, inputs[0].channels) ** -0.5
 
 
 register_facts(ALIBI, grid=KEEPS, classifier=None, resample=None)

@@ -1,7 +1,9 @@
 """alibi: causal self-attention with ALiBi's linear biases instead of position embeddings
 (Press et al., "Train Short, Test Long", ICLR 2022; BLOOM, MPT): head h adds -m_h * (i - j)
 to the score of query i and key j <= i, with slopes m_h a geometric sequence (2^(-8/n),
-2^(-16/n), ... for n heads, interleaved as the paper does when n is not a power of two)."""
+2^(-16/n), ... for n heads, interleaved as the paper does when n is not a power of two); with
+`alibi_at: before_scale` the biases join q·k^T before the 1/sqrt(d) scaling, so the slopes are
+scaled too (Falcon)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ class AlibiParams(SequenceParams):
     kind: Literal["alibi"]
     projections: Projections = projections_field()
     over_grid: bool = Field(False, description="allow a causal order over tokens on a grid (image patches)")
+    alibi_at: Literal["after_scale", "before_scale"] = Field(
+        "after_scale", description="where the biases are added: to the scaled scores q·k^T * scale (BLOOM, MPT) or "
+                                   "to q·k^T before the scaling, which then scales them too (Falcon's alibi: true)")
 
 
 class AlibiAttentionOp(SequenceAttentionOp):
