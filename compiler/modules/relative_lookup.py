@@ -40,9 +40,12 @@ def pair_offset_index(h: int, w: int, offsets: str = "signed", stride: int = 1, 
 
 
 class RelativeLookup(nn.Module):
-    def __init__(self, grid, offsets="signed", stride=1):
+    def __init__(self, grid, offsets="signed", stride=1, order="query_minus_key"):
         super().__init__()
-        self.register_buffer("index", pair_offset_index(*grid, offsets, stride), persistent=False)  # [Nq, Nk]
+        index = pair_offset_index(*grid, offsets, stride)  # [Nq, Nk]
+        if order == "key_minus_query":  # the offset negated: row R - 1 - i of the signed table
+            index = torch.sub((2 * grid[0] - 1) * (2 * grid[1] - 1) - 1, index, out=index)
+        self.register_buffer("index", index, persistent=False)  # [Nq, Nk]
 
     def forward(self, table):
         return table[..., self.index]  # [1, ..., R] -> [1, ..., Nq, Nk]
@@ -50,7 +53,8 @@ class RelativeLookup(nn.Module):
 
 @lowering(RELATIVE_LOOKUP)
 def lower(p, inputs, ctx):
-    return make(RelativeLookup, grid=size_pair(p.grid), offsets=p.offsets, stride=p.stride)
+    order = {"order": p.order} if p.order != "query_minus_key" else {}  # model.py as before without it
+    return make(RelativeLookup, grid=size_pair(p.grid), offsets=p.offsets, stride=p.stride, **order)
 
 
 register_facts(RELATIVE_LOOKUP, grid=KEEPS, classifier=None, resample=None)

@@ -28,6 +28,26 @@ def test_signed_offsets_are_swins_relative_position_index(h, w):
     assert torch.equal(pair_offset_index(h, w, "signed"), get_relative_position_index(h, w))
 
 
+@pytest.mark.parametrize("h, w", [(4, 4), (3, 5)])
+def test_key_minus_query_is_timms_tensorflow_maxvit_bias(h, w):
+    """TensorFlow's MaxViT (timm's RelPosBiasTf) reads its table by key minus query: the MaxViT
+    trial swapped the lookup's query and key axes with a rearrange; `order: key_minus_query`."""
+    from timm.layers.pos_embed_rel import RelPosBiasTf
+
+    theirs = RelPosBiasTf((h, w), num_heads=3)
+    torch.nn.init.normal_(theirs.relative_position_bias_table, generator=torch.Generator().manual_seed(0))
+    expected = theirs.get_bias()  # [heads, N, N]
+    spec = (f"name: t\ninputs: {{x: [B, 4]}}\ngraph:\n  - {{id: table, param: {{shape: [3, {(2*h-1)*(2*w-1)}]}}}}\n"
+            f"  - {{id: bias, from: table, relative_lookup: {{grid: [{h}, {w}], order: ORDER}}}}\n"
+            "outputs: {bias: bias}\n")
+    for order, equal in (("key_minus_query", True), ("query_minus_key", False)):
+        model = archspec.build_text(spec.replace("ORDER", order))
+        with torch.no_grad():
+            model.table.value.copy_(theirs.relative_position_bias_table.reshape(1, 3, -1))
+            ours = model(torch.zeros(1, 4))
+        assert torch.equal(ours[0], expected) == equal  # [1, heads, N, N]
+
+
 @pytest.mark.parametrize("resolution, stride", [(7, 1), (14, 1), (7, 2), (14, 2), (4, 3)])
 def test_absolute_offsets_are_levits_attention_bias_idxs(resolution, stride):
     from timm.models.levit import Attention, AttentionDownsample

@@ -7,7 +7,8 @@ gives [1, ..., Nq, Nk] (a param [heads, R] gives the score bias [1, heads, N, N]
     - {id: table, param: {shape: [4, 196], init: zeros}}                      # [1, 4, 196]
     - {id: bias, from: table, relative_lookup: {grid: [14, 14], offsets: absolute}}  # [1, 4, 196, 196]
 
-Offsets are query minus key, (Δrow, Δcol):
+Offsets are query minus key, (Δrow, Δcol) (`order: key_minus_query`, TensorFlow's MaxViT, reads
+the signed table in reverse):
 - signed (the default): (Δrow + H - 1)(2W - 1) + Δcol + W - 1, a table of (2H - 1)(2W - 1) rows
   (Swin's and BEiT's relative_position_index);
 - absolute: |Δrow| W + |Δcol|, a table of H W rows (LeViT's attention_bias_idxs).
@@ -35,6 +36,9 @@ class RelativeLookupParams(Params):
         "signed", description="signed: (2H-1)(2W-1) rows, Swin's and BEiT's order; absolute: H W rows, |Δrow| W + |Δcol|")
     stride: PositiveInt = Field(1, description="queries on every stride-th row and column (LeViT's downsampling "
                                                "attention: 2)")
+    order: Literal["query_minus_key", "key_minus_query"] = Field(
+        "query_minus_key", description="signed offsets: query minus key (Swin, BEiT) or key minus query (TensorFlow's "
+                                       "MaxViT, timm's RelPosBiasTf): the table read in reverse")
 
 
 def table_rows(p) -> int:
@@ -68,6 +72,9 @@ class RelativeLookupOp(Op):
             raise RuleError(f"relative_lookup over a {h}x{w} grid with {p.offsets} offsets reads a table of {rows} "
                             f"rows on its last axis, got {table.describe()}", field="from",
                             hint=Remedy(f"e.g. a param: {{shape: [heads, {rows}]}}, one bias per head and offset"))
+        if p.offsets == "absolute" and "order" in p.model_fields_set:
+            raise RuleError("absolute offsets are the same in either order", field="order",
+                            hint=Remedy("drop order; it turns signed offsets"))
         queries, keys = pair_counts(p)
         return tensor((*table.shape[:-1], queries, keys))  # [1, ..., R] -> [1, ..., Nq, Nk]
 
