@@ -178,7 +178,9 @@ def head(graph: Graph, found_stages: list[Stage] | None = None) -> Head | None:
             fmt = "NHWC" if grid and not t.prefix and hierarchical(found_stages or []) else "NLC"
             given = getattr(graph.record(name).params, "features_format", "auto")
             fmt = fmt if given == "auto" else given  # the spec says what timm's model of the family gives
-            final_norm = source if "." not in source and FEATURE_NORM.get(graph.record(source).op, False) else None
+            record = graph.record(source)  # a graph input read by the head has no op's facts
+            final_norm = source if "." not in source and not record.is_input and FEATURE_NORM.get(record.op, False) \
+                else None
             return Head(path=name, classifier=classifier, width=t.channels, reads=source, grid=grid, prefix=t.prefix,
                         features_fmt=fmt, final_norm=final_norm)
     return None

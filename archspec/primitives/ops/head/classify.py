@@ -1,5 +1,6 @@
 """classify: pool (the class token, the mean of the grid tokens, or timm's attention pool over a
-learned latent query: SigLIP's `map`), an optional LayerNorm, a linear map to class logits (timm
+learned latent query: SigLIP's `map`), an optional LayerNorm, an optional hidden layer (a linear
+and its activation: timm's NormMlpClassifierHead pre_logits), a linear map to class logits (timm
 ClassifierHead; VisionTransformer's attn_pool + head)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Literal
 from ....core.declared import Field
 from ....core.suggestions import Remedy
 from ....core.types import TensorType, dim_value, vector
-from ...activations import MlpActivation, learned_params
+from ...activations import Function, MlpActivation, learned_params
 from ...base import MAX_SIZE, Cost, Eps, Op, Params, PositiveInt, RuleError
 from ...counting import attention_flops, hidden_width, linear_flops, linear_params, norm_params
 from ...registry import register
@@ -35,6 +36,10 @@ class ClassifyParams(Params):
     pool_act: MlpActivation = Field("gelu", description="pool: map: the pool's MLP activation")
     norm: bool = Field(False, description="LayerNorm after pooling (timm's fc_norm)")
     norm_eps: Eps = 1e-5
+    hidden: PositiveInt | None = Field(None, description="a hidden layer before the classes: a linear of this width "
+                                                         "and `hidden_act` (timm's NormMlpClassifierHead hidden_size: "
+                                                         "MaxViT's tf heads; state dict `pre_logits.fc`)")
+    hidden_act: Function = Field("tanh", description="hidden: its activation (timm's: tanh)")
     bias: bool = True
     features_format: Literal["auto", "NHWC", "NCHW", "NLC"] = Field(
         "auto", description="what the built model's forward_features gives by default, as timm's model of the "
@@ -52,6 +57,9 @@ class ClassifyHead(Op):
     def shape(self, p, inputs: list[TensorType], ctx) -> TensorType:
         check_pool(p.pool, inputs[0])
         check_map_pool(p, inputs[0].channels)
+        if p.hidden is None and "hidden_act" in p.model_fields_set:
+            raise RuleError("hidden_act goes with hidden", field="hidden_act",
+                            hint=Remedy("give `hidden: <width>`, or drop hidden_act"))
         x = inputs[0]
         if p.features_format in ("NHWC", "NCHW") and (x.grid is None or x.prefix):
             why = "class tokens, which have no place on the grid" if x.prefix else "no token grid"
@@ -62,8 +70,14 @@ class ClassifyHead(Op):
     def cost(self, p, inputs: list[TensorType], out: TensorType, ctx) -> Cost:
         x = inputs[0]
         width = x.channels
-        params = linear_params(width, p.classes, p.bias) + (norm_params(width) if p.norm else 0)
-        flops = linear_flops(1, width, p.classes)
+        params = norm_params(width) if p.norm else 0
+        flops = 0
+        if p.hidden is not None:  # the pre-logits layer: C -> hidden
+            params += linear_params(width, p.hidden) + learned_params(p.hidden_act)
+            flops += linear_flops(1, width, p.hidden)
+            width = p.hidden
+        params += linear_params(width, p.classes, p.bias)
+        flops += linear_flops(1, width, p.classes)
         if p.pool == "map":
             pool = map_pool_cost(p, width, dim_value(x.length) - x.prefix)
             params, flops = params + pool.params, flops + pool.flops
