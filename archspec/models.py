@@ -225,11 +225,6 @@ def load_checkpoint(model, report, weights, mapping=None, num_classes: int | Non
     LOG.info("archspec: weights: %s", fit.summary())  # what `archspec build --weights` prints (the Starcoder2 trial)
     for said in note + fit.warnings:
         LOG.warning("archspec: weights: %s", said)
-    timms = fit.naming == "archspec" or fit.naming.startswith("timm")
-    if fit.resampled and not timms:  # as timm's position-embedding resize: the INFO line says it; warned here
-        LOG.warning("archspec: weights: %s (the checkpoint's naming is '%s': its own model may resize another way, "
-                    "at each forward; Hugging Face's VitDet without antialias, 0.1 off at a 56x56 table made "
-                    "8x8)", fit.resampled_words(), fit.naming)
     return fit
 
 

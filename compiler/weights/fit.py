@@ -86,7 +86,7 @@ class Fit:
         text = f"{len(self.state)} tensors in {self.naming} naming"
         if self.kept:
             text += f"; kept initial values of {len(self.kept)} ({listing(self.kept)})"
-        if self.resampled:
+        if self.resampled and not self.resampled_elsewhere():  # else said among the warnings
             text += "; " + self.resampled_words()
         if self.created:
             text += f"; created {len(self.created)} ({listing(self.created)})"
@@ -109,7 +109,18 @@ class Fit:
                    f"{listing(self.dropped_learned)}{self.near_copy_words()}"] if self.dropped_learned else []
         refused = [f"{why}, and the load went on with it so (the checkpoint fits the model's shapes all the "
                    "same: check that the rule is needed)" for why in self.refused if not isinstance(why, Lacking)]
-        return dropped + refused + self.passed_over + self.offset_twice
+        return dropped + refused + self.passed_over + self.offset_twice + self.resampled_elsewhere()
+
+    def resampled_elsewhere(self) -> list[str]:
+        """A resample of a checkpoint not in timm's naming (or ours): its own model may resize
+        another way (the DINOv2 trial: Hugging Face's Dinov2Model resizes without antialias, its
+        registers model with it; 1.2e-2 to 4.5e-2 off, said on the Python logger only)."""
+        if not self.resampled or self.naming == "archspec" or self.naming.startswith("timm"):
+            return []
+        return [f"{self.resampled_words()}, and the checkpoint's naming is '{self.naming}': its own model may "
+                "resize another way, at each forward (Hugging Face's Dinov2Model and VitDet resize without "
+                "antialias: 1e-2 to 0.1 off); to resize as it does, keep the table at its own size and resize it "
+                "in the graph (`resize` with its antialias option)"]
 
     def near_copy_words(self) -> str:
         """What a dropped tensor of a kept one's shape, with other values, means: a head the

@@ -329,6 +329,22 @@ def test_positions_resampled_from_another_naming_are_warned(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="archspec"):
         archspec.build("vit_ti16", overrides={**SMALL_VIT, "img": 48}, weights=state, mapping=str(mapping))
     (record,) = [r for r in caplog.records if "resampled 1" in r.getMessage() and r.levelno == logging.WARNING]
-    assert "the checkpoint's naming is 'other naming'" in record.getMessage()
+    assert "and the checkpoint's naming is 'other naming'" in record.getMessage()
     (said,) = [r for r in caplog.records if r.levelno == logging.INFO]  # what loaded, the resampling with it
-    assert "20 tensors in other naming naming; resampled 1" in said.getMessage()
+    assert "20 tensors in other naming naming; warning: resampled 1" in said.getMessage()
+
+
+def test_the_command_line_says_it_too(tmp_path):
+    """The DINOv2 trial's `archspec build --weights` said only the INFO line (timm's resampling) and
+    report.json nothing, where its Python load warned (Hugging Face's Dinov2Model resizes without
+    antialias: 1.2e-2 to 4.5e-2 off): the warning is the load's, on every path."""
+    state = {f"model.{k}": v for k, v in archspec.build("vit_ti16", overrides=SMALL_VIT).state_dict().items()}
+    torch.save(state, tmp_path / "w.pt")
+    mapping = tmp_path / "other.yaml"
+    mapping.write_text("archspec: 1\nname: other naming\nrules:\n  - rename: {'^model\\.': ''}\n")
+    out = tmp_path / "built"
+    sets = [a for k, v in {**SMALL_VIT, "img": 48}.items() for a in ("--set", f"{k}={v}")]
+    assert main(["build", "vit_ti16", *sets, "--weights", str(tmp_path / "w.pt"), "--map", str(mapping),
+                 "-o", str(out)]) == 0
+    (warning,) = json.loads((out / "report.json").read_text())["build"]["weights_loaded"]["warnings"]
+    assert warning.startswith("resampled 1") and "its own model may resize another way" in warning

@@ -326,8 +326,9 @@ class Build:
         from ...compiler.weights.load import load_weights
 
         weights, mappings = self.options.weights, [self.options.mapping] if self.options.mapping else []
-        self.progress.run(f"load weights {weights}", lambda: load_weights(self.model, weights, self.graph, mappings),
-                          lambda fit: fit.summary())
+        self.fit = self.progress.run(f"load weights {weights}",
+                                     lambda: load_weights(self.model, weights, self.graph, mappings),
+                                     lambda fit: fit.summary())
 
     def to_bf16(self) -> None:
         """The module in bf16 (model.py, model.safetensors), its deviation from fp32 measured and kept."""
@@ -347,7 +348,9 @@ class Build:
         from ...render.html import report_html
 
         info = self.provenance()
-        report = {**self.report.to_json(), "build": info}
+        fit = getattr(self, "fit", None)
+        loaded = {"weights_loaded": {"summary": fit.summary(), "warnings": fit.warnings}} if fit is not None else {}
+        report = {**self.report.to_json(), "build": {**info, **loaded}}  # the load's warnings: the DINOv2 trial
         source = standalone_source(self.model, self.report.name, one_line(info["spec"]))
         texts = [("report.json", json.dumps(report, indent=2)), ("report.html", report_html(self.report)),
                  ("model.py", with_provenance(source, info))]
