@@ -41,12 +41,31 @@ def called_elsewhere(word: str, primitive: str) -> str | None:
     return None
 
 
+# Hugging Face's config names of fixed multipliers -> (the option that says it here, the hint): the
+# Granite trial's residual_multiplier was offered residual_gate, its logits_scaling logits_softcap
+# (which built, 5.78 off), and attention_multiplier nothing
+CONFIG_NAMES: dict[str, tuple[str, str]] = {
+    "residual_multiplier": ("branch_scale", "Hugging Face's residual_multiplier (Granite) is `branch_scale: <it>` "
+                                            "here, on each sub-layer: the branch times it before the add"),
+    "logits_scaling": ("logits_divisor", "Hugging Face's logits_scaling (Granite) is `logits_divisor: <it>`: the "
+                                         "logits divided by it (logits_softcap is Gemma's tanh cap, another model)"),
+    "attention_multiplier": ("scale", "Hugging Face's attention_multiplier (Granite) is `scale: <it>`: the scores' "
+                                      "scale in place of 1/sqrt(head_dim)"),
+    "query_pre_attn_scalar": ("scale", "Hugging Face's query_pre_attn_scalar (Gemma 2 and 3) is `scale: "
+                                       "${<it> ** -0.5}`: the scores scaled by its inverse square root"),
+    "embedding_multiplier": ("multiplier", "Hugging Face's embedding_multiplier (Granite) is `multiplier: <it>`"),
+}
+
+
 def where_key_belongs(op: Op, key: str) -> str | None:
     """Where an unknown key of `op` belongs, when it is a parameter or an op elsewhere: `window`
     under `kind: global` (other kinds of the same primitive), `qkv_bias` on mlp (another
     primitive), `mask_token` under patchify (an op of its own); a close key of the op's own comes
     first (`rope_dim` under causal attention: did you mean 'rope_dims'?, though latent has a
     `rope_dim`). None: the key is nobody's, so a did-you-mean over the op's own keys fits best."""
+    named = CONFIG_NAMES.get(key)
+    if named is not None and named[0] in field_names(op.Params):
+        return named[1]
     elsewhere = owner_of_key(op, key)
     if key in op.key_hints:
         return f"{elsewhere}; {op.key_hints[key]}" if elsewhere else op.key_hints[key]

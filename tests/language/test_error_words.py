@@ -199,3 +199,17 @@ def test_a_choice_in_other_letters_case_is_told_the_choice():
     """The Pegasus trial's `act: reLU` got no did-you-mean."""
     d, _ = first_error("name: t\ninputs: {x: [B, 4, 8]}\ngraph:\n  - {activation: {fn: reLU}}\n")
     assert d.hint == "did you mean 'relu'?"
+
+
+@pytest.mark.parametrize("node, hint", [
+    ("attention: {kind: causal, heads: 2, residual_multiplier: 0.2}", "is `branch_scale: <it>` here"),
+    ("mlp: {ratio: 2, residual_multiplier: 0.2}", "is `branch_scale: <it>` here"),
+    ("attention: {kind: causal, heads: 2, attention_multiplier: 0.1}", "(Granite) is `scale: <it>`"),
+    ("attention: {kind: causal, heads: 2, query_pre_attn_scalar: 256}", "is `scale: ${<it> ** -0.5}`"),
+    ("head: {kind: lm, vocab: 10, logits_scaling: 8}", "is `logits_divisor: <it>`"),
+])
+def test_hugging_faces_multiplier_names_point_at_the_options(node, hint):
+    """The Granite trial's residual_multiplier was offered residual_gate, logits_scaling
+    logits_softcap (which built, 5.78 off), attention_multiplier a list of every key."""
+    d, _ = first_error(f"name: t\ninputs: {{x: [B, 8, 16]}}\ngraph:\n  - {{{node}}}\n")
+    assert hint in d.hint and "did you mean" not in d.hint
