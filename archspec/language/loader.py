@@ -296,6 +296,8 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str, text: str):
         loc = Loc(file, loc.line, col)
         problem = "a tab character where YAML expects spaces"
         hint = "YAML indentation must use spaces, not tabs"
+    elif "mapping values" in problem:  # the Gemma 2 trial's `doc: ... (norm_offset 1.0 in the spec: no ...)`
+        hint = 'a value that holds ": " needs quotes ("..."), or a block scalar (`doc: >` and the text below it)'
     return error(f"YAML syntax: {problem}", loc, hint=hint)
 
 

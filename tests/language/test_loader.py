@@ -169,7 +169,15 @@ def test_unquoted_expression_in_a_flow_list():
 
 def test_a_quoted_expression_is_not_blamed():
     exc = fails('a: {b: "${x}", c: d: e}\n')
-    assert "${" not in exc.message and exc.hint is None
+    assert "${" not in exc.message and "${" not in (exc.hint or "")
+
+
+def test_a_colon_in_plain_text_is_told_to_quote():
+    """The Gemma 2 trial's mapping `doc: ... (norm_offset 1.0 in the spec: no affine rule)` was
+    told only that mapping values are not allowed."""
+    exc = fails("doc: HF Gemma2 (offset in the spec: no affine rule)\n")
+    assert exc.message == "YAML syntax: mapping values are not allowed in this context"
+    assert exc.hint.startswith('a value that holds ": " needs quotes')
 
 
 def test_expression_holding_colon_space():
