@@ -79,7 +79,7 @@ class ClassifyHead(Op):
         params += linear_params(width, p.classes, p.bias)
         flops += linear_flops(1, width, p.classes)
         if p.pool == "map":
-            pool = map_pool_cost(p, width, dim_value(x.length) - x.prefix)
+            pool = map_pool_cost(p, x.channels, dim_value(x.length) - x.prefix)  # over the tokens' width
             params, flops = params + pool.params, flops + pool.flops
         return Cost(params, flops)
 
