@@ -49,3 +49,9 @@ def test_hidden_act_without_hidden_is_a_located_error():
     with pytest.raises(SpecError) as error:
         archspec.check_text(SPEC.replace(", hidden: 24 HIDDEN_ACT", ", hidden_act: tanh"))
     assert error.value.message == "hidden_act goes with hidden" and error.value.loc.line == 5
+
+
+def test_the_checker_counts_a_hidden_layer_after_an_attention_pool():
+    text = SPEC.replace("pool: mean", "pool: map, pool_heads: 2").replace(" HIDDEN_ACT", "")
+    model = archspec.build_text(text)
+    assert archspec.check_text(text).params == sum(p.numel() for p in model.parameters())
