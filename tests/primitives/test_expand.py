@@ -115,13 +115,16 @@ def test_repeat_zero_and_if_false_pass_their_input_through():
 
 
 def test_a_skipped_node_reading_several_inputs_passes_its_first_on():
+    """Where what it also reads feeds an output another way; where that would then feed nothing
+    it is an error (test_alternatives.py: the Falcon trial's identity layers)."""
     g = ir(TOKENS + spec("""
         params: {parallel: false}
         graph:
           - {id: attn, norm: {}}
           - {id: mlp, mlp: {ratio: 2.0}}
-          - {id: out, if: "${parallel}", from: [x, attn, mlp], add: {}}
+          - {id: out, if: "${parallel}", from: [x, mlp], add: {}}
           - {id: last, norm: {}}
+          - {id: both, from: [last, mlp], add: {}}
         """))
     assert g.node("last").inputs == ("x",)
 
